@@ -1,0 +1,3 @@
+"""verlctl: launch and keep alive verl RL jobs on Ascend NPU / NVIDIA GPU servers."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from verlctl.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Checks: turn a spec (and, optionally, the machine) into findings."""

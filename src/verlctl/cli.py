@@ -1,0 +1,59 @@
+"""The ``verlctl`` command line: a thin layer that parses flags and calls the packages.
+
+Keep this module and ``verlctl.commands.*`` light at import time: heavy modules (pydantic models,
+docker, jinja2, questionary, pyarrow) are imported inside the command functions, so that
+``verlctl --help`` stays fast (see ``bench/bench_cli.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from verlctl.commands import registry
+
+app = typer.Typer(
+    name="verlctl",
+    help="From bare Ascend NPU / NVIDIA GPU servers to a running, monitored verl RL job.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+registry.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: one line and a non-zero exit for every user-facing failure."""
+    import click
+
+    from verlctl.errors import VerlctlError
+
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=argv, prog_name="verlctl", standalone_mode=False)
+    except VerlctlError as exc:
+        sys.stderr.write(f"error: {exc.message}\n")
+        if exc.hint:
+            sys.stderr.write(f"hint: {exc.hint}\n")
+        sys.exit(exc.code)
+    except click.exceptions.Abort:
+        sys.stderr.write("aborted: nothing was changed\n")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        sys.stderr.write("\ninterrupted\n")
+        sys.exit(130)
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
