@@ -27,7 +27,10 @@ registry.register(app)
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: one line and a non-zero exit for every user-facing failure."""
-    import click
+    try:  # typer >= 0.20 vendors click
+        from typer import _click as click
+    except ImportError:  # pragma: no cover - older typer depends on click
+        import click  # type: ignore[no-redef]
 
     from verlctl.errors import VerlctlError
 

@@ -1,0 +1,106 @@
+"""Options shared by the commands that take a run spec (plan, check, launch, init).
+
+Only typer and the standard library are imported here: this module is loaded for ``verlctl --help``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+SpecFile = Annotated[
+    Optional[Path],  # noqa: UP045 - typer needs Optional on 3.10
+    typer.Option("--config", "-c", help="Run spec YAML file.", show_default=False),
+]
+SetValues = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option("--set", help="Set any spec value: --set train.lr=1e-5 (repeatable).", show_default=False),
+]
+Mask = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(help="7-bit feature mask, leftmost = bit 0 (RmvPad DynBSZ Offload PfxCache Recompute SwapOpt VPP)."),
+]
+Features = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--features", help="Comma-separated features to turn on (see `verlctl features`)."),
+]
+NoFeatures = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--disable", help="Comma-separated features to turn off."),
+]
+VerlVersion = Annotated[Optional[str], typer.Option("--verl-version", help="0.7.0, 0.9.1 or auto.")]  # noqa: UP045
+AlgorithmOpt = Annotated[Optional[str], typer.Option("--algorithm", help="dapo or grpo.")]  # noqa: UP045
+ModeOpt = Annotated[Optional[str], typer.Option("--mode", help="sync or one_step_off_policy.")]  # noqa: UP045
+StrategyOpt = Annotated[Optional[str], typer.Option("--strategy", help="megatron, fsdp or fsdp2.")]  # noqa: UP045
+DeviceOpt = Annotated[Optional[str], typer.Option("--device", help="npu or gpu.")]  # noqa: UP045
+SwanlabOpt = Annotated[
+    Optional[bool],  # noqa: UP045
+    typer.Option("--swanlab/--no-swanlab", help="Log to SwanLab (host and key from SWANLAB_HOST / SWANLAB_API_KEY)."),
+]
+JsonOut = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+def spec_flags(
+    set_values: list[str] | None = None,
+    mask: str | None = None,
+    features: str | None = None,
+    disable: str | None = None,
+    verl_version: str | None = None,
+    algorithm: str | None = None,
+    mode: str | None = None,
+    strategy: str | None = None,
+    device: str | None = None,
+    swanlab: bool | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Flags the user set, as dotted spec paths -> value, plus the flag that set each one."""
+    from verlctl.errors import SpecError
+
+    flags: dict[str, Any] = {}
+    names: dict[str, str] = {}
+
+    def put(path: str, value: Any, flag: str) -> None:
+        flags[path] = value
+        names[path] = flag
+
+    for item in set_values or []:
+        if "=" not in item:
+            raise SpecError(f"--set expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        key = key.strip()
+        if not key:
+            raise SpecError(f"--set expects KEY=VALUE, got {item!r}")
+        put(key, _parse_scalar(value), f"--set {key}")
+    simple = {
+        "features.mask": (mask, "--mask"),
+        "features.enable": (features, "--features"),
+        "features.disable": (disable, "--disable"),
+        "verl_version": (verl_version, "--verl-version"),
+        "algorithm": (algorithm, "--algorithm"),
+        "mode": (mode, "--mode"),
+        "strategy": (strategy, "--strategy"),
+        "device": (device, "--device"),
+    }
+    for path, (value, flag) in simple.items():
+        if value is not None:
+            put(path, value, flag)
+    if swanlab is not None:
+        put("logging.swanlab.enabled", swanlab, "--swanlab" if swanlab else "--no-swanlab")
+    return flags, names
+
+
+def _parse_scalar(text: str) -> Any:
+    """``--set`` values are YAML scalars/lists (``4``, ``1e-5``, ``true``, ``[0,1]``); masks stay strings."""
+    import re
+
+    if re.fullmatch(r"[01]{7}", text):
+        return text
+    import yaml
+
+    try:
+        value = yaml.safe_load(text) if text.strip() else text
+    except yaml.YAMLError:
+        return text
+    # A path such as "/a: b" must not turn into a mapping.
+    return text if isinstance(value, dict) or (value is None and text.strip() not in ("null", "~")) else value

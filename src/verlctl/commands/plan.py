@@ -1,0 +1,143 @@
+"""``verlctl plan``, ``verlctl features``, ``verlctl schema``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from verlctl.commands.options import (
+    AlgorithmOpt,
+    DeviceOpt,
+    Features,
+    JsonOut,
+    Mask,
+    ModeOpt,
+    NoFeatures,
+    SetValues,
+    SpecFile,
+    StrategyOpt,
+    SwanlabOpt,
+    VerlVersion,
+    spec_flags,
+)
+
+
+def plan(
+    config: SpecFile = None,
+    out: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--out", "-o", help="Write start_verl.sh, run_training.sh and spec.resolved.yaml here."),
+    ] = None,
+    set_values: SetValues = None,
+    mask: Mask = None,
+    features: Features = None,
+    disable: NoFeatures = None,
+    verl_version: VerlVersion = None,
+    algorithm: AlgorithmOpt = None,
+    mode: ModeOpt = None,
+    strategy: StrategyOpt = None,
+    device: DeviceOpt = None,
+    swanlab: SwanlabOpt = None,
+    as_json: JsonOut = False,
+) -> int:
+    """Resolve a spec, check it, and render the two launch scripts (changes nothing else)."""
+    from verlctl.checks.findings import has_errors
+    from verlctl.plan import make_plan
+    from verlctl.report import plan_json, print_checklist, print_findings
+    from verlctl.spec.resolve import load_spec
+
+    flags, names = spec_flags(set_values, mask, features, disable, verl_version, algorithm, mode, strategy, device, swanlab)
+    resolved = load_spec(config, flags=flags, flag_names=names)
+    the_plan = make_plan(resolved)
+    written: list[str] = []
+    if the_plan.ok and out is not None:
+        rendered = the_plan.render()
+        written = [str(p) for p in rendered.write(out)]
+    if as_json:
+        doc = plan_json(resolved, the_plan.command, the_plan.findings)
+        doc["written"] = written
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        from rich.console import Console
+
+        console = Console()
+        print_checklist(console, resolved, the_plan.command)
+        print_findings(console, the_plan.findings)
+        for p in written:
+            console.print(f"wrote {p}", highlight=False)
+        if the_plan.ok and out is None:
+            console.print("[dim]nothing written: pass -o DIR to write the scripts[/dim]")
+    if has_errors(the_plan.findings):
+        if not as_json:
+            sys.stderr.write("error: the spec has errors (listed above); nothing was written\n")
+        return 2
+    return 0
+
+
+def features(
+    mask: Annotated[Optional[str], typer.Option(help="Explain a 7-bit mask.")] = None,  # noqa: UP045
+    as_json: JsonOut = False,
+) -> int:
+    """List the acceleration features (mask bits, categories, defaults); explain a mask."""
+    from verlctl.errors import SpecError
+    from verlctl.verl.features import FEATURES, mask_legend
+
+    bits: dict[str, bool] = {}
+    if mask is not None:
+        from pydantic import ValidationError
+
+        from verlctl.spec.model import FeaturesSpec
+
+        try:
+            FeaturesSpec(mask=mask)
+        except ValidationError as exc:
+            raise SpecError(exc.errors()[0]["msg"].removeprefix("Value error, "), field="--mask") from None
+        bits = {f.name: mask[f.bit] == "1" for f in FEATURES if f.bit is not None}
+    rows = [
+        {
+            "name": f.name,
+            "title": f.title,
+            "bit": f.bit,
+            "category": f.category.value,
+            "default": "on" if f.default_on else "off",
+            "description": f.description,
+            **({"in_mask": bits[f.name]} if f.name in bits else {}),
+        }
+        for f in sorted(FEATURES, key=lambda f: (f.bit is None, f.bit or 0, f.name))
+    ]
+    if as_json:
+        doc: dict[str, object] = {"features": rows, "mask_legend": mask_legend()}
+        if mask is not None:
+            doc["mask"] = mask
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="verlctl features", title_justify="left", header_style="bold")
+    for col in ("bit", "name", "category", "default", "description"):
+        table.add_column(col)
+    if mask is not None:
+        table.add_column(f"mask {mask}")
+    for r in rows:
+        cells = [str(r["bit"]) if r["bit"] is not None else "-", str(r["name"]), str(r["category"]), str(r["default"])]
+        cells.append(str(r["description"]))
+        if mask is not None:
+            cells.append(("on" if r["in_mask"] else "off") if "in_mask" in r else "-")
+        table.add_row(*cells)
+    console = Console()
+    console.print(table)
+    console.print(f"mask legend (leftmost = bit 0): {mask_legend()}", highlight=False)
+    return 0
+
+
+def schema() -> int:
+    """Print the run spec's JSON schema."""
+    from verlctl.spec.model import spec_json_schema
+
+    sys.stdout.write(json.dumps(spec_json_schema(), indent=2) + "\n")
+    return 0

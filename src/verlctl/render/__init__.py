@@ -1,0 +1,1 @@
+"""Render the launch scripts and the resolved spec."""

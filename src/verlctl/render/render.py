@@ -1,0 +1,177 @@
+"""Render the two launch scripts and the resolved spec from a spec and its training command.
+
+Templates hold layout only; every value reaching a script goes through the ``q`` filter (shell quoting),
+and every Hydra value through :func:`verlctl.verl.hydra_syntax.hydra_value`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verlctl import __version__
+from verlctl.spec.resolve import ResolvedSpec
+from verlctl.verl.compose import OverrideLine, TrainingCommand
+from verlctl.verl.environment import CANN_ENV_SCRIPTS, ENV_ROWS
+from verlctl.verl.hydra_syntax import shell_quote
+
+START_SCRIPT = "start_verl.sh"
+TRAIN_SCRIPT = "run_training.sh"
+RESOLVED_SPEC = "spec.resolved.yaml"
+ENV_FILE = "verlctl.env"
+
+SECTION_TITLES = {
+    "config group": "config group selection",
+    "data": "data",
+    "model": "model, optimiser and batch sizes",
+    "parallelism": "parallelism",
+    "rollout": "rollout",
+    "algorithm": "algorithm",
+    "reward": "reward",
+    "one-step-off": "one-step-off-policy resources",
+    "trainer": "trainer, logging and checkpoints (resume_mode=auto resumes from the last checkpoint)",
+    "extra": "extra_overrides from the spec (passed as written)",
+}
+
+
+@dataclass
+class Rendered:
+    files: dict[str, str]  # name -> content, safe to write anywhere (no secrets)
+    env_file: str  # content of the 0600 env file (may hold secrets): written only by the launcher
+    log_file: str
+    command: TrainingCommand
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, content in self.files.items():
+            p = out / name
+            p.write_text(content, encoding="utf-8")
+            if name.endswith(".sh"):
+                p.chmod(0o755)
+            written.append(p)
+        return written
+
+    def write_env_file(self, path: str | Path) -> Path:
+        """Write the env file with mode 0600 from the start (never world-readable, even briefly)."""
+        p = Path(path)
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(self.env_file)
+        p.chmod(0o600)
+        return p
+
+
+def _env(loader_dir: Path) -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(loader_dir)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["q"] = lambda v: shell_quote(str(v))
+    return env
+
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _comment(text: str | None) -> str | None:
+    if not text:
+        return None
+    return " ".join(text.split())
+
+
+def _groups(lines: list[OverrideLine]) -> list[dict[str, Any]]:
+    groups: list[dict[str, Any]] = []
+    for line in lines:
+        if line.section.startswith("feature:"):
+            title = f"feature {line.section.split(':', 1)[1]}"
+        else:
+            title = SECTION_TITLES.get(line.section, line.section)
+        if not groups or groups[-1]["title"] != title:
+            groups.append({"title": title, "overrides": []})
+        groups[-1]["overrides"].append({"text": line.text, "note": _comment(line.note)})
+    # A note shared by consecutive lines is shown once.
+    for g in groups:
+        prev = None
+        for o in g["overrides"]:
+            if o["note"] == prev:
+                o["note"] = None
+            else:
+                prev = o["note"]
+    return groups
+
+
+def log_file_for(resolved: ResolvedSpec) -> str:
+    logs = (resolved.spec.paths.logs or "").rstrip("/") or "."
+    return f"{logs}/{resolved.spec.logging.experiment}.log"
+
+
+def render(resolved: ResolvedSpec, command: TrainingCommand) -> Rendered:
+    spec = resolved.spec
+    env = _env(TEMPLATES)
+    log_file = log_file_for(resolved)
+    common = {
+        "verlctl_version": __version__,
+        "algorithm": spec.algorithm,
+        "mode": spec.mode,
+        "strategy": spec.strategy,
+        "device": spec.device,
+        "verl_version": command.version,
+    }
+    train = env.get_template("run_training.sh.j2").render(
+        **common,
+        module=command.entry.module,
+        config_name=command.entry.config_name,
+        entry_note=_comment(command.entry.note),
+        workdir=spec.container.workdir,
+        log_dir=spec.paths.logs,
+        log_file=log_file,
+        python="python3",
+        groups=_groups(command.overrides),
+        overrides_count=len(command.overrides),
+    )
+    notes = {row.name: row.note for row in ENV_ROWS}
+    npu = spec.device == "npu"
+    resource = "NPU" if npu else "GPU"
+    n = len(spec.cluster.devices)
+    resource_args = f"--resources='{{\"NPU\": {n}}}'" if npu else f"--num-gpus={n}"
+    digest = hashlib.sha256(f"{spec.logging.experiment}|{spec.paths.checkpoints}".encode()).hexdigest()[:8]
+    start = env.get_template("start_verl.sh.j2").render(
+        **common,
+        cann_scripts=CANN_ENV_SCRIPTS if npu else (),
+        env=[{"name": k, "value": v, "note": _comment(notes.get(k))} for k, v in command.env.items()],
+        nnodes=max(1, len(spec.cluster.nodes)),
+        devices_per_node=n,
+        master_addr=spec.cluster.master_addr or "",
+        ray_port=spec.cluster.ray_port,
+        dashboard_port=spec.cluster.dashboard_port,
+        join_timeout=spec.cluster.join_timeout_s,
+        join_retries=10,
+        ray_resource=resource,
+        ray_resource_args=resource_args,
+        ray_tmp=f"/tmp/verlctl-ray-{digest}",
+        socket_ifname=spec.cluster.socket_ifname,
+        ifname_vars=("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+        if npu
+        else ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"),
+    )
+    from verlctl.render.resolved_yaml import resolved_yaml
+
+    files = {
+        START_SCRIPT: start,
+        TRAIN_SCRIPT: train,
+        RESOLVED_SPEC: resolved_yaml(resolved, command),
+    }
+    env_text = "".join(f"{k}={shell_quote(v)}\n" for k, v in command.env_file.items())
+    return Rendered(files, env_text, log_file, command)

@@ -1,0 +1,118 @@
+"""Human output shared by plan, check, launch and the wizard: the checklist and the findings.
+
+Secrets are shown masked; every value is shown with its source.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import SecretStr
+
+from verlctl.checks.findings import Finding, Severity
+from verlctl.spec.resolve import ResolvedSpec
+from verlctl.verl.compose import TrainingCommand
+from verlctl.verl.environment import SECRET_ENV
+
+MASK = "**********"
+
+#: Checklist sections: title -> spec path prefixes.
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Hardware", ("device", "cluster.")),
+    ("verl", ("verl_version", "algorithm", "mode", "strategy")),
+    ("Container", ("container.",)),
+    ("Paths", ("paths.",)),
+    ("Hyperparameters", ("train.",)),
+    ("Features", ("features.",)),
+    ("Logging", ("logging.",)),
+    ("Recovery", ("recovery.",)),
+    ("Extra", ("env", "extra_overrides")),
+)
+
+
+def masked_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: (MASK if k in SECRET_ENV and v else v) for k, v in env.items()}
+
+
+def display(value: Any) -> str:
+    if isinstance(value, SecretStr):
+        return MASK if value.get_secret_value() else "(empty)"
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) if value else "[]"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) if value else "{}"
+    return str(value)
+
+
+def plan_json(resolved: ResolvedSpec, command: TrainingCommand, findings: list[Finding]) -> dict[str, Any]:
+    return {
+        "verl_version": command.version,
+        "entrypoint": command.entry.module,
+        "config_name": command.entry.config_name,
+        "overrides": command.override_texts(),
+        "command": command.argv(),
+        "env": masked_env({**command.env, **command.env_file}),
+        "features": {
+            n: {"on": s.on and s.applicable, "state": s.label(), "reason": s.reason} for n, s in command.features.items()
+        },
+        "findings": [f.model_dump(mode="json") for f in findings],
+        "values": {
+            path: {"value": _json_value(value), "source": str(resolved.origin(path))}
+            for path, value in resolved.leaves().items()
+        },
+    }
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return MASK if value.get_secret_value() else None
+    try:
+        json.dumps(value)
+    except TypeError:
+        return str(value)
+    return value
+
+
+def print_findings(console: Any, findings: list[Finding]) -> None:
+    if not findings:
+        console.print("[green]no findings[/green]")
+        return
+    style = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+    for f in findings:
+        where = f" [dim]{f.field}[/dim]" if f.field else ""
+        console.print(f"[{style[f.severity]}]{f.severity.value}[/] {f.code}{where}: {f.message}", highlight=False)
+        if f.hint:
+            console.print(f"    [dim]hint:[/dim] {f.hint}", highlight=False)
+
+
+def print_checklist(console: Any, resolved: ResolvedSpec, command: TrainingCommand | None) -> None:
+    from rich.table import Table
+
+    leaves = resolved.leaves()
+    for title, prefixes in SECTIONS:
+        table = Table(title=title, title_justify="left", show_header=True, header_style="bold", expand=False)
+        table.add_column("setting")
+        table.add_column("value", overflow="fold")
+        table.add_column("source", style="dim")
+        for path, value in leaves.items():
+            if path.startswith(prefixes) or path in prefixes:
+                table.add_row(path, display(value), str(resolved.origin(path)))
+        if table.row_count:
+            console.print(table)
+    if command is not None:
+        table = Table(title="Features", title_justify="left", header_style="bold")
+        table.add_column("feature")
+        table.add_column("state")
+        table.add_column("why", overflow="fold")
+        for name, st in command.features.items():
+            colour = "green" if st.on and st.applicable else "dim"
+            table.add_row(name, f"[{colour}]{st.label()}[/]", st.reason)
+        console.print(table)
+        console.print(
+            f"verl {command.version}: [bold]{command.entry.module}[/bold] --config-name {command.entry.config_name} "
+            f"({len(command.overrides)} overrides)",
+            highlight=False,
+        )

@@ -1,0 +1,1 @@
+"""The run spec: typed model, sources with provenance, resolution."""

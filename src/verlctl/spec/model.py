@@ -1,0 +1,387 @@
+"""The run spec: one typed model of everything a user can choose for a verl run.
+
+The model is the single source of truth for configuration: the YAML file, the environment variables,
+the CLI flags and the wizard all produce values for these fields, and ``verlctl schema`` publishes its
+JSON schema. Unknown keys are rejected (``extra="forbid"``).
+
+Values left as ``None`` are *derived* from other values when the spec is resolved (see
+:mod:`verlctl.spec.resolve`), e.g. the rollout TP defaults to the training TP.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+)
+
+VerlVersion = Literal["0.7.0", "0.9.1", "auto"]
+Algorithm = Literal["dapo", "grpo"]
+Mode = Literal["sync", "one_step_off_policy"]
+Strategy = Literal["megatron", "fsdp", "fsdp2"]
+Device = Literal["npu", "gpu"]
+Runtime = Literal["docker", "host"]
+SwanlabMode = Literal["cloud", "local", "offline", "disabled"]
+
+DEFAULT_IMAGE = "quay.io/ascend/verl:verl-8.3.rc1-910b-ubuntu22.04-py3.11-v0.7.0"
+DEFAULT_SWANLAB_LOG_DIR = "/mnt/project/h4380/examples/verl/swanlab_cloud_fsdp_log/"
+
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegInt = Annotated[int, Field(ge=0)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _csv_list(value: object) -> object:
+    """Accept ``"0,1,2"`` (the seeds' form) as well as a YAML list."""
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",")]
+        return [p for p in parts if p]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    return value
+
+
+class ClusterSpec(_Strict):
+    """Machines and devices. A single-node run leaves ``nodes`` empty."""
+
+    nodes: list[str] = Field(
+        default_factory=list,
+        description="Node addresses for a multi-node run; the first is the Ray head. Empty: this machine only.",
+    )
+    devices: list[NonNegInt] = Field(
+        default_factory=lambda: list(range(8)),
+        description="Visible device ids on every node (ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES).",
+    )
+    master_addr: str | None = Field(
+        default=None, description="Ray head address. Default: the first node, else this machine's address."
+    )
+    socket_ifname: str | None = Field(
+        default=None, description="Network interface for HCCL/GLOO/TP sockets (e.g. eth0). Default: detected."
+    )
+    ray_port: Port = Field(default=6766, description="Ray GCS port (verl's Ascend docs use 6766).")
+    dashboard_port: Port = Field(default=8260, description="Ray dashboard port (verl's Ascend docs use 8260).")
+    join_timeout_s: PositiveInt = Field(
+        default=600, description="How long the head waits for every node's devices to join Ray."
+    )
+    ssh_user: str | None = Field(default=None, description="SSH user for worker nodes (default: current user).")
+
+    @field_validator("nodes", "devices", mode="before")
+    @classmethod
+    def _split(cls, v: object) -> object:
+        return _csv_list(v)
+
+    @field_validator("devices")
+    @classmethod
+    def _devices_unique(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("at least one device id is needed")
+        if len(set(v)) != len(v):
+            raise ValueError(f"device ids repeat: {v}")
+        return v
+
+    @field_validator("nodes")
+    @classmethod
+    def _nodes_unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"nodes repeat: {v}")
+        return v
+
+
+class PathsSpec(_Strict):
+    """Paths as seen by the training process (bind-mounted at the same path in the container)."""
+
+    model: str | None = Field(default=None, description="Hugging Face model directory (required).")
+    train_files: list[str] | None = Field(default=None, description="Training parquet file(s) (required).")
+    val_files: list[str] | None = Field(default=None, description="Validation parquet file(s) (required).")
+    checkpoints: str | None = Field(
+        default=None,
+        description="Checkpoint directory (trainer.default_local_dir). Default: <workdir>/checkpoints/<experiment>.",
+    )
+    logs: str | None = Field(default=None, description="Directory for training logs. Default: <workdir>/logs.")
+
+    @field_validator("train_files", "val_files", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: object) -> object:
+        if isinstance(v, str):
+            return [v]
+        return v
+
+    @field_validator("model", "checkpoints", "logs")
+    @classmethod
+    def _not_blank(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("must not be empty")
+        return v
+
+    @field_validator("train_files", "val_files")
+    @classmethod
+    def _files_not_blank(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None:
+            if not v:
+                raise ValueError("at least one file is needed")
+            if any(not s.strip() for s in v):
+                raise ValueError("file paths must not be empty")
+        return v
+
+
+class ProxySpec(_Strict):
+    http: str | None = Field(default=None, description="http_proxy inside the container.")
+    https: str | None = Field(default=None, description="https_proxy inside the container.")
+    no_proxy: str | None = Field(default=None, description="no_proxy inside the container.")
+
+
+class ContainerSpec(_Strict):
+    """Where training runs: an existing or new Docker container (or the host, with ``runtime: host``)."""
+
+    runtime: Runtime = Field(default="docker", description="docker: run in a container; host: run on this machine.")
+    name: str = Field(default="verlctl", description="Container name to reuse or create.")
+    image: str = Field(default=DEFAULT_IMAGE, description="Image for a new container.")
+    workdir: str = Field(default="/verl", description="verl work dir (source checkout) inside the container.")
+    mounts: list[str] = Field(
+        default_factory=list,
+        description="Extra bind mounts 'HOST:CONTAINER[:ro]'. Paths of the spec are mounted automatically.",
+    )
+    shm_size: str = Field(default="64g", description="Size of /dev/shm in a new container.")
+    privileged: bool = Field(
+        default=False, description="Run a new container --privileged (verl's documented form) instead of per-device nodes."
+    )
+    pull: bool = Field(default=False, description="Pull the image when it is not present locally.")
+    proxy: ProxySpec = Field(default_factory=ProxySpec)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError(f"invalid container name {v!r}: use letters, digits, '_', '.', '-'")
+        return v
+
+    @field_validator("workdir")
+    @classmethod
+    def _abs_workdir(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError(f"must be an absolute path, got {v!r}")
+        return v
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm(cls, v: str) -> str:
+        if not re.fullmatch(r"[0-9]+[bkmgBKMG]?", v):
+            raise ValueError(f"invalid size {v!r} (e.g. 64g, 512m)")
+        return v
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts(cls, v: list[str]) -> list[str]:
+        for m in v:
+            parts = m.split(":")
+            if len(parts) not in (2, 3) or not parts[0].startswith("/") or not parts[1].startswith("/"):
+                raise ValueError(f"invalid mount {m!r}: expected '/host/path:/container/path[:ro]'")
+            if len(parts) == 3 and parts[2] not in ("ro", "rw"):
+                raise ValueError(f"invalid mount mode in {m!r}: use ro or rw")
+        return v
+
+
+class TrainSpec(_Strict):
+    """Training hyperparameters (defaults are the seeds')."""
+
+    steps: PositiveInt = Field(default=4, description="trainer.total_training_steps")
+    train_batch_size: PositiveInt = Field(default=32, description="Prompts per step (data.train_batch_size).")
+    mini_batch_size: PositiveInt | None = Field(
+        default=None, description="PPO mini batch in prompts (actor.ppo_mini_batch_size). Default: train_batch_size."
+    )
+    micro_batch_size_per_device: PositiveInt = Field(
+        default=1, description="Micro batch per device (ppo/log-prob micro batch size per GPU/NPU)."
+    )
+    gen_batch_size: PositiveInt | None = Field(
+        default=None, description="DAPO generation batch (data.gen_batch_size). Default: verl's (= train batch)."
+    )
+    lr: Annotated[float, Field(gt=0)] = Field(default=1e-6, description="Actor learning rate.")
+    warmup_steps: NonNegInt | None = Field(default=None, description="Actor LR warmup steps (verl default when unset).")
+    responses_per_prompt: PositiveInt = Field(default=8, description="Rollout samples per prompt (rollout.n).")
+    max_prompt_length: PositiveInt = Field(default=2048, description="data.max_prompt_length")
+    max_response_length: PositiveInt = Field(default=8192, description="data.max_response_length")
+    tensor_parallel: PositiveInt = Field(default=4, description="Megatron training TP.")
+    pipeline_parallel: PositiveInt = Field(default=2, description="Megatron training PP.")
+    context_parallel: PositiveInt = Field(default=1, description="Megatron training CP.")
+    rollout_tensor_parallel: PositiveInt | None = Field(
+        default=None, description="Rollout (vLLM) TP. Default: the training TP."
+    )
+    rollout_engine: Literal["vllm", "sglang"] = Field(default="vllm", description="actor_rollout_ref.rollout.name")
+    rollout_memory_utilization: Annotated[float, Field(gt=0, le=1)] = Field(
+        default=0.6, description="actor_rollout_ref.rollout.gpu_memory_utilization"
+    )
+    save_freq: int = Field(default=10, ge=-1, description="Checkpoint every N steps (-1: never).")
+    test_freq: int = Field(default=10, ge=-1, description="Validate every N steps (-1: never).")
+    val_before_train: bool = Field(default=False, description="Validate before the first step.")
+    trainer_devices: PositiveInt | None = Field(
+        default=None, description="one_step_off_policy: training devices per node (seed TRAINER_GPUS, default 4)."
+    )
+    rollout_devices: PositiveInt | None = Field(
+        default=None, description="one_step_off_policy: rollout devices per node (seed ROLLOUT_GPUS, default 4)."
+    )
+
+
+class FeaturesSpec(_Strict):
+    """Acceleration features: a 7-bit mask (seed form) and/or named enable/disable lists."""
+
+    mask: str | None = Field(
+        default=None,
+        description="7 characters of 0/1, leftmost = bit 0: RmvPad DynBSZ Offload PfxCache Recompute SwapOpt VPP.",
+    )
+    enable: list[str] = Field(default_factory=list, description="Feature names to turn on.")
+    disable: list[str] = Field(default_factory=list, description="Feature names to turn off.")
+    vpp_size: Annotated[int, Field(ge=2)] = Field(
+        default=2, description="virtual_pipeline_model_parallel_size when the vpp feature is on."
+    )
+    recompute_method: Literal["block", "uniform"] = Field(default="block", description="Megatron recompute_method.")
+    recompute_num_layers: PositiveInt = Field(default=8, description="Megatron recompute_num_layers.")
+
+    @field_validator("mask", mode="before")
+    @classmethod
+    def _mask(cls, v: object) -> object:
+        if v is None:
+            return None
+        if isinstance(v, int) and not isinstance(v, bool):
+            # YAML reads 0000000 as an int: the leading zeros are lost, so the mask is ambiguous.
+            raise ValueError(f"mask {v!r} was read as a number: quote it, e.g. mask: \"0000000\"")
+        if not isinstance(v, str):
+            raise ValueError("mask must be a string of 7 characters 0/1")
+        if len(v) != 7 or any(c not in "01" for c in v):
+            raise ValueError(f"invalid mask {v!r}: expected exactly 7 characters of 0/1 (leftmost = bit 0)")
+        return v
+
+    @field_validator("enable", "disable", mode="before")
+    @classmethod
+    def _names(cls, v: object) -> object:
+        return _csv_list(v)
+
+
+class SwanlabSpec(_Strict):
+    enabled: bool | None = Field(
+        default=None, description="Log to SwanLab. Default: on when a host is configured (seed behaviour)."
+    )
+    host: str | None = Field(default=None, description="SwanLab server, e.g. http://192.168.1.100:8000 (required).")
+    api_key: SecretStr | None = Field(
+        default=None, description="SwanLab API key (secret; prefer the SWANLAB_API_KEY environment variable)."
+    )
+    mode: SwanlabMode = Field(default="cloud", description="cloud | local | offline | disabled")
+    workspace: str = Field(default="TrainingMaster")
+    log_dir: str = Field(default=DEFAULT_SWANLAB_LOG_DIR)
+
+    @field_validator("host")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not re.fullmatch(r"https?://[^\s/:]+(:[0-9]{1,5})?(/[^\s]*)?", v):
+            raise ValueError(f"invalid URL {v!r}: expected http(s)://host[:port]")
+        return v.rstrip("/")
+
+
+class LoggingSpec(_Strict):
+    console: bool = Field(default=True, description="Log to the console (trainer.logger console).")
+    project: str = Field(default="verl_hlm", description="trainer.project_name (also the SwanLab project).")
+    experiment: str | None = Field(
+        default=None, description="trainer.experiment_name. Default: <algorithm>_<model>_<strategy>."
+    )
+    swanlab: SwanlabSpec = Field(default_factory=SwanlabSpec)
+
+    @field_validator("project", "experiment")
+    @classmethod
+    def _safe(cls, v: str | None) -> str | None:
+        if v is not None and not _NAME_RE.match(v):
+            raise ValueError(f"invalid name {v!r}: use letters, digits, '_', '.', '-'")
+        return v
+
+
+class RecoverySpec(_Strict):
+    max_oom_retries: NonNegInt = Field(default=2, description="OOM ladder rungs to climb (offload, then recompute).")
+    restart_on: list[str] = Field(
+        default_factory=list, description="Failure categories that trigger a bounded restart (besides OOM)."
+    )
+    max_restarts: NonNegInt = Field(default=0, description="Restart budget for the categories in restart_on.")
+    stall_startup_s: PositiveInt = Field(
+        default=1800, description="No progress for this long before the first step: stalled."
+    )
+    stall_step_factor: Annotated[float, Field(gt=1)] = Field(
+        default=5.0, description="Once steps run: stalled after this many median step times without progress."
+    )
+    stall_min_s: PositiveInt = Field(default=600, description="Lower bound of the running-phase stall timeout.")
+    restart_on_stall: bool = Field(default=False, description="Restart a stalled run (within max_restarts).")
+    memory_release_timeout_s: PositiveInt = Field(
+        default=120, description="How long to wait for device memory to be released before a relaunch."
+    )
+
+    @field_validator("restart_on", mode="before")
+    @classmethod
+    def _cats(cls, v: object) -> object:
+        return _csv_list(v)
+
+
+class RunSpec(_Strict):
+    """Everything that defines a verl run. See examples/run.yaml for an annotated example."""
+
+    verl_version: VerlVersion = Field(
+        default="0.7.0", description="Target verl version (0.7.0: the seed image; 0.9.1; auto: the container's)."
+    )
+    algorithm: Algorithm = Field(default="dapo")
+    mode: Mode = Field(default="sync", description="sync (colocated) or one_step_off_policy (split devices).")
+    strategy: Strategy = Field(default="megatron")
+    device: Device = Field(default="npu")
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
+    paths: PathsSpec = Field(default_factory=PathsSpec)
+    container: ContainerSpec = Field(default_factory=ContainerSpec)
+    train: TrainSpec = Field(default_factory=TrainSpec)
+    features: FeaturesSpec = Field(default_factory=FeaturesSpec)
+    logging: LoggingSpec = Field(default_factory=LoggingSpec)
+    recovery: RecoverySpec = Field(default_factory=RecoverySpec)
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Extra environment variables exported before training."
+    )
+    extra_overrides: list[str] = Field(
+        default_factory=list, description="Raw Hydra overrides appended last (validated like the rest)."
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for k in v:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+                raise ValueError(f"invalid environment variable name {k!r}")
+            if k.upper() == "SWANLAB_API_KEY":
+                raise ValueError("put the SwanLab key in logging.swanlab.api_key or SWANLAB_API_KEY, not env")
+        return v
+
+    @field_validator("extra_overrides", mode="before")
+    @classmethod
+    def _overrides(cls, v: object) -> object:
+        if isinstance(v, str):
+            return [v]
+        return v
+
+    @field_validator("extra_overrides")
+    @classmethod
+    def _override_form(cls, v: list[str]) -> list[str]:
+        for o in v:
+            if "=" not in o or o.startswith("=") or "\n" in o:
+                raise ValueError(f"invalid override {o!r}: expected key=value")
+        return v
+
+
+def spec_json_schema() -> dict[str, object]:
+    schema = RunSpec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "verlctl run spec"
+    return schema

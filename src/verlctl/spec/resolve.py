@@ -1,0 +1,232 @@
+"""Load a spec from its sources, validate it, fill derived values, and record every value's origin."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, SecretStr, ValidationError
+
+from verlctl.errors import SpecError
+from verlctl.spec.model import RunSpec
+from verlctl.spec.sources import (
+    Layer,
+    Origin,
+    Source,
+    flatten,
+    get_path,
+    load_env_layer,
+    load_yaml_layer,
+    merge_layers,
+)
+
+REQUIRED_PATHS = {
+    "paths.model": "--model or MODEL_PATH",
+    "paths.train_files": "--train-files or TRAIN_FILE",
+    "paths.val_files": "--val-files or VAL_FILE",
+}
+
+
+@dataclass
+class ResolvedSpec:
+    """A validated spec with derived values filled in, and the origin of every leaf value."""
+
+    spec: RunSpec
+    origins: dict[str, Origin] = field(default_factory=dict)
+
+    def origin(self, path: str) -> Origin:
+        if path in self.origins:
+            return self.origins[path]
+        # A leaf inside a list/dict field: use the nearest recorded parent.
+        parts = path.split(".")
+        while parts:
+            parts.pop()
+            p = ".".join(parts)
+            if p in self.origins:
+                return self.origins[p]
+        return Origin(Source.DEFAULT)
+
+    def explicit(self, path: str) -> bool:
+        """True when the user gave the value (file, env, flag or typed)."""
+        return self.origin(path).source in (Source.FILE, Source.ENV, Source.FLAG, Source.TYPED)
+
+    def leaves(self) -> dict[str, Any]:
+        """Every leaf value of the spec (secrets stay SecretStr)."""
+        return flatten(_dump(self.spec))
+
+    def missing_required(self) -> list[str]:
+        return [p for p in REQUIRED_PATHS if get_path(_dump(self.spec), p) in (None, [], "")]
+
+    def require_complete(self) -> None:
+        missing = self.missing_required()
+        if missing:
+            path = missing[0]
+            others = f" (also missing: {', '.join(missing[1:])})" if len(missing) > 1 else ""
+            raise SpecError(
+                f"missing required path: set {path} in the spec file, or pass {REQUIRED_PATHS[path]}{others}",
+                field=path,
+            )
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    # python mode keeps SecretStr objects (never their value)
+    return model.model_dump(mode="python")
+
+
+def load_spec(
+    file: str | Path | None = None,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    detected: Mapping[str, Any] | None = None,
+    typed: Mapping[str, Any] | None = None,
+    flag_names: Mapping[str, str] | None = None,
+    use_env: bool = True,
+) -> ResolvedSpec:
+    """Build the spec from every source. ``flags``/``detected``/``typed`` map dotted paths to values."""
+    layers: list[Layer] = []
+    if detected:
+        layers.append(Layer.from_flat(Source.DETECTED, detected))
+    if file is not None:
+        layers.append(load_yaml_layer(file))
+    if use_env:
+        layers.append(load_env_layer(environ, RunSpec.model_fields.keys()))
+    if flags:
+        layers.append(Layer.from_flat(Source.FLAG, flags, dict(flag_names or {})))
+    if typed:
+        layers.append(Layer.from_flat(Source.TYPED, typed))
+    merged, origins = merge_layers(layers)
+    spec = validate_tree(merged, origins)
+    resolved = ResolvedSpec(spec, _full_origins(spec, origins))
+    derive(resolved)
+    return resolved
+
+
+def validate_tree(tree: Mapping[str, Any], origins: Mapping[str, Origin] | None = None) -> RunSpec:
+    try:
+        return RunSpec.model_validate(tree)
+    except ValidationError as exc:
+        raise spec_error_from(exc, origins or {}) from None
+
+
+def spec_error_from(exc: ValidationError, origins: Mapping[str, Origin]) -> SpecError:
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    # Drop pydantic's union/type-tag locators such as "list[str]" or "constrained-int".
+    loc = [p for p in loc if not re.search(r"[\[\]()-]", p) or p.isdigit()]
+    path = ".".join(p for p in loc if not p.isdigit())
+    origin = _origin_for(path, origins)
+    where = f" (from {origin})" if origin else ""
+    if err["type"] == "extra_forbidden":
+        parent, key = ".".join(loc[:-1]), loc[-1]
+        known = _fields_at(parent)
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}" if known else ""
+        return SpecError(f"unknown key {key!r}{where}{hint}", field=path)
+    msg = str(err["msg"])
+    msg = re.sub(r"^Value error, ", "", msg)
+    value = err.get("input")
+    if err["type"] in ("literal_error", "enum"):
+        msg = f"invalid value {value!r}: {msg.lower()}"
+    elif (
+        value is not None
+        and not isinstance(value, (dict, list, SecretStr))
+        and "api_key" not in path
+        and repr(value) not in msg
+    ):
+        msg = f"{msg} (got {value!r})"
+    return SpecError(f"{msg}{where}", field=path or None)
+
+
+def _origin_for(path: str, origins: Mapping[str, Origin]) -> Origin | None:
+    if path in origins:
+        return origins[path]
+    for p, o in origins.items():
+        if p.startswith(path + ".") or path.startswith(p + "."):
+            return o
+    return None
+
+
+def _fields_at(parent: str) -> list[str]:
+    model: type[BaseModel] = RunSpec
+    for part in [p for p in parent.split(".") if p]:
+        info = model.model_fields.get(part)
+        ann = getattr(info, "annotation", None) if info else None
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+        else:
+            return []
+    return sorted(model.model_fields)
+
+
+def _full_origins(spec: RunSpec, origins: Mapping[str, Origin]) -> dict[str, Origin]:
+    out: dict[str, Origin] = {}
+    for path in flatten(_dump(spec)):
+        out[path] = _origin_for(path, origins) or Origin(Source.DEFAULT)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Derived values
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.-")
+    return s or "model"
+
+
+def derive(resolved: ResolvedSpec) -> None:
+    """Fill values left unset from the others, marking them ``derived``."""
+    spec = resolved.spec
+
+    def put(path: str, value: Any, why: str) -> None:
+        obj: Any = spec
+        parts = path.split(".")
+        for p in parts[:-1]:
+            obj = getattr(obj, p)
+        setattr(obj, parts[-1], value)
+        resolved.origins[path] = Origin(Source.DERIVED, why)
+
+    t = spec.train
+    if t.mini_batch_size is None:
+        put("train.mini_batch_size", t.train_batch_size, "= train.train_batch_size")
+    if t.rollout_tensor_parallel is None:
+        put("train.rollout_tensor_parallel", t.tensor_parallel, "= train.tensor_parallel")
+    if spec.mode == "one_step_off_policy":
+        n = len(spec.cluster.devices)
+        if t.trainer_devices is None and t.rollout_devices is None:
+            put("train.trainer_devices", max(1, n // 2), "half of cluster.devices")
+            put("train.rollout_devices", max(1, n - n // 2), "the other half of cluster.devices")
+        elif t.trainer_devices is None and t.rollout_devices is not None:
+            put("train.trainer_devices", max(1, n - t.rollout_devices), "cluster.devices - rollout_devices")
+        elif t.rollout_devices is None and t.trainer_devices is not None:
+            put("train.rollout_devices", max(1, n - t.trainer_devices), "cluster.devices - trainer_devices")
+    if spec.logging.experiment is None:
+        model = Path(spec.paths.model).name if spec.paths.model else "model"
+        put(
+            "logging.experiment",
+            f"{spec.algorithm}_{_slug(model)}_{spec.strategy}",
+            "<algorithm>_<model dir name>_<strategy>",
+        )
+    if spec.paths.checkpoints is None:
+        put(
+            "paths.checkpoints",
+            f"{spec.container.workdir.rstrip('/')}/checkpoints/{spec.logging.experiment}",
+            "<workdir>/checkpoints/<experiment>",
+        )
+    if spec.paths.logs is None:
+        put("paths.logs", f"{spec.container.workdir.rstrip('/')}/logs", "<workdir>/logs")
+    if spec.cluster.master_addr is None and spec.cluster.nodes:
+        put("cluster.master_addr", spec.cluster.nodes[0], "the first node")
+    sw = spec.logging.swanlab
+    if sw.enabled is None:
+        put("logging.swanlab.enabled", sw.host is not None, "on when a SwanLab host is set")
+
+
+def mask_secret(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return "**********" if value.get_secret_value() else ""
+    return value

@@ -1,0 +1,230 @@
+"""Where spec values come from, and how they are merged with provenance.
+
+Priority (highest first): typed (wizard) > flag > env > file > detected > default. Every leaf value of
+the merged spec records the :class:`Origin` it came from; values computed from others are ``derived``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from verlctl.errors import SpecError
+
+
+class Source(str, Enum):
+    DEFAULT = "default"
+    DETECTED = "detected"
+    FILE = "file"
+    ENV = "env"
+    FLAG = "flag"
+    TYPED = "typed"
+    DERIVED = "derived"
+
+
+PRIORITY = [Source.DEFAULT, Source.DETECTED, Source.FILE, Source.ENV, Source.FLAG, Source.TYPED]
+
+
+@dataclass(frozen=True)
+class Origin:
+    source: Source
+    detail: str | None = None  # e.g. the env var name, the flag, the file path
+
+    def __str__(self) -> str:
+        return f"{self.source.value} ({self.detail})" if self.detail else self.source.value
+
+
+@dataclass
+class Layer:
+    """Values from one source: a nested dict plus, per dotted leaf path, a detail string."""
+
+    source: Source
+    values: dict[str, Any]
+    details: dict[str, str]
+
+    @classmethod
+    def from_flat(cls, source: Source, flat: Mapping[str, Any], details: Mapping[str, str] | None = None) -> Layer:
+        nested: dict[str, Any] = {}
+        for path, value in flat.items():
+            set_path(nested, path, value)
+        return cls(source, nested, dict(details or {}))
+
+
+# Leaves that are dicts whose keys are data, not spec fields (merged key by key).
+DICT_FIELDS = {"env"}
+
+
+def set_path(tree: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.split(".")
+    node = tree
+    for p in parts[:-1]:
+        nxt = node.get(p)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            node[p] = nxt
+        node = nxt
+    node[parts[-1]] = value
+
+
+def get_path(tree: Mapping[str, Any], path: str, default: Any = None) -> Any:
+    node: Any = tree
+    for p in path.split("."):
+        if not isinstance(node, Mapping) or p not in node:
+            return default
+        node = node[p]
+    return node
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted leaf paths of a nested dict. Lists and scalars are leaves; DICT_FIELDS keep their keys."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def merge_layers(layers: Iterable[Layer]) -> tuple[dict[str, Any], dict[str, Origin]]:
+    """Deep-merge layers by priority; return the nested values and the origin of every leaf set."""
+    ordered = sorted(layers, key=lambda layer: PRIORITY.index(layer.source))
+    merged: dict[str, Any] = {}
+    origins: dict[str, Origin] = {}
+    for layer in ordered:
+        for path, value in flatten(layer.values).items():
+            # A non-dict value replacing a subtree (or the reverse) drops what was below.
+            for old in [p for p in origins if p.startswith(path + ".") or path.startswith(p + ".")]:
+                del origins[old]
+            set_path(merged, path, value)
+            origins[path] = Origin(layer.source, layer.details.get(path))
+    return merged, origins
+
+
+# --------------------------------------------------------------------------------------------------
+# YAML file
+
+
+def load_yaml_layer(path: str | Path) -> Layer:
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"spec file not found: {p}") from None
+    except IsADirectoryError:
+        raise SpecError(f"spec file is a directory: {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read spec file {p}: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"malformed YAML in {p}{where}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpecError(f"spec file {p} must hold a mapping of settings, not {type(data).__name__}")
+    detail = str(p)
+    return Layer(Source.FILE, data, {k: detail for k in flatten(data)})
+
+
+# --------------------------------------------------------------------------------------------------
+# Environment
+
+#: The seeds' own variable names (verl-npu-launch, verl-async-dapo) and the spec path each one sets.
+SEED_ENV: dict[str, str] = {
+    "MODEL_PATH": "paths.model",
+    "TRAIN_FILE": "paths.train_files",
+    "VAL_FILE": "paths.val_files",
+    "TEST_FILE": "paths.val_files",
+    "CKPTS_DIR": "paths.checkpoints",
+    "TRAIN_STEPS": "train.steps",
+    "FRAMEWORK": "strategy",
+    "TRAINER_GPUS": "train.trainer_devices",
+    "ROLLOUT_GPUS": "train.rollout_devices",
+    "MAX_RESPONSE_LENGTH": "train.max_response_length",
+    "USER_FEATURES": "features.enable",
+    "MAX_OOM_RETRIES": "recovery.max_oom_retries",
+    "CONTAINER": "container.name",
+    "SWANLAB_HOST": "logging.swanlab.host",
+    "SWANLAB_API_KEY": "logging.swanlab.api_key",
+    "SWANLAB_MODE": "logging.swanlab.mode",
+    "SWANLAB_WORKSPACE": "logging.swanlab.workspace",
+    "SWANLAB_LOG_DIR": "logging.swanlab.log_dir",
+    "SWANLAB_PROJECT": "logging.project",
+    "PROJECT_NAME": "logging.project",
+    "http_proxy": "container.proxy.http",
+    "HTTP_PROXY": "container.proxy.http",
+    "https_proxy": "container.proxy.https",
+    "HTTPS_PROXY": "container.proxy.https",
+    "no_proxy": "container.proxy.no_proxy",
+    "NO_PROXY": "container.proxy.no_proxy",
+}
+
+#: Variables whose presence enables a feature (seed 2: ``ENABLE_OFFLOAD=True``).
+SEED_FEATURE_ENV: dict[str, str] = {"ENABLE_OFFLOAD": "offload"}
+
+#: VERLCTL_* variables that configure verlctl itself, not the spec.
+RESERVED_ENV_PREFIXES = ("VERLCTL_STATE_DIR", "VERLCTL_STANDIN_", "VERLCTL_NO_", "VERLCTL_DEBUG")
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def load_env_layer(environ: Mapping[str, str] | None = None, top_fields: Iterable[str] = ()) -> Layer:
+    """Spec values from ``VERLCTL_<PATH>`` (``__`` separates levels) and the seeds' variable names.
+
+    A ``VERLCTL_`` name whose first level is not a spec field is an error (with a did-you-mean) when it
+    looks like a misspelt field, and ignored otherwise (other tools may use the prefix).
+    """
+    env = os.environ if environ is None else environ
+    flat: dict[str, Any] = {}
+    details: dict[str, str] = {}
+    # Seed names first (lower precedence inside the env layer), VERLCTL_ names override them.
+    for name, path in SEED_ENV.items():
+        value = env.get(name)
+        if value is None or value == "":
+            continue
+        if path.startswith("container.proxy.") and value.strip().lower() in {"none", "无"}:
+            continue
+        flat[path] = value
+        details[path] = name
+    enable = list(_split(flat.get("features.enable", "")))
+    for name, feature in SEED_FEATURE_ENV.items():
+        if env.get(name, "").strip().lower() in _TRUE and feature not in enable:
+            enable.append(feature)
+            details["features.enable"] = name
+    if enable:
+        flat["features.enable"] = enable
+    fields = set(top_fields)
+    for name, value in env.items():
+        if not name.startswith("VERLCTL_") or name.startswith(RESERVED_ENV_PREFIXES):
+            continue
+        rest = name[len("VERLCTL_") :]
+        path = ".".join(part.lower() for part in rest.split("__"))
+        top = path.split(".")[0]
+        if fields and top not in fields:
+            close = difflib.get_close_matches(top, sorted(fields), n=1, cutoff=0.75)
+            if close:
+                raise SpecError(
+                    f"unknown spec field {top!r} in environment variable {name}; did you mean VERLCTL_{close[0].upper()}?"
+                )
+            continue
+        flat[path] = value
+        details[path] = name
+    return Layer.from_flat(Source.ENV, flat, details)
+
+
+def _split(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [p.strip() for p in str(value).split(",") if p.strip()]

@@ -1,0 +1,109 @@
+"""Environment variables the launch scripts export, per device (``reference/verl.md`` §5.2, §6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from verlctl.verl.table import Ctx, When, when
+
+
+@dataclass(frozen=True)
+class EnvRow:
+    name: str
+    value: object  # constant or Callable[[Ctx], str | None]; None = not exported
+    when: When
+    note: str = ""
+
+    def resolve(self, ctx: Ctx) -> str | None:
+        v = self.value(ctx) if callable(self.value) else self.value
+        return None if v is None else str(v)
+
+
+def _devices(c: Ctx) -> str:
+    return ",".join(str(d) for d in c.spec.cluster.devices)
+
+
+def _ifname(c: Ctx) -> str | None:
+    return c.spec.cluster.socket_ifname
+
+
+NPU = {"npu"}
+GPU = {"gpu"}
+
+ENV_ROWS: tuple[EnvRow, ...] = (
+    EnvRow("ASCEND_RT_VISIBLE_DEVICES", _devices, when(devices=NPU), "devices verl may use on each node"),
+    EnvRow(
+        "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
+        "1",
+        when(devices=NPU),
+        "verl sets per-worker visibility itself (verl/utils/ray_utils.py)",
+    ),
+    EnvRow("CUDA_VISIBLE_DEVICES", _devices, when(devices=GPU), "devices verl may use on each node"),
+    EnvRow("HCCL_SOCKET_IFNAME", _ifname, when(devices=NPU)),
+    EnvRow("GLOO_SOCKET_IFNAME", _ifname, when()),
+    EnvRow("TP_SOCKET_IFNAME", _ifname, when(devices=NPU)),
+    EnvRow("NCCL_SOCKET_IFNAME", _ifname, when(devices=GPU)),
+    EnvRow("HCCL_CONNECT_TIMEOUT", "1500", when(devices=NPU), "seconds; the official NPU scripts' value"),
+    EnvRow("HCCL_HOST_SOCKET_PORT_RANGE", "60000-60050", when(devices=NPU), "avoids port clashes between jobs"),
+    EnvRow("HCCL_NPU_SOCKET_PORT_RANGE", "61000-61050", when(devices=NPU)),
+    EnvRow("VLLM_USE_V1", "1", when()),
+    EnvRow("VLLM_ASCEND_ENABLE_NZ", "0", when(devices=NPU, versions={"0.7.0"}), "as the 0.7.0 NPU scripts"),
+)
+
+#: CANN environment scripts sourced (when present) before anything else on NPU.
+CANN_ENV_SCRIPTS: tuple[str, ...] = (
+    "/usr/local/Ascend/ascend-toolkit/set_env.sh",
+    "/usr/local/Ascend/nnal/atb/set_env.sh",
+    "/usr/local/Ascend/cann/ascend-toolkit/set_env.sh",
+    "/usr/local/Ascend/cann/nnal/atb/set_env.sh",
+)
+
+
+def device_env(ctx: Ctx) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for row in ENV_ROWS:
+        if row.when.matches(ctx):
+            v = row.resolve(ctx)
+            if v is not None:
+                out[row.name] = v
+    return out
+
+
+def proxy_env(ctx: Ctx) -> dict[str, str]:
+    p = ctx.spec.container.proxy
+    out: dict[str, str] = {}
+    for value, names in ((p.http, ("http_proxy", "HTTP_PROXY")), (p.https, ("https_proxy", "HTTPS_PROXY"))):
+        if value:
+            for n in names:
+                out[n] = value
+    if p.no_proxy:
+        out["no_proxy"] = out["NO_PROXY"] = p.no_proxy
+    return out
+
+
+SECRET_ENV = frozenset({"SWANLAB_API_KEY"})
+
+
+def swanlab_env(ctx: Ctx) -> dict[str, str]:
+    """SwanLab settings; they go to the 0600 env file beside the scripts, never into a script.
+
+    verl reads SWANLAB_API_KEY / SWANLAB_LOG_DIR / SWANLAB_MODE; the SwanLab SDK reads the host variables.
+    The key is exported only in cloud mode: verl logs in whenever SWANLAB_API_KEY is set, which an
+    offline or local run must not do.
+    """
+    sw = ctx.spec.logging.swanlab
+    if not sw.enabled:
+        return {}
+    out = {
+        "SWANLAB_MODE": sw.mode,
+        "SWANLAB_LOG_DIR": sw.log_dir,
+        "SWANLAB_WORKSPACE": sw.workspace,
+        "SWANLAB_PROJECT": ctx.spec.logging.project,
+    }
+    if sw.host:
+        out["SWANLAB_HOST"] = sw.host
+        out["SWANLAB_WEB_HOST"] = sw.host
+        out["SWANLAB_API_HOST"] = sw.host + "/api"
+    if sw.mode == "cloud" and sw.api_key is not None and sw.api_key.get_secret_value():
+        out["SWANLAB_API_KEY"] = sw.api_key.get_secret_value()
+    return out
