@@ -1,0 +1,76 @@
+"""Shared test helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+# Docker fixtures (engine, locally built test image, container factory) live in tests/docker_support.py.
+pytest_plugins = ["docker_support"] if (ROOT / "tests" / "docker_support.py").exists() else []
+
+# Inputs every minimal spec needs.
+BASE_PATHS = {
+    "paths.model": "/mnt/models/Qwen3-8B",
+    "paths.train_files": "/mnt/data/train.parquet",
+    "paths.val_files": "/mnt/data/val.parquet",
+}
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """An environment without any variable that the spec reads (seed names, VERLCTL_*, proxies)."""
+    from verlctl.spec.sources import SEED_ENV, SEED_FEATURE_ENV
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in SEED_ENV and k not in SEED_FEATURE_ENV and not k.startswith("VERLCTL_")
+    }
+    env.update(extra)
+    return env
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> dict:
+        return json.loads(self.out)
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None, input: str | None = None,
+            timeout: float = 120) -> CliResult:
+    proc = subprocess.run(
+        [sys.executable, "-m", "verlctl", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env() if env is None else env,
+        cwd=cwd,
+        input=input,
+        timeout=timeout,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def cli():
+    return run_cli
+
+
+def fixture_text(path: str | Path) -> str:
+    """The capture in a fixture file: everything after the first line that is exactly '# ---'."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.rstrip("\r\n") == "# ---":
+            return "".join(lines[i + 1 :])
+    return "".join(lines)

@@ -1,0 +1,220 @@
+"""Feature registry semantics and the spec checks (the rules verl enforces, and the seeds' non-rules)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import BASE_PATHS, run_cli
+
+from verlctl.checks.findings import Severity
+from verlctl.plan import make_plan
+from verlctl.spec.resolve import load_spec
+from verlctl.verl.features import BY_BIT, FEATURES, mask_for
+
+
+def plan(**flags):
+    return make_plan(load_spec(None, flags={**BASE_PATHS, **flags}, environ={}))
+
+
+def codes(p, severity: Severity | None = None) -> set[str]:
+    return {f.code for f in p.findings if severity is None or f.severity is severity}
+
+
+def overrides(p) -> list[str]:
+    return p.command.override_texts()
+
+
+def test_mask_bits_follow_the_seed_order() -> None:
+    assert [BY_BIT[i].name for i in range(7)] == [
+        "remove_padding", "dynamic_batch", "offload", "prefix_cache", "recompute", "swap_optimizer", "vpp",
+    ]
+    p = plan(**{"features.mask": "0010000"})
+    states = p.command.features
+    assert states["offload"].on and states["offload"].explicit_on
+    assert not states["remove_padding"].on and not states["dynamic_batch"].on
+    assert "mask 0010000 bit 2 = 1" in states["offload"].reason
+    # Features outside the mask keep their category default.
+    assert states["flash_attn"].on and not states["chunked_prefill"].on
+    assert mask_for({n: s.on for n, s in states.items()}) == "0010000"
+
+
+def test_categories_and_defaults_match_the_second_seed() -> None:
+    cats = {f.name: (f.category.value, f.default_on) for f in FEATURES}
+    for name in ("flash_attn", "dynamic_batch", "remove_padding", "gradient_checkpointing"):
+        assert cats[name] == ("performance", True)
+    for name in ("offload", "recompute"):
+        assert cats[name] == ("memory", False)
+    for name in ("prefix_cache", "chunked_prefill", "swap_optimizer", "vpp"):
+        assert cats[name] == ("optional", False)
+
+
+def test_swap_optimizer_forces_optimizer_offload_off_with_a_notice() -> None:
+    p = plan(**{"features.enable": ["offload", "swap_optimizer"]})
+    ov = overrides(p)
+    assert "actor_rollout_ref.actor.megatron.optimizer_offload=False" in ov
+    assert "actor_rollout_ref.actor.megatron.param_offload=True" in ov
+    assert "+actor_rollout_ref.actor.megatron.override_transformer_config.swap_optimizer=True" in ov
+    assert "actor_rollout_ref.actor.megatron.use_distributed_optimizer=True" in ov
+    [notice] = [f for f in p.findings if f.code == "feature_conflict"]
+    assert "optimizer offload is forced off" in notice.message
+    assert p.ok
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [
+        ({"features.enable": ["swap_optimizer"], "device": "gpu"}, "device"),
+        ({"features.enable": ["swap_optimizer"], "strategy": "fsdp"}, "strategy"),
+        ({"features.enable": ["vpp"], "strategy": "fsdp"}, "strategy"),
+        ({"features.enable": ["vpp"], "train.pipeline_parallel": 1}, "train.pipeline_parallel"),
+    ],
+)
+def test_prerequisites_are_errors_naming_the_field(flags: dict, field: str) -> None:
+    p = plan(**flags)
+    assert not p.ok
+    assert field in {f.field for f in p.findings if f.code == "feature_prerequisite"}
+
+
+def test_vpp_on_npu_turns_mbridge_off_and_says_why(tmp_path) -> None:
+    p = plan(**{"features.enable": ["vpp"]})
+    assert "actor_rollout_ref.actor.megatron.virtual_pipeline_model_parallel_size=2" in overrides(p)
+    assert "actor_rollout_ref.actor.megatron.use_mbridge=False" in overrides(p)
+    rendered = p.render()
+    assert "VPP and mbridge cannot be on together" in rendered.files["run_training.sh"]
+    p = plan(**{"features.enable": ["vpp"], "device": "gpu"})
+    assert not any("use_mbridge" in o for o in overrides(p))
+
+
+def test_version_specific_keys_and_the_script_says_why() -> None:
+    old = plan(**{"features.enable": ["offload"], "verl_version": "0.7.0"})
+    new = plan(**{"features.enable": ["offload"], "verl_version": "0.9.1"})
+    assert "actor_rollout_ref.actor.megatron.grad_offload=True" in overrides(old)
+    assert not any("grad_offload" in o for o in overrides(new))
+    assert "has no actor.megatron.grad_offload" in new.render().files["run_training.sh"]
+    assert "actor_rollout_ref.actor.megatron.use_remove_padding=True" in overrides(old)
+    assert "ignores model.use_remove_padding" in old.render().files["run_training.sh"]
+    assert new.command.entry.module == "verl.trainer.main_ppo"
+    assert overrides(new)[0] == "model_engine=megatron"
+
+
+def test_entrypoints_per_version_algorithm_mode() -> None:
+    cases = {
+        ("0.7.0", "dapo", "sync", "megatron"): ("recipe.dapo.main_dapo", "dapo_megatron_trainer"),
+        ("0.7.0", "dapo", "sync", "fsdp"): ("recipe.dapo.main_dapo", "dapo_trainer"),
+        ("0.7.0", "grpo", "sync", "megatron"): ("verl.trainer.main_ppo", "ppo_megatron_trainer"),
+        ("0.7.0", "grpo", "one_step_off_policy", "fsdp"): (
+            "recipe.one_step_off_policy.main_ppo", "one_step_off_ppo_trainer"),
+        ("0.9.1", "dapo", "sync", "megatron"): ("verl.trainer.main_ppo", "ppo_trainer"),
+        ("0.9.1", "grpo", "one_step_off_policy", "megatron"): (
+            "verl.experimental.one_step_off_policy.main_ppo", "one_step_off_ppo_megatron_trainer"),
+    }
+    for (version, algorithm, mode, strategy), (module, config) in cases.items():
+        extra = {"train.tensor_parallel": 2} if mode != "sync" else {}
+        p = plan(verl_version=version, algorithm=algorithm, mode=mode, strategy=strategy, **extra)
+        assert (p.command.entry.module, p.command.entry.config_name) == (module, config)
+
+
+def test_explicit_enable_disable_and_contradictions() -> None:
+    p = plan(**{"features.disable": ["dynamic_batch"], "features.enable": ["prefix_cache"]})
+    assert not p.command.features["dynamic_batch"].on and p.command.features["dynamic_batch"].explicit_off
+    assert "actor_rollout_ref.rollout.enable_prefix_caching=True" in overrides(p)
+    p = plan(**{"features.enable": ["offload"], "features.disable": ["offload"]})
+    assert "feature_enable_disable" in codes(p, Severity.ERROR)
+    p = plan(**{"features.mask": "0010000", "features.disable": ["offload"]})
+    assert "feature_mask_disable" in codes(p, Severity.ERROR)
+    p = plan(**{"features.enable": ["ofload"]})
+    [f] = [f for f in p.findings if f.code == "unknown_feature"]
+    assert "did you mean 'offload'" in (f.hint or "")
+
+
+def test_fsdp_recompute_wins_over_gradient_checkpointing_off() -> None:
+    p = plan(strategy="fsdp", **{"features.enable": ["recompute"], "features.disable": ["gradient_checkpointing"]})
+    ov = overrides(p)
+    assert "actor_rollout_ref.model.enable_gradient_checkpointing=True" in ov
+    assert ov.count("actor_rollout_ref.model.enable_gradient_checkpointing=True") == 1
+    assert not any(o == "actor_rollout_ref.model.enable_gradient_checkpointing=False" for o in ov)
+
+
+# ------------------------------------------------------------------------------------- checks
+
+
+def test_total_devices_must_be_divisible_by_tp_pp_cp() -> None:
+    p = plan(**{"train.tensor_parallel": 3})
+    [f] = [f for f in p.findings if f.code == "parallel_divisibility"]
+    assert f.field == "train.tensor_parallel" and "1, 2, 4, 8" in (f.hint or "")
+
+
+def test_seed_rules_verl_does_not_enforce_are_only_informational() -> None:
+    # TP4*PP1 on 8 devices per node violates the seed's (tp*pp) % npus_per_node rule; rollout TP 2 != TP 4.
+    p = plan(**{"train.pipeline_parallel": 1, "train.rollout_tensor_parallel": 2})
+    assert p.ok
+    infos = {f.code for f in p.findings if f.severity is Severity.INFO}
+    assert {"seed_rule_tp_pp_per_node", "seed_rule_gen_tp"} <= infos
+
+
+def test_rollout_world_size_and_cross_node_replicas() -> None:
+    p = plan(**{"train.rollout_tensor_parallel": 3})
+    assert "rollout_divisibility" in codes(p, Severity.ERROR)
+    p = plan(**{"cluster.nodes": ["a", "b"], "train.rollout_tensor_parallel": 16})
+    assert p.ok
+    p = plan(**{"cluster.devices": [0, 1, 2, 3, 4, 5], "cluster.nodes": ["a", "b"], "train.tensor_parallel": 2,
+                "train.pipeline_parallel": 1, "train.rollout_tensor_parallel": 12,
+                "train.train_batch_size": 36})
+    assert "rollout_replica_nodes" not in codes(p)
+    p = plan(**{"cluster.devices": [0, 1, 2, 3], "cluster.nodes": ["a", "b", "c", "d"], "train.tensor_parallel": 2,
+                "train.pipeline_parallel": 1, "train.rollout_tensor_parallel": 8})
+    assert "rollout_replica_nodes" not in codes(p)
+    # 3 nodes x 4 devices, rollout TP 6: divides the 12 devices, but a replica would take 1.5 nodes.
+    p = plan(**{"cluster.devices": [0, 1, 2, 3], "cluster.nodes": ["a", "b", "c"], "train.tensor_parallel": 2,
+                "train.pipeline_parallel": 1, "train.rollout_tensor_parallel": 6, "train.train_batch_size": 24})
+    assert codes(p, Severity.ERROR) == {"rollout_replica_nodes"}
+
+
+def test_batch_arithmetic() -> None:
+    p = plan(**{"train.mini_batch_size": 64})
+    assert "mini_batch_size" in codes(p, Severity.ERROR)
+    p = plan(**{"train.responses_per_prompt": 1})
+    assert "rollout_n" in codes(p, Severity.ERROR)
+    # Without dynamic batch: the normalised mini batch must be divisible by the micro batch.
+    p = plan(**{"features.disable": ["dynamic_batch"], "train.micro_batch_size_per_device": 3})
+    assert "micro_batch_divisibility" in codes(p, Severity.ERROR)
+    p = plan(**{"features.disable": ["dynamic_batch"], "train.micro_batch_size_per_device": 4})
+    assert p.ok
+
+
+def test_one_step_off_device_split_must_fit_the_node() -> None:
+    p = plan(mode="one_step_off_policy", **{"train.trainer_devices": 6, "train.rollout_devices": 4,
+                                           "train.tensor_parallel": 2, "train.pipeline_parallel": 1})
+    assert "device_split" in codes(p, Severity.ERROR)
+    p = plan(mode="one_step_off_policy", **{"train.tensor_parallel": 2})
+    assert p.ok
+    assert "trainer.n_gpus_per_node=4" in overrides(p) and "rollout.n_gpus_per_node=4" in overrides(p)
+
+
+def test_cloud_swanlab_needs_host_and_key() -> None:
+    p = plan(**{"logging.swanlab.enabled": True})
+    assert {"swanlab_host", "swanlab_api_key"} <= codes(p, Severity.ERROR)
+    p = plan(**{"logging.swanlab.enabled": True, "logging.swanlab.mode": "offline"})
+    assert p.ok
+
+
+def test_features_command_lists_registry_and_explains_a_mask() -> None:
+    res = run_cli("features", "--json", "--mask", "1000001")
+    assert res.code == 0
+    doc = res.json()
+    by = {r["name"]: r for r in doc["features"]}
+    assert by["remove_padding"]["in_mask"] is True and by["vpp"]["in_mask"] is True
+    assert by["offload"]["in_mask"] is False and "in_mask" not in by["flash_attn"]
+    res = run_cli("features", "--mask", "10")
+    assert res.code == 2 and res.err.startswith("error: --mask: invalid mask '10'")
+
+
+def test_plan_with_errors_exits_2_and_writes_nothing(tmp_path) -> None:
+    import yaml
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({"paths": {"model": "/m", "train_files": "/t", "val_files": "/v"},
+                                    "strategy": "fsdp", "features": {"mask": "0000011"}}))
+    res = run_cli("plan", "-c", str(spec), "-o", str(tmp_path / "out"), "--json")
+    assert res.code == 2
+    assert {f["code"] for f in res.json()["findings"] if f["severity"] == "error"} == {"feature_prerequisite"}
+    assert not (tmp_path / "out").exists()
