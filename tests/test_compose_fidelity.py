@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 
 import pytest
-import verlcompose
-from conftest import BASE_PATHS
 
 from verlctl.plan import make_plan
 from verlctl.spec.resolve import load_spec
+
+import verlcompose
+from conftest import BASE_PATHS
 
 VERSIONS = ("0.7.0", "0.9.1")
 

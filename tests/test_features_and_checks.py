@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from conftest import BASE_PATHS, run_cli
 
 from verlctl.checks.findings import Severity
 from verlctl.plan import make_plan
 from verlctl.spec.resolve import load_spec
 from verlctl.verl.features import BY_BIT, FEATURES, mask_for
+
+from conftest import BASE_PATHS, run_cli
 
 
 def plan(**flags):

@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BASE_PATHS, clean_env, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scripts_harness import render_from, run_start_script
 
 from verlctl.render.render import RESOLVED_SPEC, START_SCRIPT, TRAIN_SCRIPT
+
+from conftest import BASE_PATHS, clean_env, run_cli
+from scripts_harness import render_from, run_start_script
 
 
 def shellcheck_bin() -> str:

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import BASE_PATHS, clean_env, run_cli
 
 from verlctl.errors import SpecError
 from verlctl.spec.resolve import load_spec
 from verlctl.spec.sources import Source
+
+from conftest import BASE_PATHS, clean_env, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "run.yaml"

@@ -59,6 +59,6 @@ def compose_many(
                 cfg = hydra_compose(config_name=config_name, overrides=[*overrides, search])
                 OmegaConf.to_container(cfg, resolve=True)
                 out.append(None)
-            except Exception as exc:  # noqa: BLE001 - the message is the result
+            except Exception as exc:
                 out.append(f"{type(exc).__name__}: {exc}")
     return out

@@ -6,8 +6,19 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
+    from verlctl.commands import detect as detect_cmd
+    from verlctl.commands import diagnose as diagnose_cmd
     from verlctl.commands import plan as plan_cmd
+    from verlctl.commands import run as run_cmd
 
+    app.command("detect")(detect_cmd.detect)
     app.command("plan")(plan_cmd.plan)
+    app.command("launch")(run_cmd.launch)
+    app.command("quickstart")(run_cmd.quickstart)
+    app.command("status")(run_cmd.status)
+    app.command("logs")(run_cmd.logs)
+    app.command("stop")(run_cmd.stop)
+    app.command("list")(run_cmd.list_runs)
+    app.command("diagnose")(diagnose_cmd.diagnose)
     app.command("features")(plan_cmd.features)
     app.command("schema")(plan_cmd.schema)

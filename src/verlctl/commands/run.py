@@ -1,0 +1,122 @@
+"""``verlctl launch``, ``status``, ``logs``, ``stop``, ``list``, ``quickstart``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from verlctl.commands.options import (
+    AlgorithmOpt,
+    DeviceOpt,
+    Features,
+    JsonOut,
+    Mask,
+    ModeOpt,
+    NoFeatures,
+    SetValues,
+    SpecFile,
+    StrategyOpt,
+    SwanlabOpt,
+    VerlVersion,
+    spec_flags,
+)
+
+RunId = Annotated[Optional[str], typer.Argument(help="Run id or prefix (default: the newest run).")]  # noqa: UP045
+
+
+def launch(
+    config: SpecFile = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (needs a complete spec).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print every action in order; change nothing.")] = False,
+    out: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--out", "-o", help="With --dry-run: write the rendered scripts here."),
+    ] = None,
+    pull: Annotated[bool, typer.Option("--pull", help="Pull the image when it is not present locally.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Leave a detached watcher (OOM recovery, alerts).")] = False,
+    notify_cmd: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--notify-cmd", help="With --watch: command run with each alert event as JSON on stdin."),
+    ] = None,
+    verify_timeout: Annotated[float, typer.Option(help="Seconds to wait for the training to start.")] = 300.0,
+    ask_all: Annotated[bool, typer.Option("--ask-all", help="Ask every round, even for values already given.")] = False,
+    set_values: SetValues = None,
+    mask: Mask = None,
+    features: Features = None,
+    disable: NoFeatures = None,
+    verl_version: VerlVersion = None,
+    algorithm: AlgorithmOpt = None,
+    mode: ModeOpt = None,
+    strategy: StrategyOpt = None,
+    device: DeviceOpt = None,
+    swanlab: SwanlabOpt = None,
+) -> int:
+    """Prepare the container, start training and verify it started (asks first unless --yes)."""
+    flags, names = spec_flags(set_values, mask, features, disable, verl_version, algorithm, mode, strategy, device, swanlab)
+    from verlctl.runtime.flow import launch_flow
+
+    return launch_flow(
+        config, flags, names, yes=yes, dry_run=dry_run, out=out, pull=pull, watch=watch, notify_cmd=notify_cmd,
+        verify_timeout=verify_timeout, ask_all=ask_all,
+    )
+
+
+def quickstart(
+    yes: Annotated[bool, typer.Option("--yes", "-y", hidden=True)] = True,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print every action in order; change nothing.")] = False,
+    pull: Annotated[bool, typer.Option("--pull", help="Pull the image when it is not present locally.")] = False,
+    watch: Annotated[bool, typer.Option("--watch/--no-watch", help="Leave a detached watcher.")] = True,
+) -> int:
+    """The second seed's one-shot: everything from the environment (CONTAINER, TRAIN_STEPS, MODEL_PATH,
+    TRAIN_FILE, VAL_FILE, SWANLAB_HOST, SWANLAB_API_KEY, …); equivalent to `launch --yes`."""
+    from verlctl.runtime.flow import launch_flow
+
+    return launch_flow(None, {}, {}, yes=True, dry_run=dry_run, out=None, pull=pull, watch=watch, notify_cmd=None,
+                       verify_timeout=300.0, ask_all=False)
+
+
+def status(run: RunId = None, as_json: JsonOut = False) -> int:
+    """Container state, process alive, last progress and step metrics, last error."""
+    from verlctl.runtime.inspect import print_status, run_status
+
+    doc = run_status(run)
+    if as_json:
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    else:
+        print_status(doc)
+    return 0
+
+
+def logs(
+    run: RunId = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="Lines from the end (0: all).")] = 200,
+) -> int:
+    """Print the run's log (from inside the container or the host)."""
+    from verlctl.runtime.inspect import show_logs
+
+    return show_logs(run, follow=follow, lines=lines)
+
+
+def stop(
+    run: RunId = None,
+    remove_container: Annotated[
+        bool, typer.Option("--remove-container", help="Also remove the container, if this run created it.")
+    ] = False,
+    grace: Annotated[float, typer.Option(help="Seconds between SIGTERM and SIGKILL.")] = 20.0,
+) -> int:
+    """Stop the run's process group (and nothing else)."""
+    from verlctl.runtime.inspect import stop_run
+
+    return stop_run(run, remove_container=remove_container, grace=grace)
+
+
+def list_runs(as_json: JsonOut = False) -> int:
+    """The recorded runs, newest last."""
+    from verlctl.runtime.inspect import list_runs as do_list
+
+    return do_list(as_json)

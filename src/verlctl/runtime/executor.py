@@ -1,0 +1,356 @@
+"""Where commands run: one small interface, two implementations (docker container, this host).
+
+The rest of verlctl does not know which one it talks to. Commands given to an executor run *inside* its
+target (never prefixed with ``docker``); copying files in is host-side work (``put_archive`` for docker).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import io
+import os
+import shlex
+import signal
+import subprocess
+import tarfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verlctl.errors import RuntimeFailure
+
+
+@dataclass
+class ExecResult:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    content: bytes
+    mode: int = 0o644
+
+
+class Executor(abc.ABC):
+    kind: str = "?"
+
+    @abc.abstractmethod
+    def run(
+        self,
+        argv: list[str],
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = 120,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        """Run a command to completion inside the target and return its exit code and output."""
+
+    @abc.abstractmethod
+    def put_files(self, dest_dir: str, files: Mapping[str, FileSpec]) -> None:
+        """Copy files into ``dest_dir`` of the target (created if missing), from the host side."""
+
+    @abc.abstractmethod
+    def start_detached(self, argv: list[str], log_path: str, cwd: str | None = None,
+                       env: Mapping[str, str] | None = None) -> int:
+        """Start ``argv`` in a new process group/session with output appended to ``log_path``; return the pgid."""
+
+    @abc.abstractmethod
+    def read_file(self, path: str, offset: int = 0, max_bytes: int | None = None) -> bytes | None:
+        """Bytes of a file in the target from ``offset`` (None when it does not exist)."""
+
+    @abc.abstractmethod
+    def group_alive(self, pgid: int) -> bool:
+        """True while any process of the group is alive."""
+
+    @abc.abstractmethod
+    def signal_group(self, pgid: int, sig: int) -> bool:
+        """Send a signal to the process group; False when the group is gone."""
+
+    def stop_group(self, pgid: int, grace_s: float = 20.0) -> bool:
+        """SIGTERM the group, wait up to ``grace_s``, then SIGKILL. Returns True when it is gone."""
+        if not self.group_alive(pgid):
+            return True
+        self.signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if not self.group_alive(pgid):
+                return True
+            time.sleep(0.25)
+        self.signal_group(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if not self.group_alive(pgid):
+                return True
+            time.sleep(0.25)
+        return not self.group_alive(pgid)
+
+    def file_size(self, path: str) -> int | None:
+        res = self.run(["stat", "-c", "%s", path], timeout=30)
+        return int(res.out.strip()) if res.ok and res.out.strip().isdigit() else None
+
+    def describe(self) -> str:
+        return self.kind
+
+
+def _detach_script(log_path: str) -> str:
+    # In a non-interactive shell a background child is not a group leader, so setsid(1) does not fork:
+    # $! is the pid of the new session leader, i.e. the new process group id.
+    # (a simple command in the background: bash forks once, and the child execs setsid, then argv.)
+    return 'mkdir -p -- "$(dirname -- "$VERLCTL_LOG")" || exit 1; setsid "$@" >>"$VERLCTL_LOG" 2>&1 </dev/null & echo $!'
+
+
+# ------------------------------------------------------------------------------------------ host
+
+
+class HostExecutor(Executor):
+    """Runs on this machine (bare metal, conda); processes are started in their own session."""
+
+    kind = "host"
+
+    def run(
+        self,
+        argv: list[str],
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = 120,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        full_env = {**os.environ, **(env or {})}
+        try:
+            proc = subprocess.run(argv, input=stdin, capture_output=True, env=full_env, cwd=cwd, timeout=timeout)
+        except FileNotFoundError:
+            return ExecResult(127, "", f"{argv[0]}: command not found")
+        except subprocess.TimeoutExpired:
+            return ExecResult(124, "", f"{shlex.join(argv)}: timed out after {timeout}s")
+        return ExecResult(proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"))
+
+    def put_files(self, dest_dir: str, files: Mapping[str, FileSpec]) -> None:
+        d = Path(dest_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        for name, spec in files.items():
+            p = d / name
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, spec.mode)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(spec.content)
+            p.chmod(spec.mode)
+
+    def start_detached(self, argv: list[str], log_path: str, cwd: str | None = None,
+                       env: Mapping[str, str] | None = None) -> int:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        return proc.pid
+
+    def read_file(self, path: str, offset: int = 0, max_bytes: int | None = None) -> bytes | None:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                return fh.read() if max_bytes is None else fh.read(max_bytes)
+        except FileNotFoundError:
+            return None
+
+    def group_alive(self, pgid: int) -> bool:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        # A zombie leader still counts for killpg; reap our own children if any.
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pgid, os.WNOHANG)
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return _group_has_live_member(pgid)
+
+    def signal_group(self, pgid: int, sig: int) -> bool:
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def file_size(self, path: str) -> int | None:
+        try:
+            return os.stat(path).st_size
+        except OSError:
+            return None
+
+
+def _group_has_live_member(pgid: int) -> bool:
+    import psutil
+
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(p.info["pid"]) == pgid and p.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error, OSError):
+            continue
+    return False
+
+
+# ---------------------------------------------------------------------------------------- docker
+
+
+class DockerExecutor(Executor):
+    """Runs inside a container through the Docker SDK (low-level exec API, so exit codes are real)."""
+
+    kind = "docker"
+
+    def __init__(self, client: object, container_id: str, name: str | None = None) -> None:
+        self.client = client
+        self.container_id = container_id
+        self.name = name or container_id[:12]
+
+    @property
+    def api(self) -> Any:
+        return self.client.api  # type: ignore[attr-defined]
+
+    def describe(self) -> str:
+        return f"container {self.name}"
+
+    def run(
+        self,
+        argv: list[str],
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = 120,
+        stdin: bytes | None = None,
+        retry: bool = True,
+    ) -> ExecResult:
+        if stdin is not None:
+            raise NotImplementedError("stdin is not supported for container commands")
+        cmd = list(argv)
+        if timeout is not None:
+            cmd = ["timeout", "--kill-after=5", str(int(max(1, timeout))), *cmd]
+        attempts = 3 if retry else 1
+        for attempt in range(attempts):
+            try:
+                eid = self.api.exec_create(
+                    self.container_id, cmd, environment=dict(env) if env else None, workdir=cwd, stdout=True,
+                    stderr=True,
+                )["Id"]
+            except Exception as exc:  # docker.errors.APIError and transport errors
+                raise RuntimeFailure(f"{self.describe()}: cannot run {argv[0]}: {_docker_message(exc)}") from None
+            try:
+                out, err = self.api.exec_start(eid, demux=True)
+            except ValueError as exc:
+                # docker-py occasionally loses the stream framing under load ("N is not a valid stream"):
+                # the command ran, its output is lost. Idempotent commands are simply run again.
+                if attempt + 1 < attempts:
+                    continue
+                code = self._exit_code(eid)
+                return ExecResult(code, "", f"output lost ({exc})")
+            except Exception as exc:
+                raise RuntimeFailure(f"{self.describe()}: cannot run {argv[0]}: {_docker_message(exc)}") from None
+            return ExecResult(
+                self._exit_code(eid), (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace")
+            )
+        raise AssertionError("unreachable")
+
+    def _exit_code(self, eid: str) -> int:
+        try:
+            code = self.api.exec_inspect(eid)["ExitCode"]
+        except Exception as exc:
+            raise RuntimeFailure(f"{self.describe()}: cannot inspect a command: {_docker_message(exc)}") from None
+        return int(code if code is not None else -1)
+
+    def put_files(self, dest_dir: str, files: Mapping[str, FileSpec]) -> None:
+        res = self.run(["mkdir", "-p", "--", dest_dir], timeout=30)
+        if not res.ok:
+            raise RuntimeFailure(f"{self.describe()}: cannot create {dest_dir}: {res.err.strip()}")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tf:
+            now = time.time()
+            for name, spec in files.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(spec.content)
+                info.mode = spec.mode
+                info.mtime = int(now)
+                tf.addfile(info, io.BytesIO(spec.content))
+        try:
+            ok = self.api.put_archive(self.container_id, dest_dir, buf.getvalue())
+        except Exception as exc:
+            raise RuntimeFailure(f"{self.describe()}: cannot copy files to {dest_dir}: {_docker_message(exc)}") from None
+        if not ok:
+            raise RuntimeFailure(f"{self.describe()}: cannot copy files to {dest_dir}")
+
+    def start_detached(self, argv: list[str], log_path: str, cwd: str | None = None,
+                       env: Mapping[str, str] | None = None) -> int:
+        # Not idempotent: run once, and read the pgid back from a file (robust to lost exec output).
+        pid_file = f"/tmp/verlctl-start-{time.time_ns()}.pid"
+        script = _detach_script(log_path) + ' > "$VERLCTL_PID_FILE"'
+        cmd = ["bash", "-c", script, "verlctl-start", *argv]
+        environment = {"VERLCTL_LOG": log_path, "VERLCTL_PID_FILE": pid_file, **(env or {})}
+        res = self.run(cmd, env=environment, cwd=cwd, timeout=60, retry=False)
+        pid = (self.read_file(pid_file) or b"").decode().strip()
+        self.run(["rm", "-f", "--", pid_file], timeout=30)
+        if not res.ok or not pid.isdigit():
+            raise RuntimeFailure(f"{self.describe()}: could not start {argv}: {res.err.strip() or res.out.strip()}")
+        return int(pid)
+
+    def read_file(self, path: str, offset: int = 0, max_bytes: int | None = None) -> bytes | None:
+        if offset == 0 and max_bytes is None:
+            cmd = ["cat", "--", path]
+        else:
+            cmd = ["tail", "-c", f"+{offset + 1}", "--", path]
+            if max_bytes is not None:
+                cmd = ["bash", "-c", 'tail -c "+$1" -- "$2" | head -c "$3"', "read", str(offset + 1), path,
+                       str(max_bytes)]
+        for attempt in range(3):
+            try:
+                eid = self.api.exec_create(self.container_id, cmd, stdout=True, stderr=False)["Id"]
+                out = self.api.exec_start(eid)
+                code = self.api.exec_inspect(eid)["ExitCode"]
+            except ValueError:  # lost stream framing (see run): read again
+                if attempt < 2:
+                    continue
+                raise RuntimeFailure(f"{self.describe()}: cannot read {path}: the output stream was garbled") from None
+            except Exception as exc:
+                raise RuntimeFailure(f"{self.describe()}: cannot read {path}: {_docker_message(exc)}") from None
+            break
+        if code != 0:
+            return None
+        return out or b""
+
+    def group_alive(self, pgid: int) -> bool:
+        # A process group is alive while a non-zombie member exists (ps: stat not starting with Z).
+        res = self.run(["ps", "-eo", "pgid=,stat="], timeout=30)
+        if not res.ok:
+            return self.run(["kill", "-0", "--", f"-{pgid}"], timeout=30).ok
+        for line in res.out.splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and parts[0] == str(pgid) and not parts[1].startswith("Z"):
+                return True
+        return False
+
+    def signal_group(self, pgid: int, sig: int) -> bool:
+        return self.run(["kill", f"-{int(sig)}", "--", f"-{pgid}"], timeout=30).ok
+
+
+def _docker_message(exc: BaseException) -> str:
+    explanation = getattr(exc, "explanation", None)
+    text = str(explanation or exc)
+    return " ".join(text.split())[:300]

@@ -1,0 +1,79 @@
+"""The launch flow around the Launcher: spec sources, the interactive rounds, confirmation, the watcher."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from verlctl.errors import SpecError, VerlctlError
+
+
+def stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def missing_message(missing: list[str]) -> str:
+    from verlctl.spec.resolve import REQUIRED_PATHS
+
+    how = "; ".join(f"{p} ({REQUIRED_PATHS[p]}, or --set {p}=...)" for p in missing)
+    return f"missing required values and stdin is not a terminal, so nothing can be asked: {how}"
+
+
+def launch_flow(
+    config: Path | None,
+    flags: dict[str, Any],
+    names: dict[str, str],
+    *,
+    yes: bool,
+    dry_run: bool,
+    out: Path | None,
+    pull: bool,
+    watch: bool,
+    notify_cmd: str | None,
+    verify_timeout: float,
+    ask_all: bool,
+) -> int:
+    from rich.console import Console
+
+    from verlctl.runtime.launch import Launcher, LaunchOptions
+    from verlctl.spec.resolve import load_spec
+
+    console = Console()
+    resolved = load_spec(config, flags=flags, flag_names=names)
+    interactive = stdin_is_terminal() and not yes and not dry_run
+    missing = resolved.missing_required()
+    if missing or ask_all:
+        if not interactive:
+            if missing:
+                raise SpecError(missing_message(missing))
+        else:
+            from verlctl.wizard.flow import run_wizard
+
+            resolved = run_wizard(config, flags, names, ask_all=ask_all, console=console)
+    if not yes and not dry_run and not interactive:
+        raise VerlctlError("confirmation needed but stdin is not a terminal: pass --yes to launch without asking")
+
+    confirm = None
+    if interactive:
+        from verlctl.wizard.flow import confirm_launch
+
+        confirm = confirm_launch(console, resolved)
+    options = LaunchOptions(yes=yes, dry_run=dry_run, pull=pull, verify_timeout=verify_timeout, out_dir=out)
+    launcher = Launcher(resolved, options, console, confirm=confirm)
+    record = launcher.run()
+    if record is None:
+        return 0
+    if watch:
+        from verlctl.monitor.watcher_process import spawn_watcher
+
+        pid = spawn_watcher(record, notify_cmd)
+        console.print(f"watcher started (pid {pid}): it stays silent while training is healthy", highlight=False)
+    console.print(f"[bold green]training is running[/bold green]: run [bold]{record.run_id}[/bold]", highlight=False)
+    if record.swanlab_url:
+        console.print(f"SwanLab: {record.swanlab_url} (experiment {record.experiment})", highlight=False)
+    console.print("follow it with `verlctl status`, `verlctl logs -f`; stop it with `verlctl stop`", highlight=False)
+    return 0

@@ -1,0 +1,246 @@
+"""status / logs / stop / list of recorded runs, from any shell."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from verlctl.errors import RuntimeFailure, VerlctlError
+from verlctl.runtime.executor import DockerExecutor, Executor, HostExecutor
+from verlctl.runtime.records import RunRecord, all_runs, resolve_run
+
+TAIL_BYTES = 4 * 1024 * 1024
+
+
+def target(record: RunRecord, client: Any = None) -> tuple[Executor | None, dict[str, Any]]:
+    """The executor for a run's target and the container's state (None when it is gone / not running)."""
+    if record.runtime == "host":
+        return HostExecutor(), {"runtime": "host"}
+    from verlctl.runtime import containers
+
+    if client is None:
+        client = containers.connect()
+    import docker
+
+    try:
+        c = client.containers.get(record.container_id or record.container_name)
+    except docker.errors.NotFound:
+        return None, {"name": record.container_name, "id": record.container_id, "state": "removed"}
+    info = {"name": c.name, "id": c.id[:12], "state": c.status, "image": (c.image.tags or [c.image.id])[0]}
+    if c.status != "running":
+        return None, info
+    return DockerExecutor(client, c.id, c.name), info
+
+
+def read_tail(ex: Executor, path: str, max_bytes: int = TAIL_BYTES) -> str:
+    size = ex.file_size(path)
+    if size is None:
+        return ""
+    start = max(0, size - max_bytes)
+    data = ex.read_file(path, offset=start) or b""
+    text = data.decode(errors="replace")
+    if start > 0:
+        text = text.split("\n", 1)[-1]
+    return text
+
+
+def watcher_alive(record: RunRecord) -> bool:
+    if not record.watcher_pid:
+        return False
+    try:
+        with open(f"/proc/{record.watcher_pid}/cmdline", "rb") as fh:
+            cmd = fh.read().decode(errors="replace")
+    except OSError:
+        return False
+    return record.run_id in cmd
+
+
+def run_status(run_id: str | None) -> dict[str, Any]:
+    record = resolve_run(run_id)
+    ex, container = target(record)
+    alive = bool(ex and record.pgid and ex.group_alive(record.pgid))
+    doc: dict[str, Any] = {
+        "run_id": record.run_id,
+        "experiment": record.experiment,
+        "runtime": record.runtime,
+        "container": container,
+        "pgid": record.pgid,
+        "alive": alive,
+        "state": "running" if alive else ("stopped" if record.stopped else "not running"),
+        "attempts": [a.model_dump() for a in record.attempts],
+        "run_log": record.run_log,
+        "train_log": record.train_log,
+        "checkpoints": record.checkpoints,
+        "swanlab_url": record.swanlab_url,
+        "watcher": {"pid": record.watcher_pid, "alive": watcher_alive(record)},
+        "progress": None,
+        "last_step": None,
+        "last_error": None,
+        "last_line": None,
+    }
+    live = record.read_status()
+    if live:
+        doc["live"] = live
+    if ex is not None:
+        text = read_tail(ex, record.run_log)
+        _summarise(text, doc)
+    last_failure = next((e for e in reversed(record.events()) if e.get("event") in ("failure", "alert")), None)
+    if last_failure and not doc["last_error"]:
+        doc["last_error"] = {k: last_failure.get(k) for k in ("category", "reason", "message", "hint") if k in last_failure}
+    return doc
+
+
+def _summarise(text: str, doc: dict[str, Any]) -> None:
+    from verlctl.monitor.summary import diagnose_text
+
+    if not text:
+        return
+    lines = [ln for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
+    doc["last_line"] = lines[-1][-300:] if lines else None
+    result = diagnose_text(text)
+    doc["progress"] = result.progress
+    if result.steps:
+        step = result.steps[-1]
+        doc["last_step"] = {"step": step.step, "metrics": step.metrics}
+    if result.findings:
+        f = result.findings[0]
+        doc["last_error"] = {"category": f.category, "message": f.message, "hint": f.hint, "excerpt": f.excerpt}
+
+
+def print_status(doc: dict[str, Any]) -> None:
+    from rich.console import Console
+
+    console = Console()
+    state_colour = "green" if doc["alive"] else "red"
+    console.print(f"run [bold]{doc['run_id']}[/bold] ({doc['experiment']}): [{state_colour}]{doc['state']}[/]",
+                  highlight=False)
+    c = doc["container"]
+    if doc["runtime"] == "docker":
+        console.print(f"  container {c.get('name')} ({c.get('state')})", highlight=False)
+    console.print(f"  process group {doc['pgid']}, attempts {len(doc['attempts'])}, log {doc['run_log']}",
+                  highlight=False)
+    if doc.get("progress"):
+        p = doc["progress"]
+        console.print(f"  progress: step {p.get('step')}/{p.get('total')}", highlight=False)
+    if doc.get("last_step"):
+        m = doc["last_step"]["metrics"]
+        keys = [k for k in ("critic/score/mean", "response_length/mean", "actor/pg_loss", "timing_s/step") if k in m]
+        shown = ", ".join(f"{k}={m[k]}" for k in keys)
+        console.print(f"  last step {doc['last_step']['step']}: {shown}", highlight=False)
+    if doc.get("last_error"):
+        e = doc["last_error"]
+        console.print(f"  [red]last error[/red]: {e.get('category')}: {e.get('message') or e.get('reason')}",
+                      highlight=False)
+        if e.get("hint"):
+            console.print(f"    hint: {e['hint']}", highlight=False)
+    w = doc["watcher"]
+    if w.get("pid"):
+        console.print(f"  watcher pid {w['pid']}: {'alive' if w['alive'] else 'not running'}", highlight=False)
+    if doc.get("swanlab_url"):
+        console.print(f"  SwanLab: {doc['swanlab_url']}", highlight=False)
+
+
+def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
+    record = resolve_run(run_id)
+    ex, container = target(record)
+    if ex is None:
+        raise VerlctlError(f"the run's container is {container.get('state')}: its log cannot be read")
+    size = ex.file_size(record.run_log)
+    if size is None:
+        raise VerlctlError(f"no log at {record.run_log} yet")
+    text = read_tail(ex, record.run_log, TAIL_BYTES if lines else size)
+    out = text.splitlines(keepends=True)
+    if lines:
+        out = out[-lines:]
+    sys.stdout.write("".join(out))
+    sys.stdout.flush()
+    if not follow:
+        return 0
+    pos = size
+    try:
+        idle = 0.0
+        while True:
+            new_size = ex.file_size(record.run_log) or pos
+            if new_size > pos:
+                data = ex.read_file(record.run_log, offset=pos, max_bytes=new_size - pos) or b""
+                sys.stdout.write(data.decode(errors="replace"))
+                sys.stdout.flush()
+                pos = new_size
+                idle = 0.0
+            else:
+                idle += 0.5
+                if idle >= 5 and not (record.pgid and ex.group_alive(record.pgid)):
+                    return 0
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        return 0
+
+
+def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
+    from rich.console import Console
+
+    console = Console()
+    record = resolve_run(run_id)
+    ex, container = target(record)
+    if record.watcher_pid and watcher_alive(record):
+        try:
+            os.kill(record.watcher_pid, 15)
+            console.print(f"stopped the watcher (pid {record.watcher_pid})", highlight=False)
+        except ProcessLookupError:
+            pass
+    if ex is not None and record.pgid:
+        if ex.group_alive(record.pgid):
+            gone = ex.stop_group(record.pgid, grace_s=grace)
+            if not gone:
+                raise RuntimeFailure(f"process group {record.pgid} did not stop")
+            console.print(f"stopped process group {record.pgid} in {ex.describe()}", highlight=False)
+        else:
+            console.print(f"process group {record.pgid} had already ended", highlight=False)
+    else:
+        console.print(f"nothing to stop: the container is {container.get('state')}", highlight=False)
+    record.stopped = True
+    record.event("stopped", pgid=record.pgid)
+    record.save()
+    if remove_container:
+        if record.runtime != "docker":
+            console.print("no container to remove (host runtime)")
+        elif not record.container_created:
+            console.print(f"container {record.container_name} was not created by this run: left in place",
+                          highlight=False)
+        else:
+            from verlctl.runtime import containers
+
+            client = containers.connect()
+            c = containers.find_container(client, record.container_id or record.container_name or "")
+            if c is not None:
+                c.remove(force=True)
+                console.print(f"removed container {record.container_name}", highlight=False)
+                record.event("container_removed", container=record.container_name)
+    return 0
+
+
+def list_runs(as_json: bool) -> int:
+    runs = all_runs()
+    if as_json:
+        sys.stdout.write(json.dumps([r.model_dump() for r in runs], indent=2, default=str) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="verlctl runs", title_justify="left", header_style="bold")
+    for col in ("run", "created", "runtime", "container", "attempts", "stopped"):
+        table.add_column(col)
+    for r in runs:
+        table.add_row(
+            r.run_id,
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)),
+            r.runtime,
+            r.container_name or "-",
+            str(len(r.attempts)),
+            "yes" if r.stopped else "no",
+        )
+    Console().print(table)
+    return 0

@@ -1,0 +1,463 @@
+"""``verlctl launch``: a validated spec to a verified training process in a container (or on the host).
+
+Phases (the first seed's 4-8): container (reuse / start / create, pull) → readiness (python, device tool,
+verl version) → preflight compose with the container's own verl + Hydra → SwanLab → copy the scripts and
+the 0600 env file → start detached in its own process group → verify it started → record the run.
+With ``dry_run`` every action is printed in order and nothing is created, started or written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verlctl.checks.findings import Finding, has_errors
+from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
+from verlctl.plan import Plan, make_plan
+from verlctl.render.render import ENV_FILE, START_SCRIPT, TRAIN_SCRIPT, Rendered
+from verlctl.runtime import preflight
+from verlctl.runtime.executor import Executor, FileSpec
+from verlctl.runtime.records import Attempt, RunRecord, new_run_id
+from verlctl.spec.resolve import ResolvedSpec
+
+TRAINING_MARKER = "[verlctl] training starts"
+
+
+@dataclass
+class LaunchOptions:
+    yes: bool = False
+    dry_run: bool = False
+    pull: bool = False
+    verify_timeout: float = 300.0
+    settle_s: float = 10.0
+    out_dir: Path | None = None  # dry-run: where to write the rendered files
+
+
+@dataclass
+class Readiness:
+    python: str | None = None
+    verl_version: str | None = None
+    device_tool: str | None = None
+    devices_seen: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class Reporter:
+    """Prints progress lines (one per action) and keeps them for the dry-run listing."""
+
+    def __init__(self, console: Any, quiet: bool = False) -> None:
+        self.console = console
+        self.quiet = quiet
+        self.lines: list[str] = []
+
+    def step(self, text: str) -> None:
+        self.lines.append(text)
+        if not self.quiet:
+            self.console.print(f"[bold cyan]→[/] {text}", highlight=False)
+
+    def note(self, text: str) -> None:
+        if not self.quiet:
+            self.console.print(f"  [dim]{text}[/dim]", highlight=False)
+
+    def warn(self, text: str) -> None:
+        self.console.print(f"  [yellow]warning:[/yellow] {text}", highlight=False)
+
+
+def _target_paths(resolved: ResolvedSpec, run_id: str) -> tuple[str, str, str]:
+    spec = resolved.spec
+    workdir = spec.container.workdir.rstrip("/") or "/"
+    scripts_dir = f"{workdir}/.verlctl/runs/{run_id}"
+    run_log = f"{(spec.paths.logs or workdir + '/logs').rstrip('/')}/verlctl-{run_id}.log"
+    return workdir, scripts_dir, run_log
+
+
+class Launcher:
+    def __init__(self, resolved: ResolvedSpec, options: LaunchOptions, console: Any,
+                 confirm: Callable[[Plan, list[str]], bool] | None = None) -> None:
+        self.resolved = resolved
+        self.options = options
+        self.console = console
+        self.report = Reporter(console)
+        self.confirm = confirm
+        self.client: Any = None
+        self.container: Any = None
+        self.container_plan: Any = None
+        self.executor: Executor | None = None
+        self.record: RunRecord | None = None
+
+    # --------------------------------------------------------------------------------- planning
+
+    def plan(self) -> Plan:
+        the_plan = make_plan(self.resolved)
+        return the_plan
+
+    def planned_actions(self, the_plan: Plan, run_id: str) -> list[str]:
+        spec = self.resolved.spec
+        _workdir, scripts_dir, run_log = _target_paths(self.resolved, run_id)
+        acts: list[str] = []
+        if spec.container.runtime == "docker":
+            acts += self.container_plan.actions()
+            for m in self.container_plan.added_mounts:
+                acts.append(f"mount {m.host} at the same path (covers {m.why})")
+            where = f"container {spec.container.name}"
+        else:
+            where = "this host"
+        acts.append(f"check readiness in {where}: python version, {'npu-smi info' if spec.device == 'npu' else 'nvidia-smi'}, installed verl version")
+        acts.append(f"preflight: compose the {len(the_plan.command.overrides)} overrides with {where}'s verl + Hydra "
+                    f"({the_plan.command.entry.config_name})")
+        sw = spec.logging.swanlab
+        if sw.enabled:
+            acts.append(f"SwanLab ({sw.mode}): check `import swanlab` in {where}, install it with pip if missing")
+            if sw.mode == "cloud":
+                acts.append(f"SwanLab: log in to {sw.host} with the key from the 0600 env file and verify ~/.swanlab")
+        acts.append(f"copy {START_SCRIPT}, {TRAIN_SCRIPT} and {ENV_FILE} (mode 0600) to {where}:{scripts_dir}")
+        acts.append(f"start `bash {scripts_dir}/{START_SCRIPT}` in its own process group, output to {run_log}")
+        acts.append(f"verify within {int(self.options.verify_timeout)}s that {the_plan.command.entry.module} runs")
+        acts.append(f"record the run (id {run_id}) under the state dir")
+        return acts
+
+    # ---------------------------------------------------------------------------------- running
+
+    def run(self) -> RunRecord | None:
+        spec = self.resolved.spec
+        opts = self.options
+        if spec.cluster.nodes and len(spec.cluster.nodes) > 1:
+            raise VerlctlError(
+                "multi-node launch is not supported by `verlctl launch` yet: run `verlctl plan -o DIR` and start "
+                "start_verl.sh on every node (the head decides by master_addr)",
+                hint="the rendered scripts handle Ray head/worker roles and wait for every node's devices",
+            )
+        if spec.container.runtime == "docker":
+            from verlctl.runtime import containers
+
+            self.client = containers.connect()
+            self.container_plan = containers.plan_container(
+                self.client, spec, allow_pull=opts.pull, image_explicit=self.resolved.explicit("container.image")
+            )
+        the_plan = self.plan()
+        run_id = new_run_id(spec.logging.experiment or "run")
+        actions = self.planned_actions(the_plan, run_id)
+        if opts.dry_run:
+            self._dry_run(the_plan, actions)
+            return None
+        if has_errors(the_plan.findings):
+            self._print_findings(the_plan.findings)
+            raise VerlctlError("the spec has errors (listed above): nothing was changed")
+        if self.container_plan is not None:
+            for note in self.container_plan.notes:
+                self.report.warn(note)
+            if self.container_plan.missing_mounts:
+                raise VerlctlError(
+                    f"container {spec.container.name} does not mount {self.container_plan.missing_mounts[0]}; "
+                    "mounts cannot be added to an existing container",
+                    hint="use another container.name (a new container gets every mount), or add the mount and recreate it",
+                )
+        if not opts.yes and (self.confirm is None or not self.confirm(the_plan, actions)):
+            self.console.print("nothing was changed")
+            return None
+        return self._execute(the_plan, run_id)
+
+    def _print_findings(self, findings: list[Finding]) -> None:
+        from verlctl.report import print_findings
+
+        print_findings(self.console, findings)
+
+    def _dry_run(self, the_plan: Plan, actions: list[str]) -> None:
+        self._print_findings(the_plan.findings)
+        self.console.print("[bold]dry run[/bold]: these actions would be taken, in order (nothing is changed):")
+        for i, a in enumerate(actions, 1):
+            self.console.print(f"  {i:2}. {a}", highlight=False)
+        if has_errors(the_plan.findings):
+            raise VerlctlError("the spec has errors (listed above)")
+        if self.options.out_dir is not None:
+            for p in the_plan.render().write(self.options.out_dir):
+                self.console.print(f"wrote {p}", highlight=False)
+
+    def _execute(self, the_plan: Plan, run_id: str) -> RunRecord:
+        spec = self.resolved.spec
+        workdir, scripts_dir, run_log = _target_paths(self.resolved, run_id)
+        record = RunRecord(
+            run_id=run_id,
+            created_at=time.time(),
+            runtime=spec.container.runtime,
+            workdir=workdir,
+            scripts_dir=scripts_dir,
+            run_log=run_log,
+            train_log="",
+            checkpoints=spec.paths.checkpoints or "",
+            experiment=spec.logging.experiment or "",
+            verl_version=the_plan.command.version,
+            container_name=spec.container.name if spec.container.runtime == "docker" else None,
+            image=spec.container.image if spec.container.runtime == "docker" else None,
+        )
+        self.record = record
+        record.save()
+        record.event("launch", actions=self.planned_actions(the_plan, run_id))
+        try:
+            self.executor = self._prepare_target(record)
+            ready = self._readiness(self.executor)
+            the_plan = self._retarget_version(the_plan, ready)
+            record.verl_version = the_plan.command.version
+            rendered = the_plan.render()
+            record.train_log = rendered.log_file
+            self._preflight(self.executor, the_plan, scripts_dir, workdir)
+            self._copy(self.executor, rendered, scripts_dir)
+            if spec.logging.swanlab.enabled:
+                from verlctl.runtime import swanlab
+
+                record.swanlab_url = swanlab.setup(self.executor, self.resolved, scripts_dir, self.report)
+            self._write_record_files(record, rendered)
+            pgid = self.start(self.executor, record, the_plan, reason="launch")
+            self.verify(self.executor, record, pgid, the_plan.command.entry.module)
+        except VerlctlError as exc:
+            record.event("launch_failed", error=exc.message)
+            record.save()
+            raise
+        record.save()
+        return record
+
+    # ------------------------------------------------------------------------------- the target
+
+    def _prepare_target(self, record: RunRecord) -> Executor:
+        spec = self.resolved.spec
+        if spec.container.runtime == "host":
+            from verlctl.runtime.executor import HostExecutor
+
+            self.report.step("run on this host (container.runtime: host)")
+            return HostExecutor()
+        from verlctl.runtime import containers
+        from verlctl.runtime.executor import DockerExecutor
+
+        plan = self.container_plan
+        if plan.exists:
+            container = containers.find_container(self.client, spec.container.name)
+            if container is None:
+                raise RuntimeFailure(f"container {spec.container.name} disappeared")
+            self.report.step(f"reuse container {spec.container.name} ({container.status})")
+            if container.status != "running":
+                self.report.step(f"start container {spec.container.name}")
+                containers.start_container(container)
+            record.container_created = False
+        else:
+            if plan.pull:
+                self.report.step(f"pull image {spec.container.image}")
+                containers.pull_image(self.client, spec.container.image, self.console)
+            for m in plan.added_mounts:
+                self.report.note(f"adding mount {m.host} (covers {m.why})")
+            self.report.step(f"create container {spec.container.name} from {spec.container.image}")
+            from verlctl.verl.environment import proxy_env
+            from verlctl.verl.table import Ctx
+
+            container = containers.create_container(
+                self.client,
+                spec,
+                plan,
+                containers.labels_for(record.run_id, record.experiment),
+                proxy_env(Ctx(spec, record.verl_version)),
+            )
+            record.container_created = True
+            record.container_id = container.id
+            record.save()
+            self.report.step(f"start container {spec.container.name}")
+            containers.start_container(container)
+        self.container = container
+        record.container_id = container.id
+        record.save()
+        return DockerExecutor(self.client, container.id, spec.container.name)
+
+    def _readiness(self, ex: Executor) -> Readiness:
+        spec = self.resolved.spec
+        self.report.step(f"readiness of {ex.describe()}")
+        r = Readiness()
+        res = ex.run(["python3", "--version"], timeout=60)
+        if not res.ok:
+            raise RuntimeFailure(f"{ex.describe()}: python3 is not available ({(res.err or res.out).strip()[:200]})")
+        r.python = (res.out or res.err).strip()
+        self.report.note(r.python)
+        res = ex.run(["python3", "-c", "import importlib.metadata as m; print(m.version('verl'))"], timeout=60)
+        if res.ok and res.out.strip():
+            r.verl_version = res.out.strip().splitlines()[-1]
+            self.report.note(f"verl {r.verl_version} installed")
+        else:
+            self.report.warn(f"{ex.describe()}: no verl distribution found (importlib.metadata)")
+        tool = "npu-smi" if spec.device == "npu" else "nvidia-smi"
+        res = ex.run([tool, "info"] if tool == "npu-smi" else [tool], timeout=60)
+        if not res.ok:
+            raise RuntimeFailure(
+                f"{ex.describe()}: `{tool}` failed ({(res.err or res.out).strip()[:200] or 'exit ' + str(res.code)})",
+                hint="check the device nodes and driver mounts of the container",
+            )
+        r.device_tool = tool
+        r.devices_seen = _count_devices(tool, res.out)
+        if r.devices_seen is not None:
+            self.report.note(f"{tool}: {r.devices_seen} device(s) visible")
+            if r.devices_seen < len(spec.cluster.devices):
+                self.report.warn(
+                    f"{tool} shows {r.devices_seen} device(s) but cluster.devices lists {len(spec.cluster.devices)}"
+                )
+        return r
+
+    def _retarget_version(self, the_plan: Plan, ready: Readiness) -> Plan:
+        spec = self.resolved.spec
+        installed = ready.verl_version
+        from verlctl.verl.entrypoints import SUPPORTED_VERSIONS
+
+        if spec.verl_version == "auto":
+            if installed is None:
+                raise VerlctlError("verl_version is auto but no verl is installed in the target")
+            base = ".".join(installed.split(".")[:3])
+            if base not in SUPPORTED_VERSIONS:
+                raise VerlctlError(
+                    f"the target has verl {installed}; verlctl supports {', '.join(SUPPORTED_VERSIONS)}",
+                    hint="set verl_version explicitly to the closest supported version",
+                )
+            self.report.note(f"verl_version auto -> {base} (installed in the target)")
+            new = make_plan(self.resolved, container_version=base)
+            if has_errors(new.findings):
+                self._print_findings(new.findings)
+                raise VerlctlError(f"the spec has errors for verl {base}")
+            return new
+        if installed is not None and not installed.startswith(spec.verl_version):
+            self.report.warn(f"the spec targets verl {spec.verl_version} but the target has {installed}")
+        return the_plan
+
+    def _preflight(self, ex: Executor, the_plan: Plan, scripts_dir: str, workdir: str) -> None:
+        self.report.step(f"preflight: compose {len(the_plan.command.overrides)} overrides with the target's verl")
+        payload = preflight.payload(the_plan.command, workdir)
+        ex.put_files(scripts_dir, {preflight.PAYLOAD: FileSpec(payload, 0o644), preflight.SCRIPT: FileSpec(
+            preflight.SOURCE.encode(), 0o644)})
+        res = ex.run(["python3", f"{scripts_dir}/{preflight.SCRIPT}", f"{scripts_dir}/{preflight.PAYLOAD}"],
+                     cwd=workdir, timeout=180)
+        outcome = preflight.interpret(res.code, res.out + res.err, the_plan.command.override_texts())
+        if outcome.skipped:
+            self.report.warn(f"preflight skipped: {outcome.message}")
+            return
+        if not outcome.ok:
+            raise VerlctlError(
+                f"preflight compose failed: {outcome.message}"
+                + (f" (override: {outcome.override})" if outcome.override else ""),
+                hint="fix the key (spelling, or the '+' prefix for keys verl does not define) in the spec",
+            )
+        self.report.note("all overrides compose")
+
+    def _copy(self, ex: Executor, rendered: Rendered, scripts_dir: str) -> None:
+        self.report.step(f"copy {START_SCRIPT}, {TRAIN_SCRIPT}, {ENV_FILE} to {ex.describe()}:{scripts_dir}")
+        ex.put_files(
+            scripts_dir,
+            {
+                START_SCRIPT: FileSpec(rendered.files[START_SCRIPT].encode(), 0o755),
+                TRAIN_SCRIPT: FileSpec(rendered.files[TRAIN_SCRIPT].encode(), 0o755),
+                ENV_FILE: FileSpec(rendered.env_file.encode(), 0o600),
+            },
+        )
+
+    def _write_record_files(self, record: RunRecord, rendered: Rendered) -> None:
+        for name, text in rendered.files.items():
+            (record.dir / name).write_text(text, encoding="utf-8")
+
+    # ------------------------------------------------------------------------ start and verify
+
+    def start(self, ex: Executor, record: RunRecord, the_plan: Plan, reason: str,
+              resumed_from: str | None = None) -> int:
+        self.report.step(f"start {START_SCRIPT} ({reason})")
+        env = {"VERLCTL_RAY_TMP": f"/tmp/verlctl-ray-{record.run_id[-4:]}{len(record.attempts)}"}
+        pgid = ex.start_detached(["bash", f"{record.scripts_dir}/{START_SCRIPT}"], record.run_log,
+                                 cwd=record.workdir, env=env)
+        features = [n for n, s in the_plan.command.features.items() if s.on and s.applicable]
+        record.attempts.append(Attempt(number=len(record.attempts) + 1, pgid=pgid, started_at=time.time(),
+                                       features=features, reason=reason, resumed_from=resumed_from))
+        record.pgid = pgid
+        record.save()
+        record.event("started", pgid=pgid, attempt=len(record.attempts), reason=reason, features=features,
+                     resumed_from=resumed_from)
+        self.report.note(f"process group {pgid}, log {record.run_log}")
+        return pgid
+
+    def verify(self, ex: Executor, record: RunRecord, pgid: int, module: str) -> None:
+        """Wait (bounded) until the training command runs and has printed; fail with the reason if it dies."""
+        self.report.step(f"verify that {module} started (up to {int(self.options.verify_timeout)}s)")
+        deadline = time.monotonic() + self.options.verify_timeout
+        seen_marker_at: float | None = None
+        while time.monotonic() < deadline:
+            alive = ex.group_alive(pgid)
+            text = (ex.read_file(record.run_log) or b"").decode(errors="replace")
+            if TRAINING_MARKER in text and seen_marker_at is None:
+                seen_marker_at = time.monotonic()
+            if not alive:
+                self._fail_verify(record, text, "the training process exited during start-up")
+            if seen_marker_at is not None:
+                after = text.split(TRAINING_MARKER, 1)[1].split("\n", 1)[-1]
+                first_line = next((ln for ln in after.splitlines() if ln.strip()), None)
+                trainer_running = _module_running(ex, pgid, module)
+                if trainer_running and first_line is not None and (
+                    time.monotonic() - seen_marker_at >= self.options.settle_s or _has_progress(after)
+                ):
+                    record.event("verified", first_line=first_line[:300])
+                    self.report.note(f"training is running: {first_line.strip()[:160]}")
+                    return
+            time.sleep(0.5)
+        text = (ex.read_file(record.run_log) or b"").decode(errors="replace")
+        self._fail_verify(record, text, f"training did not start within {int(self.options.verify_timeout)}s")
+
+    def _fail_verify(self, record: RunRecord, text: str, why: str) -> None:
+        from verlctl.monitor.summary import diagnose_text
+
+        result = diagnose_text(text)
+        tail = [ln for ln in text.splitlines() if ln.strip()][-15:]
+        self.console.print(f"[bold red]{why}[/bold red]; last lines of {record.run_log}:")
+        for ln in tail:
+            self.console.print(f"  {ln}", highlight=False, markup=False)
+        reason = why
+        hint = None
+        if result.findings:
+            top = result.findings[0]
+            reason = f"{why}: {top.category}: {top.message}"
+            hint = top.hint
+        record.event("failure", category=result.findings[0].category if result.findings else None, reason=reason)
+        record.save()
+        raise RuntimeFailure(reason, hint=hint, code=EXIT_FAILURE)
+
+
+def _count_devices(tool: str, text: str) -> int | None:
+    try:
+        if tool == "npu-smi":
+            from verlctl.detect.npu import parse_npu_smi_info
+
+            return len(parse_npu_smi_info(text).devices)
+        from verlctl.detect.gpu import parse_nvidia_smi
+
+        return len(parse_nvidia_smi(text).devices)
+    except Exception:
+        return None
+
+
+_PROGRESS = re.compile(r"Training Progress|^step:\d+ ", re.M)
+
+
+def _has_progress(text: str) -> bool:
+    return bool(_PROGRESS.search(text))
+
+
+def _module_running(ex: Executor, pgid: int, module: str) -> bool:
+    res = ex.run(["ps", "-eo", "pgid=,stat=,args="], timeout=30)
+    if not res.ok:
+        return True  # cannot tell; the group is alive
+    for line in res.out.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) == 3 and parts[0] == str(pgid) and not parts[1].startswith("Z") and f"-m {module}" in parts[2]:
+            return True
+    return False
+
+
+def dump_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=str)
+
+
+def quote_argv(argv: list[str]) -> str:
+    return shlex.join(argv)

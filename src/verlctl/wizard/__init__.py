@@ -1,0 +1,1 @@
+"""The interactive rounds and the blocking confirmation checklist."""

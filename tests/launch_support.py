@@ -1,0 +1,127 @@
+"""Helpers for launch tests on the real Docker engine with the locally built test image."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from conftest import clean_env, run_cli
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def ensure_npu_device_nodes(n: int = 8) -> None:
+    """Device nodes at the Ascend paths (char 1:3, like /dev/null): exercise the device mapping on a host
+    without NPUs. What needs a real NPU is verified by the parsers against real captures."""
+    paths = [f"/dev/davinci{i}" for i in range(n)] + ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
+    for p in paths:
+        if not os.path.exists(p):
+            os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+
+
+def write_parquet(path: Path, rows: int = 8) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table(
+        {
+            "data_source": ["math_dapo"] * rows,
+            "prompt": [[{"role": "user", "content": f"What is {i}+{i}?"}] for i in range(rows)],
+            "ability": ["MATH"] * rows,
+            "reward_model": [{"style": "rule", "ground_truth": str(2 * i)} for i in range(rows)],
+            "extra_info": [{"index": i} for i in range(rows)],
+        }
+    )
+    pq.write_table(table, path)
+
+
+def write_model(d: Path) -> None:
+    import json
+
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps({
+        "architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 8, "num_attention_heads": 8,
+        "num_key_value_heads": 4, "hidden_size": 256, "vocab_size": 1000, "intermediate_size": 512,
+    }))
+    (d / "tokenizer.json").write_text("{}")
+    (d / "tokenizer_config.json").write_text("{}")
+    header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+    (d / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 8)
+
+
+@dataclass
+class LaunchEnv:
+    root: Path
+    name: str
+    image: str
+    state: Path
+    spec: dict[str, Any] = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def argv_log(self) -> list[dict[str, Any]]:
+        import json
+
+        p = self.root / "logs" / "standin_argv.jsonl"
+        return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+    @property
+    def spec_file(self) -> Path:
+        p = self.root / "run.yaml"
+        p.write_text(yaml.safe_dump(self.spec), encoding="utf-8")
+        return p
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return clean_env(VERLCTL_STATE_DIR=str(self.state), COLUMNS="200", **self.extra_env, **extra)
+
+    def cli(self, *args: str, timeout: float = 600, **env: str):  # type: ignore[no-untyped-def]
+        return run_cli(*args, env=self.env(**env), timeout=timeout)
+
+
+def make_launch_env(tmp_path: Path, image: str, *, steps: int = 3, step_seconds: float = 0.5,
+                    standin: dict[str, str] | None = None) -> LaunchEnv:
+    ensure_npu_device_nodes()
+    root = tmp_path
+    (root / "data").mkdir()
+    write_parquet(root / "data" / "train.parquet")
+    write_parquet(root / "data" / "val.parquet")
+    write_model(root / "models" / "Qwen3-0.6B")
+    name = f"verlctl-test-launch-{secrets.token_hex(3)}"
+    env_vars = {
+        "VERLCTL_STANDIN_STEP_SECONDS": str(step_seconds),
+        "VERLCTL_STANDIN_ARGV_LOG": str(root / "logs" / "standin_argv.jsonl"),
+        **(standin or {}),
+    }
+    spec = {
+        "paths": {
+            "model": str(root / "models" / "Qwen3-0.6B"),
+            "train_files": str(root / "data" / "train.parquet"),
+            "val_files": str(root / "data" / "val.parquet"),
+            "checkpoints": str(root / "ckpt"),
+            "logs": str(root / "logs"),
+        },
+        "cluster": {"ray_port": free_port(), "dashboard_port": free_port(), "join_timeout_s": 120},
+        "container": {"name": name, "image": image, "shm_size": "1g"},
+        "train": {"steps": steps, "save_freq": 1, "tensor_parallel": 2, "pipeline_parallel": 1},
+        "env": env_vars,
+    }
+    return LaunchEnv(root, name, image, root / "state", spec)
+
+
+def remove_container(client: Any, name: str) -> None:
+    import docker
+
+    with contextlib.suppress(docker.errors.NotFound):
+        client.containers.get(name).remove(force=True)

@@ -1,0 +1,194 @@
+"""`verlctl launch` / status / stop on a real Docker engine with the locally built test image.
+
+The image holds real Ray, real Hydra, the real verl 0.7.0 config and swanlab; the training step is the
+stand-in trainer (tests/standin, a test double) and `npu-smi` is a test double printing a real capture.
+All Ray-starting tests share one xdist group: Ray heads on the host network must not run side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from launch_support import LaunchEnv, make_launch_env, remove_container
+
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+
+
+@pytest.fixture
+def lenv(tmp_path: Path, docker_engine, test_image):  # type: ignore[no-untyped-def]
+    import docker_support
+
+    docker_support._slot.acquire()
+    env = make_launch_env(tmp_path, test_image, steps=3)
+    yield env
+    remove_container(docker_engine, env.name)
+    docker_support._slot.release()
+
+
+def wait_for(pred, timeout: float = 120, every: float = 1.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("timed out waiting")
+
+
+def status(env: LaunchEnv) -> dict:
+    res = env.cli("status", "--json")
+    assert res.code == 0, res.err
+    return json.loads(res.out)
+
+
+def test_launch_new_container_run_status_stop_then_reuse(lenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    lenv.spec["train"]["steps"] = 40
+    lenv.spec["env"]["VERLCTL_STANDIN_STEP_SECONDS"] = "1"
+    res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes", "--verify-timeout", "180")
+    assert res.code == 0, res.out + res.err
+    assert "create container" in res.out and "training is running" in res.out
+
+    container = docker_engine.containers.get(lenv.name)
+    assert container.attrs["HostConfig"]["NetworkMode"] == "host"
+    assert container.attrs["HostConfig"]["IpcMode"] == "host"
+    assert container.attrs["HostConfig"]["Init"] is True
+    devices = {d["PathOnHost"] for d in container.attrs["HostConfig"]["Devices"]}
+    assert {f"/dev/davinci{i}" for i in range(8)} | {"/dev/davinci_manager"} <= devices
+    mounts = {m["Destination"] for m in container.attrs["Mounts"]}
+    assert {lenv.spec["paths"]["model"], str(lenv.root / "data"), lenv.spec["paths"]["checkpoints"]} <= mounts
+    run_label = container.labels.get("io.verlctl.run")
+    assert run_label
+
+    # Ray head is up inside, the stand-in joined it and writes checkpoints.
+    ckpt = Path(lenv.spec["paths"]["checkpoints"])
+    wait_for(lambda: (ckpt / "latest_checkpointed_iteration.txt").exists(), 120)
+    st = wait_for(lambda: (lambda s: s if s["last_step"] else None)(status(lenv)), 60)
+    assert st["alive"] is True and st["state"] == "running"
+    assert st["container"]["state"] == "running"
+    assert st["last_step"]["step"] >= 1
+    assert "critic/score/mean" in st["last_step"]["metrics"]
+    assert st["progress"]["total"] == 40
+    ps = container.exec_run(["ps", "-eo", "args"]).output.decode()
+    assert "gcs_server" in ps and "raylet" in ps
+
+    res = lenv.cli("stop")
+    assert res.code == 0, res.err
+    st = status(lenv)
+    assert st["alive"] is False and st["state"] == "stopped"
+    ps = container.exec_run(["ps", "-eo", "args"]).output.decode()
+    assert "standin" not in ps and "raylet" not in ps  # the whole group (Ray included) is gone
+
+    # A second launch reuses the running container; then a stopped container is started.
+    lenv.spec["train"]["steps"] = 42
+    res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes", "--verify-timeout", "180")
+    assert res.code == 0, res.out + res.err
+    assert "reuse container" in res.out and "create container" not in res.out
+    assert lenv.cli("stop").code == 0
+    container.stop(timeout=5)
+    res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes", "--verify-timeout", "180")
+    assert res.code == 0, res.out + res.err
+    assert f"start container {lenv.name}" in res.out
+    container.reload()
+    assert container.status == "running"
+    # The trainer resumed from the checkpoints of the first run (its step count continues).
+    assert len(lenv.argv_log) == 3
+    train_log = (lenv.root / "logs" / "dapo_Qwen3-0.6B_megatron.log").read_text()
+    assert "Load from checkpoint folder" in train_log
+    assert lenv.cli("stop", "--remove-container").code == 0
+    # This container was created by the first run, not this one: it stays.
+    assert docker_engine.containers.get(lenv.name)
+
+
+def test_stop_kills_only_the_run_process_group(lenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    lenv.spec["train"]["steps"] = 100
+    res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes", "--verify-timeout", "180")
+    assert res.code == 0, res.out + res.err
+    container = docker_engine.containers.get(lenv.name)
+    container.exec_run(["python3", "-c", "import time; time.sleep(3600)  # unrelated"], detach=True)
+    wait_for(lambda: "unrelated" in container.exec_run(["ps", "-eo", "args"]).output.decode(), 20)
+    res = lenv.cli("stop")
+    assert res.code == 0, res.err
+    ps = container.exec_run(["ps", "-eo", "args"]).output.decode()
+    assert "# unrelated" in ps
+    assert "standin" not in ps and "raylet" not in ps and "start_verl.sh" not in ps
+    # created by this run: --remove-container removes it
+    res = lenv.cli("stop", "--remove-container")
+    assert res.code == 0, res.err
+    import docker
+
+    with pytest.raises(docker.errors.NotFound):
+        docker_engine.containers.get(lenv.name)
+
+
+def test_misspelled_override_is_stopped_by_the_preflight(lenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    bad = "actor_rollout_ref.actor.megatron.virtual_pipeline_parallel_size=2"
+    lenv.spec["extra_overrides"] = [bad]
+    res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes")
+    assert res.code != 0
+    assert "Traceback" not in res.err
+    err = res.err.strip().splitlines()
+    assert err[0].startswith("error: preflight compose failed")
+    assert "Could not override 'actor_rollout_ref.actor.megatron.virtual_pipeline_parallel_size'" in err[0]
+    assert bad in err[0]
+    container = docker_engine.containers.get(lenv.name)
+    ps = container.exec_run(["ps", "-eo", "args"]).output.decode()
+    assert "start_verl.sh" not in ps and "ray" not in ps and "main_dapo" not in ps
+    assert not (lenv.root / "logs").exists() or not any((lenv.root / "logs").iterdir())
+
+
+def test_dry_run_changes_nothing(lenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    import docker
+
+    out = lenv.root / "dry"
+    before = {c.id for c in docker_engine.containers.list(all=True)}
+    res = lenv.cli("launch", "-c", str(lenv.spec_file), "--dry-run", "-o", str(out))
+    assert res.code == 0, res.err
+    assert "create container" in res.out and "preflight" in res.out and "start `bash" in res.out
+    assert {c.id for c in docker_engine.containers.list(all=True)} == before
+    with pytest.raises(docker.errors.NotFound):
+        docker_engine.containers.get(lenv.name)
+    assert not lenv.state.exists()
+    assert not Path(lenv.spec["paths"]["checkpoints"]).exists() and not Path(lenv.spec["paths"]["logs"]).exists()
+    assert sorted(p.name for p in out.iterdir()) == ["run_training.sh", "spec.resolved.yaml", "start_verl.sh"]
+
+
+def test_training_dying_during_verification_is_reported(lenv: LaunchEnv) -> None:
+    # The trainer asks for 4 devices per node while Ray has 8: the stand-in (like verl's resource pool
+    # check) fails during start-up, before any progress.
+    lenv.spec["extra_overrides"] = ["trainer.n_gpus_per_node=4"]
+    res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes", "--verify-timeout", "180")
+    assert res.code == 1
+    assert "Traceback (most recent call last)" not in res.err
+    assert res.err.startswith("error: the training process exited during start-up")
+    events = [json.loads(x) for x in next((lenv.state / "runs").iterdir()).joinpath("events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events][-2:] == ["failure", "launch_failed"]
+
+
+@pytest.mark.parametrize("fault", ["engine", "image", "name_taken", "unmountable"])
+def test_faults_are_one_line_and_non_zero(lenv: LaunchEnv, docker_engine, fault: str) -> None:  # type: ignore[no-untyped-def]
+    env: dict[str, str] = {}
+    expect = ""
+    if fault == "engine":
+        env["DOCKER_HOST"] = f"unix://{lenv.root}/no-engine.sock"
+        expect = "the Docker engine is not reachable"
+    elif fault == "image":
+        lenv.spec["container"]["image"] = "verlctl-test-missing:nope"
+        expect = "image verlctl-test-missing:nope is not present locally and pulling is not allowed"
+    elif fault == "name_taken":
+        base = docker_engine.images.list(name="verlctl-test-base")[0]
+        docker_engine.containers.run(base.id, ["sleep", "infinity"], name=lenv.name, detach=True, init=True)
+        expect = f"container name {lenv.name} is taken by a container of image"
+    else:
+        lenv.spec["paths"]["model"] = str(lenv.root / "no" / "such" / "model")
+        expect = "does not exist on this host, so it cannot be mounted"
+    before = {c.id for c in docker_engine.containers.list(all=True)}
+    res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes", **env)
+    assert res.code != 0
+    assert "Traceback" not in res.out + res.err
+    lines = [ln for ln in res.err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and expect in lines[0], res.err
+    assert {c.id for c in docker_engine.containers.list(all=True)} == before
