@@ -352,7 +352,10 @@ def _gpu_row(st: _TableState, cells: list[str], closed: bool) -> None:
     if first.startswith("GPU") or first.startswith("Fan"):
         return  # column headers
     m = _GPU_ROW_A.match(first)
-    if m and not _GPU_ROW_B.match(first):
+    bus_ok = (
+        len(cells) < 2 or ":" in cells[1] or not cells[1]
+    )  # row A's 2nd cell is the Bus-Id (MIG rows are not)
+    if m and bus_ok and not _GPU_ROW_B.match(first):
         if st.current is not None:
             _flush_gpu(st)
         st.current = {"id": int(m.group(1)), "name": m.group(2).strip(), "persistence_mode": m.group(3)}

@@ -167,7 +167,13 @@ def _system(opt: DetectOptions) -> SystemInfo:
     with contextlib.suppress(OSError):
         info.memory_total_bytes = psutil.virtual_memory().total
     info.shm = shm_space(opt.system_timeout_s)
-    info.disks = [disk_space(p, opt.system_timeout_s) for p in opt.disk_paths]
+    seen: set[str] = set()
+    for path in opt.disk_paths:  # one entry per file system location actually measured
+        d = disk_space(path, opt.system_timeout_s)
+        key = d.checked_path if isinstance(d, DiskSpace) else path
+        if key not in seen:
+            seen.add(key)
+            info.disks.append(d)
     info.cann = probe_cann(opt.ascend_root, opt.system_timeout_s)
     return info
 

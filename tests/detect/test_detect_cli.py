@@ -124,7 +124,7 @@ def test_bad_budget_is_an_error() -> None:
 def test_models_and_datasets_live(tmp_path: object) -> None:
     from pathlib import Path
 
-    from test_models import make_model
+    from detect_modeldirs import make_model
 
     root = Path(str(tmp_path))
     make_model(root / "m" / "Qwen-tiny", shards=1)

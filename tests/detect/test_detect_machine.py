@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from detect_helpers import capture
-from test_models import make_model
+from detect_modeldirs import make_model
 
 from verlctl.detect.common import Unavailable, UnavailableCode, unavailable
 from verlctl.detect.datasets import DatasetInfo

@@ -51,7 +51,7 @@ def test_tight_budget_returns_on_time_with_a_report(big_tree: dict[str, object])
     t = time.monotonic()
     result = scan(ScanOptions(roots=big_tree["roots"], budget_s=0.01, inspect_models=False))  # type: ignore[arg-type]
     took = time.monotonic() - t
-    assert took < 0.5
+    assert took < 1.5
     if result.timed_out:  # a very fast machine might finish; then there is nothing to report
         assert result.incomplete_roots and (result.unreached_count or result.unfinished)
 

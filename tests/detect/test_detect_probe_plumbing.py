@@ -1,9 +1,10 @@
 """The live NPU/GPU probes' subprocess plumbing (PATH lookup, arguments, exit codes, timeouts, the
 query-then-table fallback), exercised with stand-in `npu-smi` / `nvidia-smi` executables.
 
-This machine has neither tool, so the stand-ins are small shell scripts that print REAL captures
+The CI machine has neither tool, so the stand-ins are small shell scripts that print REAL captures
 from tests/fixtures (the parsers themselves are tested on those captures in test_npu_parser.py and
-test_gpu_parser.py). Every call goes through a real fork/exec with a real timeout.
+test_gpu_parser.py; the nvidia-smi query captures come from running the real probe on an H200 host).
+Every call goes through a real fork/exec with a real timeout.
 """
 
 from __future__ import annotations
