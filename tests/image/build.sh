@@ -93,7 +93,8 @@ python3 -m pip install --break-system-packages 'ray==$RAY_VERSION' 'hydra-core==
 python3 -m pip install --break-system-packages --no-deps 'verl==$VERL_VERSION'
 rm -f /tmp/verlctl-host-ca.crt
 python3 -c 'import ray, hydra, swanlab, pyarrow, importlib.metadata as m; print(\"verl\", m.version(\"verl\"), \"ray\", ray.__version__)'"
-    cid="$(docker create --network host --label verlctl-test.build=1 "$from" bash -c "$script")"
+    # Named, not labelled: docker commit would copy a container label into the image.
+    cid="$(docker create --network host --name "verlctl-test-build-deps-$hash-$$" "$from" bash -c "$script")"
     # shellcheck disable=SC2064
     trap "docker rm -f '$cid' >/dev/null 2>&1 || true" EXIT
     # The host's CA bundle goes in by docker cp (not a bind mount, not an env var) so that nothing of it is

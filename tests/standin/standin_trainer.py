@@ -25,9 +25,9 @@ What is real:
   total against the trainer's request, then does every step through a Ray actor, ``WorkerDict``. A
   fault-injected OOM is raised inside that actor, so the driver shows Ray's own
   ``ray.exceptions.RayTaskError(RuntimeError)`` wrapper.
-* Environment. As in verl, logger back ends are set up inside a Ray worker. The SwanLab/W&B environment
-  that counts is therefore the one the Ray cluster was started with (``ray start`` in the container), not
-  the driver's. SwanLab really runs: set ``SWANLAB_MODE=offline`` and ``SWANLAB_LOG_DIR`` for runs with
+* Environment. As in verl, logger back ends are set up inside a Ray worker (the stand-in's ``WorkerDict``
+  actor, pinned to the driver's node). The SwanLab/W&B environment that counts is therefore the one the
+  Ray cluster was started with (``ray start`` in the container), not the driver's. SwanLab really runs: set ``SWANLAB_MODE=offline`` and ``SWANLAB_LOG_DIR`` for runs with
   no network.
 * Output. verl's formats: ``Total training steps: N``, per-step ``step:N - key:value - ...`` lines on stdout
   (``concat_dict_to_str``), tqdm-format ``Training Progress:`` lines on stderr (tqdm's stream; written
@@ -46,7 +46,8 @@ Environment contract (the driver's environment is read first, then the Ray worke
                                    worker and exit 1, unless every item of ``VERLCTL_STANDIN_OOM_UNLESS`` is
                                    among the received overrides
 ``VERLCTL_STANDIN_OOM_UNLESS``     ``key=value;key=value``; items and overrides are compared after stripping
-                                   a leading ``+``/``++`` and whitespace around key and value. Empty: always.
+                                   a leading ``+``/``++`` and whitespace around key and value; values must
+                                   match as strings, except true/false in any case. Empty: always.
 ``VERLCTL_STANDIN_OOM_ALWAYS=1``   OOM at step K even when the OOM_UNLESS overrides are present
 ``VERLCTL_STANDIN_STALL_AT_STEP=K`` at step K, print nothing more and sleep forever (a hung collective)
 ``VERLCTL_STANDIN_EXIT_AT_STEP=K`` at step K, raise a generic RuntimeError (exit 1)
@@ -121,7 +122,10 @@ def _say(msg: str) -> None:
 def _strip_plus(item: str) -> str:
     item = item.strip().lstrip("+")
     key, sep, value = item.partition("=")
-    return f"{key.strip()}{sep}{value.strip()}"
+    value = value.strip()
+    if value.lower() in ("true", "false"):  # Hydra reads True/true alike
+        value = value.lower()
+    return f"{key.strip()}{sep}{value}"
 
 
 def _override_value(argv: list[str], key: str) -> str | None:
@@ -402,6 +406,7 @@ def run(config: Any, entry_file: str) -> None:
     import ray
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     module, _ = _entry(entry_file)
     overrides = [str(o) for o in HydraConfig.get().overrides.task]
@@ -444,7 +449,9 @@ def run(config: Any, entry_file: str) -> None:
         _say(f"Ray cluster: {available} {resource}, as requested ({what})")
 
     timeout = float(os.environ.get("VERLCTL_STANDIN_RAY_TIMEOUT", "120"))
-    worker = ray.remote(num_cpus=0)(WorkerDict).remote(device)
+    # Pinned to the driver's node so that its environment (and SwanLab's log dir) is the head container's.
+    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    worker = ray.remote(num_cpus=0, scheduling_strategy=here)(WorkerDict).remote(device)
     worker_env = ray.get(worker.environ.remote(), timeout=timeout)
     env = {**{k: v for k, v in worker_env.items() if k.startswith("VERLCTL_STANDIN_")}, **os.environ}
 
