@@ -1,0 +1,1184 @@
+"""The error catalogue: failure signatures of verl runs, and the line classifier that applies them.
+
+The catalogue is data. Each :class:`Category` has regex :class:`Signature` s (each with the literal
+``anchors`` one of which every matching line contains, and real ``examples``), a message and a concrete hint
+naming the verlctl spec key or feature to change. The order of :data:`CATALOGUE` is the root-cause order:
+a category earlier in the list is a possible cause of the later ones, never a consequence of them, e.g.
+
+* ``disk_full`` causes ``checkpoint_save_failed``;
+* ``device_oom`` / ``host_oom`` / ``segfault`` / ``resource_limit`` on one rank make the other ranks time out
+  (``hccl_timeout``, ``collective_timeout``, ``device_error`` stream-sync timeouts);
+* any death of a worker shows up on the driver as ``ray_actor_died`` and ``ray_task_failed`` (wrappers);
+* ``ray_gcs_unreachable`` makes the raylet exit (``raylet_died``).
+
+``python_exception`` is a fallback: it is reported only when nothing more specific was found.
+
+:class:`Classifier` applies the catalogue line by line (``feed_line``), deduplicates repeated findings
+(first line kept, repeats counted, Ray's ``[repeated Nx across cluster]`` included) and folds the further
+lines of one incident (same category within a few lines: a traceback's tail, Hydra's three-line message).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from verlctl.monitor.events import REPEATED_RE, STEP_RE, literal_alternation, strip_ansi
+
+if TYPE_CHECKING:
+    from verlctl.checks.findings import Finding as CheckFinding
+
+# Patterns that need a line start accept a Ray prefix ``(X pid=N) ``, torch's ``[rankN]: `` or a tqdm ``\r``.
+_BOL = r"(?:^|\r|\) |\]: ?)[ \t]*"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One way a failure shows up in a log line."""
+
+    pattern: str  # Python regex, searched in the line (ANSI codes removed)
+    anchors: tuple[str, ...]  # literals: a line the pattern matches contains at least one of them
+    examples: tuple[str, ...] = ()  # real lines (fixtures, issues, upstream sources) the pattern must match
+    message: str | None = None  # str.format template over the named groups; default: the category's
+    hint: str | None = None  # same, for the hint
+    ere: str | None = None  # grep -E form, when the pattern is not expressible in POSIX ERE
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
+
+@dataclass(frozen=True)
+class Category:
+    name: str
+    message: str
+    hint: str
+    signatures: tuple[Signature, ...]
+    fallback: bool = False  # reported only when no other category was found
+
+
+def _sig(pattern: str, *anchors: str, examples: Iterable[str] = (), **kw: str) -> Signature:
+    return Signature(pattern, tuple(anchors), tuple(examples), **kw)
+
+
+_OOM_HINT = (
+    "enable the `offload` feature, then `recompute` (verlctl's OOM ladder does this on `verlctl run`); or lower "
+    "`train.micro_batch_size_per_device`, `train.max_response_length` or the rollout `gpu_memory_utilization` "
+    "(`train.rollout_memory_utilization`), or raise TP (`train.tensor_parallel` / `train.rollout_tensor_parallel`)"
+)
+
+#: The catalogue, root causes first (see the module docstring).
+CATALOGUE: tuple[Category, ...] = (
+    Category(
+        "disk_full",
+        "the disk is full (or a disk quota is exhausted)",
+        "free space where the job writes: delete old `global_step_*` directories under `paths.checkpoints` or keep "
+        "fewer (`trainer.max_actor_ckpt_to_keep` in `extra_overrides`), move Ray's temp dir off a small `/tmp` "
+        "(`ray start --temp-dir`), and check `df -h` inside the container",
+        (
+            _sig(
+                r"No space left on device",
+                "No space left on device",
+                examples=("OSError: [Errno 28] No space left on device",),
+            ),
+            _sig(
+                r"Disk quota exceeded",
+                "Disk quota exceeded",
+                examples=("OSError: [Errno 122] Disk quota exceeded: '/mnt/ckpt/global_step_20/actor'",),
+            ),
+        ),
+    ),
+    Category(
+        "device_oom",
+        "the NPU/GPU ran out of device memory",
+        _OOM_HINT,
+        (
+            _sig(
+                r"(?P<device>CUDA|NPU|HIP|XPU|GPU) out of memory",
+                "CUDA out of memory",
+                "NPU out of memory",
+                "HIP out of memory",
+                "XPU out of memory",
+                "GPU out of memory",
+                examples=(
+                    "RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB (NPU 0; 60.97 GiB total capacity; "
+                    "58.92 GiB already allocated; 58.92 GiB current active; 1.66 GiB free; 58.95 GiB reserved in "
+                    "total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to "
+                    "avoid fragmentation.",
+                    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 32.00 MiB. GPU 0 has a total "
+                    "capacty of 4.00 GiB of which 41.56 MiB is free.",
+                    "NPU out of memory. NPUWorkspaceAllocator tried to allocate 180.00 MiB(NPU 1; 60.96 GiB total "
+                    "capacity; 86.81 MiB free). If you want to reduce memory usage, take a try to set the "
+                    "environment variable TASK_QUEUE_ENABLE=1.",
+                ),
+                message="{device} out of memory",
+            ),
+            _sig(
+                r"CUDA error: out of memory",
+                "CUDA error: out of memory",
+                examples=("RuntimeError: CUDA error: out of memory",),
+            ),
+            _sig(
+                r"torch\.(?:cuda\.|npu\.)?OutOfMemoryError",
+                "OutOfMemoryError",
+                examples=("torch.OutOfMemoryError: The Inner error is reported as above.",),
+            ),
+            _sig(
+                r"Memory_Allocation_Failure\(EL0004\)|EL0004: ",
+                "EL0004",
+                examples=(
+                    "[PID: 10652] 2025-12-03-12:16:41.842.173 Memory_Allocation_Failure(EL0004): Failed to "
+                    "allocate memory.",
+                ),
+                message="CANN could not allocate device memory (EL0004)",
+            ),
+            _sig(r"PTA memory error", "PTA memory error", examples=("ERR00006 PTA memory error",)),
+            _sig(
+                r"No available memory for the cache blocks"
+                r"|larger than the maximum number of tokens that can be stored in KV cache"
+                r"|larger than the available KV cache memory"
+                r"|Not enough memory\. Please try to increase --mem-fraction-static",
+                "No available memory for the cache blocks",
+                "KV cache",
+                "Not enough memory. Please try",
+                examples=(
+                    "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                    "when initializing the engine.",
+                    "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that "
+                    "can be stored in KV cache (21824). Try increasing `gpu_memory_utilization` or decreasing "
+                    "`max_model_len` when initializing the engine.",
+                ),
+                message="the rollout engine has no device memory left for its KV cache",
+                hint="raise the rollout `gpu_memory_utilization` (`train.rollout_memory_utilization`), or lower "
+                "`train.max_response_length` (the rollout's max model length), or raise "
+                "`train.rollout_tensor_parallel`; the `offload` feature frees the training weights during "
+                "rollout",
+            ),
+        ),
+    ),
+    Category(
+        "host_oom",
+        "the host ran out of RAM (a process was killed for memory, not a device OOM)",
+        "lower host-memory use: fewer/lighter dataloader and reward workers, smaller `train.train_batch_size`, "
+        "or turn the CPU `offload` feature off if it is on; give the container more RAM; Ray kills workers above "
+        "`RAY_memory_usage_threshold` (default 0.95) of the node's memory",
+        (
+            _sig(
+                r"ray\.exceptions\.OutOfMemoryError|Task was killed due to the node running low on memory",
+                "OutOfMemoryError",
+                "Task was killed due to the node running low on memory",
+                examples=(
+                    "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+                ),
+            ),
+            _sig(
+                r"Workers \(tasks / actors\) killed due to memory pressure \(OOM\)",
+                "Workers (tasks / actors) killed due to memory pressure",
+                examples=(
+                    "(raylet) [2025-01-01 10:00:00,000 E 123 123] (raylet) node_manager.cc:3069: 1 Workers "
+                    "(tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other "
+                    "reasons at node (ID: 5e2f, IP: 10.0.0.1) over the last time period.",
+                ),
+            ),
+            _sig(
+                r"Worker exit type: NODE_OUT_OF_MEMORY",
+                "NODE_OUT_OF_MEMORY",
+                examples=(
+                    "The actor is dead because its worker process has died. Worker exit type: "
+                    "NODE_OUT_OF_MEMORY Worker exit detail: Task was killed due to the node running low on "
+                    "memory.",
+                ),
+            ),
+            _sig(
+                r"Out of memory: Killed process \d+",
+                "Out of memory: Killed process",
+                examples=("[12345.678901] Out of memory: Killed process 4242 (python3) total-vm:1234kB",),
+            ),
+            _sig(
+                _BOL + r"MemoryError\b",
+                "MemoryError",
+                examples=("MemoryError",),
+                ere=r"(^|\) |\]: ?)[[:space:]]*MemoryError",
+            ),
+        ),
+    ),
+    Category(
+        "missing_module",
+        "a Python module or shared library is missing",
+        "install the missing package in the image that runs the job (Ray workers use the driver's environment), "
+        "or pick an image that has it",
+        (
+            _sig(
+                r"No module named '?(?P<module>[\w.]+)'?",
+                "No module named",
+                examples=(
+                    "ModuleNotFoundError: No module named 'torch_npu._C'",
+                    "ModuleNotFoundError: No module named 'vllm_ascend.distributed'",
+                ),
+                message="Python module '{module}' is not importable",
+                hint="install `{module}` in the job's image/venv (the Ray workers use the same environment); "
+                "`torch_npu._C` missing means Python imported a torch_npu source tree instead of the "
+                "installed package: start the job from another directory",
+            ),
+            _sig(
+                r"Error: cannot import name '(?P<name>[^']+)' from '(?P<module>[^']+)'",
+                "Error: cannot import name",
+                examples=(
+                    "ImportError: cannot import name 'ProcessorMixin' from 'transformers' "
+                    "(/usr/local/lib/python3.10/dist-packages/transformers/__init__.py)",
+                ),
+                message="cannot import '{name}' from '{module}': the installed version does not match",
+                hint="align the version of `{module}` with the one the verl release expects (see its "
+                "requirements / the image's tested stack)",
+            ),
+            _sig(
+                r"Error: (?P<lib>lib[\w.+-]*\.so[\w.]*): cannot open shared object file",
+                "Error: lib",
+                examples=(
+                    "ImportError: libhccl.so: cannot open shared object file: No such file or directory",
+                ),
+                message="shared library {lib} cannot be loaded",
+                hint="source the CANN environment before starting Ray and the job "
+                "(`source /usr/local/Ascend/ascend-toolkit/set_env.sh` and "
+                "`source /usr/local/Ascend/nnal/atb/set_env.sh`), or fix `LD_LIBRARY_PATH` in the image",
+            ),
+        ),
+    ),
+    Category(
+        "config_key_error",
+        "a Hydra override names a key that the config does not have",
+        "check the spelling of the key and the verl version (keys differ between releases); use `+key=value` "
+        "to add a key that does not exist yet",
+        (
+            _sig(
+                r"Could not override '(?P<key>[^']+)'",
+                "Could not override",
+                examples=("Could not override 'actor_rollout_ref.rollout.n'.",),
+                message="Hydra could not override '{key}': no such key in this verl version's config",
+                hint="check the spelling of `{key}` and the verl version (`verl_version` in the spec); if the "
+                "key is new, add it with a `+` prefix: `+{key}=...`",
+            ),
+            _sig(
+                r"Could not append to config\. An item is already at '(?P<key>[^']+)'",
+                "Could not append to config",
+                examples=(
+                    "Could not append to config. An item is already at "
+                    "'actor_rollout_ref.rollout.enable_prefix_caching'.",
+                ),
+                message="Hydra could not append '{key}': the key already exists",
+                hint="drop the `+` prefix from `{key}` (or use `++{key}=...` to force the value)",
+            ),
+            _sig(
+                r"Key '(?P<key>[^']+)' is not in struct",
+                "Key '",
+                examples=("Key 'n' is not in struct",),
+                message="the config has no key '{key}'",
+                hint="check the spelling of `{key}` and its parent path (`full_key:` on the next lines); add new "
+                "keys with a `+` prefix",
+            ),
+            _sig(
+                r"Error parsing override '(?P<key>[^']*)'",
+                "Error parsing override",
+                examples=(
+                    "OverrideParseException: Error parsing override "
+                    "'trainer.experiment_name=qwen3_4b_grpo_8npu}'",
+                ),
+                message="Hydra cannot parse the override '{key}'",
+                hint="fix the quoting/brackets of `{key}` (quote values with `[`, `{`, `,` or `=`)",
+            ),
+            _sig(
+                r"ConfigAttributeError: Missing key (?P<key>\S+)",
+                "Missing key",
+                examples=("omegaconf.errors.ConfigAttributeError: Missing key ppo_micro_batch_size_per_gpu",),
+                message="the config has no key '{key}'",
+                hint="`{key}` is read by the code but missing from the config: the config and the verl code are "
+                "from different versions, or the key needs a `+` override",
+            ),
+        ),
+    ),
+    Category(
+        "config_value_error",
+        "a configuration value failed validation (divisibility, batch sizes, ranges)",
+        "fix the value named in the message: batch sizes must divide evenly (`train.train_batch_size` x "
+        "`train.responses_per_prompt` by the data-parallel size, `train.mini_batch_size` by "
+        "`train.micro_batch_size_per_device` x devices), attention heads by the TP (`train.tensor_parallel`, "
+        "`train.rollout_tensor_parallel`); `verlctl plan` checks these rules before a launch",
+        (
+            _sig(
+                r"Error: .*(?:(?:must|should) be|is not) (?:evenly )?divisible by",
+                "Error: ",
+                examples=(
+                    "ValueError: Total number of attention heads (12) must be divisible by tensor parallel "
+                    "size (8).",
+                    "AssertionError: real_train_batch_size (96) must be divisible by minimal possible batch "
+                    "size (64)",
+                ),
+            ),
+            _sig(
+                r"Error: only support equal chunk",
+                "Error: only support equal chunk",
+                examples=(
+                    "AssertionError: only support equal chunk. Got size of DataProto 512 and chunk 6.",
+                ),
+                message="the batch does not split evenly across the workers",
+                hint="make `train.train_batch_size` x `train.responses_per_prompt` a multiple of the number of "
+                "training devices (and of the rollout data-parallel size)",
+            ),
+            _sig(
+                r"Error: (?P<key>\w+) -?\d+ should be larger than 0",
+                "Error: ",
+                examples=(
+                    "AssertionError: ppo_mini_batch_size 0 should be larger than 0 after normalization",
+                ),
+                message="'{key}' became 0 after dividing by the number of devices",
+                hint="`{key}` is divided by the data-parallel size (and multiplied by "
+                "`train.responses_per_prompt`): raise `train.mini_batch_size` / `train.train_batch_size` to "
+                "at least the data-parallel size",
+            ),
+            _sig(
+                r"Error: .*must be (?:greater|larger) than",
+                "Error: ",
+                examples=(
+                    "AssertionError: max_token_len must be greater than the sequence length. Got "
+                    "max_token_len=8192 and max_seq_len=10240",
+                ),
+            ),
+            _sig(
+                r"You have set both '(?P<key>[^']+)' AND '(?P<other>[^']+)'|Please set at least one of '(?P<one>[^']+)'",
+                "You have set both",
+                "Please set at least one of",
+                examples=(
+                    "ValueError: [actor] You have set both 'actor.ppo_micro_batch_size' AND "
+                    "'actor.ppo_micro_batch_size_per_gpu'. Please remove 'actor.ppo_micro_batch_size' "
+                    "because only '*_ppo_micro_batch_size_per_gpu' is supported (the former is deprecated).",
+                ),
+            ),
+            _sig(
+                r"Value error, |ValidationError: \d+ validation errors? for \w+"
+                r"|Value '[^']*' (?:of type '\w+' )?could not be converted to (?:Integer|Float|Boolean)",
+                "Value error, ",
+                "ValidationError: ",
+                "Value '",
+                examples=(
+                    "pydantic_core._pydantic_core.ValidationError: 1 validation error for RolloutConfig",
+                    "omegaconf.errors.ValidationError: Value 'abc' could not be converted to Integer",
+                ),
+            ),
+        ),
+    ),
+    Category(
+        "port_in_use",
+        "a network port is already in use on this host",
+        "find the process holding the port (`ss -ltnp`) and stop it, or move the job to a free port: "
+        "`MASTER_PORT` for torch c10d (default 29500), `cluster.ray_port` / `cluster.dashboard_port` for Ray, "
+        "`HCCL_IF_BASE_PORT` / `HCCL_HOST_SOCKET_PORT_RANGE` for HCCL",
+        (
+            _sig(
+                r"port: (?P<port>\d+), useIpv6: \w+, code: -98, name: EADDRINUSE",
+                "EADDRINUSE",
+                examples=(
+                    "RuntimeError: The server socket has failed to listen on any local network address. "
+                    "port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use.",
+                ),
+                message="port {port} is already in use",
+                hint="port {port} is taken: stop its owner (`ss -ltnp | grep :{port}`) or choose another port: "
+                "`MASTER_PORT=<free port>` for torch c10d (29500 is the default), `cluster.ray_port` / "
+                "`cluster.dashboard_port` for Ray",
+            ),
+            _sig(
+                r"EADDRINUSE",
+                "EADDRINUSE",
+                examples=(
+                    "RuntimeError: The server socket has failed to listen on any local network address. "
+                    "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use",
+                ),
+            ),
+            _sig(
+                r"\[Errno 98\] (?:error while attempting to bind on address \([^()]*, (?P<port>\d+)\): )?"
+                r"[Aa]ddress already in use|Address already in use",
+                "Errno 98",
+                "Address already in use",
+                examples=(
+                    "OSError: [Errno 98] error while attempting to bind on address ('0.0.0.0', 8265): "
+                    "address already in use",
+                    "OSError: [Errno 98] Address already in use",
+                ),
+                message="port {port} is already in use",
+                hint="port {port} is taken: stop its owner (`ss -ltnp | grep :{port}`) or choose another port "
+                "(`cluster.ray_port`, `cluster.dashboard_port`, `MASTER_PORT`)",
+            ),
+            _sig(
+                r"listen on ip\[[^]]*\] and specific port\[(?P<port>\d+)\] fail",
+                "] and specific port[",
+                examples=(
+                    "[ERROR] HCCL(3626636,all_reduce_test):2025-11-21-13:18:47.639.860 [hccl_socket.cc:110] "
+                    "[3626636][InitChannelStage][RanktableDetect] socket type[2], listen on "
+                    "ip[192.168.1.100%enp53s0f2] and specific port[60000] fail. Please check the port status "
+                    "and whether the port is being used by other process.",
+                ),
+                message="HCCL could not listen on port {port} (already in use)",
+                hint="another process (often a previous job still holding the NPUs) uses HCCL port {port}: stop "
+                "it, or give each job its own range with `HCCL_HOST_SOCKET_PORT_RANGE` / "
+                "`HCCL_NPU_SOCKET_PORT_RANGE` or `HCCL_IF_BASE_PORT` in `env`",
+            ),
+        ),
+    ),
+    Category(
+        "npu_unavailable",
+        "a worker runs without an NPU (the NPU platform is registered but not available to it)",
+        "Ray scheduled the worker without NPU resources: start Ray with `--resources='{\"NPU\": N}'` on every "
+        "node (verl requests the custom resource `NPU`; `--num-gpus` does not count), check "
+        "`ASCEND_RT_VISIBLE_DEVICES` and that `device: npu` is set, and that torch_npu imports in the container",
+        (
+            _sig(
+                r"Platform '[^']*' \(PlatformNPU\) is registered but not available",
+                "PlatformNPU",
+                examples=("Platform 'huawei' (PlatformNPU) is registered but not available.",),
+            ),
+            _sig(
+                r"This may be due to this ray actor being a CPU-only actor",
+                "CPU-only actor",
+                examples=("This may be due to this ray actor being a CPU-only actor.",),
+            ),
+        ),
+    ),
+    Category(
+        "gpu_unavailable",
+        "a worker sees no GPU",
+        "make sure Ray was started with the GPUs (`ray start --num-gpus N`), that `CUDA_VISIBLE_DEVICES` is not "
+        "empty in the container (`docker run --gpus all`) and that `device: gpu` matches the machine",
+        (
+            _sig(
+                r"No CUDA GPUs are available|Found no NVIDIA driver on your system",
+                "No CUDA GPUs are available",
+                "Found no NVIDIA driver",
+                examples=(
+                    "RuntimeError: No CUDA GPUs are available",
+                    "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an "
+                    "NVIDIA GPU and installed a driver",
+                ),
+            ),
+        ),
+    ),
+    Category(
+        "resource_limit",
+        "the OS refused a thread, process or file descriptor (a ulimit or pids limit was hit)",
+        "raise the limits of the container / user (`ulimit -u` and `ulimit -n`, docker `--pids-limit -1 "
+        "--ulimit nofile=1048576:1048576`), or start fewer threads (`OMP_NUM_THREADS`, fewer Ray CPUs per node)",
+        (
+            _sig(
+                r"thread.*Resource temporarily unavailable",
+                "Resource temporarily unavailable",
+                examples=(
+                    "(WorkerDict pid=27497) [2025-03-04 19:28:30,014 E 27497 27497] logging.cc:113: "
+                    "Unhandled exception: N5boost10wrapexceptINS_6system12system_errorEEE. what(): thread: "
+                    "Resource temporarily unavailable [system:11]",
+                    "OpenBLAS blas_thread_init: pthread_create failed for thread 13 of 64: Resource "
+                    "temporarily unavailable",
+                ),
+            ),
+            _sig(
+                r"Error: can't start new thread",
+                "Error: can't start new thread",
+                examples=("RuntimeError: can't start new thread",),
+            ),
+            _sig(
+                r"Too many open files",
+                "Too many open files",
+                examples=("OSError: [Errno 24] Too many open files: '/tmp/ray/session_latest'",),
+            ),
+        ),
+    ),
+    Category(
+        "segfault",
+        "a process crashed with a fatal signal (segmentation fault / bus error)",
+        "a native crash: check that torch, torch_npu / CUDA, CANN and vLLM(-ascend) versions match the image's "
+        "tested set; a bus error usually means /dev/shm is too small (raise `container.shm_size`); read the "
+        "stack printed above this line",
+        (
+            _sig(
+                r"\*\*\* (?P<signal>SIGSEGV|SIGBUS|SIGILL|SIGFPE) received at time=\d+",
+                "*** SIG",
+                examples=("(SignalActor pid=68921) *** SIGSEGV received at time=1711519153 ***",),
+                message="a process received {signal}",
+            ),
+            _sig(
+                r"Fatal Python error: (?P<what>Segmentation fault|Bus error|Illegal instruction)",
+                "Fatal Python error",
+                examples=("(SignalActor pid=68921) Fatal Python error: Segmentation fault",),
+                message="fatal Python error: {what}",
+            ),
+            _sig(
+                r"Segmentation fault \(core dumped\)|Bus error \(core dumped\)|Signal 11 \(SIGSEGV\) received",
+                "Segmentation fault",
+                "Bus error",
+                "Signal 11 (SIGSEGV)",
+                examples=(
+                    "run_dapo.sh: line 42: 12345 Segmentation fault (core dumped) python3 -m verl.trainer",
+                ),
+            ),
+        ),
+    ),
+    Category(
+        "hccl_timeout",
+        "an HCCL collective timed out waiting for another rank",
+        "a peer rank stopped: find the first error on the other ranks/nodes (often an OOM or a crash); if every "
+        "rank is healthy, check the network (`HCCL_SOCKET_IFNAME`, `HCCL_IF_IP`, `cluster.socket_ifname`) and "
+        "raise `HCCL_CONNECT_TIMEOUT` / `HCCL_EXEC_TIMEOUT` in `env` for slow steps",
+        (
+            _sig(
+                r"EI0006|Getting socket times out|Get_Socket_Timeout",
+                "EI0006",
+                "Getting socket times out",
+                "Get_Socket_Timeout",
+                examples=(
+                    "EI0006: 2024-08-05-18:15:21.270.506 Getting socket times out. Reason: Remote Rank did "
+                    "not send the data in time. Please check the reason for the rank being stuck",
+                    "[rank1]: EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out. "
+                    "Reason: Remote Rank did not send the data in time.",
+                ),
+            ),
+            _sig(
+                r"EI0002|The wait execution of the Notify register times out",
+                "EI0002",
+                "Notify register times out",
+                examples=(
+                    "EI0002: The wait execution of the Notify register times out. Reason: The Notify "
+                    "register has not received the Notify record from remote rank [0].",
+                ),
+            ),
+            _sig(
+                r"HCCL.*wait socket establish timeout",
+                "HCCL",
+                examples=(
+                    "[ERROR] HCCL(1234,python3):2025-01-01-00:00:00.000.000 [hccl_socket_manager.cc:100] "
+                    "wait socket establish timeout, role[0] rank[3] timeout[120]",
+                ),
+            ),
+        ),
+    ),
+    Category(
+        "collective_timeout",
+        "a torch.distributed (c10d / NCCL / gloo) operation timed out",
+        "a rank did not join or answer: check that every node reaches `MASTER_ADDR:MASTER_PORT` (firewall, "
+        "`GLOO_SOCKET_IFNAME` / `NCCL_SOCKET_IFNAME` = `cluster.socket_ifname`), that all ranks started, and "
+        "look for an earlier crash on another rank",
+        (
+            _sig(
+                r"\[c10d\] The client socket has timed out after (?P<ms>\d+)ms",
+                "The client socket has timed out",
+                examples=(
+                    "(WorkerDict pid=904548) [E331 20:50:12.688969421 socket.cpp:1011] [c10d] The client "
+                    "socket has timed out after 1800000ms while trying to connect to (10.123.132.218, "
+                    "38321).",
+                ),
+                message="c10d: the client socket timed out after {ms} ms",
+            ),
+            _sig(
+                r"Watchdog caught collective operation timeout",
+                "Watchdog caught",
+                examples=(
+                    "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation "
+                    "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+                    "ran for 600085 milliseconds before timing out.",
+                ),
+            ),
+            _sig(
+                r"DistStoreError: .*[Tt]imed out|Timed out after \d+ seconds waiting for clients"
+                r"|Timed out initializing process group|Timed out waiting \d+ms for (?:send|recv) operation",
+                "DistStoreError",
+                "Timed out after",
+                "Timed out initializing",
+                "Timed out waiting",
+                examples=(
+                    "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/2 "
+                    "clients joined.",
+                    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out "
+                    "waiting 1800000ms for recv operation to complete",
+                ),
+            ),
+        ),
+    ),
+    Category(
+        "device_error",
+        "the NPU/GPU runtime reported an error (device fault or stream-synchronize timeout)",
+        "check the device (`npu-smi info` Health / `nvidia-smi`) and its plog/dmesg; a stream-synchronize "
+        "timeout usually follows a hang on another rank, so look for that rank's first error; make sure no "
+        "other process uses the same devices",
+        (
+            _sig(
+                r"EE1002|Stream synchronize timeout",
+                "EE1002",
+                "Stream synchronize timeout",
+                examples=(
+                    "EE1002: 2024-09-03-16:50:00.041.231 Stream synchronize timeout. rtDeviceSynchronize "
+                    "execute failed, reason=[stream sync timeout]",
+                ),
+                message="NPU stream synchronize timeout (EE1002)",
+            ),
+            _sig(
+                r"NPU (?:warning|error|function error)[,:] .*error code is (?P<code>507\d{3})",
+                "NPU warning",
+                "NPU error",
+                "NPU function error",
+                examples=("W NPUStream.cpp:409] Warning: NPU warning, error code is 507046[Error]: ",),
+                message="NPU runtime error {code}",
+            ),
+            _sig(
+                r"\bE[EZ]9999\b",
+                "EZ9999",
+                "EE9999",
+                examples=(
+                    "EZ9999: Inner Error! The error from device(chipId:0, dieId:0), serial number is 1, "
+                    "there is an aivec error exception, core id is 16.",
+                ),
+                ere=r"E[EZ]9999",
+            ),
+            _sig(
+                r"CUDA error: (?P<what>[^.]*)",
+                "CUDA error",
+                examples=("RuntimeError: CUDA error: an illegal memory access was encountered",),
+                message="CUDA error: {what}",
+            ),
+        ),
+    ),
+    Category(
+        "hccl_error",
+        "an HCCL collective call failed",
+        "read the HCCL error in the device plog (`~/ascend/log/debug/plog`); check `HCCL_SOCKET_IFNAME` / "
+        "`HCCL_IF_IP`, that all nodes run the same CANN version, and that no other job uses the NPUs",
+        (
+            _sig(
+                r"OPS function error: (?P<op>Hccl\w+), error code is (?P<code>\d+)",
+                "OPS function error: Hccl",
+                examples=(
+                    "[rank1]: RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS "
+                    "function error: HcclAllreduce, error code is 6",
+                ),
+                message="{op} failed with HCCL error code {code}",
+            ),
+            _sig(
+                r"HCCL function error: (?P<op>\w+)",
+                "HCCL function error",
+                examples=(
+                    "RuntimeError: HCCL function error: HcclCommInitRootInfoConfig(numRanks, &rootInfo, rank, "
+                    "config, &(comm->hcclComm_)), error code is 7",
+                ),
+                message="HCCL call {op} failed",
+            ),
+            _sig(
+                r"DIST call hccl api failed",
+                "DIST call hccl api failed",
+                examples=(
+                    "[ERROR] 2025-04-08-18:07:20 (PID:1292363, Device:1, RankID:1) ERR02200 DIST call hccl "
+                    "api failed.",
+                ),
+            ),
+        ),
+    ),
+    Category(
+        "checkpoint_save_failed",
+        "writing a checkpoint failed",
+        "the checkpoint write broke (typically the disk or quota filled up mid-write): check `df -h` for "
+        "`paths.checkpoints`, keep fewer checkpoints, or save less often (`train.save_freq`)",
+        (
+            _sig(
+                r"PytorchStreamWriter failed writing file (?P<file>\S+)",
+                "PytorchStreamWriter",
+                examples=(
+                    "RuntimeError: [enforce fail at inline_container.cc:857] . PytorchStreamWriter failed "
+                    "writing file data/37: file write failed",
+                ),
+                message="torch.save failed writing {file}",
+            ),
+            _sig(
+                r"\[enforce fail at inline_container\.cc:\d+\] \. ?unexpected pos",
+                "[enforce fail at inline_container",
+                examples=(
+                    "RuntimeError: [enforce fail at inline_container.cc:659] . unexpected pos 2387758464 vs "
+                    "2387758376",
+                ),
+            ),
+        ),
+    ),
+    Category(
+        "ray_gcs_unreachable",
+        "a Ray process cannot reach the GCS (the Ray head)",
+        "check that the Ray head is up (`ray status`), that every node reaches `<head>:cluster.ray_port` "
+        "(firewall, the right NIC in `cluster.socket_ifname`), and that all nodes run the same Ray version",
+        (
+            _sig(
+                r"Failed to connect to GCS(?: at address (?P<address>\S+))?(?: within (?P<seconds>\d+) seconds|\. Please)",
+                "Failed to connect to GCS",
+                examples=(
+                    "(raylet, ip=10.0.0.128) [2022-07-25 08:35:14,805 C 157 212] (raylet) "
+                    "gcs_rpc_client.h:537:  Check failed: absl::ToInt64Seconds(absl::Now() - "
+                    "gcs_last_alive_time_) < ::RayConfig::instance().gcs_rpc_server_reconnect_timeout_s() "
+                    "Failed to connect to GCS within 60 seconds",
+                    "[2025-03-24 12:00:00,000 E 1234 1234] gcs_rpc_client.h:151: Failed to connect to GCS at "
+                    "address 192.168.2.40:6379 within 5 seconds.",
+                    "(raylet) Failed to connect to GCS. Please check `gcs_server.out` for more details.",
+                ),
+                message="cannot reach the Ray GCS ({address})",
+            ),
+        ),
+    ),
+    Category(
+        "raylet_died",
+        "a raylet (a node's Ray daemon) died",
+        "a node left the cluster: look at that node's `raylet.out` / `dmesg` (host OOM, disk full under "
+        "/tmp/ray, a killed container), and at the GCS connection (`ray_gcs_unreachable`)",
+        (
+            _sig(
+                r"\(raylet(?:, ip=[^)]*)?\) .*(?:Check failed|\*\*\* StackTrace Information|\*\*\* SIG\w+ received)",
+                "Check failed",
+                "*** StackTrace Information",
+                "*** SIG",
+                examples=("(raylet, ip=10.0.0.128) *** StackTrace Information ***",),
+            ),
+            _sig(
+                r"Raylet is terminated|LocalRayletDiedError",
+                "Raylet is terminated",
+                "LocalRayletDiedError",
+                examples=(
+                    "(raylet) Raylet is terminated. Termination is unexpected. Possible reasons include: (1) "
+                    "SIGKILL by the user or system OOM killer, (2) Invalid memory access from Raylet causing "
+                    "SIGSEGV or SIGBUS, (3) Other termination signals.",
+                ),
+            ),
+            _sig(
+                r"The node with node id:? \S+.* has been marked dead because the detector has missed too many "
+                r"heartbeats",
+                "The node with node id",
+                examples=(
+                    "2022-09-02 12:53:00,741 WARNING worker.py:1829 -- The node with node id: "
+                    "5ad7fa5dd64fc1fec7a82cceecabed8e5eb247ec97064bb50a1c2a11 and address: 137.78.248.21 and "
+                    "node name: 137.78.248.21 has been marked dead because the detector has missed too many "
+                    "heartbeats from it. This can happen when a    (1) raylet crashes unexpectedly (OOM, "
+                    "preempted node, etc.)",
+                ),
+                message="a Ray node was marked dead (missed heartbeats)",
+            ),
+        ),
+    ),
+    Category(
+        "ray_actor_died",
+        "a Ray actor (a verl worker) died",
+        "this is a consequence: look above for the worker's own error (OOM, segfault, NPU error); if there is "
+        "none, the process was killed from outside: check `dmesg` for the kernel OOM killer and the host's RAM",
+        (
+            _sig(
+                r"\b(?P<exc>ActorDiedError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b",
+                "ActorDiedError",
+                "RayActorError",
+                "WorkerCrashedError",
+                "ActorUnavailableError",
+                examples=(
+                    "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+                    "ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunner.run() (pid=106666, "
+                    "ip=144.214.210.20, actor_id=dbc11a20aca6cccf44a05b0301000000, repr=<main_ppo.TaskRunner "
+                    "object at 0x7ecd4488b6d0>)",
+                ),
+                message="a Ray actor died ({exc})",
+                ere=r"(ActorDiedError|RayActorError|WorkerCrashedError|ActorUnavailableError)",
+            ),
+            _sig(
+                r"The actor died unexpectedly before finishing this task|The actor is dead because"
+                r"|A worker died or was killed while executing a task",
+                "The actor died",
+                "The actor is dead",
+                "A worker died or was killed",
+                examples=(
+                    "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR "
+                    "Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of "
+                    "file.",
+                    "(raylet) A worker died or was killed while executing a task by an unexpected system "
+                    "error.",
+                ),
+            ),
+        ),
+    ),
+    Category(
+        "ray_task_failed",
+        "a Ray task / the training driver failed (a wrapper around the error of a worker)",
+        "the cause is in the worker's traceback: look for the inner exception (`RayTaskError(<Exc>)`) and the "
+        "lines above it",
+        (
+            _sig(
+                r"ray\.exceptions\.RayTaskError(?:\((?P<inner>\w+)\))?",
+                "RayTaskError",
+                examples=(
+                    "ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.actor_rollout_save_checkpoint() "
+                    "(pid=21050, ip=[2605:340:cd51:4b00:25cb:e433:652c:3043])",
+                ),
+            ),
+            _sig(
+                r"TrainingFailedError|Unhandled error \(suppress with",
+                "TrainingFailedError",
+                "Unhandled error",
+                examples=(
+                    "ray.train.base_trainer.TrainingFailedError: The Ray Train run failed. Please inspect "
+                    "the previous error messages for a cause.",
+                ),
+            ),
+        ),
+    ),
+    Category(
+        "python_exception",
+        "an unclassified Python exception",
+        "read the traceback that ends here; rerun with `HYDRA_FULL_ERROR=1` and `RAY_DEDUP_LOGS=0` (in `env`) "
+        "for the full stacks, then search the message in the verl issue tracker",
+        (
+            _sig(
+                _BOL + r"Traceback \(most recent call last\):",
+                "Traceback (most recent call last)",
+                examples=(
+                    "[rank0]: Traceback (most recent call last):",
+                    "Traceback (most recent call last):",
+                ),
+                message="a Python traceback (its exception is not in the catalogue)",
+                ere=r"(^|\) |\]: ?)[[:space:]]*Traceback \(most recent call last\):",
+            ),
+            _sig(
+                _BOL + r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))(?:\([\w.]*\))?: \S",
+                "Error",
+                "Exception",
+                examples=("AssertionError: ppo_mini_batch_size must be set", "KeyError: 'prompt'"),
+                message="unclassified Python exception {exc}",
+                ere=r"(^|\) |\]: ?)[[:space:]]*([A-Za-z_][[:alnum:]_]*\.)*[A-Z][[:alnum:]_]*(Error|Exception)"
+                r"(\([[:alnum:]_.]*\))?: [^[:space:]]",
+            ),
+        ),
+        fallback=True,
+    ),
+)
+
+CATEGORY_NAMES: tuple[str, ...] = tuple(c.name for c in CATALOGUE)
+RANK: dict[str, int] = {c.name: i for i, c in enumerate(CATALOGUE)}
+
+
+# --------------------------------------------------------------------------------------------------
+# Anchors (the cheap pre-filter) and grep's ERE
+# --------------------------------------------------------------------------------------------------
+
+
+def all_anchors(catalogue: Iterable[Category] = CATALOGUE) -> tuple[str, ...]:
+    return tuple(sorted({a for c in catalogue for s in c.signatures for a in s.anchors}))
+
+
+_ERE_CLASS = {"d": "0-9", "w": "[:alnum:]_", "s": "[:space:]"}
+_ERE_ESCAPE_OUT = {
+    "d": "[0-9]",
+    "D": "[^0-9]",
+    "w": "[[:alnum:]_]",
+    "W": "[^[:alnum:]_]",
+    "s": "[[:space:]]",
+    "S": "[^[:space:]]",
+    "t": "\t",
+    "r": "\r",
+    "n": "\n",
+}
+
+
+def to_ere(pattern: str) -> str:
+    """Translate a Python regex of the simple kind used here into POSIX ERE for ``grep -E``.
+
+    Handles groups (``(?:``, ``(?P<name>``), ``\\d \\w \\s`` in and out of brackets and escaped literals.
+    Raises ``ValueError`` for constructs ERE lacks (look-arounds, lazy quantifiers, backreferences,
+    ``\\b``); such signatures carry an explicit ``ere``."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            nxt = pattern[i + 1]
+            if nxt in _ERE_ESCAPE_OUT:
+                out.append(_ERE_ESCAPE_OUT[nxt])
+            elif nxt.isalnum():
+                raise ValueError(f"\\{nxt} has no ERE form in {pattern!r}")
+            else:
+                out.append("\\" + nxt)
+            i += 2
+        elif c == "(" and pattern.startswith("(?", i):
+            if pattern.startswith("(?:", i):
+                out.append("(")
+                i += 3
+            elif pattern.startswith("(?P<", i):
+                i = pattern.index(">", i) + 1
+                out.append("(")
+            else:
+                raise ValueError(f"{pattern[i : i + 4]!r} has no ERE form in {pattern!r}")
+        elif c in "*+?}" and i + 1 < n and pattern[i + 1] == "?":
+            raise ValueError(f"lazy quantifier has no ERE form in {pattern!r}")
+        elif c == "[":
+            i = _bracket_to_ere(pattern, i, out)
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _bracket_to_ere(pattern: str, i: int, out: list[str]) -> int:
+    """Copy the bracket expression starting at ``pattern[i]`` as a POSIX one (no escapes inside)."""
+    i += 1
+    negate = pattern.startswith("^", i)
+    if negate:
+        i += 1
+    items: list[str] = []
+    close_bracket = dash = False
+    first = True
+    while True:
+        c = pattern[i]
+        if c == "]" and not first:
+            i += 1
+            break
+        first = False
+        if c == "\\":
+            nxt = pattern[i + 1]
+            i += 2
+            if nxt in _ERE_CLASS:
+                items.append(_ERE_CLASS[nxt])
+            elif nxt == "]":
+                close_bracket = True
+            elif nxt == "-":
+                dash = True
+            elif nxt == "t":
+                items.append("\t")
+            elif nxt.isalnum():
+                raise ValueError(f"\\{nxt} inside brackets has no ERE form in {pattern!r}")
+            else:
+                items.append(nxt)
+        elif c == "]":
+            close_bracket = True
+            i += 1
+        else:
+            items.append(c)
+            i += 1
+    body = ("]" if close_bracket else "") + "".join(items) + ("-" if dash else "")
+    out.append("[" + ("^" if negate else "") + body + "]")
+    return i
+
+
+def signature_ere(sig: Signature) -> str:
+    return sig.ere if sig.ere is not None else to_ere(sig.pattern)
+
+
+def ere_patterns(catalogue: Iterable[Category] = CATALOGUE) -> list[str]:
+    """The catalogue as ``grep -E`` patterns (one per signature), e.g. for ``grep -E -f``."""
+    return [signature_ere(s) for c in catalogue for s in c.signatures]
+
+
+# --------------------------------------------------------------------------------------------------
+# Findings and the classifier
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Finding:
+    """A classified failure in a log: the first line it was seen on, and how often it recurred."""
+
+    category: str
+    line: int
+    excerpt: str
+    message: str
+    hint: str
+    count: int = 1
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "category": self.category,
+            "line": self.line,
+            "excerpt": self.excerpt,
+            "message": self.message,
+            "hint": self.hint,
+            "count": self.count,
+        }
+
+    def to_check_finding(self) -> CheckFinding:
+        """As the project-wide :class:`verlctl.checks.findings.Finding` (code = category)."""
+        from verlctl.checks.findings import error
+
+        return error(self.category, self.message, field=f"line {self.line}", hint=self.hint)
+
+
+@dataclass(frozen=True, eq=False)
+class Match:
+    """What one line matched: the category, the signature, and the values for the message templates."""
+
+    category: Category
+    signature: Signature
+    text: str  # the cleaned line
+    start: int
+    end: int
+    groups: dict[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def key(self) -> tuple[str, str]:
+        """Findings with the same key are repeats of one another (numbers do not distinguish them)."""
+        return self.category.name, _DIGITS.sub("#", self.text[self.start : self.end])
+
+    def message(self) -> str:
+        return _render(self.signature.message, self.groups, self.category.message)
+
+    def hint(self) -> str:
+        return _render(self.signature.hint, self.groups, self.category.hint)
+
+    def excerpt(self, limit: int = 300) -> str:
+        text = self.text.strip()
+        if len(text) <= limit:
+            return text
+        offset = len(self.text) - len(self.text.lstrip())
+        start = max(0, self.start - offset - limit // 3)
+        piece = text[start : start + limit]
+        return ("…" if start else "") + piece + ("…" if start + limit < len(text) else "")
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _render(template: str | None, groups: dict[str, str], default: str) -> str:
+    if template is None:
+        return default
+    try:
+        return template.format_map(groups)
+    except (KeyError, IndexError, ValueError):
+        return default
+
+
+class Matcher:
+    """Stateless line -> :class:`Match` using the catalogue (anchors first, then the regexes in rank order)."""
+
+    def __init__(self, catalogue: tuple[Category, ...] = CATALOGUE) -> None:
+        self.catalogue = catalogue
+        self.prefilter = re.compile(literal_alternation(all_anchors(catalogue)))
+        # anchor -> the (rank, signature index) pairs it admits
+        self._by_anchor: dict[str, list[tuple[int, int]]] = {}
+        self._signatures: list[tuple[Category, Signature]] = []
+        for rank, category in enumerate(catalogue):
+            for sig in category.signatures:
+                idx = len(self._signatures)
+                self._signatures.append((category, sig))
+                for anchor in sig.anchors:
+                    self._by_anchor.setdefault(anchor, []).append((rank, idx))
+        self._anchor_list = tuple(self._by_anchor.items())
+
+    def match(self, text: str, use_prefilter: bool = True) -> Match | None:
+        """The best (most root-cause) match in an already cleaned line, or None."""
+        if use_prefilter:
+            if self.prefilter.search(text) is None:
+                return None
+            candidates = sorted({c for anchor, cs in self._anchor_list if anchor in text for c in cs})
+            indices = [idx for _, idx in candidates]
+        else:
+            indices = list(range(len(self._signatures)))
+        for idx in indices:
+            category, sig = self._signatures[idx]
+            m = sig.regex.search(text)
+            if m is not None:
+                groups = {k: v for k, v in m.groupdict().items() if v is not None}
+                return Match(category, sig, text, m.start(), m.end(), groups)
+        return None
+
+
+def classifiable_text(line: str) -> tuple[str, int]:
+    """The part of a raw line that may hold an error message, and Ray's repeat count for it.
+
+    ANSI codes are removed; a step line's metrics (``step:N - key:value ...``) are not messages, so the text
+    stops where they start; ``[repeated Nx across cluster]`` is cut off and returned as N."""
+    text = strip_ansi(line)
+    if "step:" in text:
+        m = STEP_RE.search(text)
+        if m is not None:
+            text = text[: m.start()]
+    repeats = 0
+    if "[repeated " in text:
+        rm = REPEATED_RE.search(text)
+        if rm is not None:
+            repeats = int(rm.group("n"))
+            text = text[: rm.start()]
+    return text, repeats
+
+
+class Classifier:
+    """Line-by-line classification with deduplication; see the module docstring.
+
+    ``feed_line`` returns a :class:`Finding` only for a *new* finding (so a watcher reacts once per incident);
+    repeats update ``count`` of the finding returned earlier. ``findings()`` gives the report order.
+    """
+
+    #: lines within which a different signature of the same category is the same incident
+    fold_window = 10
+    #: distinct findings kept (a pathological log cannot grow the report without bound)
+    max_findings = 500
+    _cache_size = 4096
+
+    def __init__(self, matcher: Matcher | None = None) -> None:
+        self.matcher = matcher or _default_matcher()
+        self._by_key: dict[tuple[str, str], Finding] = {}
+        self._last_line: dict[str, tuple[int, Finding]] = {}
+        self._order: list[Finding] = []
+        self._cache: dict[str, tuple[Match | None, int]] = {}
+        self.dropped = 0
+
+    def feed_line(self, lineno: int, line: str) -> Finding | None:
+        hit = self._cache.get(line)
+        if hit is None:
+            text, repeats = classifiable_text(line)
+            hit = (self.matcher.match(text) if text else None, repeats)
+            if len(self._cache) >= self._cache_size:
+                self._cache.clear()
+            self._cache[line] = hit
+        match, repeats = hit
+        if match is None:
+            return None
+        return self.add(lineno, match, repeats)
+
+    def add(self, lineno: int, match: Match, repeats: int = 0) -> Finding | None:
+        """Record ``match`` seen on ``lineno``; the new :class:`Finding`, or None for a repeat / a fold."""
+        name = match.category.name
+        key = match.key
+        known = self._by_key.get(key)
+        if known is not None:
+            known.count += 1 + repeats
+            self._last_line[name] = (lineno, known)
+            return None
+        last = self._last_line.get(name)
+        if last is not None and 0 <= lineno - last[0] <= self.fold_window:
+            self._last_line[name] = (lineno, last[1])  # another line of the same incident
+            return None
+        if len(self._order) >= self.max_findings:
+            self.dropped += 1
+            return None
+        finding = Finding(name, lineno, match.excerpt(), match.message(), match.hint(), 1 + repeats)
+        self._by_key[key] = finding
+        self._last_line[name] = (lineno, finding)
+        self._order.append(finding)
+        return finding
+
+    def findings(self) -> list[Finding]:
+        """Root cause first (catalogue order, then line); fallback categories only if nothing else."""
+        specific = [f for f in self._order if not _FALLBACK.get(f.category, False)]
+        chosen = specific or self._order
+        return sorted(chosen, key=lambda f: (RANK.get(f.category, len(RANK)), f.line))
+
+
+_FALLBACK = {c.name: c.fallback for c in CATALOGUE}
+_MATCHER: Matcher | None = None
+
+
+def _default_matcher() -> Matcher:
+    global _MATCHER
+    if _MATCHER is None:
+        _MATCHER = Matcher()
+    return _MATCHER
+
+
+def classify_lines(lines: Iterable[str]) -> list[Finding]:
+    """Findings of a sequence of lines (line numbers start at 1), root cause first."""
+    classifier = Classifier()
+    for lineno, line in enumerate(lines, 1):
+        classifier.feed_line(lineno, line)
+    return classifier.findings()

@@ -1,0 +1,529 @@
+"""``verlctl diagnose``'s engine: one streaming pass over a (possibly huge) log.
+
+The result is the same as running :class:`~verlctl.monitor.events.LogParser` with a
+:class:`~verlctl.monitor.catalogue.Classifier` over every line, but most bytes never reach Python code:
+
+* the log is read in large binary chunks;
+* a verl step line (``step:N - k:v - ...``, most of a verl log's bytes) is found with one literal search,
+  checked with a few C-level tests (safe characters, one colon per pair, every value a JSON number) and
+  turned into JSON with two ``bytes.replace`` calls; anything unusual goes to the full parser;
+* everything else is scanned by one compiled alternation of the catalogue's literal anchors (a trie), and only
+  the lines it hits are decoded and handed to the parser and the classifier.
+
+Memory is constant: steps go to a :class:`StepSink` as they are found (the JSON writer streams them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, BinaryIO, Protocol
+
+from verlctl.monitor.catalogue import Classifier, Finding, all_anchors, literal_alternation
+from verlctl.monitor.events import Event, LogParser, Number, Progress, StepMetrics, TotalSteps, split_metrics
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+CHUNK_SIZE = 8 << 20
+
+#: Lines holding these go to the parser even without an error anchor.
+EVENT_ANCHORS: tuple[str, ...] = ("Training Progress", "Total training steps")
+
+_STEP_B = re.compile(rb"step:(\d+) - ")
+#: a byte before ``step:`` that makes it part of a longer key (``global_step:``, ``timing_s/step:``)
+_NOT_STEP_BEFORE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_/.-")
+_DIGITS = frozenset(b"0123456789")
+#: printable ASCII except the two characters JSON would have to escape
+_JSON_SAFE = bytes(c for c in range(0x20, 0x7F) if c not in b'"\\')
+#: ``key:value - key:value``: keys without colons, values JSON numbers (the exact JSON grammar)
+_JSON_NUMBER = rb"-?+(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][-+]?+[0-9]++)?+"
+_SIMPLE_BODY = re.compile(rb"(?:[^:]++:" + _JSON_NUMBER + rb" - )*+[^:]++:" + _JSON_NUMBER)
+#: numpy >= 2 scalar reprs around a plain number (``np.float64(0.5)``): unwrapped before the checks
+_NP_NUMBER = re.compile(rb"np\.(?:float|int|uint)[0-9]*\((-?[0-9][0-9.eE+-]*)\)")
+#: bytes twins of ``events._CONTINUATION_RE`` / ``events.STEP_RE`` (anchored at the line start)
+_CONTINUATION_B = re.compile(rb"[^\s:()\[]+:\S+(?: - |\s*-?\s*$)")
+_STEP_AT_START_B = re.compile(rb"step:[0-9]+ - ")
+
+
+def fast_step_body(body: bytes) -> bool:
+    """True when ``body`` (``k:v - k:v``) can be turned into JSON by plain substitution and means the same
+    as :func:`~verlctl.monitor.events.split_metrics` gives: printable ASCII without ``"`` and ``\\``, non-empty
+    keys without colons, every value a JSON number (``nan``, ``np.float64(...)``, ``1.`` take the slow path)."""
+    return not body.translate(None, _JSON_SAFE) and _SIMPLE_BODY.fullmatch(body) is not None
+
+
+def steps_json(steps: list[int], bodies: list[bytes]) -> bytes:
+    """The JSON elements ``{"step": N, "metrics": {...}}`` (joined by ``,\\n``) for bodies accepted by
+    :func:`fast_step_body`, built with one join and two ``replace`` passes over the whole batch: each step's
+    prefix is written as ``{"step:N, "metrics:{"`` so that the ``:`` -> ``": `` pass completes it too."""
+    parts: list[bytes] = []
+    for step, body in zip(steps, bodies):
+        parts += (b'{"step:%d, "metrics:{"' % step, body, b"}},\n")
+    return b"".join(parts)[:-2].replace(b":", b'": ').replace(b" - ", b', "')
+
+
+def open_tail(body: bytes) -> tuple[bytes, bool] | None:
+    """None when the last item of ``body`` is complete; else (``body`` without a dangling `` -``, True) for a
+    dangling separator or (``body``, False) for a cut-off last item -- as :func:`events.split_metrics` sees it."""
+    if body and body[-1] in _DIGITS and body.find(b":", body.rfind(b" - ") + 1) >= 0:
+        return None  # the common case: the last item has a colon and ends with a digit
+    text = body.rstrip()
+    if text.endswith(b" -"):
+        return text[:-2].rstrip(), True
+    cut = text.rfind(b" - ")
+    last = text[cut + 3 :] if cut >= 0 else text
+    colon = last.find(b":")
+    if colon < 0 or not last[colon + 1 :].strip():
+        return body, False
+    return None
+
+
+def drop_open_tail(body: bytes) -> bytes:
+    """``body`` without its unfinished end (see :func:`open_tail`)."""
+    state = open_tail(body)
+    if state is None:
+        return body
+    head, dangling = state
+    if dangling:
+        return head
+    cut = head.rstrip().rfind(b" - ")
+    return head[:cut] if cut >= 0 else b""
+
+
+def metrics_json(step: int, metrics: dict[str, Number]) -> bytes:
+    """The JSON of one step from a parsed dict (``NaN``/``Infinity`` as Python's json module writes them)."""
+    import json
+
+    return json.dumps({"step": step, "metrics": metrics}).encode()
+
+
+# --------------------------------------------------------------------------------------------------
+# Where steps go
+# --------------------------------------------------------------------------------------------------
+
+
+class StepSink(Protocol):
+    def fast(self, step: int, body: bytes) -> None:
+        """A step line whose body passed :func:`fast_step_body`."""
+
+    def event(self, event: StepMetrics) -> None:
+        """A step line parsed by :class:`LogParser`."""
+
+    def flush(self) -> None: ...
+
+
+class JsonStepWriter:
+    """Streams the steps as the elements of a JSON array (the caller writes the brackets).
+
+    Fast bodies are queued and converted in batches (one ``replace`` pass per batch); a body that fails
+    :func:`fast_step_body` is parsed by :func:`split_metrics` and written by ``json``, in its place."""
+
+    def __init__(self, out: BinaryIO, batch: int = 4096) -> None:
+        self.out = out
+        self.count = 0
+        self._steps: list[int] = []
+        self._bodies: list[bytes] = []
+        self._pieces: list[bytes] = []
+        self._written = False
+        self._batch = batch
+
+    def fast(self, step: int, body: bytes) -> None:
+        self._steps.append(step)
+        self._bodies.append(body)
+        if len(self._bodies) >= self._batch:
+            self.flush()
+
+    def event(self, event: StepMetrics) -> None:
+        self.raw(metrics_json(event.step, event.metrics))
+
+    def raw(self, element: bytes) -> None:
+        """One JSON element, already rendered, in its place after the queued bodies."""
+        self._convert()
+        self._pieces.append(element)
+        self.count += 1
+
+    def _convert(self) -> None:
+        steps, bodies = self._steps, self._bodies
+        if not bodies:
+            return
+        start = 0
+        for i, body in enumerate(bodies):
+            if not fast_step_body(body):
+                if i > start:
+                    self._pieces.append(steps_json(steps[start:i], bodies[start:i]))
+                metrics = split_metrics(body.decode("utf-8", "replace")).metrics
+                self._pieces.append(metrics_json(steps[i], metrics))
+                start = i + 1
+        if start < len(bodies):
+            self._pieces.append(
+                steps_json(steps[start:] if start else steps, bodies[start:] if start else bodies)
+            )
+        self.count += len(bodies)
+        self._steps, self._bodies = [], []
+
+    def flush(self) -> None:
+        self._convert()
+        if self._pieces:
+            self.out.write((b",\n" if self._written else b"\n") + b",\n".join(self._pieces))
+            self._written = True
+            self._pieces.clear()
+
+
+class PipelinedJsonWriter:
+    """:class:`JsonStepWriter` in a forked child process: this process (the scanner) only queues bodies;
+    checking, converting and writing them run on another core. Same output, same order.
+
+    Messages on the pipe: ``F`` + count + steps (int64) + bodies joined by ``\\n`` (a body is one log line, so
+    it holds no newline); ``E`` + a rendered element; ``X`` at the end. The child writes to ``out_fd``."""
+
+    def __init__(self, out_fd: int, batch: int = 4096) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("fork")
+        recv, self._conn = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_writer_child, args=(recv, out_fd, batch), name="verlctl-json-writer")
+        self._proc.start()
+        recv.close()
+        self.count = 0
+        self._steps: list[int] = []
+        self._bodies: list[bytes] = []
+        self._batch = batch
+
+    def fast(self, step: int, body: bytes) -> None:
+        self._steps.append(step)
+        self._bodies.append(body)
+        if len(self._bodies) >= self._batch:
+            self._send_fast()
+
+    def event(self, event: StepMetrics) -> None:
+        self._send_fast()
+        self._send(b"E" + metrics_json(event.step, event.metrics))
+        self.count += 1
+
+    def _send_fast(self) -> None:
+        if self._bodies:
+            from array import array
+
+            steps = array("q", self._steps).tobytes()
+            self._send(b"F%d:" % len(self._bodies) + steps + b"\n".join(self._bodies))
+            self.count += len(self._bodies)
+            self._steps, self._bodies = [], []
+
+    def _send(self, message: bytes) -> None:
+        try:
+            self._conn.send_bytes(message)
+        except OSError:  # the child is gone: its exit status says why
+            self._finish()
+            raise RuntimeError("the JSON writer process stopped") from None
+
+    def flush(self) -> None:
+        self._send_fast()
+        self._send(b"X")
+        self._finish()
+
+    def _finish(self) -> None:
+        self._conn.close()
+        self._proc.join()
+        if self._proc.exitcode == _EXIT_BROKEN_PIPE:
+            raise BrokenPipeError("stdout was closed")
+        if self._proc.exitcode != 0:
+            raise RuntimeError(f"the JSON writer process failed (exit {self._proc.exitcode})")
+
+
+_EXIT_BROKEN_PIPE = 32
+
+
+def _writer_child(conn: Connection, out_fd: int, batch: int) -> None:
+    import contextlib
+    import os
+    import sys
+    from array import array
+
+    out = os.fdopen(os.dup(out_fd), "wb", buffering=1 << 20)
+    writer = JsonStepWriter(out, batch=batch)
+    try:
+        while True:
+            message = conn.recv_bytes()
+            kind = message[:1]
+            if kind == b"F":
+                colon = message.index(b":")
+                n = int(message[1:colon])
+                steps = array("q")
+                steps.frombytes(message[colon + 1 : colon + 1 + 8 * n])
+                writer._steps.extend(steps)
+                writer._bodies.extend(message[colon + 1 + 8 * n :].split(b"\n"))
+                if len(writer._bodies) >= batch:
+                    writer.flush()
+            elif kind == b"E":
+                writer.raw(message[1:])
+            else:
+                break
+        writer.flush()
+        out.flush()
+    except BrokenPipeError:
+        sys.exit(_EXIT_BROKEN_PIPE)
+    finally:
+        with contextlib.suppress(OSError):
+            out.close()
+
+
+class LastStep:
+    """Keeps only the last step (for the text summary)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._fast: tuple[int, bytes] | None = None
+        self._event: StepMetrics | None = None
+
+    def fast(self, step: int, body: bytes) -> None:
+        self.count += 1
+        self._fast, self._event = (step, body), None
+
+    def event(self, event: StepMetrics) -> None:
+        self.count += 1
+        self._fast, self._event = None, event
+
+    def flush(self) -> None:
+        pass
+
+    def last(self) -> tuple[int, dict[str, Number]] | None:
+        if self._event is not None:
+            return self._event.step, self._event.metrics
+        if self._fast is not None:
+            return self._fast[0], split_metrics(self._fast[1].decode()).metrics
+        return None
+
+
+# --------------------------------------------------------------------------------------------------
+# The scanner
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Diagnosis:
+    findings: list[Finding]
+    step: int | None  # the last step seen (a step line or the progress bar), None if none
+    total: int | None  # the last known total of steps (progress bar or "Total training steps")
+    lines: int
+    steps: int  # step lines seen
+    dropped_findings: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def progress(self) -> dict[str, int | None] | None:
+        return None if self.step is None else {"step": self.step, "total": self.total}
+
+
+class DiagnoseScanner:
+    """Feed binary chunks of a log (any sizes), then :meth:`close` for the :class:`Diagnosis`."""
+
+    def __init__(self, sink: StepSink, classifier: Classifier | None = None) -> None:
+        self.sink = sink
+        self.classifier = classifier or Classifier()
+        self.parser = LogParser(self.classifier)
+        anchors = set(all_anchors(self.classifier.matcher.catalogue)) | set(EVENT_ANCHORS)
+        self._prefilter = re.compile(literal_alternation(sorted(anchors)).encode())
+        self._carry = b""
+        self._lines = 0  # complete lines before the current buffer
+        self._step: int | None = None
+        self._total: int | None = None
+        self._steps = 0
+        # within the buffer being scanned
+        self._buf = b""
+        self._counted_pos = 0
+        self._counted_lines = 0
+
+    # ---- public ----------------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._carry += data
+            return
+        buf = self._carry + data[: cut + 1] if self._carry else data[: cut + 1]
+        self._carry = data[cut + 1 :]
+        self._scan(buf)
+
+    def close(self) -> Diagnosis:
+        if self._carry:
+            buf, self._carry = self._carry, b""
+            self._scan(buf)
+            self._lines += 1  # the unterminated last line
+        self._events(self.parser.close())
+        self.sink.flush()
+        return Diagnosis(
+            findings=self.classifier.findings(),
+            step=self._step,
+            total=self._total,
+            lines=self._lines,
+            steps=self._steps,
+            dropped_findings=self.classifier.dropped,
+        )
+
+    # ---- scanning --------------------------------------------------------------------------------
+
+    def _lineno(self, pos: int) -> int:
+        """1-based number of the line starting at ``pos`` (positions must not decrease)."""
+        self._counted_lines += self._buf.count(b"\n", self._counted_pos, pos)
+        self._counted_pos = pos
+        return self._lines + self._counted_lines + 1
+
+    def _scan(self, buf: bytes) -> None:
+        self._buf = buf
+        self._counted_pos = 0
+        self._counted_lines = 0
+        n = len(buf)
+        pos = 0
+        step_search = _STEP_B.search
+        anchor_search = self._prefilter.search
+        find = buf.find
+        rfind = buf.rfind
+        parser = self.parser
+        fast = self.sink.fast
+        if parser.wants_next_line and n:
+            pos = self._slow(0, _line_end(buf, 0))
+        while pos < n:
+            m = step_search(buf, pos)
+            seg_end = m.start() if m is not None else n
+            # the text before the next step marker: only lines with an anchor need a closer look
+            while pos < seg_end:
+                hit = anchor_search(buf, pos, seg_end)
+                if hit is None:
+                    break
+                start = hit.start()
+                end = find(b"\n", start)
+                pos = self._slow(rfind(b"\n", 0, start) + 1, n if end < 0 else end)
+            if m is None:
+                break
+            s = m.start()
+            if s < pos:
+                continue  # the step line was parsed whole (it held an anchor, or continued a held line)
+            body_start = m.end()
+            if s and buf[s - 1] in _NOT_STEP_BEFORE:
+                pos = body_start  # ``global_step:N - ``: part of a longer key, keep scanning the line
+                continue
+            end = find(b"\n", body_start)
+            if end < 0:
+                end = n
+            if parser.wants_next_line:
+                pos = self._slow(rfind(b"\n", 0, s) + 1, end)
+                continue
+            body = buf[body_start:end]
+            if (
+                body
+                and body[-1] in _DIGITS
+                and body.find(b":", body.rfind(b" - ") + 1) >= 0
+                and b"np." not in body
+                and b"\r" not in body
+                and b"\x1b" not in body
+                and b"[repeated" not in body
+            ):  # the common case: a complete line that needs no cleaning
+                step = int(m.group(1))
+                fast(step, body)
+                self._step = step
+                self._steps += 1
+                pos = end + 1
+                continue
+            after = self._fast_step(int(m.group(1)), body_start, end)
+            pos = after if after >= 0 else self._slow(rfind(b"\n", 0, s) + 1, end)
+        self._lines += buf.count(b"\n")
+
+    def _fast_step(self, step: int, body_start: int, end: int) -> int:
+        """The uncommon step lines: numpy reprs, or a line that ends inside the metrics (a wrapped line whose
+        pieces follow). Emits the step without the parser when it can; returns where the next line starts,
+        or -1 when the line needs the parser."""
+        buf = self._buf
+        body = buf[body_start:end]
+        if b"\r" in body or b"\x1b" in body or b"[repeated" in body:
+            return -1  # the parser cleans these (tqdm segments, colours, Ray's repeat suffix)
+        if b"np." in body:
+            body = _NP_NUMBER.sub(rb"\1", body)
+        state = open_tail(body)
+        if state is not None:  # the line ends inside the metrics: wrapped pieces may follow
+            n = len(buf)
+            parts = [body]
+            while state is not None:
+                head, dangling = state
+                nxt = end + 1
+                if nxt >= n:
+                    return -1  # the next line is not in this buffer: the parser holds the step across chunks
+                piece_end = buf.find(b"\n", nxt)
+                if piece_end < 0:
+                    piece_end = n
+                piece = buf[nxt:piece_end]
+                if not piece.isascii() or b"\x1b" in piece or b"np." in piece:
+                    return -1
+                if piece[:1] == b"(" or _CONTINUATION_B.match(piece) is None or _STEP_AT_START_B.match(piece):
+                    break  # not a piece of this step: the unfinished end is dropped
+                if dangling:
+                    parts[-1] = head
+                    parts.append(b" - ")
+                parts.append(piece)
+                end = piece_end
+                # a piece starts inside an item and holds a colon: the text's end decides, as in the piece
+                state = open_tail(piece)
+            body = b"".join(parts) if len(parts) > 1 else parts[0]
+            if state is not None:
+                body = drop_open_tail(body)
+        self.sink.fast(step, body)
+        self._step = step
+        self._steps += 1
+        return end + 1
+
+    def _slow(self, start: int, end: int) -> int:
+        """Parse and classify the line ``buf[start:end]``, and the next ones while the parser holds an event
+        that they may complete; returns where the next unparsed line starts."""
+        buf = self._buf
+        n = len(buf)
+        while True:
+            lineno = self._lineno(start)
+            self._events(self.parser.feed_line(lineno, buf[start:end].decode("utf-8", "replace")))
+            start = end + 1
+            if start >= n or not self.parser.wants_next_line:
+                return start
+            end = _line_end(buf, start)
+
+    def _events(self, events: Iterable[Event]) -> None:
+        for event in events:
+            if isinstance(event, StepMetrics):
+                self.sink.event(event)
+                self._step = event.step
+                self._steps += 1
+            elif isinstance(event, Progress):
+                self._step = event.step
+                if event.total is not None:
+                    self._total = event.total
+            elif isinstance(event, TotalSteps):
+                self._total = event.total
+
+
+def _line_end(buf: bytes, pos: int) -> int:
+    end = buf.find(b"\n", pos)
+    return len(buf) if end < 0 else end
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------------------------------
+
+
+def diagnose_stream(stream: BinaryIO, sink: StepSink, chunk_size: int = CHUNK_SIZE) -> Diagnosis:
+    scanner = DiagnoseScanner(sink)
+    read = stream.read
+    while True:
+        data = read(chunk_size)
+        if not data:
+            break
+        scanner.feed(data)
+    return scanner.close()
+
+
+def diagnose_bytes(data: bytes, sink: StepSink | None = None) -> Diagnosis:
+    """Diagnose a whole log held in memory (tests, small logs)."""
+    scanner = DiagnoseScanner(sink or LastStep())
+    scanner.feed(data)
+    return scanner.close()

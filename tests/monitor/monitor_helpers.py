@@ -1,0 +1,52 @@
+"""Helpers shared by the tests in tests/monitor (imported by name: pytest puts this folder on sys.path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"  # copies of /work/shared/fixtures, provenance headers kept
+
+
+def capture(category: str, name: str) -> str:
+    """The captured text of a fixture file: everything after the first line that is exactly '# ---'.
+
+    The product reads raw logs; only the tests strip the provenance header."""
+    lines = (FIXTURES / category / name).read_text(encoding="utf-8").splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.rstrip("\r\n") == "# ---":
+            return "".join(lines[i + 1 :])
+    raise AssertionError(f"{category}/{name} has no '# ---' provenance separator")
+
+
+def fixture_names(category: str) -> list[str]:
+    return sorted(p.name for p in (FIXTURES / category).glob("*.txt"))
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> dict:
+        return json.loads(self.out)
+
+
+def run_verlctl(*args: str, stdin: str | None = None, timeout: float = 120) -> Run:
+    """``python -m verlctl ARGS`` (the real entry point: one-line errors, exit codes)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "verlctl", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=timeout,
+        cwd=str(REPO),
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)
