@@ -10,6 +10,7 @@ def register(app: typer.Typer) -> None:
     from verlctl.commands import diagnose as diagnose_cmd
     from verlctl.commands import plan as plan_cmd
     from verlctl.commands import run as run_cmd
+    from verlctl.commands import watch as watch_cmd
 
     app.command("detect")(detect_cmd.detect)
     app.command("plan")(plan_cmd.plan)
@@ -19,6 +20,7 @@ def register(app: typer.Typer) -> None:
     app.command("logs")(run_cmd.logs)
     app.command("stop")(run_cmd.stop)
     app.command("list")(run_cmd.list_runs)
+    app.command("watch")(watch_cmd.watch)
     app.command("diagnose")(diagnose_cmd.diagnose)
     app.command("features")(plan_cmd.features)
     app.command("schema")(plan_cmd.schema)

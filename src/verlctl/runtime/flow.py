@@ -46,6 +46,7 @@ def launch_flow(
     resolved = load_spec(config, flags=flags, flag_names=names)
     interactive = stdin_is_terminal() and not yes and not dry_run
     missing = resolved.missing_required()
+    asked = False
     if missing or ask_all:
         if not interactive:
             if missing:
@@ -54,6 +55,7 @@ def launch_flow(
             from verlctl.wizard.flow import run_wizard
 
             resolved = run_wizard(config, flags, names, ask_all=ask_all, console=console)
+            asked = True
     if not yes and not dry_run and not interactive:
         raise VerlctlError("confirmation needed but stdin is not a terminal: pass --yes to launch without asking")
 
@@ -61,7 +63,8 @@ def launch_flow(
     if interactive:
         from verlctl.wizard.flow import confirm_launch
 
-        confirm = confirm_launch(console, resolved)
+        # The answers can be saved as a spec file (offered after the launch question) when rounds were asked.
+        confirm = confirm_launch(console, resolved, offer_save=asked)
     options = LaunchOptions(yes=yes, dry_run=dry_run, pull=pull, verify_timeout=verify_timeout, out_dir=out)
     launcher = Launcher(resolved, options, console, confirm=confirm)
     record = launcher.run()

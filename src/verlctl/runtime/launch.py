@@ -346,16 +346,35 @@ class Launcher:
             )
         self.report.note("all overrides compose")
 
-    def _copy(self, ex: Executor, rendered: Rendered, scripts_dir: str) -> None:
-        self.report.step(f"copy {START_SCRIPT}, {TRAIN_SCRIPT}, {ENV_FILE} to {ex.describe()}:{scripts_dir}")
-        ex.put_files(
-            scripts_dir,
-            {
-                START_SCRIPT: FileSpec(rendered.files[START_SCRIPT].encode(), 0o755),
-                TRAIN_SCRIPT: FileSpec(rendered.files[TRAIN_SCRIPT].encode(), 0o755),
-                ENV_FILE: FileSpec(rendered.env_file.encode(), 0o600),
-            },
-        )
+    def _copy(self, ex: Executor, rendered: Rendered, scripts_dir: str, env_file: bool = True) -> None:
+        names = f"{START_SCRIPT}, {TRAIN_SCRIPT}" + (f", {ENV_FILE}" if env_file else "")
+        self.report.step(f"copy {names} to {ex.describe()}:{scripts_dir}")
+        files = {
+            START_SCRIPT: FileSpec(rendered.files[START_SCRIPT].encode(), 0o755),
+            TRAIN_SCRIPT: FileSpec(rendered.files[TRAIN_SCRIPT].encode(), 0o755),
+        }
+        if env_file:
+            files[ENV_FILE] = FileSpec(rendered.env_file.encode(), 0o600)
+        ex.put_files(scripts_dir, files)
+
+    def relaunch(self, ex: Executor, record: RunRecord, reason: str, resumed_from: str | None) -> Plan:
+        """Start a new attempt of a recorded run with this (changed) spec: preflight, copy, start.
+
+        The 0600 env file already in the target is kept (it is not re-rendered: the recorded spec has no
+        secrets)."""
+        container_version = record.verl_version if self.resolved.spec.verl_version == "auto" else None
+        the_plan = make_plan(self.resolved, container_version=container_version)
+        if has_errors(the_plan.findings):
+            raise VerlctlError("the changed spec has errors: " + the_plan.findings[0].message)
+        rendered = the_plan.render()
+        self._preflight(ex, the_plan, record.scripts_dir, record.workdir)
+        self._copy(ex, rendered, record.scripts_dir, env_file=False)
+        attempt_dir = record.dir / f"attempt-{len(record.attempts) + 1}"
+        attempt_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in rendered.files.items():
+            (attempt_dir / name).write_text(text, encoding="utf-8")
+        self.start(ex, record, the_plan, reason=reason, resumed_from=resumed_from)
+        return the_plan
 
     def _write_record_files(self, record: RunRecord, rendered: Rendered) -> None:
         for name, text in rendered.files.items():
@@ -367,11 +386,13 @@ class Launcher:
               resumed_from: str | None = None) -> int:
         self.report.step(f"start {START_SCRIPT} ({reason})")
         env = {"VERLCTL_RAY_TMP": f"/tmp/verlctl-ray-{record.run_id[-4:]}{len(record.attempts)}"}
+        log_offset = ex.file_size(record.run_log) or 0
         pgid = ex.start_detached(["bash", f"{record.scripts_dir}/{START_SCRIPT}"], record.run_log,
                                  cwd=record.workdir, env=env)
         features = [n for n, s in the_plan.command.features.items() if s.on and s.applicable]
         record.attempts.append(Attempt(number=len(record.attempts) + 1, pgid=pgid, started_at=time.time(),
-                                       features=features, reason=reason, resumed_from=resumed_from))
+                                       features=features, reason=reason, resumed_from=resumed_from,
+                                       log_offset=log_offset))
         record.pgid = pgid
         record.save()
         record.event("started", pgid=pgid, attempt=len(record.attempts), reason=reason, features=features,

@@ -50,6 +50,7 @@ class Attempt(BaseModel):
     features: list[str] = Field(default_factory=list, description="features on for this attempt")
     reason: str = "launch"
     resumed_from: str | None = None  # checkpoint dir the trainer should resume from
+    log_offset: int = 0  # size of the run log when this attempt started
 
 
 class RunRecord(BaseModel):

@@ -85,6 +85,7 @@ def load_spec(
     typed: Mapping[str, Any] | None = None,
     flag_names: Mapping[str, str] | None = None,
     use_env: bool = True,
+    recovery: Mapping[str, Any] | None = None,
 ) -> ResolvedSpec:
     """Build the spec from every source. ``flags``/``detected``/``typed`` map dotted paths to values."""
     layers: list[Layer] = []
@@ -98,6 +99,8 @@ def load_spec(
         layers.append(Layer.from_flat(Source.FLAG, flags, dict(flag_names or {})))
     if typed:
         layers.append(Layer.from_flat(Source.TYPED, typed))
+    if recovery:
+        layers.append(Layer.from_flat(Source.RECOVERY, recovery, {k: "OOM recovery" for k in recovery}))
     merged, origins = merge_layers(layers)
     spec = validate_tree(merged, origins)
     resolved = ResolvedSpec(spec, _full_origins(spec, origins))

@@ -24,10 +24,11 @@ class Source(str, Enum):
     ENV = "env"
     FLAG = "flag"
     TYPED = "typed"
+    RECOVERY = "recovery"  # added by the watcher (the OOM ladder)
     DERIVED = "derived"
 
 
-PRIORITY = [Source.DEFAULT, Source.DETECTED, Source.FILE, Source.ENV, Source.FLAG, Source.TYPED]
+PRIORITY = [Source.DEFAULT, Source.DETECTED, Source.FILE, Source.ENV, Source.FLAG, Source.TYPED, Source.RECOVERY]
 
 
 @dataclass(frozen=True)

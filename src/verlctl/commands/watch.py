@@ -1,0 +1,38 @@
+"""``verlctl watch``: follow a run, stay silent while healthy, speak up on errors, recover from OOM."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+RunId = Annotated[Optional[str], typer.Argument(help="Run id or prefix (default: the newest run).")]  # noqa: UP045
+
+
+def watch(
+    run: RunId = None,
+    notify_cmd: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--notify-cmd", help="Command run with each alert event as JSON on stdin."),
+    ] = None,
+) -> int:
+    """Follow a run's log; on errors print the cause and hint, on out-of-memory climb the recovery ladder."""
+    import sys
+
+    from verlctl.monitor.watcher import Watcher, executor_for
+    from verlctl.runtime.records import resolve_run
+    from verlctl.spec.resolve import load_spec
+
+    record = resolve_run(run)
+    resolved = load_spec(record.dir / "spec.resolved.yaml", use_env=False)
+    ex = executor_for(record)
+
+    def say(text: str) -> None:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    try:
+        return Watcher(record, ex, resolved, notify_cmd=notify_cmd, say=say).run()
+    except KeyboardInterrupt:
+        record.event("watch_interrupted")
+        return 130

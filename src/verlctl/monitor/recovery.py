@@ -1,0 +1,87 @@
+"""Recovery decisions (pure logic): the OOM ladder, the bounded restart budget, and the final advice.
+
+On ``device_oom`` the next memory feature of the ladder (``offload``, then ``recompute``) is added, at most
+``recovery.max_oom_retries`` times. A feature the user enabled is never removed; one the user explicitly
+disabled is skipped with a notice. Other categories restart only when listed in ``recovery.restart_on``,
+within ``recovery.max_restarts``. Checkpoints are never touched: every restart resumes (``resume_mode=auto``)
+from the same checkpoint directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from verlctl.spec.model import RunSpec
+from verlctl.verl.features import OOM_LADDER
+
+
+@dataclass
+class History:
+    oom_retries: int = 0
+    restarts: int = 0
+    added: list[str] = field(default_factory=list)  # features added by recovery, in order
+
+
+@dataclass
+class Decision:
+    restart: bool
+    reason: str
+    add_feature: str | None = None
+    notices: list[str] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+
+
+def enabled_features(spec: RunSpec, on: dict[str, bool]) -> set[str]:
+    return {name for name, state in on.items() if state}
+
+
+def decide(category: str | None, spec: RunSpec, features_on: dict[str, bool], history: History) -> Decision:
+    r = spec.recovery
+    if category == "device_oom":
+        notices: list[str] = []
+        if history.oom_retries >= r.max_oom_retries:
+            return Decision(False, f"out of memory after {history.oom_retries} recovery attempt(s): giving up",
+                            notices=notices, advice=oom_advice(spec))
+        disabled = {n.strip().lower() for n in spec.features.disable}
+        for feature in OOM_LADDER:
+            if features_on.get(feature):
+                continue
+            if feature in disabled:
+                notices.append(f"{feature} is explicitly disabled (features.disable): skipped by the OOM ladder")
+                continue
+            return Decision(True, f"out of memory: restarting with {feature} added", add_feature=feature,
+                            notices=notices)
+        return Decision(False, "out of memory and every memory feature of the ladder is already on (or disabled)",
+                        notices=notices, advice=oom_advice(spec))
+    if category is not None and category in r.restart_on:
+        if history.restarts >= r.max_restarts:
+            return Decision(False, f"{category}: restart budget ({r.max_restarts}) used up")
+        return Decision(True, f"{category}: restarting ({history.restarts + 1}/{r.max_restarts})")
+    if category == "stalled" and r.restart_on_stall:
+        if history.restarts >= r.max_restarts:
+            return Decision(False, f"stalled: restart budget ({r.max_restarts}) used up")
+        return Decision(True, f"stalled: restarting ({history.restarts + 1}/{r.max_restarts})")
+    return Decision(False, f"{category or 'unknown failure'}: no automatic restart (recovery.restart_on)")
+
+
+def oom_advice(spec: RunSpec) -> list[str]:
+    """Concrete next steps once the memory features are exhausted."""
+    t = spec.train
+    out = []
+    if t.micro_batch_size_per_device > 1:
+        out.append(f"lower train.micro_batch_size_per_device from {t.micro_batch_size_per_device} to "
+                   f"{max(1, t.micro_batch_size_per_device // 2)}")
+    out.append(f"shorten train.max_response_length from {t.max_response_length} to {max(256, t.max_response_length // 2)}")
+    if t.rollout_memory_utilization > 0.35:
+        out.append(f"lower train.rollout_memory_utilization from {t.rollout_memory_utilization} to "
+                   f"{round(max(0.3, t.rollout_memory_utilization - 0.1), 2)}")
+    total = len(spec.cluster.devices) * max(1, len(spec.cluster.nodes))
+    if spec.strategy == "megatron":
+        more_tp = t.tensor_parallel * 2
+        if total % (more_tp * t.pipeline_parallel * t.context_parallel) == 0:
+            out.append(f"raise train.tensor_parallel from {t.tensor_parallel} to {more_tp}")
+        elif total % (t.tensor_parallel * t.pipeline_parallel * 2 * t.context_parallel) == 0:
+            out.append(f"raise train.pipeline_parallel from {t.pipeline_parallel} to {t.pipeline_parallel * 2}")
+    if t.responses_per_prompt > 4:
+        out.append(f"lower train.responses_per_prompt from {t.responses_per_prompt} to {t.responses_per_prompt // 2}")
+    return out

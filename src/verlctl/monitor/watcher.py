@@ -1,0 +1,453 @@
+"""The watcher: follows a run's log, keeps a live status, speaks up only on errors, and recovers.
+
+* Silent while healthy: progress and metrics go to the run's ``status.json`` (for ``verlctl status``).
+* On an error: the classified root cause and its hint are printed, an ``alert`` event is appended to
+  ``events.jsonl`` and the user's ``--notify-cmd`` gets the event as JSON on stdin.
+* On ``device_oom``: stop the run's process group, wait (bounded) for device memory to be released, add the
+  next memory feature and relaunch with ``resume_mode=auto`` on the same checkpoint dir; check that the
+  trainer resumed from the checkpoint recorded before the restart.
+* No progress for a phase-dependent time: a ``stalled`` event (restart only if the user asked for it).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from verlctl.monitor.catalogue import Classifier, Finding
+from verlctl.monitor.events import ErrorFound, LogParser, Phase, PhaseKind, Progress, StepMetrics, TotalSteps
+from verlctl.monitor.recovery import Decision, History, decide
+from verlctl.runtime.executor import DockerExecutor, Executor, HostExecutor
+from verlctl.runtime.records import RunRecord
+
+FINISHED_MARKER = "training finished"
+EXIT_MARKER = "start_verl.sh exits with status"
+
+
+# --------------------------------------------------------------------------------------------- following
+
+
+def follow(ex: Executor, path: str, offset: int, stop: threading.Event) -> Iterator[str]:
+    """New text of ``path`` from ``offset`` on, as it is written; ends when ``stop`` is set."""
+    if isinstance(ex, DockerExecutor):
+        yield from _follow_docker(ex, path, offset, stop)
+    else:
+        yield from _follow_polling(ex, path, offset, stop)
+
+
+def _follow_polling(ex: Executor, path: str, offset: int, stop: threading.Event, every: float = 0.25) -> Iterator[str]:
+    pos = offset
+    while not stop.is_set():
+        size = ex.file_size(path)
+        if size is not None and size < pos:
+            pos = 0  # truncated / replaced
+        if size is not None and size > pos:
+            data = ex.read_file(path, offset=pos, max_bytes=size - pos) or b""
+            pos += len(data)
+            yield data.decode("utf-8", errors="replace")
+        else:
+            stop.wait(every)
+
+
+def _follow_docker(ex: DockerExecutor, path: str, offset: int, stop: threading.Event) -> Iterator[str]:
+    """One streaming ``tail -F`` exec: no polling, no CPU while the log is quiet. A TTY exec carries raw
+    bytes (no stream framing); the TTY's CRLF is turned back into LF."""
+    cmd = ["tail", "-c", f"+{offset + 1}", "-F", "--", path]
+    eid = ex.api.exec_create(ex.container_id, cmd, tty=True, stdout=True, stderr=False)["Id"]
+    stream = ex.api.exec_start(eid, stream=True, tty=True)
+    pending_cr = False
+    try:
+        for chunk in stream:
+            if stop.is_set():
+                break
+            text = chunk.decode("utf-8", errors="replace")
+            if pending_cr:
+                text = "\r" + text
+                pending_cr = False
+            if text.endswith("\r"):
+                text, pending_cr = text[:-1], True
+            yield text.replace("\r\n", "\n")
+    finally:
+        try:
+            info = ex.api.exec_inspect(eid)
+            if info.get("Running") and info.get("Pid"):
+                ex.run(["kill", str(info["Pid"])], timeout=10)
+        except Exception:  # noqa: BLE001 - best effort clean-up of our own tail
+            pass
+
+
+# ------------------------------------------------------------------------------------------------ status
+
+
+@dataclass
+class LiveStatus:
+    attempt: int
+    step: int | None = None
+    total: int | None = None
+    eta_s: float | None = None
+    seconds_per_step: float | None = None
+    last_metrics: dict[str, float] = field(default_factory=dict)
+    phase: str = "starting"
+    last_progress_at: float = field(default_factory=time.time)
+    step_times: list[float] = field(default_factory=list)
+    updated_at: float = field(default_factory=time.time)
+
+    def as_dict(self) -> dict[str, Any]:
+        m = self.last_metrics
+        return {
+            "attempt": self.attempt,
+            "phase": self.phase,
+            "step": self.step,
+            "total": self.total,
+            "eta_s": self.eta_s,
+            "seconds_per_step": self.seconds_per_step,
+            "score": m.get("critic/score/mean"),
+            "response_length": m.get("response_length/mean"),
+            "last_progress_at": self.last_progress_at,
+            "updated_at": self.updated_at,
+        }
+
+
+@dataclass
+class AttemptOutcome:
+    kind: str  # finished | failed | stalled | stopped
+    finding: Finding | None = None
+    findings: list[Finding] = field(default_factory=list)
+    detail: str = ""
+
+
+# ----------------------------------------------------------------------------------------------- watcher
+
+
+class Watcher:
+    def __init__(
+        self,
+        record: RunRecord,
+        executor: Executor,
+        resolved: Any,
+        notify_cmd: str | None = None,
+        say: Callable[[str], None] = print,
+        liveness_every_s: float = 5.0,
+        error_grace_s: float = 60.0,
+        alert_delay_s: float = 5.0,
+    ) -> None:
+        self.record = record
+        self.ex = executor
+        self.resolved = resolved  # the run's spec as launched (ResolvedSpec): what the user asked for
+        self.current = resolved  # the spec of the current attempt (with the features recovery added)
+        self.notify_cmd = notify_cmd
+        self.say = say
+        self.liveness_every_s = liveness_every_s
+        self.error_grace_s = error_grace_s
+        self.alert_delay_s = alert_delay_s
+        self.history = History()
+
+    # -------------------------------------------------------------------------------- reporting
+
+    def emit(self, kind: str, **data: Any) -> dict[str, Any]:
+        ev = self.record.event(kind, **data)
+        if self.notify_cmd and kind in ("alert", "stalled", "recovery", "gave_up"):
+            try:
+                subprocess.run(self.notify_cmd, shell=True, input=json.dumps(ev, default=str), text=True,
+                               timeout=60, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                self.say(f"verlctl watch: --notify-cmd failed: {exc}")
+        return ev
+
+    # --------------------------------------------------------------------------------- the loop
+
+    def run(self) -> int:
+        self.emit("watch_started", pid=_own_pid())
+        while True:
+            outcome = self.watch_attempt()
+            if outcome.kind == "finished":
+                self.emit("finished", attempt=len(self.record.attempts))
+                self.record.write_status({**(self.record.read_status() or {}), "phase": "finished"})
+                return 0
+            if outcome.kind == "stopped":
+                self.emit("watch_stopped", detail=outcome.detail)
+                return 0
+            category = outcome.finding.category if outcome.finding else ("stalled" if outcome.kind == "stalled" else None)
+            features_on = {n: s.on and s.applicable for n, s in self._features().items()}
+            decision = decide(category, self.resolved.spec, features_on, self.history)
+            for notice in decision.notices:
+                self.say(f"verlctl watch: {notice}")
+                self.emit("notice", message=notice)
+            if not decision.restart:
+                self._give_up(decision, category)
+                return 1
+            self._restart(decision, category)
+
+    def _features(self) -> dict[str, Any]:
+        from verlctl.verl.compose import resolve_features
+
+        states, _ = resolve_features(self.current, self.record.verl_version)
+        return states
+
+    def watch_attempt(self) -> AttemptOutcome:
+        attempt = self.record.attempts[-1]
+        pgid = attempt.pgid
+        classifier = Classifier()
+        parser = LogParser(classifier)
+        live = LiveStatus(attempt=attempt.number)
+        stop = threading.Event()
+        chunks: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:
+            try:
+                for text in follow(self.ex, self.record.run_log, attempt.log_offset, stop):
+                    chunks.put(text)
+            except Exception as exc:  # noqa: BLE001 - reported through the queue
+                chunks.put(f"\n[verlctl watch] log follower stopped: {exc}\n")
+            finally:
+                chunks.put(None)
+
+        thread = threading.Thread(target=pump, name="verlctl-follow", daemon=True)
+        thread.start()
+        first_error_at: float | None = None
+        alerted = False
+        last_liveness = 0.0
+        last_status_write = 0.0
+        finished = False
+        exit_status: str | None = None
+        dead_since: float | None = None
+        try:
+            while True:
+                try:
+                    text = chunks.get(timeout=1.0)
+                except queue.Empty:
+                    text = ""
+                if text is None:
+                    text = ""
+                now = time.time()
+                if text:
+                    if FINISHED_MARKER in text:
+                        finished = True
+                    if EXIT_MARKER in text:
+                        exit_status = text.split(EXIT_MARKER, 1)[1].split()[0] if text.split(EXIT_MARKER, 1)[1].split() else "?"
+                    for ev in parser.feed(text):
+                        self._on_event(ev, live, attempt.resumed_from)
+                        if isinstance(ev, ErrorFound) and first_error_at is None:
+                            first_error_at = now
+                # Alert once per attempt, with the root cause: wait until the traceback is complete (the
+                # group ended, or a few seconds passed) so that an OOM inside a RayTaskError is the OOM.
+                if first_error_at is not None and not alerted and (
+                    dead_since is not None or now - first_error_at >= self.alert_delay_s
+                ):
+                    alerted = True
+                    findings = classifier.findings()
+                    if findings:
+                        self._alert(findings[0], attempt.number)
+                if now - last_status_write >= 1.0:
+                    live.updated_at = now
+                    self.record.write_status(live.as_dict())
+                    last_status_write = now
+                if self._user_stopped():
+                    return AttemptOutcome("stopped", detail="the run was stopped with `verlctl stop`")
+                if now - last_liveness >= self.liveness_every_s or (text == "" and dead_since is not None):
+                    last_liveness = now
+                    alive = self.ex.group_alive(pgid)
+                    if not alive:
+                        dead_since = dead_since or now
+                        # Read what the process wrote while dying before deciding.
+                        if now - dead_since >= 2.0:
+                            findings = classifier.findings()
+                            root = findings[0] if findings else None
+                            if finished:
+                                # start_verl.sh says "training finished" only when the training command
+                                # exited 0: whatever the log matched on the way was not fatal.
+                                return AttemptOutcome("finished", None, findings)
+                            if root is not None and not alerted:
+                                alerted = True
+                                self._alert(root, attempt.number)
+                            if self._user_stopped():
+                                return AttemptOutcome("stopped")
+                            detail = f"process group {pgid} ended" + (f" (exit status {exit_status})" if exit_status else "")
+                            return AttemptOutcome("failed", root, findings, detail)
+                if first_error_at is not None and now - first_error_at >= self.error_grace_s:
+                    findings = classifier.findings()
+                    root = findings[0] if findings else None
+                    if root is not None and root.category == "device_oom" and self.ex.group_alive(pgid):
+                        # A job hanging after an OOM (e.g. a driver waiting on a dead actor): treat as failed.
+                        return AttemptOutcome("failed", root, findings, "out of memory, process still hanging")
+                stalled = self._stalled(live, now)
+                if stalled:
+                    self.say(f"verlctl watch: stalled: {stalled}")
+                    self.emit("stalled", reason=stalled, attempt=attempt.number,
+                              hint="check `ray status` and dump the stuck processes with `py-spy dump --pid PID`")
+                    return AttemptOutcome("stalled", detail=stalled)
+        finally:
+            stop.set()
+
+    def _alert(self, f: Finding, attempt: int) -> None:
+        self.say(f"verlctl watch: {f.category} at log line {f.line}: {f.message}")
+        self.say(f"  hint: {f.hint}")
+        self.emit("alert", category=f.category, line=f.line, message=f.message, hint=f.hint, excerpt=f.excerpt,
+                  attempt=attempt)
+
+    def _on_event(self, ev: object, live: LiveStatus, resumed_from: str | None) -> None:
+        now = time.time()
+        if isinstance(ev, Progress):
+            if live.step is not None and ev.step > live.step:
+                live.step_times.append(now - live.last_progress_at)
+                live.last_progress_at = now
+            elif live.step is None:
+                live.last_progress_at = now
+            live.step = ev.step
+            live.total = ev.total or live.total
+            live.eta_s = ev.remaining_s
+            live.seconds_per_step = ev.seconds_per_step
+            live.phase = "training"
+            if resumed_from and ev.step > 0:
+                self._check_resumed(ev.step, resumed_from)
+        elif isinstance(ev, StepMetrics):
+            if live.step is None or ev.step > live.step:
+                if live.step is not None:
+                    live.step_times.append(now - live.last_progress_at)
+                live.last_progress_at = now
+                live.step = ev.step
+            live.last_metrics = {k: float(v) for k, v in ev.metrics.items()}
+            live.phase = "training"
+        elif isinstance(ev, TotalSteps):
+            live.total = ev.total
+        elif isinstance(ev, Phase):
+            if ev.kind is PhaseKind.CHECKPOINT_SAVED:
+                self.record.event("checkpoint_saved", step=ev.step)
+            elif ev.kind is PhaseKind.RAY_STARTED and live.phase == "starting":
+                live.phase = "ray up"
+            elif ev.kind is PhaseKind.WORKERS_STARTING and live.phase in ("starting", "ray up"):
+                live.phase = "workers starting"
+
+    _resume_checked = False
+
+    def _check_resumed(self, initial_step: int, resumed_from: str) -> None:
+        if self._resume_checked:
+            return
+        self._resume_checked = True
+        expected = resumed_from.rstrip("/").rsplit("global_step_", 1)[-1]
+        ok = expected.isdigit() and initial_step >= int(expected)
+        self.emit("resume_check", expected_checkpoint=resumed_from, first_step_seen=initial_step, resumed=ok)
+        if not ok:
+            self.say(f"verlctl watch: warning: the trainer started at step {initial_step}, "
+                     f"not after the checkpoint {resumed_from}")
+
+    def _stalled(self, live: LiveStatus, now: float) -> str | None:
+        r = self.resolved.spec.recovery
+        idle = now - live.last_progress_at
+        if live.step_times:
+            limit = max(float(r.stall_min_s), r.stall_step_factor * statistics.median(live.step_times))
+            phase = "training"
+        else:
+            limit = float(r.stall_startup_s)
+            phase = "start-up"
+        if idle >= limit:
+            return f"no progress for {idle:.0f}s during {phase} (limit {limit:.0f}s)"
+        return None
+
+    def _user_stopped(self) -> bool:
+        from verlctl.runtime.records import load_run
+
+        try:
+            return load_run(self.record.run_id).stopped
+        except Exception:  # noqa: BLE001
+            return False
+
+    # ------------------------------------------------------------------------------ recovery
+
+    def _give_up(self, decision: Decision, category: str | None) -> None:
+        self.say(f"verlctl watch: {decision.reason}")
+        for a in decision.advice:
+            self.say(f"  advice: {a}")
+        self.emit("gave_up", category=category, reason=decision.reason, advice=decision.advice)
+        self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": decision.reason})
+
+    def _restart(self, decision: Decision, category: str | None) -> None:
+        from rich.console import Console
+
+        from verlctl.runtime.launch import Launcher, LaunchOptions
+        from verlctl.spec.resolve import load_spec
+
+        attempt = self.record.attempts[-1]
+        if self.ex.group_alive(attempt.pgid):
+            self.ex.stop_group(attempt.pgid, grace_s=20)
+        self._wait_memory_released()
+        if decision.add_feature:
+            self.history.oom_retries += 1
+            self.history.added.append(decision.add_feature)
+        else:
+            self.history.restarts += 1
+        resumed_from = self._latest_checkpoint()
+        enable = list(self.resolved.spec.features.enable) + [f for f in self.history.added
+                                                             if f not in self.resolved.spec.features.enable]
+        resolved = load_spec(self.record.dir / "spec.resolved.yaml", use_env=False,
+                             recovery={"features.enable": enable} if self.history.added else None)
+        self.emit("recovery", category=category, reason=decision.reason, add_feature=decision.add_feature,
+                  features_added=list(self.history.added), resumed_from=resumed_from)
+        self.say(f"verlctl watch: {decision.reason}" + (f"; resuming from {resumed_from}" if resumed_from else ""))
+        launcher = Launcher(resolved, LaunchOptions(yes=True), Console(stderr=True, quiet=True))
+        launcher.relaunch(self.ex, self.record, reason=decision.reason, resumed_from=resumed_from)
+        self._resume_checked = False
+        self.current = resolved
+
+    def _latest_checkpoint(self) -> str | None:
+        ckpt = self.record.checkpoints.rstrip("/")
+        data = self.ex.read_file(f"{ckpt}/latest_checkpointed_iteration.txt")
+        if data is None:
+            return None
+        step = data.decode(errors="replace").strip()
+        return f"{ckpt}/global_step_{step}" if step.isdigit() else None
+
+    def _wait_memory_released(self) -> None:
+        """Wait (bounded) until the device tool lists no process on the run's devices."""
+        spec = self.resolved.spec
+        deadline = time.monotonic() + spec.recovery.memory_release_timeout_s
+        tool = ["npu-smi", "info"] if spec.device == "npu" else ["nvidia-smi"]
+        while time.monotonic() < deadline:
+            res = self.ex.run(tool, timeout=60)
+            if not res.ok:
+                return  # nothing to wait on
+            busy = _busy_devices(spec.device, res.out) & set(spec.cluster.devices)
+            if not busy:
+                self.record.event("memory_released")
+                return
+            time.sleep(2)
+        self.say("verlctl watch: warning: device memory still in use after the wait; relaunching anyway")
+        self.record.event("memory_release_timeout")
+
+
+def _busy_devices(device: str, text: str) -> set[int]:
+    try:
+        if device == "npu":
+            from verlctl.detect.npu import parse_npu_smi_info
+
+            return {p.device for p in parse_npu_smi_info(text).processes}
+        from verlctl.detect.gpu import parse_nvidia_smi
+
+        return {p.device for p in parse_nvidia_smi(text).processes if p.device is not None}
+    except Exception:  # noqa: BLE001 - unparseable: do not block the recovery
+        return set()
+
+
+def _own_pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def executor_for(record: RunRecord) -> Executor:
+    from verlctl.errors import VerlctlError
+    from verlctl.runtime.inspect import target
+
+    if record.runtime == "host":
+        return HostExecutor()
+    ex, info = target(record)
+    if ex is None:
+        raise VerlctlError(f"the run's container is {info.get('state')}: nothing to watch")
+    return ex

@@ -1,0 +1,131 @@
+"""Watch and recover on the real engine: the OOM ladder with resume, giving up with advice, stall detection.
+
+The stand-in trainer (tests/standin, a test double for a verl training step) prints a real-format NPU
+out-of-memory traceback at step K unless the overrides named in VERLCTL_STANDIN_OOM_UNLESS are present.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from launch_support import LaunchEnv, make_launch_env, remove_container
+
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+
+OFFLOAD = "actor_rollout_ref.actor.megatron.param_offload=True"
+RECOMPUTE = "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full"
+PREFIX = "actor_rollout_ref.rollout.enable_prefix_caching=True"
+
+
+@pytest.fixture
+def wenv(tmp_path: Path, docker_engine, test_image):  # type: ignore[no-untyped-def]
+    import docker_support
+
+    docker_support._slot.acquire()
+    env = make_launch_env(tmp_path, test_image, steps=5, step_seconds=0.5)
+    env.spec["features"] = {"enable": ["prefix_cache"]}  # a user-enabled feature: present in every rung
+    yield env
+    remove_container(docker_engine, env.name)
+    docker_support._slot.release()
+
+
+def events(env: LaunchEnv) -> list[dict]:
+    run_dir = next((env.state / "runs").iterdir())
+    p = run_dir / "events.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+def wait_event(env: LaunchEnv, kind: str, timeout: float = 240) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for ev in events(env):
+            if ev["event"] == kind:
+                return ev
+        time.sleep(1)
+    raise AssertionError(f"no {kind!r} event; got {[e['event'] for e in events(env)]}")
+
+
+def attempts_argv(env: LaunchEnv) -> list[list[str]]:
+    return [entry["argv"] for entry in env.argv_log]
+
+
+def test_oom_ladder_adds_offload_and_resumes_from_the_last_checkpoint(wenv: LaunchEnv) -> None:
+    wenv.spec["env"].update({"VERLCTL_STANDIN_OOM_AT_STEP": "3", "VERLCTL_STANDIN_OOM_UNLESS": OFFLOAD})
+    notify_out = wenv.root / "notified.jsonl"
+    res = wenv.cli("launch", "-c", str(wenv.spec_file), "--yes", "--watch",
+                   "--notify-cmd", f"cat >> {notify_out}; echo >> {notify_out}")
+    assert res.code == 0, res.out + res.err
+    st = json.loads(wenv.cli("status", "--json").out)
+    assert st["watcher"]["alive"] is True
+
+    alert = wait_event(wenv, "alert")
+    assert alert["category"] == "device_oom"
+    recovery = wait_event(wenv, "recovery")
+    assert recovery["add_feature"] == "offload"
+    assert recovery["resumed_from"].endswith("global_step_2")
+    wait_event(wenv, "finished")
+    check = wait_event(wenv, "resume_check")
+    assert check["resumed"] is True and check["first_step_seen"] >= 2
+
+    argvs = attempts_argv(wenv)
+    assert len(argvs) == 2
+    assert OFFLOAD not in argvs[0] and OFFLOAD in argvs[1]
+    assert all(PREFIX in a for a in argvs)  # the user's feature stays on in every rung
+    ckpt = Path(wenv.spec["paths"]["checkpoints"])
+    assert sorted(p.name for p in ckpt.glob("global_step_*")) == [f"global_step_{i}" for i in range(1, 6)]
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "5"
+    train_log = (wenv.root / "logs" / "dapo_Qwen3-0.6B_megatron.log").read_text()
+    assert "Load from checkpoint folder" in train_log and "global_step_2" in train_log
+    notified = [json.loads(x) for x in notify_out.read_text().split("\n") if x.strip()]
+    assert {"alert", "recovery"} <= {n["event"] for n in notified}
+    st = json.loads(wenv.cli("status", "--json").out)
+    assert len(st["attempts"]) == 2 and "offload" in st["attempts"][1]["features"]
+
+
+def test_oom_ladder_goes_offload_then_recompute(wenv: LaunchEnv) -> None:
+    wenv.spec["env"].update({"VERLCTL_STANDIN_OOM_AT_STEP": "2",
+                             "VERLCTL_STANDIN_OOM_UNLESS": f"{OFFLOAD};{RECOMPUTE}"})
+    res = wenv.cli("launch", "-c", str(wenv.spec_file), "--yes")
+    assert res.code == 0, res.out + res.err
+    res = wenv.cli("watch", timeout=600)
+    assert res.code == 0, res.out + res.err
+    added = [e["add_feature"] for e in events(wenv) if e["event"] == "recovery"]
+    assert added == ["offload", "recompute"]
+    argvs = attempts_argv(wenv)
+    assert len(argvs) == 3
+    assert OFFLOAD in argvs[1] and RECOMPUTE not in argvs[1]
+    assert OFFLOAD in argvs[2] and RECOMPUTE in argvs[2]
+    assert all(PREFIX in a for a in argvs)
+    assert "device_oom" in res.out
+
+
+def test_oom_that_never_goes_away_stops_with_advice(wenv: LaunchEnv) -> None:
+    wenv.spec["env"].update({"VERLCTL_STANDIN_OOM_AT_STEP": "2", "VERLCTL_STANDIN_OOM_ALWAYS": "1"})
+    res = wenv.cli("launch", "-c", str(wenv.spec_file), "--yes")
+    assert res.code == 0, res.out + res.err
+    res = wenv.cli("watch", timeout=600)
+    assert res.code == 1
+    gave_up = wait_event(wenv, "gave_up", 5)
+    assert gave_up["category"] == "device_oom"
+    assert any("max_response_length" in a for a in gave_up["advice"])
+    assert any("tensor_parallel" in a or "pipeline_parallel" in a for a in gave_up["advice"])
+    assert len([e for e in events(wenv) if e["event"] == "recovery"]) == 2  # recovery.max_oom_retries
+    assert "advice:" in res.out
+
+
+def test_a_silent_trainer_is_reported_stalled(wenv: LaunchEnv) -> None:
+    wenv.spec["env"].update({"VERLCTL_STANDIN_STALL_AT_STEP": "3"})
+    wenv.spec["recovery"] = {"stall_min_s": 8, "stall_step_factor": 2.0}
+    res = wenv.cli("launch", "-c", str(wenv.spec_file), "--yes")
+    assert res.code == 0, res.out + res.err
+    started = time.monotonic()
+    res = wenv.cli("watch", timeout=300)
+    elapsed = time.monotonic() - started
+    assert res.code == 1
+    stalled = wait_event(wenv, "stalled", 5)
+    assert "during training" in stalled["reason"] and "py-spy" in stalled["hint"]
+    assert elapsed < 120
+    assert "stalled" in res.out
