@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from launch_support import LaunchEnv, make_launch_env, remove_container
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
