@@ -1,0 +1,118 @@
+"""``verlctl check``: the spec checks (as ``plan``) plus the checks that need this machine.
+
+Only typer and the standard library are imported at module level (``verlctl --help`` start-up is
+benchmarked); the spec, the probes, pydantic and rich are imported inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from verlctl.commands.options import (
+    AlgorithmOpt,
+    DeviceOpt,
+    Features,
+    JsonOut,
+    Mask,
+    ModeOpt,
+    NoFeatures,
+    SetValues,
+    SpecFile,
+    StrategyOpt,
+    SwanlabOpt,
+    VerlVersion,
+    spec_flags,
+)
+
+if TYPE_CHECKING:
+    from verlctl.checks.findings import Finding
+    from verlctl.spec.resolve import ResolvedSpec
+
+Budget = Annotated[
+    float,
+    typer.Option("--budget", help="Seconds each machine probe may take (they run at the same time)."),
+]
+
+
+def check(
+    config: SpecFile = None,
+    set_values: SetValues = None,
+    mask: Mask = None,
+    features: Features = None,
+    disable: NoFeatures = None,
+    verl_version: VerlVersion = None,
+    algorithm: AlgorithmOpt = None,
+    mode: ModeOpt = None,
+    strategy: StrategyOpt = None,
+    device: DeviceOpt = None,
+    swanlab: SwanlabOpt = None,
+    as_json: JsonOut = False,
+    budget: Budget = 20.0,
+) -> int:
+    """Check a spec against this machine: paths, devices, model shape vs TP/PP, network, image, container."""
+    from verlctl.checks.findings import has_errors, sorted_findings
+    from verlctl.checks.machine_checks import collect_facts, describe_machine, machine_findings, summarize
+    from verlctl.errors import VerlctlError
+    from verlctl.spec.resolve import load_spec
+
+    if not budget > 0:
+        raise VerlctlError(f"--budget must be a positive number of seconds, not {budget:g}")
+    flags, names = spec_flags(set_values, mask, features, disable, verl_version, algorithm, mode, strategy, device, swanlab)
+    resolved = load_spec(config, flags=flags, flag_names=names)
+    findings, vpp_on = spec_findings(resolved)
+    facts = collect_facts(resolved, budget)
+    findings = sorted_findings(findings + machine_findings(resolved, facts, vpp_on))
+    if as_json:
+        doc: dict[str, Any] = {
+            "findings": [f.model_dump(mode="json") for f in findings],
+            "machine": summarize(resolved, facts),
+        }
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        _print(describe_machine(resolved, facts), findings)
+    if has_errors(findings):
+        if not as_json:
+            sys.stderr.write("error: the check found errors (listed above)\n")
+        return 2
+    return 0
+
+
+def spec_findings(resolved: ResolvedSpec) -> tuple[list[Finding], bool]:
+    """The spec checks of ``plan`` (``make_plan``), and whether the vpp feature is on.
+
+    Unlike ``plan``, a missing required path is a finding, not the end: the machine checks still run.
+    """
+    from verlctl.checks.findings import error
+    from verlctl.checks.spec_checks import check_spec
+    from verlctl.plan import make_plan
+    from verlctl.spec.resolve import REQUIRED_PATHS
+    from verlctl.verl.compose import build_command
+
+    missing = resolved.missing_required()
+    if not missing:
+        the_plan = make_plan(resolved)
+        vpp = the_plan.command.features.get("vpp")
+        return list(the_plan.findings), bool(vpp and vpp.on and vpp.applicable)
+    command = build_command(resolved)
+    found = [
+        error("required_path", f"{path} is not set", path, f"set {path} in the spec file, or pass {REQUIRED_PATHS[path]}")
+        for path in missing
+    ]
+    vpp = command.features.get("vpp")
+    found += list(command.findings) + check_spec(resolved, command.features)
+    return found, bool(vpp and vpp.on and vpp.applicable)
+
+
+def _print(lines: list[str], findings: list[Finding]) -> None:
+    from rich.console import Console
+
+    from verlctl.report import print_findings
+
+    console = Console()
+    for line in lines:
+        console.print(f"[dim]{line}[/dim]", highlight=False)
+    print_findings(console, findings)
