@@ -127,7 +127,7 @@ def test_bare_machine_json(tmp_path: Path) -> None:
     machine = doc["machine"]
     assert machine["device"] == "gpu"
     assert machine["accelerator"] == {"tool": "nvidia-smi", "status": "unavailable", "reason": "nvidia-smi not found"}
-    assert machine["docker"]["unreachable"].startswith("the Docker engine is not reachable at unix://")
+    assert machine["docker"]["error"].startswith("the Docker engine is not reachable at unix://")
     assert machine["model"]["num_attention_heads"] == 8 and machine["checkpoints"]["writable"] is True
     assert [d["verl_ok"] for d in machine["datasets"]] == [True, True]
 

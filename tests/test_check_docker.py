@@ -156,3 +156,21 @@ def test_a_stopped_container_cannot_stand_in_for_pyarrow(tmp_path: Path, contain
     assert findings["container_state"]["message"].endswith("launch reuses it and starts it")
     skipped = findings["dataset_schema_skipped"]
     assert f"container {container.name} is not running (exited)" in skipped["message"]
+
+
+def test_files_the_running_container_does_not_mount_are_not_checked_in_it(
+    tmp_path: Path, container_factory: Any, test_image: str
+) -> None:
+    flags = files(tmp_path)
+    container = container_factory(test_image)
+    spec = write_spec_file(tmp_path, {**flags, "container.name": container.name, "container.image": test_image})
+    res = run_check_cli("-c", str(spec), "--json", env=clean_env(), block=NO_PYARROW)
+    found = [(f["code"], f["field"]) for f in res.json()["findings"] if f["field"] in ("paths.train_files", "paths.val_files")]
+    assert sorted(found) == [
+        ("container_mount_missing", "paths.train_files"),
+        ("container_mount_missing", "paths.val_files"),
+        ("dataset_schema_unchecked", "paths.train_files"),
+        ("dataset_schema_unchecked", "paths.val_files"),
+    ]
+    unchecked = next(f for f in res.json()["findings"] if f["code"] == "dataset_schema_unchecked")
+    assert unchecked["message"].endswith(f"no pyarrow here, and container {container.name} does not mount it")

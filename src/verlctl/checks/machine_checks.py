@@ -60,7 +60,6 @@ UNEVEN_PP_KEYS = (
     "pipeline_num_transformer_layers",
 )
 PARQUET_INSTALL_HINT = "pip install 'verlctl[parquet]' (pyarrow) on this host"
-DATASET_FIELDS = ("paths.train_files", "paths.val_files")
 
 # --------------------------------------------------------------------------------------------------
 # Probe results the checks read (besides MachineState and ModelInfo)
@@ -107,7 +106,7 @@ class DockerFacts(BaseModel):
     image: str
     container: str
     engine_version: str | None = None
-    unreachable: str | None = None  # why the engine could not be used (None: it answered)
+    error: str | None = None  # why the engine could not be asked (None: it answered every question)
     image_present: bool | None = None
     exists: bool = False
     state: str | None = None
@@ -712,11 +711,11 @@ def check_docker(spec: RunSpec, docker: DockerFacts | None, image_explicit: bool
     c = spec.container
     if c.runtime != "docker" or docker is None:
         return []
-    if docker.unreachable is not None:
+    if docker.error is not None:
         return [
             error(
                 "docker_engine",
-                f"container.runtime is docker but {docker.unreachable}",
+                f"container.runtime is docker but {docker.error}",
                 "container.runtime",
                 "start dockerd (or set DOCKER_HOST), or use container.runtime: host",
             )
@@ -950,7 +949,7 @@ def collect_docker(spec: RunSpec, timeout: float) -> _Docker:
     try:
         client = containers.connect(timeout)
     except VerlctlError as exc:
-        facts.unreachable = exc.message
+        facts.error = exc.message
         return _Docker(facts)
     found = _Docker(facts, client)
     try:
@@ -966,9 +965,9 @@ def collect_docker(spec: RunSpec, timeout: float) -> _Docker:
             facts.missing_mounts = [_split_mount_note(m) for m in plan.missing_mounts]
             found.container_id = existing.id
     except VerlctlError as exc:
-        facts.unreachable = exc.message
+        facts.error = exc.message
     except Exception as exc:  # transport errors of the SDK are not all DockerException
-        facts.unreachable = f"the Docker engine failed: {' '.join(str(exc).split())[:200]}"
+        facts.error = f"the Docker engine failed: {' '.join(str(exc).split())[:200]}"
     return found
 
 
@@ -981,15 +980,20 @@ def _split_mount_note(note: str) -> tuple[str, str]:
 def _container_datasets(checks: list[DatasetCheck], docker: _Docker, timeout: float) -> None:
     """Schema checks that failed for want of pyarrow here: run them in the running container instead."""
     ex = docker.executor()
-    unmounted = {path for _, path in docker.facts.missing_mounts}
     todo = [
         c
         for c in checks
-        if isinstance(c.verl_schema, Unavailable)
-        and c.verl_schema.code is UnavailableCode.MISSING_DEPENDENCY
-        and not any(c.path == p or c.path.startswith(p.rstrip("/") + "/") for p in unmounted)
+        if isinstance(c.verl_schema, Unavailable) and c.verl_schema.code is UnavailableCode.MISSING_DEPENDENCY
     ]
     if ex is None or not todo:
+        return
+    unmounted = {path for _, path in docker.facts.missing_mounts}
+    for c in [c for c in todo if any(c.path == p or c.path.startswith(p.rstrip("/") + "/") for p in unmounted)]:
+        c.verl_schema = unavailable(
+            "datasets", UnavailableCode.NOT_PRESENT, f"no pyarrow here, and container {ex.name} does not mount it"
+        )
+        todo.remove(c)
+    if not todo:
         return
     from verlctl.errors import VerlctlError
 
@@ -1104,7 +1108,7 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
     docker = docker if isinstance(docker, _Docker) else None
     if spec.container.runtime == "docker" and docker is None:
         docker = _Docker(DockerFacts(image=spec.container.image, container=spec.container.name,
-                                     unreachable=f"the Docker engine did not answer within {budget_s:g} s"))
+                                     error=f"the Docker engine did not answer within {budget_s:g} s"))
     datasets = _dataset_results(spec, got["datasets"])
     try:
         if docker is not None:
@@ -1228,8 +1232,8 @@ def describe_machine(resolved: ResolvedSpec, facts: CheckFacts) -> list[str]:
     d = facts.docker
     if d is None:
         lines.append("docker: not used (container.runtime: host)")
-    elif d.unreachable:
-        lines.append(f"docker: {d.unreachable}")
+    elif d.error:
+        lines.append(f"docker: {d.error}")
     else:
         state = f"{d.state}" if d.exists else "absent"
         present = "present" if d.image_present else "not present"
