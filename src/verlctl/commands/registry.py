@@ -6,6 +6,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
+    from verlctl.commands import check as check_cmd
     from verlctl.commands import detect as detect_cmd
     from verlctl.commands import diagnose as diagnose_cmd
     from verlctl.commands import plan as plan_cmd
@@ -14,6 +15,7 @@ def register(app: typer.Typer) -> None:
 
     app.command("detect")(detect_cmd.detect)
     app.command("plan")(plan_cmd.plan)
+    app.command("check")(check_cmd.check)
     app.command("launch")(run_cmd.launch)
     app.command("quickstart")(run_cmd.quickstart)
     app.command("status")(run_cmd.status)
