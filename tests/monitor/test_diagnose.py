@@ -313,3 +313,50 @@ def test_cli_big_log_into_a_closed_pipe(tmp_path) -> None:  # type: ignore[no-un
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=120) == 1
         assert head and err == "", err
+
+
+def test_unicode_whitespace_at_a_cut_is_treated_like_the_parser_does() -> None:
+    text = "step:1 - a:1 - b:\u00a0\nc:2 - d:3\nstep:2 - e:\u3000 - f:1\n"
+    assert _same(fast(text.encode()), reference(text))
+
+
+_TOKENS = ["step:", "3", "0.5", "-", " - ", ":", "a", "b/c", " ", "\u00a0", "\r", "\x1b[31m", "(TaskRunner pid=1) ",
+           "np.float64(", "np.int64(2)", ")", "nan", "e", ".", " [repeated 2x across cluster]", "Training Progress: ",
+           " 50%|#####     | 5/10 [00:01<00:02,  1.00s/it]", "Total training steps: 9", "NPU out of memory",
+           "Traceback (most recent call last):", "\t", '"', "\u00fc", "1e-06", "x:1 - y:2"]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    lines=st.lists(st.lists(st.sampled_from(_TOKENS), max_size=12).map("".join), min_size=1, max_size=12),
+    chunk=st.integers(min_value=1, max_value=300),
+)
+def test_fast_equals_full_parser_on_fuzzed_lines(lines: list[str], chunk: int) -> None:
+    text = "\n".join(lines) + "\n"
+    assert _same(fast(text.encode(), chunk), reference(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.lists(st.sampled_from(_TOKENS), max_size=12).map("".join), min_size=1, max_size=10),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=8),
+)
+def test_parser_events_do_not_depend_on_how_the_text_is_split(lines: list[str], cuts: list[int]) -> None:
+    text = "\n".join(lines) + ("\n" if len(lines) % 2 else "")  # with and without a final newline
+    whole = LogParser(Classifier())
+    want = [_event_key(e) for e in whole.feed(text) + whole.close()]
+    parser = LogParser(Classifier())
+    got, pos = [], 0
+    for cut in sorted(set(c for c in cuts if c < len(text))):
+        got += parser.feed(text[pos:cut])
+        pos = cut
+    got += parser.feed(text[pos:]) + parser.close()
+    assert [_event_key(e) for e in got] == want
+
+
+def _event_key(event):  # type: ignore[no-untyped-def]
+    from verlctl.monitor.events import ErrorFound
+
+    if isinstance(event, ErrorFound):
+        return ("error", event.line, event.finding.category, event.finding.excerpt)
+    return json.dumps(repr(event))

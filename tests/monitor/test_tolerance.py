@@ -142,5 +142,34 @@ def test_watcher_api_from_the_package() -> None:
     from verlctl.monitor import LogParser as P
 
     parser = P(C())
-    events = parser.feed("(WorkerDict pid=3) torch.OutOfMemoryError: NPU out of memory. Tried to allocate 1 GiB\n")
+    events = parser.feed(
+        "(WorkerDict pid=3) torch.OutOfMemoryError: NPU out of memory. Tried to allocate 1 GiB\n"
+    )
     assert [e.finding.category for e in events if isinstance(e, E)] == ["device_oom"]
+
+
+def test_excerpt_is_the_segment_with_the_error() -> None:
+    line = (
+        "\r"
+        + _bar(3)
+        + "\r"
+        + _bar(4)
+        + "(WorkerDict pid=2) RuntimeError: NPU out of memory. Tried to allocate 1 GiB"
+    )
+    finding = Classifier().feed_line(1, line)
+    assert finding is not None and "\r" not in finding.excerpt
+    assert finding.excerpt.startswith("Training Progress:  40%") and finding.excerpt.endswith(
+        "allocate 1 GiB"
+    )
+    long = "x" * 500 + " RuntimeError: NPU out of memory. Tried to allocate 1 GiB " + "y" * 500
+    short = Classifier().feed_line(1, long)
+    assert short is not None and "NPU out of memory" in short.excerpt and len(short.excerpt) <= 302
+
+
+def test_held_step_line_followed_by_a_redraw_on_the_same_line() -> None:
+    text = "step:5 - a:1 - resp/cl\r" + _bar(2) + "\nip_ratio:0.5 - b:2\n"
+    whole = parse_text(text)
+    for cut in range(1, len(text)):
+        parser = LogParser()
+        assert parser.feed(text[:cut]) + parser.feed(text[cut:]) + parser.close() == whole, cut
+    assert [(s.step, s.metrics) for s in of_type(whole, StepMetrics)] == [(5, {"a": 1})]

@@ -1027,13 +1027,19 @@ class Match:
         return _render(self.signature.hint, self.groups, self.category.hint)
 
     def excerpt(self, limit: int = 300) -> str:
-        text = self.text.strip()
-        if len(text) <= limit:
-            return text
-        offset = len(self.text) - len(self.text.lstrip())
-        start = max(0, self.start - offset - limit // 3)
-        piece = text[start : start + limit]
-        return ("…" if start else "") + piece + ("…" if start + limit < len(text) else "")
+        """The line around the match: its own tqdm segment, at most ``limit`` characters."""
+        text, at = self.text, self.start
+        if "\r" in text:
+            first = text.rfind("\r", 0, at) + 1
+            last = text.find("\r", self.end)
+            text, at = text[first : last if last >= 0 else len(text)], at - first
+        stripped = text.strip()
+        if len(stripped) <= limit:
+            return stripped
+        at -= len(text) - len(text.lstrip())
+        start = max(0, at - limit // 3)
+        piece = stripped[start : start + limit]
+        return ("…" if start else "") + piece + ("…" if start + limit < len(stripped) else "")
 
 
 _DIGITS = re.compile(r"\d+")
@@ -1124,6 +1130,13 @@ class Classifier:
         self.dropped = 0
 
     def feed_line(self, lineno: int, line: str) -> Finding | None:
+        match, repeats = self.match_line(line)
+        if match is None:
+            return None
+        return self.add(lineno, match, repeats)
+
+    def match_line(self, line: str) -> tuple[Match | None, int]:
+        """The best match of a raw line and Ray's repeat count for it (cached: logs repeat lines a lot)."""
         hit = self._cache.get(line)
         if hit is None:
             text, repeats = classifiable_text(line)
@@ -1131,10 +1144,7 @@ class Classifier:
             if len(self._cache) >= self._cache_size:
                 self._cache.clear()
             self._cache[line] = hit
-        match, repeats = hit
-        if match is None:
-            return None
-        return self.add(lineno, match, repeats)
+        return hit
 
     def add(self, lineno: int, match: Match, repeats: int = 0) -> Finding | None:
         """Record ``match`` seen on ``lineno``; the new :class:`Finding`, or None for a repeat / a fold."""

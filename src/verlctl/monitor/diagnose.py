@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
-from verlctl.monitor.catalogue import Classifier, Finding, all_anchors, literal_alternation
+from verlctl.monitor.catalogue import Classifier, Finding, Match, all_anchors, literal_alternation
 from verlctl.monitor.events import Event, LogParser, Number, Progress, StepMetrics, TotalSteps, split_metrics
 
 if TYPE_CHECKING:
@@ -43,8 +43,7 @@ _SIMPLE_BODY = re.compile(rb"(?:[^:]++:" + _JSON_NUMBER + rb" - )*+[^:]++:" + _J
 #: numpy >= 2 scalar reprs around a plain number (``np.float64(0.5)``): unwrapped before the checks
 _NP_NUMBER = re.compile(rb"np\.(?:float|int|uint)[0-9]*\((-?[0-9][0-9.eE+-]*)\)")
 #: bytes twins of ``events._CONTINUATION_RE`` / ``events.STEP_RE`` (anchored at the line start)
-_CONTINUATION_B = re.compile(rb"[^\s:()\[]+:\S+(?: - |\s*-?\s*$)")
-_STEP_AT_START_B = re.compile(rb"step:[0-9]+ - ")
+_CONTINUATION_B = re.compile(rb"(?!step:[0-9]+ - )[^\s:()\[]+:\S+(?: - |\s*-?\s*$)")
 
 
 def fast_step_body(body: bytes) -> bool:
@@ -326,6 +325,7 @@ class DiagnoseScanner:
         anchors = set(all_anchors(self.classifier.matcher.catalogue)) | set(EVENT_ANCHORS)
         self._prefilter = re.compile(literal_alternation(sorted(anchors)).encode())
         self._carry = b""
+        self._plain_lines: dict[bytes, tuple[Match | None, int]] = {}  # lines only the classifier looks at
         self._lines = 0  # complete lines before the current buffer
         self._step: int | None = None
         self._total: int | None = None
@@ -418,6 +418,7 @@ class DiagnoseScanner:
                 and body[-1] in _DIGITS
                 and body.find(b":", body.rfind(b" - ") + 1) >= 0
                 and b"np." not in body
+                and body.isascii()
                 and b"\r" not in body
                 and b"\x1b" not in body
                 and b"[repeated" not in body
@@ -438,8 +439,8 @@ class DiagnoseScanner:
         or -1 when the line needs the parser."""
         buf = self._buf
         body = buf[body_start:end]
-        if b"\r" in body or b"\x1b" in body or b"[repeated" in body:
-            return -1  # the parser cleans these (tqdm segments, colours, Ray's repeat suffix)
+        if b"\r" in body or b"\x1b" in body or b"[repeated" in body or not body.isascii():
+            return -1  # the parser cleans these (tqdm segments, colours, Ray's repeat suffix, Unicode spaces)
         if b"np." in body:
             body = _NP_NUMBER.sub(rb"\1", body)
         state = open_tail(body)
@@ -457,7 +458,7 @@ class DiagnoseScanner:
                 piece = buf[nxt:piece_end]
                 if not piece.isascii() or b"\x1b" in piece or b"np." in piece:
                     return -1
-                if piece[:1] == b"(" or _CONTINUATION_B.match(piece) is None or _STEP_AT_START_B.match(piece):
+                if _CONTINUATION_B.match(piece) is None:  # a Ray prefix, a step line, any other text
                     break  # not a piece of this step: the unfinished end is dropped
                 if dangling:
                     parts[-1] = head
@@ -465,6 +466,9 @@ class DiagnoseScanner:
                 parts.append(piece)
                 end = piece_end
                 # a piece starts inside an item and holds a colon: the text's end decides, as in the piece
+                if piece[-1] in _DIGITS and piece.find(b":", piece.rfind(b" - ") + 1) >= 0:
+                    state = None
+                    break
                 state = open_tail(piece)
             body = b"".join(parts) if len(parts) > 1 else parts[0]
             if state is not None:
@@ -479,11 +483,27 @@ class DiagnoseScanner:
         that they may complete; returns where the next unparsed line starts."""
         buf = self._buf
         n = len(buf)
+        parser = self.parser
+        known = self._plain_lines
         while True:
             lineno = self._lineno(start)
-            self._events(self.parser.feed_line(lineno, buf[start:end].decode("utf-8", "replace")))
+            raw = buf[start:end]
+            hit = known.get(raw) if parser.wants_next_line is False else None
+            if hit is None:
+                line = raw.decode("utf-8", "replace")
+                if parser.needs(line):
+                    self._events(parser.feed_line(lineno, line))
+                else:  # only the classifier cares: skip the parser (and remember the verdict for this text)
+                    hit = self.classifier.match_line(line)
+                    if len(known) >= 4096:
+                        known.clear()
+                    known[raw] = hit
+            if hit is not None:
+                parser.lines = lineno
+                if hit[0] is not None:
+                    self.classifier.add(lineno, hit[0], hit[1])
             start = end + 1
-            if start >= n or not self.parser.wants_next_line:
+            if start >= n or not parser.wants_next_line:
                 return start
             end = _line_end(buf, start)
 

@@ -466,9 +466,12 @@ class LogParser:
         self._partial_done = done
         # tqdm redraws with '\r' and no newline: parse the complete CR segments of the unfinished line now.
         cut = self._partial.rfind("\r")
-        if cut >= self._partial_done and not self.wants_next_line:
+        # (a step held from the previous line waits: this line's first segment may be its wrapped piece)
+        if cut >= self._partial_done and (self._partial_done or not self.wants_next_line):
             lineno = self.lines + 1
-            events.extend(self._segments(lineno, self._partial[self._partial_done : cut]))
+            events.extend(
+                self._segments(lineno, self._partial[self._partial_done : cut], bool(self._partial_done))
+            )
             self._partial_done = cut + 1
         return events
 
@@ -489,6 +492,16 @@ class LogParser:
         events.extend(self._flush_validation())
         return events
 
+    def needs(self, line: str) -> bool:
+        """False when ``feed_line(line)`` can only pass the line to the classifier (no event of the parser's
+        own can come from it now): callers may then classify it themselves."""
+        return (
+            self._pending_step is not None
+            or self._pending_validation is not None
+            or _PARSER_RE.search(line) is not None
+            or (PhaseKind.WORKERS_STARTING not in self._phases_seen and "Worker" in line)
+        )
+
     @property
     def wants_next_line(self) -> bool:
         """True while an event is held back until the next line arrives (see the class docstring)."""
@@ -497,13 +510,17 @@ class LogParser:
     # ---- lines and segments ----------------------------------------------------------------------
 
     def _line(self, lineno: int, line: str, skip: int) -> list[Event]:
+        """A complete physical line; its first ``skip`` characters (CR segments) were parsed already."""
         events: list[Event] = []
-        if self._pending_step is not None and self._continue_step(events, line):
-            return events  # a wrapped piece of the held step line: metrics, not a log message
-        if self._pending_validation is not None and self._collect_validation(events, line):
+        text = line[skip:] if skip else line
+        if self._pending_step is not None:
+            if skip:  # held by an earlier segment of this very line: a redraw came next, not a wrapped piece
+                events.extend(self._flush_step())
+            elif self._continue_step(events, text):
+                return events  # a wrapped piece of the held step line: metrics, not a log message
+        if self._pending_validation is not None and self._collect_validation(events, text):
             self._classify(events, lineno, line)
             return events
-        text = line[skip:] if skip else line
         if _PARSER_RE.search(text) is not None or (
             PhaseKind.WORKERS_STARTING not in self._phases_seen and "Worker" in text
         ):
@@ -518,9 +535,12 @@ class LogParser:
         if finding is not None:
             events.append(ErrorFound(lineno, finding))
 
-    def _segments(self, lineno: int, line: str) -> list[Event]:
+    def _segments(self, lineno: int, line: str, continued: bool = False) -> list[Event]:
+        """The CR segments of ``line`` (``continued``: earlier segments of the line were parsed before)."""
         events: list[Event] = []
-        for segment in line.split("\r") if "\r" in line else (line,):
+        for i, segment in enumerate(line.split("\r") if "\r" in line else (line,)):
+            if (i or continued) and self._pending_step is not None:
+                events.extend(self._flush_step())  # a redraw follows the held step line: it is complete
             if segment:
                 self._segment(events, lineno, segment)
         return events
