@@ -1,31 +1,230 @@
-"""Interactive launch: rounds for missing values, and the blocking confirmation checklist."""
+"""Interactive launch and init: the rounds for what is not given, and the blocking confirmation checklist.
+
+* :func:`run_wizard` — detection (unless a :class:`MachineState` is passed), the five rounds, then a final
+  check of the whole spec that re-asks the round owning any refused value. Returns the resolved spec with
+  the answers as the ``typed`` layer and the accepted pre-fills as ``detected`` (see ``answers.py``).
+* :func:`confirm_launch` — the ``confirm(plan, actions)`` callback of the Launcher: checklist, then
+  "Launch?" (default no), then the offer to save the answers as a spec file.
+* :func:`init_flow` — ``verlctl init``: the rounds, the checklist, and the spec file as the only write.
+
+The MachineState and the prompt input/output (:class:`Prompter`) are parameters, so tests drive the real
+questions with prompt_toolkit pipe input against fixture-built machine states.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from verlctl.checks.findings import Severity
+from verlctl.detect.machine import MachineState
+from verlctl.errors import SpecError, VerlctlError
 from verlctl.spec.resolve import ResolvedSpec
+from verlctl.wizard.prompter import Prompter, WizardInterrupted
+
+DEFAULT_BUDGET_S = 3.0
 
 
-def confirm_launch(console: Any, resolved: ResolvedSpec) -> Callable[[Any, list[str]], bool]:
+def detect_for_wizard(console: Any, scan_roots: list[str] | None = None, budget_s: float = DEFAULT_BUDGET_S) -> MachineState:
+    """The bounded pre-check behind the pre-fills (no system/disk probe; short timeouts)."""
+    from verlctl.detect.machine import DetectOptions, detect_machine
+    from verlctl.detect.scan import DEFAULT_SCAN_ROOTS
+
+    opts = DetectOptions(
+        probes=["npu", "gpu", "docker", "models", "datasets", "network"],
+        scan_roots=list(scan_roots) if scan_roots else list(DEFAULT_SCAN_ROOTS),
+        budget_s=budget_s,
+        dataset_check_timeout_s=min(5.0, budget_s + 2.0),
+        npu_timeout_s=10.0,
+        gpu_timeout_s=10.0,
+        docker_timeout_s=5.0,
+    )
+    with console.status("checking this machine: NPUs/GPUs, docker, models, datasets, network …"):
+        return detect_machine(opts)
+
+
+def load_machine_file(path: Path) -> MachineState:
+    """A saved ``verlctl detect --json`` result."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise VerlctlError(f"cannot read {path}: {exc.strerror or exc}") from None
+    from pydantic import ValidationError
+
+    try:
+        return MachineState.model_validate_json(text)
+    except ValidationError as exc:
+        raise VerlctlError(f"{path} is not a `verlctl detect --json` result: {exc.errors()[0]['msg']}") from None
+
+
+def _answers(config: Path | None, flags: Mapping[str, Any], names: Mapping[str, str], ask_all: bool,
+             machine: MachineState, environ: Mapping[str, str] | None) -> Any:
+    from verlctl.wizard import machine_view as mv
+    from verlctl.wizard.answers import Answers
+
+    detected = mv.prefill(machine)
+    answers = Answers(config, dict(flags), dict(names), environ, detected, ask_all=ask_all,
+                      models={m.path: m for m in machine.models})
+    # A detected value the spec model refuses (an odd container name, say) is dropped, not fatal.
+    for _ in range(len(detected) + 1):
+        try:
+            answers.resolve()
+            break
+        except SpecError as exc:
+            bad = [p for p in detected if exc.field and (p == exc.field or p.startswith(exc.field + "."))]
+            if not bad:
+                raise
+            for p in bad:
+                del detected[p]
+    return answers
+
+
+def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str], ask_all: bool, console: Any,
+               machine: MachineState | None = None, prompter: Prompter | None = None, *,
+               environ: Mapping[str, str] | None = None) -> ResolvedSpec:
+    """Ask the five rounds (only what is not given, unless ``ask_all``) and return the resolved spec."""
+    from verlctl.wizard import machine_view as mv
+    from verlctl.wizard.rounds import ROUNDS, RoundContext, round_for
+
+    prompter = prompter or Prompter()
+    try:
+        if machine is None:
+            machine = detect_for_wizard(console)
+        answers = _answers(config, flags, names, ask_all, machine, environ)
+        console.print(f"detected: {mv.summary_line(machine)}", highlight=False, markup=False, soft_wrap=True)
+        ctx = RoundContext(answers, machine, prompter, console)
+        for round_ in ROUNDS:
+            round_(ctx)
+        # Final check of the whole spec: re-ask the rounds whose values are refused.
+        while True:
+            errors = [f for f in answers.findings() if f.severity is Severity.ERROR]
+            redo = sorted({i for i in (round_for(f.field) for f in errors) if i is not None})
+            if not errors or not redo:
+                break
+            from rich.markup import escape
+
+            for f in errors:
+                console.print(f"[bold red]error[/bold red] {f.code} [dim]{f.field}[/dim]: {escape(f.message)}",
+                              highlight=False)
+            console.print("these answers need another look:", highlight=False)
+            saved, answers.ask_all = answers.ask_all, True
+            try:
+                for i in redo:
+                    ROUNDS[i](ctx)
+            finally:
+                answers.ask_all = saved
+    except KeyboardInterrupt:
+        raise WizardInterrupted() from None
+    return answers.current
+
+
+def _offer_save(console: Any, prompter: Prompter, resolved: ResolvedSpec, default_path: str = "run.yaml") -> None:
+    from verlctl.wizard.save import save_spec
+
+    if not prompter.confirm("Save these answers as a spec file (repeat with `verlctl launch -c FILE --yes`)?",
+                            default=False):
+        return
+    target = Path(prompter.text("Spec file", default=default_path,
+                                check=lambda s: None if s.strip() else "a file name is required").strip())
+    try:
+        notes = save_spec(target, resolved,
+                          overwrite=lambda p: prompter.confirm(f"{p} exists: overwrite it?", default=False))
+    except VerlctlError as exc:
+        console.print(f"not saved: {exc.message}", highlight=False, markup=False, soft_wrap=True)
+        return
+    console.print(f"wrote {target}", highlight=False, markup=False, soft_wrap=True)
+    for n in notes:
+        console.print(f"  {n}", highlight=False, markup=False, soft_wrap=True)
+
+
+def confirm_launch(console: Any, resolved: ResolvedSpec, prompter: Prompter | None = None,
+                   offer_save: bool = True) -> Callable[[Any, list[str]], bool]:
+    """The Launcher's blocking confirmation: the checklist, the actions, then "Launch?" (default no)."""
+    the_prompter = prompter or Prompter()
+
     def confirm(plan: Any, actions: list[str]) -> bool:
-        import questionary
+        from verlctl.wizard.checklist import show_checklist
 
-        from verlctl.report import print_checklist, print_findings
-
-        print_checklist(console, resolved, plan.command)
-        print_findings(console, plan.findings)
-        console.print("[bold]These actions will be taken, in order:[/bold]")
-        for i, a in enumerate(actions, 1):
-            console.print(f"  {i:2}. {a}", highlight=False)
-        answer = questionary.confirm("Proceed?", default=False).unsafe_ask()
-        return bool(answer)
+        try:
+            show_checklist(console, resolved, plan.command, plan.findings, actions)
+            go = the_prompter.confirm("Launch with these settings?", default=False)
+            if offer_save:
+                _offer_save(console, the_prompter, resolved)
+        except KeyboardInterrupt:
+            raise WizardInterrupted() from None
+        return go
 
     return confirm
 
 
-def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str], ask_all: bool,
-               console: Any) -> ResolvedSpec:
-    raise NotImplementedError
+def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str], *, out: Path, ask_all: bool,
+              yes: bool, force: bool, detect: bool, machine_file: Path | None, scan_roots: list[str] | None,
+              budget_s: float, console: Any = None, prompter: Prompter | None = None,
+              interactive: bool | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """``verlctl init``: ask, show the checklist, write the spec (the only thing it writes)."""
+    from verlctl.plan import make_plan
+    from verlctl.runtime.flow import missing_message, stdin_is_terminal
+    from verlctl.spec.resolve import load_spec
+    from verlctl.wizard.checklist import init_actions, show_checklist
+    from verlctl.wizard.save import save_spec
+
+    if console is None:
+        from rich.console import Console
+
+        console = Console()
+    if budget_s <= 0:
+        raise VerlctlError(f"--budget must be a positive number of seconds, not {budget_s:g}")
+    resolved = load_spec(config, flags=flags, flag_names=names, environ=environ)
+    if interactive is None:
+        interactive = stdin_is_terminal()
+    if yes or not interactive:
+        missing = resolved.missing_required()
+        if missing:
+            raise SpecError(missing_message(missing) if not interactive else
+                            missing_message(missing).replace("stdin is not a terminal", "--yes asks nothing"))
+        if not yes:
+            raise VerlctlError("confirmation needed but stdin is not a terminal: pass --yes to write the spec "
+                               "without asking")
+        plan = make_plan(resolved)
+        if not plan.ok:
+            from verlctl.report import print_findings
+
+            print_findings(console, plan.findings)
+            raise VerlctlError("the spec has errors (listed above): nothing was written")
+        notes = save_spec(out, resolved, overwrite=lambda _p: force)
+        console.print(f"wrote {out}", highlight=False, markup=False, soft_wrap=True)
+        for n in notes:
+            console.print(f"  {n}", highlight=False, markup=False, soft_wrap=True)
+        return 0
+
+    prompter = prompter or Prompter()
+    try:
+        machine: MachineState | None
+        if machine_file is not None:
+            machine = load_machine_file(machine_file)
+        elif detect:
+            machine = detect_for_wizard(console, scan_roots, budget_s)
+        else:
+            machine = MachineState()
+        resolved = run_wizard(config, flags, names, ask_all, console, machine=machine, prompter=prompter,
+                              environ=environ)
+        plan = make_plan(resolved)
+        from verlctl.wizard.answers import Answers
+
+        findings = Answers(config, flags, names, environ).findings(resolved)
+        console.print("\n[bold]Checklist[/bold]")
+        show_checklist(console, resolved, plan.command, findings, init_actions(resolved, out))
+        if any(f.severity is Severity.ERROR for f in findings):
+            raise VerlctlError("the spec has errors (listed above): nothing was written")
+        if not prompter.confirm(f"Write the spec to {out}?", default=False):
+            console.print("nothing was written", highlight=False)
+            return 0
+        notes = save_spec(out, resolved,
+                          overwrite=lambda p: force or prompter.confirm(f"{p} exists: overwrite it?", default=False))
+    except KeyboardInterrupt:
+        raise WizardInterrupted() from None
+    console.print(f"wrote {out}; repeat the run with: verlctl launch -c {out} --yes", highlight=False, markup=False, soft_wrap=True)
+    for n in notes:
+        console.print(f"  {n}", highlight=False, markup=False, soft_wrap=True)
+    return 0

@@ -1,0 +1,84 @@
+"""The confirmation checklist: the blocking point of the first seed (its stage 3).
+
+A short summary (hardware, container, paths, hyperparameters, features, SwanLab with the key masked, verl
+version), then the full table of every value with its source (``report.print_checklist``), the findings,
+and the numbered list of actions that a yes will take. Nothing is done before the answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from verlctl.checks.findings import Finding
+from verlctl.report import MASK, display, print_checklist, print_findings
+from verlctl.spec.resolve import ResolvedSpec
+from verlctl.verl.compose import TrainingCommand
+
+
+def summary_lines(resolved: ResolvedSpec, command: TrainingCommand) -> list[tuple[str, str]]:
+    spec = resolved.spec
+    c, t, sw = spec.cluster, spec.train, spec.logging.swanlab
+    src = resolved.origin
+    nodes = (f"{len(c.nodes)} nodes ({', '.join(c.nodes)}), head {c.master_addr}" if c.nodes
+             else "this machine (single node)")
+    rows = [
+        ("hardware", f"{spec.device.upper()} × {len(c.devices)} per node: {display(c.devices)} "
+                     f"({src('cluster.devices')}); nodes: {nodes}"),
+    ]
+    if spec.container.runtime == "docker":
+        pull = " (pulled if missing)" if spec.container.pull else ""
+        rows.append(("container", f"{spec.container.name} ({src('container.name')}), image {spec.container.image}"
+                                  f"{pull} ({src('container.image')})"))
+    else:
+        rows.append(("container", "none: runs on this host"))
+    proxy = spec.container.proxy
+    if proxy.http or proxy.https:
+        rows.append(("proxy", f"http {proxy.http or '-'}, https {proxy.https or '-'}"))
+    rows += [
+        ("model", f"{spec.paths.model} ({src('paths.model')})"),
+        ("train data", f"{display(spec.paths.train_files)} ({src('paths.train_files')})"),
+        ("val data", f"{display(spec.paths.val_files)} ({src('paths.val_files')})"),
+        ("checkpoints", f"{spec.paths.checkpoints} ({src('paths.checkpoints')})"),
+        ("hyperparameters", f"steps {t.steps}, batch {t.train_batch_size}, lr {t.lr:g}, TP {t.tensor_parallel}, "
+                            f"PP {t.pipeline_parallel}, n {t.responses_per_prompt}"),
+    ]
+    on = [n for n, s in command.features.items() if s.on and s.applicable]
+    rows.append(("features", ", ".join(on) or "none"))
+    if sw.enabled:
+        key = MASK if sw.api_key is not None and sw.api_key.get_secret_value() else "(none)"
+        rows.append(("SwanLab", f"on: {sw.host}, mode {sw.mode}, workspace {sw.workspace}, project "
+                                f"{spec.logging.project}, key {key}"))
+    else:
+        rows.append(("SwanLab", "off"))
+    rows.append(("verl", f"{command.version} ({spec.algorithm}, {spec.mode}, {spec.strategy}): "
+                         f"{command.entry.module} --config-name {command.entry.config_name}"))
+    return rows
+
+
+def show_checklist(console: Any, resolved: ResolvedSpec, command: TrainingCommand, findings: list[Finding],
+                   actions: list[str]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    print_checklist(console, resolved, command)
+    table = Table(title="Summary", title_justify="left", show_header=False, expand=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    for what, value in summary_lines(resolved, command):
+        table.add_row(what, escape(value))
+    console.print(table)
+    print_findings(console, findings)
+    console.print("[bold]These actions will be taken, in order (nothing has been done yet):[/bold]")
+    for i, a in enumerate(actions, 1):
+        console.print(f"  {i:2}. {a}", highlight=False, markup=False, soft_wrap=True)
+
+
+def init_actions(resolved: ResolvedSpec, out: Path) -> list[str]:
+    acts = [f"write the spec to {out} (mode 0644): every value not left at its default; "
+            "`verlctl launch -c FILE --yes` repeats the run"]
+    key = resolved.spec.logging.swanlab.api_key
+    if key is not None and key.get_secret_value():
+        acts.append("the SwanLab API key is not written to the file: export SWANLAB_API_KEY when launching")
+    acts.append("nothing else: no container is created, no image pulled, no training started")
+    return acts

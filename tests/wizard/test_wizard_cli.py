@@ -1,0 +1,243 @@
+"""The real CLI: `verlctl init` in a real terminal (pexpect pty) through every round to the checklist;
+Ctrl-C; stdin that is not a terminal; `verlctl launch` declined at the checklist on a real Docker engine."""
+
+from __future__ import annotations
+
+import io
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+import yaml
+from wizard_support import cli_argv, cli_env, make_world
+
+from verlctl.spec.model import DEFAULT_IMAGE
+
+from conftest import run_cli
+
+KEY = "sk-typed-in-the-terminal-7731"
+ENTER = "\r"
+DOWN = "\x1b[B"
+CLEAR = "\x15"
+
+
+def spawn(args: list[str], cwd: Path, **env: str) -> tuple[pexpect.spawn, io.BytesIO]:
+    log = io.BytesIO()
+    argv = cli_argv(*args)
+    child = pexpect.spawn(argv[0], argv[1:], cwd=str(cwd), env=cli_env(**env), dimensions=(60, 200), timeout=30)
+    child.logfile_read = log
+    return child, log
+
+
+def step(child: pexpect.spawn, question: str, keys: str) -> None:
+    child.expect_exact(question)
+    child.send(keys)
+
+
+def answer_every_round(child: pexpect.spawn, model: Path) -> None:
+    # Round 1
+    step(child, "Single node or multi-node?", ENTER)
+    step(child, "NPUs to train on", ENTER)
+    step(child, "Model (a Hugging Face model directory)", DOWN + ENTER)  # type a path
+    step(child, "Model path", CLEAR + "/no/such/model" + ENTER)
+    child.expect_exact("/no/such/model does not exist")  # refused on screen, asked again
+    child.send(CLEAR + str(model) + ENTER)
+    child.expect_exact("8 heads/4 KV, 8 layers")  # the model's shape, read from its config.json
+    step(child, "Training data (parquet)", ENTER)
+    step(child, "Validation data (parquet)", ENTER)
+    step(child, "Checkpoint directory", CLEAR + "/ckpt/wizard" + ENTER)
+    # Round 2
+    step(child, "Container: reuse one or create a new one", DOWN + ENTER)
+    step(child, "Name of the new container", CLEAR + "exp-tty" + ENTER)
+    step(child, "Image for the new container", DOWN + DOWN + ENTER)  # pull the default
+    step(child, "http_proxy inside the container", ENTER)
+    step(child, "https_proxy inside the container", ENTER)
+    # Round 3
+    step(child, "Log to SwanLab?", "y")
+    step(child, "SwanLab host", "10.0.0.5:8000" + ENTER)
+    child.expect_exact("invalid URL '10.0.0.5:8000': expected http(s)://host[:port]")
+    child.send(CLEAR + "http://10.0.0.5:8000" + ENTER)
+    step(child, "SwanLab mode", ENTER)
+    step(child, "SwanLab API key", KEY + ENTER)
+    step(child, "SwanLab workspace", ENTER)
+    step(child, "SwanLab log directory", ENTER)
+    step(child, "Project name", ENTER)
+    # Round 4
+    step(child, "Choose the features by", ENTER)
+    step(child, "Feature mask", CLEAR + "1234567" + ENTER)
+    child.expect_exact("'1234567' is not a mask")
+    child.send(CLEAR + "1110010" + ENTER)
+    child.expect_exact("optimizer offload is forced off")
+    # Round 5
+    step(child, "Training steps", CLEAR + "6" + ENTER)
+    step(child, "Batch size (prompts per step)", ENTER)
+    step(child, "Learning rate", ENTER)
+    step(child, "Tensor parallel size (TP)", CLEAR + "8" + ENTER)
+    child.expect_exact("TP 8 refused (valid TP here: 1, 2, 4)")
+    child.send(CLEAR + "2" + ENTER)
+    step(child, "Pipeline parallel size (PP)", ENTER)
+    step(child, "Responses per prompt (n)", ENTER)
+
+
+def checklist_parts() -> list[str]:
+    return ["Hardware", "cluster.devices", "Container", "exp-tty", DEFAULT_IMAGE, "Paths", "/ckpt/wizard",
+            "Hyperparameters", "Features", "swap_optimizer", "Logging", "**********", "Summary",
+            "NPU × 8 per node", "steps 6, batch 32, lr 1e-06, TP 2, PP 2, n 8", "key **********",
+            "verl 0.7.0", "detected", "typed", "default",
+            "These actions will be taken, in order", "the SwanLab API key is not written to the file"]
+
+
+def test_init_in_a_terminal_every_round_then_no_writes_nothing_then_yes_writes_the_spec(tmp_path: Path) -> None:
+    w = make_world(tmp_path / "world")
+    state = tmp_path / "state.json"
+    state.write_text(w.machine.model_dump_json())
+    cwd = tmp_path / "cwd"
+    out = tmp_path / "out"
+    cwd.mkdir()
+    out.mkdir()
+    target = out / "run.yaml"
+
+    child, log = spawn(["init", "--machine", str(state), "-o", str(target)], cwd)
+    answer_every_round(child, w.model)
+    step(child, f"Write the spec to {target}?", "n")
+    child.expect_exact("nothing was written")
+    child.expect(pexpect.EOF)
+    child.close()
+    transcript = log.getvalue().decode(errors="replace")
+    assert child.exitstatus == 0, transcript[-3000:]
+    for part in checklist_parts():
+        assert part in transcript, part
+    assert KEY not in transcript and "Traceback" not in transcript
+    assert list(out.iterdir()) == [] and list(cwd.iterdir()) == []
+
+    child, log = spawn(["init", "--machine", str(state), "-o", str(target)], cwd)
+    answer_every_round(child, w.model)
+    step(child, f"Write the spec to {target}?", "y")
+    child.expect_exact(f"repeat the run with: verlctl launch -c {target} --yes")
+    child.expect(pexpect.EOF)
+    child.close()
+    transcript = log.getvalue().decode(errors="replace")
+    assert child.exitstatus == 0, transcript[-3000:]
+    assert KEY not in transcript
+    assert [p.name for p in out.iterdir()] == ["run.yaml"] and list(cwd.iterdir()) == []
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    text = target.read_text()
+    assert KEY not in text
+    doc = yaml.safe_load(text)
+    assert doc["container"] == {"name": "exp-tty", "image": DEFAULT_IMAGE, "pull": True}
+    assert doc["features"]["mask"] == "1110010" and doc["train"] == {"steps": 6, "tensor_parallel": 2}
+    assert doc["paths"]["model"] == str(w.model) and doc["paths"]["checkpoints"] == "/ckpt/wizard"
+    assert doc["logging"]["swanlab"]["host"] == "http://10.0.0.5:8000" and "api_key" not in doc["logging"]["swanlab"]
+
+    # The saved spec repeats the run: `plan -c` (no questions) with the key from the environment only.
+    res = run_cli("plan", "-c", str(target), "--json", env=cli_env(SWANLAB_API_KEY=KEY))
+    assert res.code == 0, res.err
+    values = res.json()["values"]
+    assert values["container.name"]["value"] == "exp-tty" and values["train.tensor_parallel"]["value"] == 2
+    assert values["logging.swanlab.api_key"]["value"] == "**********"
+
+
+def test_ctrl_c_in_a_terminal_exits_130_with_one_line_and_changes_nothing(tmp_path: Path) -> None:
+    w = make_world(tmp_path / "world")
+    state = tmp_path / "state.json"
+    state.write_text(w.machine.model_dump_json())
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    for answered in (0, 2, 7):
+        child, log = spawn(["init", "--machine", str(state), "-o", "run.yaml"], cwd)
+        questions = ["Single node or multi-node?", "NPUs to train on", "Model (a Hugging Face model directory)",
+                     "Training data (parquet)", "Validation data (parquet)", "Checkpoint directory",
+                     "Container: reuse one or create a new one", "http_proxy inside the container"]
+        for q in questions[:answered]:
+            step(child, q, ENTER)
+        child.expect_exact(questions[answered])
+        child.sendcontrol("c")
+        child.expect(pexpect.EOF)
+        child.close()
+        transcript = log.getvalue().decode(errors="replace")
+        assert child.exitstatus == 130, transcript[-2000:]
+        assert transcript.count("interrupted: nothing was changed") == 1
+        assert "Traceback" not in transcript and "KeyboardInterrupt" not in transcript
+        assert list(cwd.iterdir()) == []
+
+
+def _one_line_error(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_stdin_not_a_terminal_fails_with_the_missing_values_for_init_and_launch(tmp_path: Path) -> None:
+    for args in (["init"], ["launch"]):
+        proc = subprocess.run(cli_argv(*args), input="", capture_output=True, text=True, cwd=tmp_path,
+                              env=cli_env(), timeout=120)
+        line = _one_line_error(proc.stderr)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert line.startswith("error: missing required values and stdin is not a terminal"), line
+        for path in ("paths.model", "paths.train_files", "paths.val_files"):
+            assert path in line
+        assert "--set paths.model=..." in line
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_init_without_a_terminal_needs_yes_and_never_overwrites_silently(tmp_path: Path) -> None:
+    w = make_world(tmp_path / "world")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    given = ["--set", f"paths.model={w.model}", "--set", f"paths.train_files={w.train}",
+             "--set", f"paths.val_files={w.val}", "--set", "train.tensor_parallel=2"]
+
+    def init(*extra: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(cli_argv("init", *given, *extra), input="", capture_output=True, text=True,
+                              cwd=cwd, env=cli_env(**env), timeout=120)
+
+    proc = init()
+    assert proc.returncode == 2 and "pass --yes" in _one_line_error(proc.stderr)
+    assert list(cwd.iterdir()) == []
+
+    proc = init("--yes", SWANLAB_API_KEY=KEY, SWANLAB_HOST="http://10.0.0.5:8000")
+    assert proc.returncode == 0, proc.stderr
+    text = (cwd / "run.yaml").read_text()
+    assert KEY not in text and yaml.safe_load(text)["logging"]["swanlab"]["host"] == "http://10.0.0.5:8000"
+
+    (cwd / "run.yaml").write_text("mine\n")
+    proc = init("--yes")
+    assert proc.returncode == 2 and "run.yaml exists: nothing was written" in _one_line_error(proc.stderr)
+    assert (cwd / "run.yaml").read_text() == "mine\n"
+    proc = init("--yes", "--force")
+    assert proc.returncode == 0 and yaml.safe_load((cwd / "run.yaml").read_text())["train"]["tensor_parallel"] == 2
+
+    proc = init("--yes", "-o", "bad.yaml", "--set", "train.tensor_parallel=3")
+    assert proc.returncode == 2 and not (cwd / "bad.yaml").exists()
+    assert proc.stderr.strip().splitlines()[-1] == "error: the spec has errors (listed above): nothing was written"
+
+
+@pytest.mark.docker
+def test_launch_declined_at_the_checklist_changes_nothing(tmp_path: Path, docker_engine, test_image) -> None:  # type: ignore[no-untyped-def]
+    from launch_support import make_launch_env
+
+    lenv = make_launch_env(tmp_path, test_image)
+    state = lenv.state
+    before = {c.name for c in docker_engine.containers.list(all=True)}
+    log = io.BytesIO()
+    child = pexpect.spawn(
+        sys.executable, ["-m", "verlctl", "launch", "-c", str(lenv.spec_file)],
+        cwd=str(tmp_path), env={**lenv.env(), "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"},
+        dimensions=(60, 200), timeout=120,
+    )
+    child.logfile_read = log
+    child.expect_exact("Launch with these settings?")
+    child.send("n")
+    child.expect_exact("nothing was changed")
+    child.expect(pexpect.EOF)
+    child.close()
+    transcript = log.getvalue().decode(errors="replace")
+    assert child.exitstatus == 0, transcript[-3000:]
+    assert f"create container {lenv.name}" in transcript and "Summary" in transcript
+    assert {c.name for c in docker_engine.containers.list(all=True)} == before
+    assert not state.exists() or not any(state.rglob("*"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "models", "run.yaml"]
