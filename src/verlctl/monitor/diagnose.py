@@ -1,23 +1,29 @@
 """``verlctl diagnose``'s engine: one streaming pass over a (possibly huge) log.
 
-The result is the same as running :class:`~verlctl.monitor.events.LogParser` with a
-:class:`~verlctl.monitor.catalogue.Classifier` over every line, but most bytes never reach Python code:
+The result is exactly what :class:`~verlctl.monitor.events.LogParser` with a
+:class:`~verlctl.monitor.catalogue.Classifier` gives on every line (the tests compare the two on fixtures and
+on fuzzed logs), but most bytes never reach Python code:
 
-* the log is read in large binary chunks;
-* a verl step line (``step:N - k:v - ...``, most of a verl log's bytes) is found with one literal search,
-  checked with a few C-level tests (safe characters, one colon per pair, every value a JSON number) and
-  turned into JSON with two ``bytes.replace`` calls; anything unusual goes to the full parser;
-* everything else is scanned by one compiled alternation of the catalogue's literal anchors (a trie), and only
-  the lines it hits are decoded and handed to the parser and the classifier.
+* the log is read in large binary chunks, and only complete lines are scanned;
+* a verl step line (``step:N - k:v - ...``, most of a verl log's bytes) is found by a literal search and
+  handed to the :class:`StepSink` as raw bytes (pieces of a wrapped line joined); the JSON writer checks a
+  whole batch of them with C-level operations (allowed characters, one exact regex: keys without colons,
+  JSON-grammar numbers) and converts the batch with one join and two ``bytes.replace`` passes; a body that
+  fails the check is parsed by :func:`~verlctl.monitor.events.split_metrics` instead. Lines that need
+  cleaning (``\r`` redraws, ANSI colours, Ray's repeat suffix, non-ASCII) go to the parser;
+* the text between step lines is scanned by one compiled alternation of the catalogue's literal anchors (a
+  trie); only the lines it hits are decoded and given to the parser or, when the parser has nothing to do
+  with them, straight to the classifier (with a cache: logs repeat lines);
+* for big files the JSON writer runs in a forked process (:class:`PipelinedJsonWriter`), on another core.
 
-Memory is constant: steps go to a :class:`StepSink` as they are found (the JSON writer streams them).
+Memory is constant: steps are written as they are found; findings are deduplicated (and capped).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from verlctl.monitor.catalogue import Classifier, Finding, Match, all_anchors, literal_alternation
@@ -68,13 +74,11 @@ def open_tail(body: bytes) -> tuple[bytes, bool] | None:
     dangling separator or (``body``, False) for a cut-off last item -- as :func:`events.split_metrics` sees it."""
     if body and body[-1] in _DIGITS and body.find(b":", body.rfind(b" - ") + 1) >= 0:
         return None  # the common case: the last item has a colon and ends with a digit
-    text = body.rstrip()
+    text = body.rstrip() if body[-1:].isspace() else body
     if text.endswith(b" -"):
         return text[:-2].rstrip(), True
-    cut = text.rfind(b" - ")
-    last = text[cut + 3 :] if cut >= 0 else text
-    colon = last.find(b":")
-    if colon < 0 or not last[colon + 1 :].strip():
+    colon = text.find(b":", text.rfind(b" - ") + 1)
+    if colon < 0 or colon == len(text) - 1:  # no colon in the last item, or nothing after it
         return body, False
     return None
 
@@ -307,8 +311,7 @@ class Diagnosis:
     total: int | None  # the last known total of steps (progress bar or "Total training steps")
     lines: int
     steps: int  # step lines seen
-    dropped_findings: int = 0
-    extra: dict[str, object] = field(default_factory=dict)
+    dropped_findings: int = 0  # distinct findings beyond Classifier.max_findings (counted, not kept)
 
     @property
     def progress(self) -> dict[str, int | None] | None:
