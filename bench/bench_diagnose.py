@@ -135,7 +135,9 @@ def main() -> None:
 
         mb = size / 1e6
         best = {k: min(v) for k, v in runs.items()}
-        print(f"\n{'tool':<34} {'wall s':>7} {'cpu s':>7} {'MB/s':>7} {'ratio':>6}")
+        load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"\n{os.cpu_count()} CPUs, load average {load} (other processes slow every tool alike)")
+        print(f"{'tool':<34} {'wall s':>7} {'cpu s':>7} {'MB/s':>7} {'ratio':>6}")
         rows = [
             ("verlctl diagnose --json", best["verlctl"]),
             (f"grep -E -c -f ({locale})", best["grep"]),
