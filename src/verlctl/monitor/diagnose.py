@@ -459,8 +459,9 @@ class DiagnoseScanner:
                 if piece_end < 0:
                     piece_end = n
                 piece = buf[nxt:piece_end]
+                # (numpy reprs in a piece are left to the sink: it parses what it cannot convert)
                 if not piece.isascii() or b"\x1b" in piece:
-                    return -1  # (numpy reprs in a piece are left to the sink: it parses what it cannot convert)
+                    return -1
                 if _CONTINUATION_B.match(piece) is None:  # a Ray prefix, a step line, any other text
                     break  # not a piece of this step: the unfinished end is dropped
                 if dangling:
