@@ -38,14 +38,16 @@ class Run:
         return json.loads(self.out)
 
 
-def run_verlctl(*args: str, stdin: str | None = None, timeout: float = 120) -> Run:
+def run_verlctl(
+    *args: str, stdin: str | None = None, timeout: float = 120, env: dict[str, str] | None = None
+) -> Run:
     """``python -m verlctl ARGS`` (the real entry point: one-line errors, exit codes)."""
     proc = subprocess.run(
         [sys.executable, "-m", "verlctl", *args],
         input=stdin,
         capture_output=True,
         text=True,
-        env=dict(os.environ),
+        env={**os.environ, **(env or {})},
         timeout=timeout,
         cwd=str(REPO),
     )

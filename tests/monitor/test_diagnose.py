@@ -360,3 +360,12 @@ def _event_key(event):  # type: ignore[no-untyped-def]
     if isinstance(event, ErrorFound):
         return ("error", event.line, event.finding.category, event.finding.excerpt)
     return json.dumps(repr(event))
+
+
+def test_cli_output_is_the_same_with_the_json_writer_in_a_second_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "train.log"
+    log.write_text("".join(capture(c, n) for c, n in ALL_FIXTURES) * 3, encoding="utf-8")
+    one = run_verlctl("diagnose", str(log), "--json", env={"VERLCTL_DIAGNOSE_PIPELINE": "0"})
+    two = run_verlctl("diagnose", str(log), "--json", env={"VERLCTL_DIAGNOSE_PIPELINE": "1"})
+    assert one.code == two.code == 1 and one.err == two.err == ""
+    assert one.out == two.out and len(one.json()["steps"]) == 3 * 6

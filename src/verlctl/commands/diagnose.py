@@ -99,7 +99,9 @@ def _json_writer(stream: BinaryIO, out: BinaryIO) -> StepSink:
         big = stat.S_ISREG(st.st_mode) and st.st_size >= PIPELINE_MIN_BYTES
     except (OSError, ValueError):
         big = False
-    if big and _idle_core() and "fork" in multiprocessing.get_all_start_methods():
+    forced = os.environ.get("VERLCTL_DIAGNOSE_PIPELINE")  # "1" / "0": always / never (benchmarks, busy hosts)
+    wanted = forced == "1" or (forced != "0" and big and _idle_core())
+    if wanted and "fork" in multiprocessing.get_all_start_methods():
         return PipelinedJsonWriter(out.fileno())
     return JsonStepWriter(out)
 

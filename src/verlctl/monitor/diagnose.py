@@ -418,13 +418,11 @@ class DiagnoseScanner:
             body = buf[body_start:end]
             if (
                 body
-                and body[-1] in _DIGITS
+                and body[-1] in _DIGITS  # (so no Ray repeat suffix; a numpy repr is left to the sink)
                 and body.find(b":", body.rfind(b" - ") + 1) >= 0
-                and b"np." not in body
                 and body.isascii()
                 and b"\r" not in body
                 and b"\x1b" not in body
-                and b"[repeated" not in body
             ):  # the common case: a complete line that needs no cleaning
                 step = int(m.group(1))
                 fast(step, body)
@@ -442,10 +440,14 @@ class DiagnoseScanner:
         or -1 when the line needs the parser."""
         buf = self._buf
         body = buf[body_start:end]
-        if b"\r" in body or b"\x1b" in body or b"[repeated" in body or not body.isascii():
-            return -1  # the parser cleans these (tqdm segments, colours, Ray's repeat suffix, Unicode spaces)
-        if b"np." in body:
-            body = _NP_NUMBER.sub(rb"\1", body)
+        if not body.isascii() or b"\r" in body or b"\x1b" in body:
+            return -1  # the parser cleans these (tqdm segments, colours; Unicode spaces)
+        closing = body.rstrip()[-1:]
+        if closing in (b")", b"]"):  # Ray's "[repeated Nx ...]" suffix (the parser strips it); numpy reprs
+            if b"[repeated" in body:
+                return -1
+            if b"np." in body:  # numpy >= 2 prints every value so: unwrap (other bodies: the sink copes)
+                body = _NP_NUMBER.sub(rb"\1", body)
         state = open_tail(body)
         if state is not None:  # the line ends inside the metrics: wrapped pieces may follow
             n = len(buf)
