@@ -22,15 +22,13 @@ Memory is constant: steps are written as they are found; findings are deduplicat
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+from typing import BinaryIO, Protocol
 
 from verlctl.monitor.catalogue import Classifier, Finding, Match, all_anchors, literal_alternation
 from verlctl.monitor.events import Event, LogParser, Number, Progress, StepMetrics, TotalSteps, split_metrics
-
-if TYPE_CHECKING:
-    from multiprocessing.connection import Connection
 
 CHUNK_SIZE = 8 << 20
 
@@ -178,17 +176,22 @@ class PipelinedJsonWriter:
     """:class:`JsonStepWriter` in a forked child process: this process (the scanner) only queues bodies;
     checking, converting and writing them run on another core. Same output, same order.
 
-    Messages on the pipe: ``F`` + count + steps (int64) + bodies joined by ``\\n`` (a body is one log line, so
-    it holds no newline); ``E`` + a rendered element; ``X`` at the end. The child writes to ``out_fd``."""
+    Frames on a pipe: a header (kind, count, payload size) and the payload: ``F`` the steps (int64) then the
+    bodies joined by ``\\n`` (a body is one log line: it holds no newline); ``E`` one rendered element;
+    ``X`` the end. The child writes to ``out_fd``."""
 
     def __init__(self, out_fd: int, batch: int = 4096) -> None:
         import multiprocessing
+        import os
 
         ctx = multiprocessing.get_context("fork")
-        recv, self._conn = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_writer_child, args=(recv, out_fd, batch), name="verlctl-json-writer")
+        read_fd, write_fd = os.pipe()
+        self._proc = ctx.Process(
+            target=_writer_child, args=(read_fd, write_fd, out_fd, batch), name="verlctl-json-writer"
+        )
         self._proc.start()
-        recv.close()
+        os.close(read_fd)
+        self._pipe = os.fdopen(write_fd, "wb", buffering=1 << 16)
         self.count = 0
         self._steps: list[int] = []
         self._bodies: list[bytes] = []
@@ -202,32 +205,37 @@ class PipelinedJsonWriter:
 
     def event(self, event: StepMetrics) -> None:
         self._send_fast()
-        self._send(b"E" + metrics_json(event.step, event.metrics))
+        self._send(b"E", 1, metrics_json(event.step, event.metrics))
         self.count += 1
 
     def _send_fast(self) -> None:
         if self._bodies:
             from array import array
 
-            steps = array("q", self._steps).tobytes()
-            self._send(b"F%d:" % len(self._bodies) + steps + b"\n".join(self._bodies))
-            self.count += len(self._bodies)
+            n = len(self._bodies)
+            self._send(b"F", n, array("q", self._steps).tobytes(), b"\n".join(self._bodies))
+            self.count += n
             self._steps, self._bodies = [], []
 
-    def _send(self, message: bytes) -> None:
+    def _send(self, kind: bytes, count: int, *payload: bytes) -> None:
         try:
-            self._conn.send_bytes(message)
+            self._pipe.write(_FRAME.pack(kind, count, sum(map(len, payload))))
+            for part in payload:
+                self._pipe.write(part)
         except OSError:  # the child is gone: its exit status says why
             self._finish()
             raise RuntimeError("the JSON writer process stopped") from None
 
     def flush(self) -> None:
         self._send_fast()
-        self._send(b"X")
+        self._send(b"X", 0)
         self._finish()
 
     def _finish(self) -> None:
-        self._conn.close()
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            self._pipe.close()
         self._proc.join()
         if self._proc.exitcode == _EXIT_BROKEN_PIPE:
             raise BrokenPipeError("stdout was closed")
@@ -235,32 +243,35 @@ class PipelinedJsonWriter:
             raise RuntimeError(f"the JSON writer process failed (exit {self._proc.exitcode})")
 
 
+_FRAME = struct.Struct("<cIQ")
 _EXIT_BROKEN_PIPE = 32
 
 
-def _writer_child(conn: Connection, out_fd: int, batch: int) -> None:
+def _writer_child(read_fd: int, write_fd: int, out_fd: int, batch: int) -> None:
     import contextlib
     import os
     import sys
     from array import array
 
+    os.close(write_fd)
+    pipe = os.fdopen(read_fd, "rb", buffering=1 << 16)
     out = os.fdopen(os.dup(out_fd), "wb", buffering=1 << 20)
     writer = JsonStepWriter(out, batch=batch)
     try:
         while True:
-            message = conn.recv_bytes()
-            kind = message[:1]
+            header = pipe.read(_FRAME.size)
+            if len(header) < _FRAME.size:
+                sys.exit(3)  # the scanner died: write nothing more
+            kind, count, size = _FRAME.unpack(header)
             if kind == b"F":
-                colon = message.index(b":")
-                n = int(message[1:colon])
                 steps = array("q")
-                steps.frombytes(message[colon + 1 : colon + 1 + 8 * n])
+                steps.frombytes(pipe.read(8 * count))
                 writer._steps.extend(steps)
-                writer._bodies.extend(message[colon + 1 + 8 * n :].split(b"\n"))
+                writer._bodies.extend(pipe.read(size - 8 * count).split(b"\n"))
                 if len(writer._bodies) >= batch:
                     writer.flush()
             elif kind == b"E":
-                writer.raw(message[1:])
+                writer.raw(pipe.read(size))
             else:
                 break
         writer.flush()
