@@ -45,7 +45,6 @@ def wait_line(log_dir: Path, started: float, timeout: float = 300) -> float:
 
 
 def prepare(tmp: Path, image: str) -> tuple[Path, dict]:
-    import yaml
     from launch_support import make_launch_env
 
     env = make_launch_env(tmp, image, steps=200, step_seconds=1.0)

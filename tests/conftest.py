@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 
 # Docker fixtures (engine, locally built test image, container factory) live in tests/docker_support.py.
-pytest_plugins = ["docker_support"] if (ROOT / "tests" / "docker_support.py").exists() else []
+pytest_plugins = ["docker_support"]
 
 # Inputs every minimal spec needs.
 BASE_PATHS = {

@@ -28,9 +28,9 @@ registry.register(app)
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: one line and a non-zero exit for every user-facing failure."""
     try:  # typer >= 0.20 vendors click
-        from typer import _click as click
+        from typer._click.exceptions import ClickException
     except ImportError:  # pragma: no cover - older typer depends on click
-        import click  # type: ignore[no-redef]
+        from click.exceptions import ClickException  # type: ignore[no-redef]
 
     from verlctl.errors import VerlctlError
 
@@ -42,16 +42,22 @@ def main(argv: list[str] | None = None) -> None:
         if exc.hint:
             sys.stderr.write(f"hint: {exc.hint}\n")
         sys.exit(exc.code)
-    except click.exceptions.Abort:
-        sys.stderr.write("aborted: nothing was changed\n")
+    except typer.Abort:
+        sys.stderr.write("aborted\n")
         sys.exit(130)
+    except typer.Exit as exc:
+        code = getattr(exc, "exit_code", 0)
+        if code == 130:
+            sys.stderr.write("interrupted\n")
+        sys.exit(code)
     except KeyboardInterrupt:
         sys.stderr.write("\ninterrupted\n")
         sys.exit(130)
-    except click.exceptions.ClickException as exc:
+    except EOFError:
+        sys.stderr.write("error: input ended before every question was answered\n")
+        sys.exit(2)
+    except ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(1)

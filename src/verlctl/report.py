@@ -77,18 +77,22 @@ def _json_value(value: Any) -> Any:
 
 
 def print_findings(console: Any, findings: list[Finding]) -> None:
+    from rich.markup import escape
+
     if not findings:
         console.print("[green]no findings[/green]")
         return
     style = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
     for f in findings:
         where = f" [dim]{f.field}[/dim]" if f.field else ""
-        console.print(f"[{style[f.severity]}]{f.severity.value}[/] {f.code}{where}: {f.message}", highlight=False)
+        console.print(f"[{style[f.severity]}]{f.severity.value}[/] {f.code}{escape(where)}: {escape(f.message)}",
+                      highlight=False)
         if f.hint:
-            console.print(f"    [dim]hint:[/dim] {f.hint}", highlight=False)
+            console.print(f"    [dim]hint:[/dim] {escape(f.hint)}", highlight=False)
 
 
 def print_checklist(console: Any, resolved: ResolvedSpec, command: TrainingCommand | None) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     leaves = resolved.leaves()
@@ -99,7 +103,7 @@ def print_checklist(console: Any, resolved: ResolvedSpec, command: TrainingComma
         table.add_column("source", style="dim")
         for path, value in leaves.items():
             if path.startswith(prefixes) or path in prefixes:
-                table.add_row(path, display(value), str(resolved.origin(path)))
+                table.add_row(path, escape(display(value)), escape(str(resolved.origin(path))))
         if table.row_count:
             console.print(table)
     if command is not None:
@@ -109,7 +113,7 @@ def print_checklist(console: Any, resolved: ResolvedSpec, command: TrainingComma
         table.add_column("why", overflow="fold")
         for name, st in command.features.items():
             colour = "green" if st.on and st.applicable else "dim"
-            table.add_row(name, f"[{colour}]{st.label()}[/]", st.reason)
+            table.add_row(name, f"[{colour}]{st.label()}[/]", escape(st.reason))
         console.print(table)
         console.print(
             f"verl {command.version}: [bold]{command.entry.module}[/bold] --config-name {command.entry.config_name} "

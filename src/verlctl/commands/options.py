@@ -72,7 +72,7 @@ def spec_flags(
         if not key:
             raise SpecError(f"--set expects KEY=VALUE, got {item!r}")
         put(key, _parse_scalar(value), f"--set {key}")
-    simple = {
+    simple: dict[str, tuple[str | None, str]] = {
         "features.mask": (mask, "--mask"),
         "features.enable": (features, "--features"),
         "features.disable": (disable, "--disable"),
@@ -82,9 +82,9 @@ def spec_flags(
         "strategy": (strategy, "--strategy"),
         "device": (device, "--device"),
     }
-    for path, (value, flag) in simple.items():
-        if value is not None:
-            put(path, value, flag)
+    for path, (given, flag) in simple.items():
+        if given is not None:
+            put(path, given, flag)
     if swanlab is not None:
         put("logging.swanlab.enabled", swanlab, "--swanlab" if swanlab else "--no-swanlab")
     return flags, names

@@ -9,11 +9,13 @@ def register(app: typer.Typer) -> None:
     from verlctl.commands import check as check_cmd
     from verlctl.commands import detect as detect_cmd
     from verlctl.commands import diagnose as diagnose_cmd
+    from verlctl.commands import init as init_cmd
     from verlctl.commands import plan as plan_cmd
     from verlctl.commands import run as run_cmd
     from verlctl.commands import watch as watch_cmd
 
     app.command("detect")(detect_cmd.detect)
+    app.command("init")(init_cmd.init)
     app.command("plan")(plan_cmd.plan)
     app.command("check")(check_cmd.check)
     app.command("launch")(run_cmd.launch)

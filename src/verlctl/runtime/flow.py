@@ -19,7 +19,7 @@ def stdin_is_terminal() -> bool:
 def missing_message(missing: list[str]) -> str:
     from verlctl.spec.resolve import REQUIRED_PATHS
 
-    how = "; ".join(f"{p} ({REQUIRED_PATHS[p]}, or --set {p}=...)" for p in missing)
+    how = "; ".join(f"{p} ({REQUIRED_PATHS[p]})" for p in missing)
     return f"missing required values and stdin is not a terminal, so nothing can be asked: {how}"
 
 

@@ -275,24 +275,36 @@ class Launcher:
         spec = self.resolved.spec
         self.report.step(f"readiness of {ex.describe()}")
         r = Readiness()
-        res = ex.run(["python3", "--version"], timeout=60)
-        if not res.ok:
-            raise RuntimeFailure(f"{ex.describe()}: python3 is not available ({(res.err or res.out).strip()[:200]})")
-        r.python = (res.out or res.err).strip()
+        tool = "npu-smi" if spec.device == "npu" else "nvidia-smi"
+        # One round trip: python, the installed verl (metadata only, verl is not imported), the device tool.
+        script = (
+            'echo "@@python"; python3 --version 2>&1 || echo "@@fail $?"; '
+            'echo "@@verl"; python3 -c "import importlib.metadata as m; print(m.version(\'verl\'))" 2>/dev/null; '
+            'echo "@@tool"; "$@" 2>&1; echo "@@status $?"'
+        )
+        res = ex.run(["bash", "-c", script, "readiness", *([tool, "info"] if tool == "npu-smi" else [tool])],
+                     timeout=90)
+        sections = _sections(res.out)
+        python = sections.get("python", "").strip()
+        if not python.startswith("Python") or "@@fail" in python:
+            raise RuntimeFailure(f"{ex.describe()}: python3 is not available ({python[:200] or res.err.strip()[:200]})")
+        r.python = python.splitlines()[0]
         self.report.note(r.python)
-        res = ex.run(["python3", "-c", "import importlib.metadata as m; print(m.version('verl'))"], timeout=60)
-        if res.ok and res.out.strip():
-            r.verl_version = res.out.strip().splitlines()[-1]
+        verl = sections.get("verl", "").strip()
+        if verl:
+            r.verl_version = verl.splitlines()[-1]
             self.report.note(f"verl {r.verl_version} installed")
         else:
             self.report.warn(f"{ex.describe()}: no verl distribution found (importlib.metadata)")
-        tool = "npu-smi" if spec.device == "npu" else "nvidia-smi"
-        res = ex.run([tool, "info"] if tool == "npu-smi" else [tool], timeout=60)
-        if not res.ok:
+        tool_out = sections.get("tool", "")
+        status = tool_out.rsplit("@@status", 1)[-1].strip() if "@@status" in tool_out else "?"
+        tool_out = tool_out.rsplit("@@status", 1)[0]
+        if status != "0":
             raise RuntimeFailure(
-                f"{ex.describe()}: `{tool}` failed ({(res.err or res.out).strip()[:200] or 'exit ' + str(res.code)})",
+                f"{ex.describe()}: `{tool}` failed ({' '.join(tool_out.split())[:200] or 'exit ' + status})",
                 hint="check the device nodes and driver mounts of the container",
             )
+        res = type(res)(0, tool_out, "")
         r.device_tool = tool
         r.devices_seen = _count_devices(tool, res.out)
         if r.devices_seen is not None:
@@ -401,29 +413,43 @@ class Launcher:
         return pgid
 
     def verify(self, ex: Executor, record: RunRecord, pgid: int, module: str) -> None:
-        """Wait (bounded) until the training command runs and has printed; fail with the reason if it dies."""
+        """Wait (bounded) until the training command runs and has printed; fail with the reason if it dies.
+
+        The log is followed as a stream (no re-reading); liveness is checked every couple of seconds, so the
+        wait costs the machine (and the start-up being waited for) almost nothing."""
+        from verlctl.runtime.follow import Follower
+
         self.report.step(f"verify that {module} started (up to {int(self.options.verify_timeout)}s)")
         deadline = time.monotonic() + self.options.verify_timeout
+        follower = Follower(ex, record.run_log, record.attempts[-1].log_offset if record.attempts else 0)
+        text = ""
         seen_marker_at: float | None = None
-        while time.monotonic() < deadline:
-            alive = ex.group_alive(pgid)
-            text = (ex.read_file(record.run_log) or b"").decode(errors="replace")
-            if TRAINING_MARKER in text and seen_marker_at is None:
-                seen_marker_at = time.monotonic()
-            if not alive:
-                self._fail_verify(record, text, "the training process exited during start-up")
-            if seen_marker_at is not None:
-                after = text.split(TRAINING_MARKER, 1)[1].split("\n", 1)[-1]
+        next_check = 0.0
+        try:
+            while time.monotonic() < deadline:
+                text += follower.get(timeout=0.5)
+                now = time.monotonic()
+                if seen_marker_at is None and TRAINING_MARKER in text:
+                    seen_marker_at = now
+                    next_check = 0.0
+                if now < next_check:
+                    continue
+                next_check = now + 2.0
+                after = text.split(TRAINING_MARKER, 1)[1].split("\n", 1)[-1] if seen_marker_at is not None else ""
                 first_line = next((ln for ln in after.splitlines() if ln.strip()), None)
-                trainer_running = _module_running(ex, pgid, module)
-                if trainer_running and first_line is not None and (
-                    time.monotonic() - seen_marker_at >= self.options.settle_s or _has_progress(after)
-                ):
+                # Training progress proves the trainer started (what happens later is the watcher's job).
+                started = first_line is not None and _has_progress(after)
+                if not started and not ex.group_alive(pgid):
+                    text += follower.get(timeout=1.0)
+                    self._fail_verify(record, text, "the training process exited during start-up")
+                if not started and first_line is not None and now - seen_marker_at >= self.options.settle_s:  # type: ignore[operator]
+                    started = _module_running(ex, pgid, module)
+                if started and first_line is not None:
                     record.event("verified", first_line=first_line[:300])
                     self.report.note(f"training is running: {first_line.strip()[:160]}")
                     return
-            time.sleep(0.5)
-        text = (ex.read_file(record.run_log) or b"").decode(errors="replace")
+        finally:
+            follower.stop()
         self._fail_verify(record, text, f"training did not start within {int(self.options.verify_timeout)}s")
 
     def _fail_verify(self, record: RunRecord, text: str, why: str) -> None:
@@ -443,6 +469,19 @@ class Launcher:
         record.event("failure", category=result.findings[0].category if result.findings else None, reason=reason)
         record.save()
         raise RuntimeFailure(reason, hint=hint, code=EXIT_FAILURE)
+
+
+def _sections(text: str) -> dict[str, str]:
+    """Split ``@@name`` delimited output into sections."""
+    out: dict[str, str] = {}
+    name: str | None = None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("@@") and line[2:].strip() in ("python", "verl", "tool"):
+            name = line[2:].strip()
+            out[name] = ""
+        elif name is not None:
+            out[name] += line
+    return out
 
 
 def _count_devices(tool: str, text: str) -> int | None:

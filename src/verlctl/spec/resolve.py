@@ -25,9 +25,9 @@ from verlctl.spec.sources import (
 )
 
 REQUIRED_PATHS = {
-    "paths.model": "--model or MODEL_PATH",
-    "paths.train_files": "--train-files or TRAIN_FILE",
-    "paths.val_files": "--val-files or VAL_FILE",
+    "paths.model": "--set paths.model=DIR or MODEL_PATH",
+    "paths.train_files": "--set paths.train_files=FILE or TRAIN_FILE",
+    "paths.val_files": "--set paths.val_files=FILE or VAL_FILE",
 }
 
 
