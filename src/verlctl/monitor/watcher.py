@@ -12,75 +12,22 @@
 from __future__ import annotations
 
 import json
-import queue
 import statistics
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from verlctl.monitor.catalogue import Classifier, Finding
 from verlctl.monitor.events import ErrorFound, LogParser, Phase, PhaseKind, Progress, StepMetrics, TotalSteps
 from verlctl.monitor.recovery import Decision, History, decide
-from verlctl.runtime.executor import DockerExecutor, Executor, HostExecutor
+from verlctl.runtime.executor import Executor, HostExecutor
+from verlctl.runtime.follow import Follower
 from verlctl.runtime.records import RunRecord
 
 FINISHED_MARKER = "training finished"
 EXIT_MARKER = "start_verl.sh exits with status"
-
-
-# --------------------------------------------------------------------------------------------- following
-
-
-def follow(ex: Executor, path: str, offset: int, stop: threading.Event) -> Iterator[str]:
-    """New text of ``path`` from ``offset`` on, as it is written; ends when ``stop`` is set."""
-    if isinstance(ex, DockerExecutor):
-        yield from _follow_docker(ex, path, offset, stop)
-    else:
-        yield from _follow_polling(ex, path, offset, stop)
-
-
-def _follow_polling(ex: Executor, path: str, offset: int, stop: threading.Event, every: float = 0.25) -> Iterator[str]:
-    pos = offset
-    while not stop.is_set():
-        size = ex.file_size(path)
-        if size is not None and size < pos:
-            pos = 0  # truncated / replaced
-        if size is not None and size > pos:
-            data = ex.read_file(path, offset=pos, max_bytes=size - pos) or b""
-            pos += len(data)
-            yield data.decode("utf-8", errors="replace")
-        else:
-            stop.wait(every)
-
-
-def _follow_docker(ex: DockerExecutor, path: str, offset: int, stop: threading.Event) -> Iterator[str]:
-    """One streaming ``tail -F`` exec: no polling, no CPU while the log is quiet. A TTY exec carries raw
-    bytes (no stream framing); the TTY's CRLF is turned back into LF."""
-    cmd = ["tail", "-c", f"+{offset + 1}", "-F", "--", path]
-    eid = ex.api.exec_create(ex.container_id, cmd, tty=True, stdout=True, stderr=False)["Id"]
-    stream = ex.api.exec_start(eid, stream=True, tty=True)
-    pending_cr = False
-    try:
-        for chunk in stream:
-            if stop.is_set():
-                break
-            text = chunk.decode("utf-8", errors="replace")
-            if pending_cr:
-                text = "\r" + text
-                pending_cr = False
-            if text.endswith("\r"):
-                text, pending_cr = text[:-1], True
-            yield text.replace("\r\n", "\n")
-    finally:
-        try:
-            info = ex.api.exec_inspect(eid)
-            if info.get("Running") and info.get("Pid"):
-                ex.run(["kill", str(info["Pid"])], timeout=10)
-        except Exception:  # noqa: BLE001 - best effort clean-up of our own tail
-            pass
 
 
 # ------------------------------------------------------------------------------------------------ status
@@ -197,20 +144,7 @@ class Watcher:
         classifier = Classifier()
         parser = LogParser(classifier)
         live = LiveStatus(attempt=attempt.number)
-        stop = threading.Event()
-        chunks: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            try:
-                for text in follow(self.ex, self.record.run_log, attempt.log_offset, stop):
-                    chunks.put(text)
-            except Exception as exc:  # noqa: BLE001 - reported through the queue
-                chunks.put(f"\n[verlctl watch] log follower stopped: {exc}\n")
-            finally:
-                chunks.put(None)
-
-        thread = threading.Thread(target=pump, name="verlctl-follow", daemon=True)
-        thread.start()
+        follower = Follower(self.ex, self.record.run_log, attempt.log_offset)
         first_error_at: float | None = None
         alerted = False
         last_liveness = 0.0
@@ -220,12 +154,7 @@ class Watcher:
         dead_since: float | None = None
         try:
             while True:
-                try:
-                    text = chunks.get(timeout=1.0)
-                except queue.Empty:
-                    text = ""
-                if text is None:
-                    text = ""
+                text = follower.get(timeout=1.0)
                 now = time.time()
                 if text:
                     if FINISHED_MARKER in text:
@@ -284,7 +213,7 @@ class Watcher:
                               hint="check `ray status` and dump the stuck processes with `py-spy dump --pid PID`")
                     return AttemptOutcome("stalled", detail=stalled)
         finally:
-            stop.set()
+            follower.stop()
 
     def _alert(self, f: Finding, attempt: int) -> None:
         self.say(f"verlctl watch: {f.category} at log line {f.line}: {f.message}")
