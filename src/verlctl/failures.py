@@ -18,5 +18,11 @@ CATEGORIES: tuple[str, ...] = (
     "disk_full",
     "checkpoint_save_failed",
     "segfault",
+    "host_oom",
+    "gpu_unavailable",
+    "resource_limit",
+    "hccl_error",
+    "ray_task_failed",
+    "python_exception",
     "stalled",
 )

@@ -58,6 +58,10 @@ class Category:
     hint: str
     signatures: tuple[Signature, ...]
     fallback: bool = False  # reported only when no other category was found
+    #: a known-harmless message: never a finding; it silences these categories for the next lines
+    #: (the traceback that such a message prints)
+    silences: tuple[str, ...] = ()
+    silence_lines: int = 0
 
 
 def _sig(pattern: str, *anchors: str, examples: Iterable[str] = (), **kw: str) -> Signature:
@@ -65,13 +69,27 @@ def _sig(pattern: str, *anchors: str, examples: Iterable[str] = (), **kw: str) -
 
 
 _OOM_HINT = (
-    "enable the `offload` feature, then `recompute` (verlctl's OOM ladder does this on `verlctl run`); or lower "
+    "enable the `offload` feature, then `recompute` (the watcher's OOM ladder does this: `verlctl launch --watch`, `verlctl watch`); or lower "
     "`train.micro_batch_size_per_device`, `train.max_response_length` or the rollout `gpu_memory_utilization` "
     "(`train.rollout_memory_utilization`), or raise TP (`train.tensor_parallel` / `train.rollout_tensor_parallel`)"
 )
 
 #: The catalogue, root causes first (see the module docstring).
 CATALOGUE: tuple[Category, ...] = (
+    Category(
+        "ray_npu_probe_noise",
+        "Ray could not identify the NPU model (harmless)",
+        "nothing to do: Ray's NPU accelerator probe needs pyACL only to name the chip type",
+        (
+            _sig(
+                r"Failed to detect NPU type",
+                "Failed to detect NPU type",
+                examples=("2026-11-30 01:29:32,505\tERROR npu.py:82 -- Failed to detect NPU type.",),
+            ),
+        ),
+        silences=("python_exception", "missing_module"),
+        silence_lines=6,
+    ),
     Category(
         "disk_full",
         "the disk is full (or a disk quota is exhausted)",
@@ -212,8 +230,11 @@ CATALOGUE: tuple[Category, ...] = (
         "or pick an image that has it",
         (
             _sig(
-                r"No module named '?(?P<module>[\w.]+)'?",
+                # Not 'acl': Ray's NPU accelerator probe logs "Failed to detect NPU type" with
+                # "No module named 'acl'" whenever pyACL is absent, and the job runs on regardless.
+                r"No module named '?(?!acl'?(?:$|\s))(?P<module>[\w.]+)'?",
                 "No module named",
+                ere=r"No module named '?[[:alnum:]_.]+'?",
                 examples=(
                     "ModuleNotFoundError: No module named 'torch_npu._C'",
                     "ModuleNotFoundError: No module named 'vllm_ascend.distributed'",
@@ -1127,6 +1148,7 @@ class Classifier:
         self._last_line: dict[str, tuple[int, Finding]] = {}
         self._order: list[Finding] = []
         self._cache: dict[str, tuple[Match | None, int]] = {}
+        self._silenced_until: dict[str, int] = {}
         self.dropped = 0
 
     def feed_line(self, lineno: int, line: str) -> Finding | None:
@@ -1149,6 +1171,12 @@ class Classifier:
     def add(self, lineno: int, match: Match, repeats: int = 0) -> Finding | None:
         """Record ``match`` seen on ``lineno``; the new :class:`Finding`, or None for a repeat / a fold."""
         name = match.category.name
+        if match.category.silences:
+            for silenced in match.category.silences:
+                self._silenced_until[silenced] = lineno + match.category.silence_lines
+            return None
+        if lineno <= self._silenced_until.get(name, 0):
+            return None
         key = match.key
         known = self._by_key.get(key)
         if known is not None:
