@@ -12,21 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from verlctl.commands.options import (
-    AlgorithmOpt,
-    DeviceOpt,
-    Features,
-    JsonOut,
-    Mask,
-    ModeOpt,
-    NoFeatures,
-    SetValues,
-    SpecFile,
-    StrategyOpt,
-    SwanlabOpt,
-    VerlVersion,
-    spec_flags,
-)
+from verlctl.commands.options import JsonOut, SpecFile, SpecFlags, with_spec_flags
 
 if TYPE_CHECKING:
     from verlctl.checks.findings import Finding
@@ -38,18 +24,10 @@ Budget = Annotated[
 ]
 
 
+@with_spec_flags
 def check(
+    flags: SpecFlags,
     config: SpecFile = None,
-    set_values: SetValues = None,
-    mask: Mask = None,
-    features: Features = None,
-    disable: NoFeatures = None,
-    verl_version: VerlVersion = None,
-    algorithm: AlgorithmOpt = None,
-    mode: ModeOpt = None,
-    strategy: StrategyOpt = None,
-    device: DeviceOpt = None,
-    swanlab: SwanlabOpt = None,
     as_json: JsonOut = False,
     budget: Budget = 20.0,
 ) -> int:
@@ -61,8 +39,7 @@ def check(
 
     if not budget > 0:
         raise VerlctlError(f"--budget must be a positive number of seconds, not {budget:g}")
-    flags, names = spec_flags(set_values, mask, features, disable, verl_version, algorithm, mode, strategy, device, swanlab)
-    resolved = load_spec(config, flags=flags, flag_names=names)
+    resolved = load_spec(config, flags=flags[0], flag_names=flags[1])
     findings, vpp_on = spec_findings(resolved)
     facts = collect_facts(resolved, budget)
     findings = sorted_findings(findings + machine_findings(resolved, facts, vpp_on))

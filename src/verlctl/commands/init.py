@@ -10,23 +10,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import (
-    AlgorithmOpt,
-    DeviceOpt,
-    Features,
-    Mask,
-    ModeOpt,
-    NoFeatures,
-    SetValues,
-    SpecFile,
-    StrategyOpt,
-    SwanlabOpt,
-    VerlVersion,
-    spec_flags,
-)
+from verlctl.commands.options import SpecFile, SpecFlags, with_spec_flags
 
 
+@with_spec_flags
 def init(
+    flags: SpecFlags,
     config: SpecFile = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Spec file to write.")] = Path("run.yaml"),
     ask_all: Annotated[bool, typer.Option("--ask-all", help="Ask every round, even for values already given.")] = False,
@@ -45,22 +34,11 @@ def init(
         typer.Option("--scan-root", help="Directory to search for models/datasets (repeatable).", show_default=False),
     ] = None,
     budget: Annotated[float, typer.Option("--budget", help="Time budget of the model/dataset scan, seconds.")] = 3.0,
-    set_values: SetValues = None,
-    mask: Mask = None,
-    features: Features = None,
-    disable: NoFeatures = None,
-    verl_version: VerlVersion = None,
-    algorithm: AlgorithmOpt = None,
-    mode: ModeOpt = None,
-    strategy: StrategyOpt = None,
-    device: DeviceOpt = None,
-    swanlab: SwanlabOpt = None,
 ) -> int:
     """Ask for the run in rounds (pre-filled from this machine), confirm, and write the spec file."""
-    flags, names = spec_flags(set_values, mask, features, disable, verl_version, algorithm, mode, strategy, device, swanlab)
     from verlctl.wizard.flow import init_flow
 
     return init_flow(
-        config, flags, names, out=out, ask_all=ask_all, yes=yes, force=force, detect=not no_detect,
+        config, flags[0], flags[1], out=out, ask_all=ask_all, yes=yes, force=force, detect=not no_detect,
         machine_file=machine, scan_roots=scan_root or None, budget_s=budget,
     )

@@ -5,6 +5,9 @@ Only typer and the standard library are imported here: this module is loaded for
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -40,6 +43,42 @@ SwanlabOpt = Annotated[
     typer.Option("--swanlab/--no-swanlab", help="Log to SwanLab (host and key from SWANLAB_HOST / SWANLAB_API_KEY)."),
 ]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+#: The spec flags every spec-taking command has (name -> annotation); all default to None (not given).
+SHARED_SPEC_OPTIONS: dict[str, Any] = {
+    "set_values": SetValues,
+    "mask": Mask,
+    "features": Features,
+    "disable": NoFeatures,
+    "verl_version": VerlVersion,
+    "algorithm": AlgorithmOpt,
+    "mode": ModeOpt,
+    "strategy": StrategyOpt,
+    "device": DeviceOpt,
+    "swanlab": SwanlabOpt,
+}
+
+SpecFlags = tuple[dict[str, Any], dict[str, str]]
+
+
+def with_spec_flags(fn: Callable[..., int]) -> Callable[..., int]:
+    """Give a command the shared spec flags (declared once, here). The command takes a ``flags`` parameter
+    and receives ``spec_flags(...)`` of what the user set: (dotted path -> value, dotted path -> flag)."""
+    sig = inspect.signature(fn, eval_str=True)
+    own = [p for p in sig.parameters.values() if p.name != "flags"]
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+        for name, annotation in SHARED_SPEC_OPTIONS.items()
+    ]
+
+    @functools.wraps(fn)
+    def command(*args: Any, **kwargs: Any) -> int:
+        given = {name: kwargs.pop(name, None) for name in SHARED_SPEC_OPTIONS}
+        return fn(*args, flags=spec_flags(**given), **kwargs)
+
+    command.__signature__ = sig.replace(parameters=[*own, *shared])  # type: ignore[attr-defined]
+    return command
 
 
 def spec_flags(

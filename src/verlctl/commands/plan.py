@@ -9,39 +9,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import (
-    AlgorithmOpt,
-    DeviceOpt,
-    Features,
-    JsonOut,
-    Mask,
-    ModeOpt,
-    NoFeatures,
-    SetValues,
-    SpecFile,
-    StrategyOpt,
-    SwanlabOpt,
-    VerlVersion,
-    spec_flags,
-)
+from verlctl.commands.options import JsonOut, SpecFile, SpecFlags, with_spec_flags
 
 
+@with_spec_flags
 def plan(
+    flags: SpecFlags,
     config: SpecFile = None,
     out: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option("--out", "-o", help="Write start_verl.sh, run_training.sh and spec.resolved.yaml here."),
     ] = None,
-    set_values: SetValues = None,
-    mask: Mask = None,
-    features: Features = None,
-    disable: NoFeatures = None,
-    verl_version: VerlVersion = None,
-    algorithm: AlgorithmOpt = None,
-    mode: ModeOpt = None,
-    strategy: StrategyOpt = None,
-    device: DeviceOpt = None,
-    swanlab: SwanlabOpt = None,
     as_json: JsonOut = False,
 ) -> int:
     """Resolve a spec, check it, and render the two launch scripts (changes nothing else)."""
@@ -50,8 +28,7 @@ def plan(
     from verlctl.report import plan_json, print_checklist, print_findings
     from verlctl.spec.resolve import load_spec
 
-    flags, names = spec_flags(set_values, mask, features, disable, verl_version, algorithm, mode, strategy, device, swanlab)
-    resolved = load_spec(config, flags=flags, flag_names=names)
+    resolved = load_spec(config, flags=flags[0], flag_names=flags[1])
     the_plan = make_plan(resolved)
     written: list[str] = []
     if the_plan.ok and out is not None:

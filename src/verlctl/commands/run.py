@@ -9,26 +9,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import (
-    AlgorithmOpt,
-    DeviceOpt,
-    Features,
-    JsonOut,
-    Mask,
-    ModeOpt,
-    NoFeatures,
-    SetValues,
-    SpecFile,
-    StrategyOpt,
-    SwanlabOpt,
-    VerlVersion,
-    spec_flags,
-)
+from verlctl.commands.options import JsonOut, SpecFile, SpecFlags, with_spec_flags
 
 RunId = Annotated[Optional[str], typer.Argument(help="Run id or prefix (default: the newest run).")]  # noqa: UP045
 
 
+@with_spec_flags
 def launch(
+    flags: SpecFlags,
     config: SpecFile = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (needs a complete spec).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print every action in order; change nothing.")] = False,
@@ -44,23 +32,12 @@ def launch(
     ] = None,
     verify_timeout: Annotated[float, typer.Option(help="Seconds to wait for the training to start.")] = 300.0,
     ask_all: Annotated[bool, typer.Option("--ask-all", help="Ask every round, even for values already given.")] = False,
-    set_values: SetValues = None,
-    mask: Mask = None,
-    features: Features = None,
-    disable: NoFeatures = None,
-    verl_version: VerlVersion = None,
-    algorithm: AlgorithmOpt = None,
-    mode: ModeOpt = None,
-    strategy: StrategyOpt = None,
-    device: DeviceOpt = None,
-    swanlab: SwanlabOpt = None,
 ) -> int:
     """Prepare the container, start training and verify it started (asks first unless --yes)."""
-    flags, names = spec_flags(set_values, mask, features, disable, verl_version, algorithm, mode, strategy, device, swanlab)
     from verlctl.runtime.flow import launch_flow
 
     return launch_flow(
-        config, flags, names, yes=yes, dry_run=dry_run, out=out, pull=pull, watch=watch, notify_cmd=notify_cmd,
+        config, flags[0], flags[1], yes=yes, dry_run=dry_run, out=out, pull=pull, watch=watch, notify_cmd=notify_cmd,
         verify_timeout=verify_timeout, ask_all=ask_all,
     )
 

@@ -94,11 +94,12 @@ def swanlab_env(ctx: Ctx) -> dict[str, str]:
     sw = ctx.spec.logging.swanlab
     if not sw.enabled:
         return {}
+    # Not SWANLAB_PROJECT: SwanLab >= 0.8 reads SWANLAB_<field>_<sub> as nested settings and fails on a
+    # plain SWANLAB_PROJECT ("error parsing value for field project"); verl passes the project itself.
     out = {
         "SWANLAB_MODE": sw.mode,
         "SWANLAB_LOG_DIR": sw.log_dir,
         "SWANLAB_WORKSPACE": sw.workspace,
-        "SWANLAB_PROJECT": ctx.spec.logging.project,
     }
     if sw.host:
         out["SWANLAB_HOST"] = sw.host

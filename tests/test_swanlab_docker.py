@@ -1,0 +1,96 @@
+"""SwanLab on the real engine: the cloud key never leaks; offline mode writes its records under the log dir.
+
+No SwanLab server is reachable from here: in cloud mode the login (which checks the key against the server)
+fails, and launch stops with one line. Everything the launch did up to then is searched for the key.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from launch_support import LaunchEnv, free_port, make_launch_env, remove_container
+
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+
+KEY = "swl-TEST-KEY-5f2b9c7e0a41"
+
+
+@pytest.fixture
+def senv(tmp_path: Path, docker_engine, test_image):  # type: ignore[no-untyped-def]
+    import docker_support
+
+    docker_support._slot.acquire()
+    env = make_launch_env(tmp_path, test_image, steps=3)
+    yield env
+    remove_container(docker_engine, env.name)
+    docker_support._slot.release()
+
+
+def _all_text(root: Path) -> str:
+    out = []
+    for p in root.rglob("*"):
+        if p.is_file():
+            out.append(p.read_bytes().decode("utf-8", errors="replace"))
+    return "\n".join(out)
+
+
+def test_cloud_key_is_absent_everywhere_but_the_0600_env_file(senv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    senv.spec["logging"] = {"swanlab": {"host": f"http://127.0.0.1:{free_port()}", "mode": "cloud",
+                                        "log_dir": str(senv.root / "logs" / "swanlab")}}
+    since = int(time.time()) - 1
+    res = senv.cli("launch", "-c", str(senv.spec_file), "--yes", SWANLAB_API_KEY=KEY)
+    until = int(time.time()) + 1
+    # The login cannot reach a server: one clear line, non-zero.
+    assert res.code != 0
+    errors = [ln for ln in res.err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "SwanLab login to http://127.0.0.1" in errors[0]
+    assert "AuthenticationError" in errors[0]  # the server is unreachable; the settings themselves parsed
+    assert "Traceback" not in res.out + res.err
+    # printed output
+    assert KEY not in res.out and KEY not in res.err
+    # every file in the run dir (resolved spec, scripts, events, run.json)
+    run_dir = next((senv.state / "runs").iterdir())
+    assert (run_dir / "events.jsonl").exists()
+    assert KEY not in _all_text(run_dir)
+    # the container's create-time environment
+    container = docker_engine.containers.get(senv.name)
+    assert not any(KEY in e for e in container.attrs["Config"]["Env"])
+    # every exec's argv (the engine's exec_create events carry the full command line)
+    execs = list(docker_engine.events(since=since, until=until, decode=True,
+                                      filters={"container": senv.name, "event": "exec_create"}))
+    assert len(execs) >= 5
+    assert not any(KEY in json.dumps(ev) for ev in execs)
+    # logs on the host side (the run log dir) and the test's own files
+    assert KEY not in _all_text(senv.root / "logs") if (senv.root / "logs").exists() else True
+    # ... and the key is where it belongs: the 0600 env file beside the scripts, in the container.
+    scripts_dir = json.loads((run_dir / "run.json").read_text())["scripts_dir"]
+    stat = container.exec_run(["stat", "-c", "%a", f"{scripts_dir}/verlctl.env"]).output.decode().strip()
+    assert stat == "600"
+    content = container.exec_run(["cat", f"{scripts_dir}/verlctl.env"]).output.decode()
+    assert f"SWANLAB_API_KEY={KEY}" in content
+    # nothing was saved by the login check either
+    assert container.exec_run(["test", "-e", "/root/.swanlab/.netrc"]).exit_code != 0
+
+
+def test_offline_mode_writes_records_under_the_log_dir_without_a_key(senv: LaunchEnv) -> None:
+    log_dir = senv.root / "logs" / "swanlab"
+    senv.spec["logging"] = {"swanlab": {"enabled": True, "mode": "offline", "log_dir": str(log_dir)}}
+    res = senv.cli("launch", "-c", str(senv.spec_file), "--yes", SWANLAB_API_KEY=KEY)
+    assert res.code == 0, res.out + res.err
+    assert "offline mode: records go to" in res.out
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(log_dir.glob("run-*/files/config.yaml")):
+        time.sleep(1)
+    configs = list(log_dir.glob("run-*/files/config.yaml"))
+    assert configs, sorted(str(p) for p in log_dir.rglob("*"))
+    # offline: the key is not exported at all (verl would log in with it)
+    run_dir = next((senv.state / "runs").iterdir())
+    assert KEY not in _all_text(run_dir) and KEY not in res.out + res.err
+    argv = senv.argv_log[-1]
+    assert "trainer.logger=[console,swanlab]" in argv["argv"]
+    assert "SWANLAB_API_KEY" not in argv.get("env", {})
+    senv.cli("stop")
