@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from verlctl.render.render import RESOLVED_SPEC, START_SCRIPT, TRAIN_SCRIPT
@@ -110,6 +110,8 @@ def _hydra_value(override: str) -> object:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(a=hostile, b=hostile, c=hostile, d=hostile)
+@example(a="0", b="\n", c="\n", d="\n")  # trailing newlines: once slipped through unquoted
+@example(a="$(touch /tmp/pwned)", b="`id`", c="'; rm -rf / #", d="${oc.env:HOME} \\'\"")
 def test_hostile_values_round_trip_literally(tmp_path_factory, a: str, b: str, c: str, d: str) -> None:
     base = tmp_path_factory.mktemp("hostile")
     workdir = base / f"w{a}"
@@ -192,3 +194,12 @@ def test_offline_swanlab_exports_no_key(tmp_path: Path) -> None:
                             "logging.swanlab.api_key": KEY})
     assert "SWANLAB_API_KEY" not in rendered.env_file
     assert "SWANLAB_MODE=offline" in rendered.env_file
+
+
+def test_a_trailing_newline_is_never_left_unquoted() -> None:
+    # Regression (found by the hostile-values test): "$" in a pattern also matches before a final newline.
+    from verlctl.verl.hydra_syntax import hydra_value, shell_quote
+
+    assert hydra_value("/data/\n") == "'/data/\n'"
+    assert shell_quote("/logs\n") == "'/logs\n'"
+    assert hydra_value(["/a", "/b\n"]) == "[/a,'/b\n']"

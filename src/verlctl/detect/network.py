@@ -147,12 +147,20 @@ def parse_ip_addr(text: str) -> tuple[list[NetInterface], list[str]]:
 
 
 def host_ips(interfaces: list[NetInterface]) -> list[str]:
-    """``hostname -I``: every address of every up, non-loopback interface; no IPv6 link-local.
+    """``hostname -I``: every address of every administratively up, non-loopback interface; no IPv6
+    link-local. An interface that is up but has no carrier (``docker0`` with no container attached) counts,
+    as it does for ``hostname -I``.
 
     Like ``hostname -I`` (which walks getifaddrs), all IPv4 addresses come first, then IPv6.
     """
     out: list[str] = []
-    up = [i for i in interfaces if not i.is_loopback and i.is_up is not False]
+
+    def admin_up(i: NetInterface) -> bool:
+        if i.flags:
+            return "UP" in (f.upper() for f in i.flags)
+        return i.is_up is not False
+
+    up = [i for i in interfaces if not i.is_loopback and admin_up(i)]
     for iface in up:
         for a in iface.ipv4:
             out.append(a.split("/")[0])

@@ -163,7 +163,7 @@ class ContainerSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, v: str) -> str:
-        if not _NAME_RE.match(v):
+        if not _NAME_RE.fullmatch(v):
             raise ValueError(f"invalid container name {v!r}: use letters, digits, '_', '.', '-'")
         return v
 
@@ -301,7 +301,7 @@ class LoggingSpec(_Strict):
     @field_validator("project", "experiment")
     @classmethod
     def _safe(cls, v: str | None) -> str | None:
-        if v is not None and not _NAME_RE.match(v):
+        if v is not None and not _NAME_RE.fullmatch(v):
             raise ValueError(f"invalid name {v!r}: use letters, digits, '_', '.', '-'")
         return v
 

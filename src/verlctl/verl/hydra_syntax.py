@@ -20,7 +20,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-_SAFE_UNQUOTED = re.compile(r"^[A-Za-z/_][A-Za-z0-9_./-]*$")
+# Used with fullmatch: "$" alone would also accept a trailing newline.
+_SAFE_UNQUOTED = re.compile(r"[A-Za-z/_][A-Za-z0-9_./-]*")
 _TYPED_WORDS = {"true", "false", "null", "none", "nan", "inf", "-inf", "+inf"}
 
 
@@ -45,7 +46,7 @@ def hydra_value(value: Any) -> str:
 
 
 def hydra_string(text: str) -> str:
-    if _SAFE_UNQUOTED.match(text) and text.lower() not in _TYPED_WORDS and not _looks_numeric(text):
+    if _SAFE_UNQUOTED.fullmatch(text) and text.lower() not in _TYPED_WORDS and not _looks_numeric(text):
         return text
     return "'" + _escape_quoted(_escape_interpolation(text)) + "'"
 
@@ -97,12 +98,12 @@ def override(key: str, value: Any, prefix: str = "") -> str:
 # Shell words
 
 
-_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+_SHELL_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")  # fullmatch only
 
 
 def shell_quote(word: str) -> str:
     """Quote one shell word so that bash passes it literally (readable where possible)."""
-    if word and _SHELL_SAFE.match(word):
+    if word and _SHELL_SAFE.fullmatch(word):
         return word
     if "'" not in word:
         return "'" + word + "'"

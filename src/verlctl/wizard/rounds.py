@@ -83,7 +83,7 @@ def _check_host(text: str) -> str | None:
         return None
     except ValueError:
         pass
-    return None if _HOST_RE.match(text) else f"{text!r} is not an IP address or host name"
+    return None if _HOST_RE.fullmatch(text) else f"{text!r} is not an IP address or host name"
 
 
 def _check_model_dir(a: Answers) -> Callable[[str], str | None]:
@@ -304,7 +304,7 @@ def _check_proxy(text: str) -> str | None:
     t = text.strip()
     if t.lower() in NO_PROXY_WORDS or not t:
         return None
-    return None if _PROXY_RE.match(t) else f"{t!r} is not a proxy URL (e.g. http://proxy:8080), or 'none'"
+    return None if _PROXY_RE.fullmatch(t) else f"{t!r} is not a proxy URL (e.g. http://proxy:8080), or 'none'"
 
 
 def _proxy_value(text: str) -> str | None:
@@ -407,7 +407,7 @@ def _ask_image(ctx: RoundContext) -> None:
             t = text.strip()
             if not t:
                 return "an image reference is required"
-            if not _IMAGE_RE.match(t):
+            if not _IMAGE_RE.fullmatch(t):
                 return f"{t!r} is not an image reference (e.g. quay.io/ascend/verl:TAG)"
             return a.check({"container.image": t})
 
