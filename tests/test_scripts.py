@@ -111,7 +111,7 @@ def _hydra_value(override: str) -> object:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(a=hostile, b=hostile, c=hostile, d=hostile)
 @example(a="0", b="\n", c="\n", d="\n")  # trailing newlines: once slipped through unquoted
-@example(a="$(touch /tmp/pwned)", b="`id`", c="'; rm -rf / #", d="${oc.env:HOME} \\'\"")
+@example(a="$(touch pwned)", b="`id`", c="'; rm -rf . #", d="${oc.env:HOME} \\'\"")
 def test_hostile_values_round_trip_literally(tmp_path_factory, a: str, b: str, c: str, d: str) -> None:
     base = tmp_path_factory.mktemp("hostile")
     workdir = base / f"w{a}"
