@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,16 @@ from verlctl.spec.resolve import load_spec
 DOUBLES = Path(__file__).resolve().parent / "doubles" / "bin"
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
 def render_from(flags: dict[str, Any]) -> Rendered:
+    flags = {"cluster.ray_port": _free_port(), **flags}
     plan = make_plan(load_spec(None, flags=flags, environ={}))
     assert plan.ok, [f.line() for f in plan.findings if f.severity.value == "error"]
     return plan.render()
@@ -36,6 +46,7 @@ def run_start_script(script_dir: Path, record: Path, env_names: list[str], extra
         "VERLCTL_TEST_RECORD": str(record),
         "VERLCTL_TEST_ENV_NAMES": " ".join(env_names),
         "VERLCTL_RAY_TMP": str(script_dir / "raytmp"),
+        "VERLCTL_TEST_PYTHON": sys.executable,
         **(extra_env or {}),
     }
     proc = subprocess.run(

@@ -136,8 +136,13 @@ def test_misspelled_override_is_stopped_by_the_preflight(lenv: LaunchEnv, docker
     assert bad in err[0]
     container = docker_engine.containers.get(lenv.name)
     ps = container.exec_run(["ps", "-eo", "args"]).output.decode()
-    assert "start_verl.sh" not in ps and "ray" not in ps and "main_dapo" not in ps
-    assert not (lenv.root / "logs").exists() or not any((lenv.root / "logs").iterdir())
+    assert "start_verl.sh" not in ps and "raylet" not in ps and "main_dapo" not in ps
+    # No training process ever started: the stand-in records every start, and the log has no trainer line.
+    assert lenv.argv_log == []
+    logs = "".join(p.read_text() for p in (lenv.root / "logs").glob("*.log"))
+    assert "[verlctl] training starts" not in logs and "TEST DOUBLE" not in logs
+    events = [json.loads(x) for x in next((lenv.state / "runs").iterdir()).joinpath("events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events][-2:] == ["stopped", "launch_failed"]
 
 
 def test_dry_run_changes_nothing(lenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]

@@ -109,15 +109,17 @@ class Launcher:
         else:
             where = "this host"
         acts.append(f"check readiness in {where}: python version, {'npu-smi info' if spec.device == 'npu' else 'nvidia-smi'}, installed verl version")
+        acts.append(f"copy {START_SCRIPT}, {TRAIN_SCRIPT} and {ENV_FILE} (mode 0600) to {where}:{scripts_dir}")
+        acts.append(f"start `bash {scripts_dir}/{START_SCRIPT}` in its own process group, output to {run_log}: "
+                    "Ray starts; training waits until the checks below pass (else everything started is stopped)")
         acts.append(f"preflight: compose the {len(the_plan.command.overrides)} overrides with {where}'s verl + Hydra "
                     f"({the_plan.command.entry.config_name})")
         sw = spec.logging.swanlab
         if sw.enabled:
             acts.append(f"SwanLab ({sw.mode}): check `import swanlab` in {where}, install it with pip if missing")
             if sw.mode == "cloud":
-                acts.append(f"SwanLab: log in to {sw.host} with the key from the 0600 env file and verify ~/.swanlab")
-        acts.append(f"copy {START_SCRIPT}, {TRAIN_SCRIPT} and {ENV_FILE} (mode 0600) to {where}:{scripts_dir}")
-        acts.append(f"start `bash {scripts_dir}/{START_SCRIPT}` in its own process group, output to {run_log}")
+                acts.append(f"SwanLab: check the login to {sw.host} with the key from the 0600 env file "
+                            "(nothing saved)")
         acts.append(f"verify within {int(self.options.verify_timeout)}s that {the_plan.command.entry.module} runs")
         acts.append(f"record the run (id {run_id}) under the state dir")
         return acts
@@ -206,14 +208,24 @@ class Launcher:
             record.verl_version = the_plan.command.version
             rendered = the_plan.render()
             record.train_log = rendered.log_file
-            self._preflight(self.executor, the_plan, scripts_dir, workdir)
             self._copy(self.executor, rendered, scripts_dir)
-            if spec.logging.swanlab.enabled:
-                from verlctl.runtime import swanlab
-
-                record.swanlab_url = swanlab.setup(self.executor, self.resolved, scripts_dir, self.report)
             self._write_record_files(record, rendered)
-            pgid = self.start(self.executor, record, the_plan, reason="launch")
+            # Ray comes up while verlctl checks the overrides and SwanLab; the script starts training only
+            # once the gate opens (and stops, with everything it started, if the checks fail).
+            gate = f"{scripts_dir}/gate"
+            pgid = self.start(self.executor, record, the_plan, reason="launch", gate=gate)
+            try:
+                self._preflight(self.executor, the_plan, scripts_dir, workdir)
+                if spec.logging.swanlab.enabled:
+                    from verlctl.runtime import swanlab
+
+                    record.swanlab_url = swanlab.setup(self.executor, self.resolved, scripts_dir, self.report)
+            except VerlctlError:
+                self.executor.run(["touch", f"{gate}.fail"], timeout=30)
+                self.executor.stop_group(pgid, grace_s=20)
+                record.event("stopped", pgid=pgid, reason="checks failed before training")
+                raise
+            self.executor.run(["touch", f"{gate}.ok"], timeout=30)
             self.verify(self.executor, record, pgid, the_plan.command.entry.module)
         except VerlctlError as exc:
             record.event("launch_failed", error=exc.message)
@@ -395,9 +407,11 @@ class Launcher:
     # ------------------------------------------------------------------------ start and verify
 
     def start(self, ex: Executor, record: RunRecord, the_plan: Plan, reason: str,
-              resumed_from: str | None = None) -> int:
+              resumed_from: str | None = None, gate: str | None = None) -> int:
         self.report.step(f"start {START_SCRIPT} ({reason})")
         env = {"VERLCTL_RAY_TMP": f"/tmp/verlctl-ray-{record.run_id[-4:]}{len(record.attempts)}"}
+        if gate:
+            env["VERLCTL_GATE"] = gate
         log_offset = ex.file_size(record.run_log) or 0
         pgid = ex.start_detached(["bash", f"{record.scripts_dir}/{START_SCRIPT}"], record.run_log,
                                  cwd=record.workdir, env=env)
