@@ -74,3 +74,17 @@ def fixture_text(path: str | Path) -> str:
         if line.rstrip("\r\n") == "# ---":
             return "".join(lines[i + 1 :])
     return "".join(lines)
+
+
+@pytest.fixture
+def launch_env(tmp_path: Path, docker_engine, test_image):  # type: ignore[no-untyped-def]
+    """A spec for a launch on the real engine (real model/parquet files, device nodes, free ports, a fresh
+    state dir); the container it names is removed afterwards. Holds a docker test slot."""
+    import docker_support
+    from launch_support import make_launch_env, remove_container
+
+    docker_support._slot.acquire()
+    env = make_launch_env(tmp_path, test_image, steps=3)
+    yield env
+    remove_container(docker_engine, env.name)
+    docker_support._slot.release()

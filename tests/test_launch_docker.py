@@ -13,20 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from launch_support import LaunchEnv, make_launch_env, remove_container
+from launch_support import LaunchEnv
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture
-def lenv(tmp_path: Path, docker_engine, test_image):  # type: ignore[no-untyped-def]
-    import docker_support
-
-    docker_support._slot.acquire()
-    env = make_launch_env(tmp_path, test_image, steps=3)
-    yield env
-    remove_container(docker_engine, env.name)
-    docker_support._slot.release()
+def lenv(launch_env: LaunchEnv) -> LaunchEnv:
+    return launch_env
 
 
 def wait_for(pred, timeout: float = 120, every: float = 1.0):  # type: ignore[no-untyped-def]

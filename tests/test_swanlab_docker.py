@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from launch_support import LaunchEnv, free_port, make_launch_env, remove_container
+from launch_support import LaunchEnv, free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
 
@@ -20,14 +20,8 @@ KEY = "swl-TEST-KEY-5f2b9c7e0a41"
 
 
 @pytest.fixture
-def senv(tmp_path: Path, docker_engine, test_image):  # type: ignore[no-untyped-def]
-    import docker_support
-
-    docker_support._slot.acquire()
-    env = make_launch_env(tmp_path, test_image, steps=3)
-    yield env
-    remove_container(docker_engine, env.name)
-    docker_support._slot.release()
+def senv(launch_env: LaunchEnv) -> LaunchEnv:
+    return launch_env
 
 
 def _all_text(root: Path) -> str:

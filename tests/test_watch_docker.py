@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from launch_support import LaunchEnv, make_launch_env, remove_container
+from launch_support import LaunchEnv
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
 
@@ -22,15 +22,10 @@ PREFIX = "actor_rollout_ref.rollout.enable_prefix_caching=True"
 
 
 @pytest.fixture
-def wenv(tmp_path: Path, docker_engine, test_image):  # type: ignore[no-untyped-def]
-    import docker_support
-
-    docker_support._slot.acquire()
-    env = make_launch_env(tmp_path, test_image, steps=5, step_seconds=0.5)
-    env.spec["features"] = {"enable": ["prefix_cache"]}  # a user-enabled feature: present in every rung
-    yield env
-    remove_container(docker_engine, env.name)
-    docker_support._slot.release()
+def wenv(launch_env: LaunchEnv) -> LaunchEnv:
+    launch_env.spec["train"]["steps"] = 5
+    launch_env.spec["features"] = {"enable": ["prefix_cache"]}  # a user-enabled feature: present in every rung
+    return launch_env
 
 
 def events(env: LaunchEnv) -> list[dict]:
