@@ -191,3 +191,31 @@ def test_faults_are_one_line_and_non_zero(lenv: LaunchEnv, docker_engine, fault:
     lines = [ln for ln in res.err.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and expect in lines[0], res.err
     assert {c.id for c in docker_engine.containers.list(all=True)} == before
+
+
+def test_quickstart_is_driven_by_the_seed_environment(lenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    paths = lenv.spec["paths"]
+    env = {
+        "CONTAINER": lenv.name,
+        "TRAIN_STEPS": "7",
+        "MODEL_PATH": paths["model"],
+        "TRAIN_FILE": paths["train_files"],
+        "VAL_FILE": paths["val_files"],
+        "CKPTS_DIR": paths["checkpoints"],
+        "SWANLAB_HOST": "http://10.0.0.1:8000",
+        "SWANLAB_API_KEY": "qs-SECRET-123",
+        "VERLCTL_CONTAINER__IMAGE": lenv.image,
+        "VERLCTL_TRAIN__TENSOR_PARALLEL": "2",
+        "VERLCTL_TRAIN__PIPELINE_PARALLEL": "1",
+    }
+    out = lenv.root / "qs"
+    res = lenv.cli("quickstart", "--dry-run", **env)
+    assert res.code == 0, res.out + res.err
+    assert f"create container {lenv.name}" in res.out
+    assert "SwanLab: check the login to http://10.0.0.1:8000" in res.out
+    assert "qs-SECRET-123" not in res.out + res.err
+    import docker
+
+    with pytest.raises(docker.errors.NotFound):
+        docker_engine.containers.get(lenv.name)
+    assert not out.exists() and not lenv.state.exists()
