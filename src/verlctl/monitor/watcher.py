@@ -306,6 +306,12 @@ class Watcher:
         attempt = self.record.attempts[-1]
         if self.ex.group_alive(attempt.pgid):
             self.ex.stop_group(attempt.pgid, grace_s=20)
+        if self.record.workers:
+            from verlctl.runtime.inspect import worker_targets
+
+            for w, wex, _ in worker_targets(self.record):
+                if wex is not None and w.pgid and wex.group_alive(w.pgid):
+                    wex.stop_group(w.pgid, grace_s=20)
         self._wait_memory_released()
         if decision.add_feature:
             self.history.oom_retries += 1

@@ -160,6 +160,7 @@ def render(resolved: ResolvedSpec, command: TrainingCommand) -> Rendered:
         join_retries=10,
         ray_resource=resource,
         ray_resource_args=resource_args,
+        ray_start_args=spec.cluster.ray_start_args,
         ray_tmp=f"/tmp/verlctl-ray-{digest}",
         socket_ifname=spec.cluster.socket_ifname,
         ifname_vars=("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")

@@ -30,17 +30,20 @@ NPU_DRIVER_MOUNTS = (
 )
 
 
-def connect(timeout: float = 10) -> Any:
+def connect(timeout: float = 10, base_url: str | None = None, where: str | None = None) -> Any:
     """A Docker client with a negotiated API version, or a one-line failure."""
     try:
         import docker
     except ImportError:  # pragma: no cover - a core dependency
         raise RuntimeFailure("the docker Python package is not installed") from None
     try:
-        client = docker.from_env(timeout=int(timeout))
+        if base_url is None:
+            client = docker.from_env(timeout=int(timeout))
+        else:
+            client = docker.DockerClient(base_url=base_url, version="auto", timeout=int(timeout))
         client.ping()
     except Exception as exc:
-        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        host = where or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         msg = " ".join(str(exc).split())[:200]
         raise RuntimeFailure(
             f"the Docker engine is not reachable at {host}: {msg}",
@@ -204,10 +207,11 @@ def container_image_names(container: Any) -> set[str]:
     return names
 
 
-def plan_container(client: Any, spec: RunSpec, allow_pull: bool, image_explicit: bool = False) -> ContainerPlan:
+def plan_container(client: Any, spec: RunSpec, allow_pull: bool, image_explicit: bool = False,
+                   name: str | None = None) -> ContainerPlan:
     """What to do about the container. A name taken by a container of another image is reused (with a
     warning) unless the spec names its image explicitly: then it is an error."""
-    c = spec.container
+    c = spec.container.model_copy(update={"name": name}) if name else spec.container
     existing = find_container(client, c.name)
     if existing is not None:
         plan = ContainerPlan(
@@ -276,7 +280,7 @@ def create_container(client: Any, spec: RunSpec, plan: ContainerPlan, labels: di
 
     c = spec.container
     kwargs: dict[str, Any] = {
-        "name": c.name,
+        "name": plan.name,
         "command": ["sleep", "infinity"],
         "detach": True,
         "init": True,
@@ -305,7 +309,7 @@ def create_container(client: Any, spec: RunSpec, plan: ContainerPlan, labels: di
     try:
         container = client.containers.create(c.image, **kwargs)
     except docker.errors.APIError as exc:
-        raise RuntimeFailure(f"cannot create container {c.name}: {' '.join(str(exc.explanation or exc).split())}") from None
+        raise RuntimeFailure(f"cannot create container {plan.name}: {' '.join(str(exc.explanation or exc).split())}") from None
     return container
 
 

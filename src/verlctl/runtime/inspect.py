@@ -19,10 +19,8 @@ def target(record: RunRecord, client: Any = None) -> tuple[Executor | None, dict
     """The executor for a run's target and the container's state (None when it is gone / not running)."""
     if record.runtime == "host":
         return HostExecutor(), {"runtime": "host"}
-    from verlctl.runtime import containers
-
     if client is None:
-        client = containers.connect()
+        client = _client_for(record, record.head_address)
     import docker
 
     try:
@@ -33,6 +31,36 @@ def target(record: RunRecord, client: Any = None) -> tuple[Executor | None, dict
     if c.status != "running":
         return None, info
     return DockerExecutor(client, c.id, c.name), info
+
+
+def _client_for(record: RunRecord, address: str | None) -> Any:
+    from verlctl.runtime import containers
+
+    if address is None:
+        return containers.connect()
+    from verlctl.runtime.nodes import node_client
+
+    return node_client(address, record.ssh_user, record.ssh_port, record.remote_docker_socket, record.ssh_config)
+
+
+def worker_targets(record: RunRecord) -> list[tuple[Any, Executor | None, dict[str, Any]]]:
+    """(handle, executor or None, container info) for every worker node of a multi-node run."""
+    import docker
+
+    out: list[tuple[Any, Executor | None, dict[str, Any]]] = []
+    for w in record.workers:
+        try:
+            client = _client_for(record, w.address)
+            c = client.containers.get(w.container_id or w.container_name)
+        except docker.errors.NotFound:
+            out.append((w, None, {"node": w.address, "state": "removed"}))
+            continue
+        except VerlctlError as exc:
+            out.append((w, None, {"node": w.address, "state": f"unreachable: {exc.message}"}))
+            continue
+        info = {"node": w.address, "name": c.name, "id": c.id[:12], "state": c.status}
+        out.append((w, DockerExecutor(client, c.id, f"{c.name}@{w.address}") if c.status == "running" else None, info))
+    return out
 
 
 def read_tail(ex: Executor, path: str, max_bytes: int = TAIL_BYTES) -> str:
@@ -81,6 +109,12 @@ def run_status(run_id: str | None) -> dict[str, Any]:
         "last_error": None,
         "last_line": None,
     }
+    if record.workers:
+        doc["head"] = record.head_address
+        doc["workers"] = [
+            {**info, "pgid": w.pgid, "alive": bool(ex and w.pgid and ex.group_alive(w.pgid))}
+            for w, ex, info in worker_targets(record)
+        ]
     live = record.read_status()
     if live:
         doc["live"] = live
@@ -179,6 +213,30 @@ def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
         return 0
 
 
+def stop_groups(groups: list[tuple[Executor, int, str]], grace: float) -> list[tuple[Executor, int, str]]:
+    """SIGTERM every group at once, wait (one shared grace period), SIGKILL what is left; fail if any stays."""
+    import signal
+
+    for gex, pgid, _ in groups:
+        gex.signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    alive = list(groups)
+    while alive and time.monotonic() < deadline:
+        alive = [g for g in alive if g[0].group_alive(g[1])]
+        if alive:
+            time.sleep(0.5)
+    for gex, pgid, _ in alive:
+        gex.signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while alive and time.monotonic() < deadline:
+        alive = [g for g in alive if g[0].group_alive(g[1])]
+        if alive:
+            time.sleep(0.25)
+    if alive:
+        raise RuntimeFailure(f"process group {alive[0][1]} in {alive[0][2]} did not stop")
+    return groups
+
+
 def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
     from rich.console import Console
 
@@ -191,16 +249,19 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
             console.print(f"stopped the watcher (pid {record.watcher_pid})", highlight=False)
         except ProcessLookupError:
             pass
+    groups: list[tuple[Executor, int, str]] = []
     if ex is not None and record.pgid:
         if ex.group_alive(record.pgid):
-            gone = ex.stop_group(record.pgid, grace_s=grace)
-            if not gone:
-                raise RuntimeFailure(f"process group {record.pgid} did not stop")
-            console.print(f"stopped process group {record.pgid} in {ex.describe()}", highlight=False)
+            groups.append((ex, record.pgid, ex.describe()))
         else:
             console.print(f"process group {record.pgid} had already ended", highlight=False)
     else:
         console.print(f"nothing to stop: the container is {container.get('state')}", highlight=False)
+    for w, wex, _info in worker_targets(record):
+        if wex is not None and w.pgid and wex.group_alive(w.pgid):
+            groups.append((wex, w.pgid, f"{wex.describe()}"))
+    for _gex, pgid, where in stop_groups(groups, grace):
+        console.print(f"stopped process group {pgid} in {where}", highlight=False)
     record.stopped = True
     record.event("stopped", pgid=record.pgid)
     record.save()
@@ -213,12 +274,18 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
         else:
             from verlctl.runtime import containers
 
-            client = containers.connect()
+            client = _client_for(record, record.head_address)
             c = containers.find_container(client, record.container_id or record.container_name or "")
             if c is not None:
                 c.remove(force=True)
                 console.print(f"removed container {record.container_name}", highlight=False)
                 record.event("container_removed", container=record.container_name)
+            for w in record.workers:
+                if w.container_created:
+                    wc = containers.find_container(_client_for(record, w.address), w.container_id or "")
+                    if wc is not None:
+                        wc.remove(force=True)
+                        console.print(f"removed container {w.container_name} on {w.address}", highlight=False)
     return 0
 
 

@@ -48,6 +48,16 @@ class Readiness:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass
+class NodeTarget:
+    """Another node of a multi-node run (the head is the Launcher's own client / plan)."""
+
+    address: str
+    client: Any
+    plan: Any
+    executor: Executor | None = None
+
+
 class Reporter:
     """Prints progress lines (one per action) and keeps them for the dry-run listing."""
 
@@ -90,6 +100,7 @@ class Launcher:
         self.container_plan: Any = None
         self.executor: Executor | None = None
         self.record: RunRecord | None = None
+        self.workers: list[NodeTarget] = []
 
     # --------------------------------------------------------------------------------- planning
 
@@ -102,12 +113,18 @@ class Launcher:
         _workdir, scripts_dir, run_log = _target_paths(self.resolved, run_id)
         acts: list[str] = []
         if spec.container.runtime == "docker":
-            acts += self.container_plan.actions()
+            head = f" on {spec.cluster.master_addr} (Ray head)" if self.workers else ""
             for m in self.container_plan.added_mounts:
-                acts.append(f"mount {m.host} at the same path (covers {m.why})")
+                acts.append(f"mount {m.host} at the same path (covers {m.why}){head}")
+            acts += [a + head for a in self.container_plan.actions()]
+            for w in self.workers:
+                acts += [f"{a} on {w.address} (over ssh)" for a in w.plan.actions()]
             where = f"container {spec.container.name}"
         else:
             where = "this host"
+        if self.workers:
+            acts.append(f"copy the scripts to every node; start {START_SCRIPT} on "
+                        f"{', '.join(w.address for w in self.workers)} as Ray workers (they join the head)")
         acts.append(f"check readiness in {where}: python version, {'npu-smi info' if spec.device == 'npu' else 'nvidia-smi'}, installed verl version")
         acts.append(f"copy {START_SCRIPT}, {TRAIN_SCRIPT} and {ENV_FILE} (mode 0600) to {where}:{scripts_dir}")
         acts.append(f"start `bash {scripts_dir}/{START_SCRIPT}` in its own process group, output to {run_log}: "
@@ -129,19 +146,37 @@ class Launcher:
     def run(self) -> RunRecord | None:
         spec = self.resolved.spec
         opts = self.options
-        if spec.cluster.nodes and len(spec.cluster.nodes) > 1:
+        multi = len(spec.cluster.nodes) > 1
+        if multi and spec.container.runtime != "docker":
             raise VerlctlError(
-                "multi-node launch is not supported by `verlctl launch` yet: run `verlctl plan -o DIR` and start "
-                "start_verl.sh on every node (the head decides by master_addr)",
-                hint="the rendered scripts handle Ray head/worker roles and wait for every node's devices",
+                "a multi-node launch needs container.runtime: docker (the other nodes are driven through their "
+                "Docker engines over ssh)",
+                hint="or run `verlctl plan -o DIR` and start start_verl.sh on every node yourself",
             )
         if spec.container.runtime == "docker":
             from verlctl.runtime import containers
+            from verlctl.runtime.nodes import node_client
 
-            self.client = containers.connect()
-            self.container_plan = containers.plan_container(
-                self.client, spec, allow_pull=opts.pull, image_explicit=self.resolved.explicit("container.image")
+            explicit_image = self.resolved.explicit("container.image")
+            c = spec.cluster
+            head = c.master_addr if multi else None
+            self.client = (
+                node_client(head, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config) if head else containers.connect()
             )
+            self.container_plan = containers.plan_container(
+                self.client, spec, allow_pull=opts.pull, image_explicit=explicit_image
+            )
+            engines = {_engine_id(self.client)}
+            for i, address in enumerate(n for n in c.nodes if multi and n != head):
+                client = node_client(address, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config)
+                # Nodes that share one Docker engine (a test rig, or two addresses of one machine) cannot share
+                # a container name: the extra ones get a node suffix.
+                engine = _engine_id(client)
+                name = f"{spec.container.name}-node{i + 1}" if engine in engines else None
+                engines.add(engine)
+                plan = containers.plan_container(client, spec, allow_pull=opts.pull, image_explicit=explicit_image,
+                                                 name=name)
+                self.workers.append(NodeTarget(address, client, plan))
         the_plan = self.plan()
         run_id = new_run_id(spec.logging.experiment or "run")
         actions = self.planned_actions(the_plan, run_id)
@@ -151,12 +186,14 @@ class Launcher:
         if has_errors(the_plan.findings):
             self._print_findings(the_plan.findings)
             raise VerlctlError("the spec has errors (listed above): nothing was changed")
-        if self.container_plan is not None:
-            for note in self.container_plan.notes:
-                self.report.warn(note)
-            if self.container_plan.missing_mounts:
+        plans = [("", self.container_plan)] if self.container_plan is not None else []
+        plans += [(f" on {w.address}", w.plan) for w in self.workers]
+        for where, plan in plans:
+            for note in plan.notes:
+                self.report.warn(note + where)
+            if plan.missing_mounts:
                 raise VerlctlError(
-                    f"container {spec.container.name} does not mount {self.container_plan.missing_mounts[0]}; "
+                    f"container {spec.container.name}{where} does not mount {plan.missing_mounts[0]}; "
                     "mounts cannot be added to an existing container",
                     hint="use another container.name (a new container gets every mount), or add the mount and recreate it",
                 )
@@ -201,15 +238,25 @@ class Launcher:
         self.record = record
         record.save()
         record.event("launch", actions=self.planned_actions(the_plan, run_id))
+        if self.workers:
+            c = spec.cluster
+            record.head_address = c.master_addr
+            record.ssh_user, record.ssh_port, record.remote_docker_socket = c.ssh_user, c.ssh_port, c.remote_docker_socket
+            record.ssh_config = c.ssh_config
         try:
             self.executor = self._prepare_target(record)
             ready = self._readiness(self.executor)
+            for w in self.workers:
+                w.executor = self._prepare_worker(record, w)
+                self._readiness(w.executor)
             the_plan = self._retarget_version(the_plan, ready)
             record.verl_version = the_plan.command.version
             rendered = the_plan.render()
             record.train_log = rendered.log_file
-            self._copy(self.executor, rendered, scripts_dir)
+            for ex in [self.executor, *(w.executor for w in self.workers if w.executor)]:
+                self._copy(ex, rendered, scripts_dir)
             self._write_record_files(record, rendered)
+            self.start_workers(record, the_plan, reason="launch")
             # Ray comes up while verlctl checks the overrides and SwanLab; the script starts training only
             # once the gate opens (and stops, with everything it started, if the checks fail).
             gate = f"{scripts_dir}/gate"
@@ -220,9 +267,13 @@ class Launcher:
                     from verlctl.runtime import swanlab
 
                     record.swanlab_url = swanlab.setup(self.executor, self.resolved, scripts_dir, self.report)
+                    for w in self.workers:  # the logger may run in a Ray worker on any node
+                        if w.executor is not None:
+                            swanlab.setup(w.executor, self.resolved, scripts_dir, self.report, login=False)
             except VerlctlError:
                 self.executor.run(["touch", f"{gate}.fail"], timeout=30)
                 self.executor.stop_group(pgid, grace_s=20)
+                self.stop_workers(record)
                 record.event("stopped", pgid=pgid, reason="checks failed before training")
                 raise
             self.executor.run(["touch", f"{gate}.ok"], timeout=30)
@@ -282,6 +333,58 @@ class Launcher:
         record.container_id = container.id
         record.save()
         return DockerExecutor(self.client, container.id, spec.container.name)
+
+    def _prepare_worker(self, record: RunRecord, w: NodeTarget) -> Executor:
+        from verlctl.runtime import containers
+        from verlctl.runtime.executor import DockerExecutor
+        from verlctl.runtime.records import NodeHandle
+
+        spec = self.resolved.spec
+        name = w.plan.name
+        handle = NodeHandle(address=w.address, container_name=name)
+        if w.plan.exists:
+            container = containers.find_container(w.client, name)
+            if container is None:
+                raise RuntimeFailure(f"container {name} on {w.address} disappeared")
+            self.report.step(f"reuse container {name} on {w.address} ({container.status})")
+            if container.status != "running":
+                containers.start_container(container)
+        else:
+            if w.plan.pull:
+                self.report.step(f"pull image {spec.container.image} on {w.address}")
+                containers.pull_image(w.client, spec.container.image, self.console)
+            self.report.step(f"create container {name} on {w.address}")
+            from verlctl.verl.environment import proxy_env
+            from verlctl.verl.table import Ctx
+
+            container = containers.create_container(
+                w.client, spec, w.plan, containers.labels_for(record.run_id, record.experiment),
+                proxy_env(Ctx(spec, record.verl_version)),
+            )
+            handle.container_created = True
+            containers.start_container(container)
+        handle.container_id = container.id
+        record.workers.append(handle)
+        record.save()
+        return DockerExecutor(w.client, container.id, f"{name}@{w.address}")
+
+    def start_workers(self, record: RunRecord, the_plan: Plan, reason: str) -> None:
+        """Start the script on every other node as a Ray worker (it retries joining the head)."""
+        for w, handle in zip(self.workers, record.workers, strict=True):
+            if w.executor is None:
+                continue
+            self.report.step(f"start {START_SCRIPT} on {w.address} (Ray worker, {reason})")
+            handle.pgid = w.executor.start_detached(
+                ["bash", f"{record.scripts_dir}/{START_SCRIPT}"], record.run_log, cwd=record.workdir,
+                env={"VERLCTL_ROLE": "worker"},
+            )
+            record.event("worker_started", node=w.address, pgid=handle.pgid, reason=reason)
+        record.save()
+
+    def stop_workers(self, record: RunRecord) -> None:
+        for w, handle in zip(self.workers, record.workers, strict=False):
+            if w.executor is not None and handle.pgid:
+                w.executor.stop_group(handle.pgid, grace_s=20)
 
     def _readiness(self, ex: Executor) -> Readiness:
         spec = self.resolved.spec
@@ -393,6 +496,15 @@ class Launcher:
         rendered = the_plan.render()
         self._preflight(ex, the_plan, record.scripts_dir, record.workdir)
         self._copy(ex, rendered, record.scripts_dir, env_file=False)
+        if record.workers:
+            from verlctl.runtime.inspect import worker_targets
+
+            self.workers = [NodeTarget(w.address, None, None, wex) for w, wex, _ in worker_targets(record)]
+            for target in self.workers:
+                if target.executor is None:
+                    raise RuntimeFailure(f"the container on {target.address} is not running: cannot restart")
+                self._copy(target.executor, rendered, record.scripts_dir, env_file=False)
+            self.start_workers(record, the_plan, reason=reason)
         attempt_dir = record.dir / f"attempt-{len(record.attempts) + 1}"
         attempt_dir.mkdir(parents=True, exist_ok=True)
         for name, text in rendered.files.items():
@@ -412,6 +524,8 @@ class Launcher:
         env = {"VERLCTL_RAY_TMP": f"/tmp/verlctl-ray-{record.run_id[-4:]}{len(record.attempts)}"}
         if gate:
             env["VERLCTL_GATE"] = gate
+        if record.workers:
+            env["VERLCTL_ROLE"] = "head"
         log_offset = ex.file_size(record.run_log) or 0
         pgid = ex.start_detached(["bash", f"{record.scripts_dir}/{START_SCRIPT}"], record.run_log,
                                  cwd=record.workdir, env=env)
@@ -483,6 +597,13 @@ class Launcher:
         record.event("failure", category=result.findings[0].category if result.findings else None, reason=reason)
         record.save()
         raise RuntimeFailure(reason, hint=hint, code=EXIT_FAILURE)
+
+
+def _engine_id(client: Any) -> str:
+    try:
+        return str(client.info().get("ID") or id(client))
+    except Exception:  # noqa: BLE001 - an engine that does not say: treat as distinct
+        return str(id(client))
 
 
 def _sections(text: str) -> dict[str, str]:

@@ -53,6 +53,16 @@ class Attempt(BaseModel):
     log_offset: int = 0  # size of the run log when this attempt started
 
 
+class NodeHandle(BaseModel):
+    """A worker node of a multi-node run: where its container is and the process group started there."""
+
+    address: str
+    container_id: str | None = None
+    container_name: str | None = None
+    container_created: bool = False
+    pgid: int | None = None
+
+
 class RunRecord(BaseModel):
     run_id: str
     created_at: float
@@ -70,6 +80,12 @@ class RunRecord(BaseModel):
     verl_version: str
     pgid: int | None = None
     attempts: list[Attempt] = Field(default_factory=list)
+    head_address: str | None = None  # multi-node: the head node (None: this machine)
+    workers: list[NodeHandle] = Field(default_factory=list)  # multi-node: the other nodes
+    ssh_user: str | None = None
+    ssh_port: int | None = None
+    remote_docker_socket: str = "/var/run/docker.sock"
+    ssh_config: str | None = None
     watcher_pid: int | None = None
     stopped: bool = False
     swanlab_url: str | None = None

@@ -37,7 +37,7 @@ def _with_env_file(env_file: str, argv: list[str]) -> list[str]:
     return ["bash", "-c", 'set -a; . "$1"; set +a; shift; exec "$@"', "verlctl-env", env_file, *argv]
 
 
-def setup(ex: Executor, resolved: ResolvedSpec, scripts_dir: str, report: Any) -> str | None:
+def setup(ex: Executor, resolved: ResolvedSpec, scripts_dir: str, report: Any, login: bool = True) -> str | None:
     spec = resolved.spec
     sw = spec.logging.swanlab
     report.step(f"SwanLab ({sw.mode}) in {ex.describe()}")
@@ -55,7 +55,7 @@ def setup(ex: Executor, resolved: ResolvedSpec, scripts_dir: str, report: Any) -
         if not res.ok:
             raise RuntimeFailure(f"swanlab still does not import in {ex.describe()} after installing it")
     report.note(f"swanlab {res.out.strip().splitlines()[-1] if res.out.strip() else ''}".strip())
-    if sw.mode == "cloud":
+    if sw.mode == "cloud" and login:
         res = ex.run(_with_env_file(f"{scripts_dir}/{ENV_FILE}", ["python3", "-c", _LOGIN]), timeout=120)
         line = next((ln for ln in res.out.splitlines() if ln.startswith("VERLCTL_SWANLAB")), "")
         if not res.ok or not line.endswith(" ok"):

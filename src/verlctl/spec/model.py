@@ -75,12 +75,34 @@ class ClusterSpec(_Strict):
     join_timeout_s: PositiveInt = Field(
         default=600, description="How long the head waits for every node's devices to join Ray."
     )
-    ssh_user: str | None = Field(default=None, description="SSH user for worker nodes (default: current user).")
+    ssh_user: str | None = Field(
+        default=None, description="SSH user for the other nodes (default: your ssh config / current user)."
+    )
+    ssh_port: Port | None = Field(default=None, description="SSH port of the other nodes (default: your ssh config).")
+    ssh_config: str | None = Field(
+        default=None, description="An ssh config file for reaching the other nodes (ssh -F); default: ~/.ssh/config."
+    )
+    remote_docker_socket: str = Field(
+        default="/var/run/docker.sock", description="The Docker engine socket on the other nodes (reached over SSH)."
+    )
+    ray_start_args: list[str] = Field(
+        default_factory=list, description="Extra arguments for `ray start` on every node (e.g. --num-cpus=64)."
+    )
 
     @field_validator("nodes", "devices", mode="before")
     @classmethod
     def _split(cls, v: object) -> object:
         return _csv_list(v)
+
+    @field_validator("ray_start_args")
+    @classmethod
+    def _ray_args(cls, v: list[str]) -> list[str]:
+        for a in v:
+            if not a.startswith("--") or "\n" in a:
+                raise ValueError(f"invalid ray start argument {a!r}: expected --name[=value]")
+            if a.split("=", 1)[0] in ("--head", "--block", "--address", "--port", "--temp-dir", "--resources"):
+                raise ValueError(f"{a.split('=', 1)[0]} is set by verlctl; it cannot be given in ray_start_args")
+        return v
 
     @field_validator("devices")
     @classmethod

@@ -1,0 +1,129 @@
+"""A two-node launch on the real engine: the second node is reached through a real sshd (OpenSSH, key auth).
+
+Both "nodes" are this machine: the head is its network address, the worker is 127.0.0.2, where a private sshd
+listens; verlctl forwards that node's Docker socket over ssh, exactly as for a remote machine. The two nodes
+share one engine here, so the worker's container gets a node suffix. Ray really runs two nodes (one per
+container, host network) and the stand-in trainer checks the device count of both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from launch_support import LaunchEnv, free_port
+
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+
+WORKER = "127.0.0.2"
+
+
+def _local_ip() -> str:
+    from verlctl.detect.network import NetworkInfo, probe_network
+
+    info = probe_network()
+    assert isinstance(info, NetworkInfo)
+    ip = info.primary_ipv4
+    if not ip or ip.startswith("127."):
+        pytest.skip("no non-loopback address for the head node")
+    return ip
+
+
+@pytest.fixture
+def ssh_home(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A private sshd on 127.0.0.2 (started and stopped by this fixture) and a HOME whose ssh config reaches it."""
+    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not os.path.exists(sshd):
+        if os.environ.get("CI"):
+            pytest.fail("sshd is missing (.ci/run installs openssh-server)")
+        pytest.skip("sshd is not installed")
+    d = tmp_path / "sshd"
+    d.mkdir()
+    for name in ("client", "host"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+    port = free_port()
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress {WORKER}\nHostKey {d / 'host'}\nAuthorizedKeysFile {d / 'client.pub'}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nStrictModes no\nUsePAM no\n"
+        f"PidFile {d / 'sshd.pid'}\nAllowStreamLocalForwarding yes\n"
+    )
+    Path("/run/sshd").mkdir(exist_ok=True)
+    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(d / "sshd_config")], stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex((WORKER, port)) == 0:
+                break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail(f"sshd did not listen: {proc.stderr.read().decode() if proc.stderr else ''}")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host {WORKER}\n  Port {port}\n  User root\n  IdentityFile {d / 'client'}\n  StrictHostKeyChecking no\n"
+        "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+    )
+    (home / ".ssh" / "config").chmod(0o600)
+    yield home
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_two_nodes_over_ssh_launch_status_stop(launch_env: LaunchEnv, ssh_home: Path, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    head = _local_ip()
+    env = launch_env
+    env.spec["cluster"].update({"nodes": [head, WORKER], "devices": [0, 1, 2, 3],
+                                "ssh_config": str(ssh_home / ".ssh" / "config")})
+    env.spec["train"].update({"steps": 30})
+    env.spec["env"]["VERLCTL_STANDIN_STEP_SECONDS"] = "1"
+    res = env.cli("launch", "-c", str(env.spec_file), "--yes", "--verify-timeout", "240")
+    assert res.code == 0, res.out + res.err
+    assert f"on {WORKER}" in res.out
+    worker_name = f"{env.name}-node1"
+    head_c = docker_engine.containers.get(env.name)
+    worker_c = docker_engine.containers.get(worker_name)
+    assert worker_c.status == "running"
+
+    # Ray has both nodes and all 8 devices; the trainer was told 2 nodes x 4.
+    status = head_c.exec_run(["ray", "status", "--address", f"{head}:{env.spec['cluster']['ray_port']}"]).output.decode()
+    assert "8.0 NPU" in status and status.count("node_") >= 2
+    argv = env.argv_log[-1]["argv"]
+    assert "trainer.nnodes=2" in argv and "trainer.n_gpus_per_node=4" in argv
+
+    st = json.loads(env.cli("status", "--json").out)
+    assert st["alive"] is True and st["head"] == head
+    assert [(w["node"], w["alive"]) for w in st["workers"]] == [(WORKER, True)]
+
+    res = env.cli("stop", "--remove-container")
+    assert res.code == 0, res.err
+    assert f"on {WORKER}" in res.out
+    import docker
+
+    for name in (env.name, worker_name):
+        with pytest.raises(docker.errors.NotFound):
+            docker_engine.containers.get(name)
+
+
+def test_an_unreachable_node_is_one_line_and_changes_nothing(launch_env: LaunchEnv, docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    head = _local_ip()
+    env = launch_env
+    env.spec["cluster"].update({"nodes": [head, WORKER], "devices": [0, 1, 2, 3], "ssh_port": free_port()})
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host *\n  BatchMode yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n")
+    env.spec["cluster"]["ssh_config"] = str(cfg)
+    before = {c.id for c in docker_engine.containers.list(all=True)}
+    res = env.cli("launch", "-c", str(env.spec_file), "--yes")
+    assert res.code != 0
+    lines = [ln for ln in res.err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and f"cannot reach the Docker engine of {WORKER} over ssh" in lines[0], res.err
+    assert "Traceback" not in res.err
+    assert {c.id for c in docker_engine.containers.list(all=True)} == before
