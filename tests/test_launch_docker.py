@@ -165,6 +165,7 @@ def test_training_dying_during_verification_is_reported(lenv: LaunchEnv) -> None
     assert res.err.startswith("error: the training process exited during start-up")
     events = [json.loads(x) for x in next((lenv.state / "runs").iterdir()).joinpath("events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events][-2:] == ["failure", "launch_failed"]
+    assert status(lenv)["state"] == "failed (exit 1)"
 
 
 @pytest.mark.parametrize("fault", ["engine", "image", "name_taken", "unmountable"])

@@ -79,6 +79,7 @@ def test_oom_ladder_adds_offload_and_resumes_from_the_last_checkpoint(wenv: Laun
     assert {"alert", "recovery"} <= {n["event"] for n in notified}
     st = json.loads(wenv.cli("status", "--json").out)
     assert len(st["attempts"]) == 2 and "offload" in st["attempts"][1]["features"]
+    assert st["state"] == "finished"
 
 
 def test_oom_ladder_goes_offload_then_recompute(wenv: LaunchEnv) -> None:

@@ -134,6 +134,16 @@ def _summarise(text: str, doc: dict[str, Any]) -> None:
         return
     lines = [ln for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
     doc["last_line"] = lines[-1][-300:] if lines else None
+    if doc["state"] == "not running":
+        # start_verl.sh's own last words: it finished, or it exited with a status.
+        import re
+
+        exits = list(re.finditer(r"start_verl\.sh exits with status (\d+)", text))
+        finished_at = text.rfind("] training finished")
+        if exits and exits[-1].start() > finished_at:
+            doc["state"] = f"failed (exit {exits[-1].group(1)})"
+        elif finished_at >= 0:
+            doc["state"] = "finished"
     result = diagnose_text(text)
     doc["progress"] = result.progress
     if result.steps:
