@@ -121,7 +121,8 @@ def make_launch_env(tmp_path: Path, image: str, *, steps: int = 3, step_seconds:
 
 
 def remove_container(client: Any, name: str) -> None:
-    import docker
-
-    with contextlib.suppress(docker.errors.NotFound):
-        client.containers.get(name).remove(force=True)
+    """Remove the container ``name`` and those a multi-node launch named after it (``name-nodeN``)."""
+    for c in client.containers.list(all=True, filters={"name": name}):
+        if c.name == name or c.name.startswith(f"{name}-node"):
+            with contextlib.suppress(Exception):
+                c.remove(force=True)
