@@ -95,17 +95,17 @@ def test_two_nodes_over_ssh_launch_status_stop(launch_env: LaunchEnv, ssh_home: 
 
     # Ray has both nodes and all 8 devices; the trainer was told 2 nodes x 4.
     status = head_c.exec_run(["ray", "status", "--address", f"{head}:{env.spec['cluster']['ray_port']}"]).output.decode()
-    assert "8.0 NPU" in status and status.count("node_") >= 2
+    assert "8.0 NPU" in status and status.count("node_") >= 2, status
     argv = env.argv_log[-1]["argv"]
-    assert "trainer.nnodes=2" in argv and "trainer.n_gpus_per_node=4" in argv
+    assert "trainer.nnodes=2" in argv and "trainer.n_gpus_per_node=4" in argv, argv
 
     st = json.loads(env.cli("status", "--json").out)
-    assert st["alive"] is True and st["head"] == head
-    assert [(w["node"], w["alive"]) for w in st["workers"]] == [(WORKER, True)]
+    assert st["alive"] is True and st["head"] == head, st
+    assert [(w["node"], w["alive"]) for w in st["workers"]] == [(WORKER, True)], st
 
     res = env.cli("stop", "--remove-container")
-    assert res.code == 0, res.err
-    assert f"on {WORKER}" in res.out
+    assert res.code == 0, res.out + res.err
+    assert f"on {WORKER}" in res.out, res.out
     import docker
 
     for name in (env.name, worker_name):
