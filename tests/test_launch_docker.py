@@ -99,8 +99,10 @@ def test_launch_new_container_run_status_stop_then_reuse(lenv: LaunchEnv, docker
 
 def test_stop_kills_only_the_run_process_group(lenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
     lenv.spec["train"]["steps"] = 100
+    lenv.spec["verl_version"] = "auto"  # taken from the container's installed verl
     res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes", "--verify-timeout", "180")
     assert res.code == 0, res.out + res.err
+    assert "verl_version auto -> 0.7.0" in res.out
     container = docker_engine.containers.get(lenv.name)
     container.exec_run(["python3", "-c", "import time; time.sleep(3600)  # unrelated"], detach=True)
     wait_for(lambda: "unrelated" in container.exec_run(["ps", "-eo", "args"]).output.decode(), 20)
