@@ -68,12 +68,23 @@ def cli():
 
 
 def fixture_text(path: str | Path) -> str:
-    """The capture in a fixture file: everything after the first line that is exactly '# ---'."""
+    """The capture in a fixture file: everything after the first line that is exactly '# ---'.
+
+    The product reads raw text; only the tests strip the provenance header."""
     lines = Path(path).read_text(encoding="utf-8").splitlines(keepends=True)
     for i, line in enumerate(lines):
         if line.rstrip("\r\n") == "# ---":
             return "".join(lines[i + 1 :])
-    return "".join(lines)
+    raise AssertionError(f"{path} has no '# ---' provenance separator")
+
+
+def capture(category: str, name: str) -> str:
+    """The capture of ``tests/fixtures/<category>/<name>``."""
+    return fixture_text(FIXTURES / category / name)
+
+
+def fixture_names(category: str) -> list[str]:
+    return sorted(p.name for p in (FIXTURES / category).glob("*.txt"))
 
 
 @pytest.fixture

@@ -61,6 +61,19 @@ def write_model(d: Path) -> None:
     (d / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 8)
 
 
+def write_run_files(root: Path, model: str = "Qwen3-tiny") -> dict[str, str]:
+    """A real model dir and train/val parquet files under ``root``; their spec paths."""
+    write_model(root / "models" / model)
+    (root / "data").mkdir(exist_ok=True)
+    write_parquet(root / "data" / "train.parquet")
+    write_parquet(root / "data" / "val.parquet")
+    return {
+        "paths.model": str(root / "models" / model),
+        "paths.train_files": str(root / "data" / "train.parquet"),
+        "paths.val_files": str(root / "data" / "val.parquet"),
+    }
+
+
 @dataclass
 class LaunchEnv:
     root: Path

@@ -19,20 +19,14 @@ from verlctl.checks.machine_checks import collect_facts, machine_findings
 from verlctl.spec.resolve import load_spec
 
 from conftest import clean_env
-from launch_support import write_model, write_parquet
+from launch_support import write_run_files
 
 pytestmark = pytest.mark.docker
 
 
 def files(tmp_path: Path) -> dict[str, Any]:
-    write_model(tmp_path / "models" / "Qwen3-tiny")
-    (tmp_path / "data").mkdir()
-    write_parquet(tmp_path / "data" / "train.parquet")
-    write_parquet(tmp_path / "data" / "val.parquet")
     return {
-        "paths.model": str(tmp_path / "models" / "Qwen3-tiny"),
-        "paths.train_files": str(tmp_path / "data" / "train.parquet"),
-        "paths.val_files": str(tmp_path / "data" / "val.parquet"),
+        **write_run_files(tmp_path),
         "train.tensor_parallel": 2,
         "train.pipeline_parallel": 1,
     }

@@ -38,7 +38,7 @@ from verlctl.detect.npu import parse_npu_smi_info, probe_npu
 from verlctl.spec.resolve import ResolvedSpec, load_spec
 
 from conftest import FIXTURES, fixture_text
-from launch_support import write_model, write_parquet
+from launch_support import write_model, write_run_files
 
 ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
@@ -97,14 +97,8 @@ def write_parquet_without_prompt(path: Path) -> None:
 @pytest.fixture
 def workspace(tmp_path: Path) -> dict[str, Any]:
     """A complete single-node spec on real files; runtime host (no docker) unless a test changes it."""
-    write_model(tmp_path / "models" / "Qwen3-tiny")
-    (tmp_path / "data").mkdir()
-    write_parquet(tmp_path / "data" / "train.parquet")
-    write_parquet(tmp_path / "data" / "val.parquet")
     return {
-        "paths.model": str(tmp_path / "models" / "Qwen3-tiny"),
-        "paths.train_files": str(tmp_path / "data" / "train.parquet"),
-        "paths.val_files": str(tmp_path / "data" / "val.parquet"),
+        **write_run_files(tmp_path),
         "paths.checkpoints": str(tmp_path / "ckpt" / "exp"),
         "container.runtime": "host",
         "train.tensor_parallel": 2,

@@ -9,23 +9,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from conftest import capture, fixture_names  # noqa: F401 - re-exported for the tests here
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"  # copies of /work/shared/fixtures, provenance headers kept
 
-
-def capture(category: str, name: str) -> str:
-    """The captured text of a fixture file: everything after the first line that is exactly '# ---'.
-
-    The product reads raw logs; only the tests strip the provenance header."""
-    lines = (FIXTURES / category / name).read_text(encoding="utf-8").splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        if line.rstrip("\r\n") == "# ---":
-            return "".join(lines[i + 1 :])
-    raise AssertionError(f"{category}/{name} has no '# ---' provenance separator")
-
-
-def fixture_names(category: str) -> list[str]:
-    return sorted(p.name for p in (FIXTURES / category).glob("*.txt"))
 
 
 @dataclass
