@@ -247,6 +247,25 @@ def test_stalled_mount_does_not_hang_the_scan(tmp_path: Path, fuse_ok: None) -> 
         nested.abort()
 
 
+def test_spare_workers_take_over_from_listings_stuck_on_stalled_mounts(tmp_path: Path, fuse_ok: None) -> None:
+    # Two workers start; both take a stalled root first (roots are queued in order). The good root is
+    # listed only because the coordinator starts a spare for each listing stuck past SLOW_LISTING_S.
+    from verlctl.detect.scan import BASE_WORKERS
+
+    assert BASE_WORKERS == 2
+    good = tmp_path / "good"
+    make_model(good / "Qwen-good", shards=1)
+    with StalledMount(tmp_path / "stall-a") as a, StalledMount(tmp_path / "stall-b") as b:
+        roots = [str(a.target), str(b.target), str(good)]
+        with_spares = scan(roots=roots, budget_s=1.5, workers=4)
+        without = scan(roots=roots, budget_s=0.5, workers=2)  # no spare allowed: the good root waits
+        a.abort()
+        b.abort()
+    assert model_paths(with_spares) == [str(good / "Qwen-good")]
+    assert sorted(with_spares.unfinished) == sorted(roots[:2])
+    assert model_paths(without) == [] and without.unreached == [str(good)]
+
+
 def test_stale_fuse_mount_is_unreadable_not_fatal(tmp_path: Path, fuse_ok: None) -> None:
     root = tmp_path / "root"
     make_model(root / "Qwen-ok", shards=1)
