@@ -401,3 +401,46 @@ def test_cli_write_is_atomic_and_never_follows_a_symlink(tmp_path: Path) -> None
 
 def test_import_failure_is_a_verlctl_error() -> None:
     assert issubclass(ScriptError, VerlctlError)
+
+
+def test_secrets_and_proxy_credentials_are_not_imported(tmp_path: Path) -> None:
+    script = _script(
+        tmp_path,
+        f"""\
+        export SWANLAB_API_KEY=sk-very-secret-123
+        export https_proxy=http://user:pa55word@proxy:3128
+        export http_proxy=http://proxy:3128
+        export ASCEND_RT_VISIBLE_DEVICES=4,5,6,7
+        export TASK_QUEUE_ENABLE=2
+        {ENTRY} trainer.logger='["console","swanlab"]' trainer.n_gpus_per_node=4 actor_rollout_ref.model.path=/m \\
+            data.train_files=/d/t.parquet data.val_files=/d/v.parquet
+        """,
+    )
+    out = tmp_path / "run.yaml"
+    r = run_cli("import", str(script), "-o", str(out), "--json")
+    assert r.code == 0, r.err
+    text = out.read_text()
+    for secret in ("sk-very-secret-123", "pa55word"):
+        assert secret not in text and secret not in r.out and secret not in r.err
+    doc = yaml.safe_load(text)
+    assert doc["cluster"]["devices"] == [4, 5, 6, 7] and doc["device"] == "npu"
+    assert doc["container"]["proxy"] == {"http": "http://proxy:3128"}
+    assert doc["env"] == {"TASK_QUEUE_ENABLE": "2"}
+    assert doc["logging"]["swanlab"]["enabled"] is True
+    notes = r.json()["notes"]
+    assert any("SWANLAB_API_KEY not imported" in n for n in notes)
+    assert any("https_proxy not imported" in n for n in notes)
+
+
+def test_python_heredoc_in_a_launch_script_is_not_mistaken_for_python(tmp_path: Path) -> None:
+    p = parse(
+        f"""\
+        python3 - <<'EOF'
+        import os
+        def f():
+            pass
+        EOF
+        {ENTRY} a=1
+        """
+    )
+    assert p.command.overrides == ["a=1"]

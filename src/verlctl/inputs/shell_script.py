@@ -108,8 +108,7 @@ def check_shell_text(text: str, name: str) -> None:
     bad = sum(1 for ch in text[:65536] if ord(ch) < 32 and ch not in "\t\n\r\f\v")
     if bad > 8:
         raise ScriptError(f"{name}: contains control characters, not a shell script")
-    if _PY_SOURCE.search(text[:65536]):
-        raise ScriptError(f"{name}: looks like Python source (import/def/class lines), not a bash launch script")
+
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1110,10 +1109,14 @@ class _Arith:
 def parse_script(text: str, name: str = "script", environ: dict[str, str] | None = None) -> ParsedScript:
     """Parse a launch script; ``environ``: values for variables the script reads from its environment."""
     check_shell_text(text, name)
-    tokens = tokenize(text, name)
     interp = _Interp(name, environ)
-    interp.run(tokens)
+    try:
+        interp.run(tokenize(text, name))
+    except ScriptError:
+        _not_python(text, name)
+        raise
     if not interp.commands:
+        _not_python(text, name)
         raise ScriptError(
             f"{name}: no `python3 -m <entry>` command at the top level of the script (nothing to import)"
         )
@@ -1123,6 +1126,11 @@ def parse_script(text: str, name: str = "script", environ: dict[str, str] | None
         interp.note(f"further python -m commands ignored: {others}")
     unset = [u for u in interp.unset if u not in (environ or {})]
     return ParsedScript(name, interp.vars, interp.exports(), command, interp.notes, unset)
+
+
+def _not_python(text: str, name: str) -> None:
+    if _PY_SOURCE.search(text[:65536]):
+        raise ScriptError(f"{name}: looks like Python source (import/def/class lines), not a bash launch script")
 
 
 def parse_file(path: str | Path, environ: dict[str, str] | None = None) -> ParsedScript:

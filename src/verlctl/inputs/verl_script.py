@@ -322,7 +322,7 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
         if UNRESOLVED in value:
             notes.append(f"env {name} not imported: its value needs a command the import does not run")
             continue
-        if name in SECRET_ENV:
+        if name.upper() in SECRET_ENV:
             notes.append(f"env {name} not imported (a secret): export it when you run verlctl launch")
             continue
         if name in ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") and re.fullmatch(r"[0-9]+(,[0-9]+)*", value):
@@ -332,7 +332,10 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
                 device = device or ("npu" if name.startswith("ASCEND") else "gpu")
                 continue
         if name in ENV_FIELDS:
-            put(ENV_FIELDS[name], value, f"export {name}")
+            if "@" in value.split("://", 1)[-1].split("/", 1)[0]:
+                notes.append(f"env {name} not imported: the proxy URL holds credentials; export {name} yourself")
+            else:
+                put(ENV_FIELDS[name], value, f"export {name}")
             continue
         env[name] = value
     if device is None:
