@@ -269,8 +269,13 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
     actor_strategy = value_of(f"{AR}.actor.strategy")
     config_name = (cmd.config_name or "").removesuffix(".yaml") or None
     if engine not in (None, "megatron", "dp", "fsdp"):
+        gone = (
+            "; verl 0.9.1 has no such engine either (the MindSpeed-LLM backend was removed upstream, verl #7374)"
+            if engine == "mindspeed" and version in (None, "0.9.1")
+            else ""
+        )
         raise ImportFailure(
-            f"{parsed.name}: model_engine={engine} has no verlctl strategy (megatron, fsdp, fsdp2 only)"
+            f"{parsed.name}: model_engine={engine} has no verlctl strategy (megatron, fsdp, fsdp2 only){gone}"
         )
     if actor_strategy not in (None, "megatron", "fsdp", "fsdp2"):
         raise ImportFailure(
