@@ -101,9 +101,8 @@ def run_one(rel: str) -> Outcome:
     name = (cmd.config_name or default_name).removesuffix(".yaml")
     unresolved = [o for o in cmd.overrides if UNRESOLVED in o]
     original = [o for o in cmd.overrides if UNRESOLVED not in o]
-    argv = result.command_argv
-    ours = argv[argv.index("--config-name") + 2 :]
-    ours_name = argv[argv.index("--config-name") + 1]
+    ours_name, ours = _split_argv(result.command_argv)
+    original = [o for o in original if not o.startswith("hydra.")]  # Hydra's own settings, not config keys
     if cmd.module.startswith("recipe.") and tree != "0.7.0":
         return Outcome(rel, "cannot_import", f"{cmd.module} is not part of verl {tree} (recipe/ moved to the "
                        "verl-recipe repository): no config tree to compose the script's command against",
@@ -142,6 +141,28 @@ def run_one(rel: str) -> Outcome:
         differing[key] = "value needs a command's output (not run by import)"
     status = "differs" if differing else "equivalent"
     return Outcome(rel, status, "", differing, compared, len(result.extras), time.perf_counter() - t0)
+
+
+def _split_argv(argv: list[str]) -> tuple[str, list[str]]:
+    """verlctl's ``python3 -m MODULE [--config-path P] --config-name N overrides...`` -> (N, overrides).
+    ``hydra.*`` overrides (e.g. a search path) are left to the compose helper, which sets its own."""
+    rest = argv[argv.index("-m") + 2 :]
+    name = ""
+    overrides: list[str] = []
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        if a in ("--config-name", "-cn", "--config-path", "-cp"):
+            if a in ("--config-name", "-cn"):
+                name = rest[i + 1]
+            i += 2
+            continue
+        if a.startswith(("--config-name=", "-cn=")):
+            name = a.split("=", 1)[1]
+        elif not a.startswith("-") and not a.startswith("hydra."):
+            overrides.append(a)
+        i += 1
+    return name, overrides
 
 
 def _first_line(exc: BaseException) -> str:
