@@ -228,6 +228,10 @@ def test_limits_keep_hostile_scripts_bounded() -> None:
     assert all(UNRESOLVED in o for o in p.command.overrides)
     with pytest.raises(ScriptError, match="more than"):
         parse("A=" + "x" * 70000 + f"\n{ENTRY} a=$A\n")
+    with pytest.raises(ScriptError, match="more than"):
+        parse("X=ab\n" + 'X="$X$X"\n' * 40 + f"{ENTRY} a=$X\n")
+    with pytest.raises(ScriptError, match="too many expansions"):
+        parse("A=A\n" + "B=$((A))\n" * 5000 + f"{ENTRY} a=1\n")
 
 
 @pytest.mark.parametrize(

@@ -26,10 +26,11 @@ from pathlib import Path
 
 from verlctl.errors import VerlctlError
 
-MAX_SCRIPT_BYTES = 1 << 20  # a launch script is a few KiB; anything over 1 MiB is not one
+MAX_SCRIPT_BYTES = 256 * 1024  # a launch script is a few KiB (verl's largest: 12 KiB); 256 KiB is plenty
 MAX_VALUE_CHARS = 1 << 16  # one expanded value
-MAX_TOKENS = 200_000
+MAX_TOKENS = 100_000
 MAX_DEPTH = 16  # nesting of ${...} / $(...) inside each other, and arithmetic recursion
+MAX_WORK = 20_000  # expansion steps (parameters, arithmetic terms) per script; verl's scripts need < 200
 
 #: Marks text that could not be resolved without running a command (kept out of the spec).
 UNRESOLVED = "\ue000"
@@ -218,7 +219,9 @@ class _Lexer:
         while self.i < self.n and s[self.i] in " \t":
             self.i += 1
         w = self.word(line)
-        delim = "".join(p.text for p in w.parts)
+        delim = "".join(p.text for p in w.parts) if isinstance(w, Word) else ""
+        if not delim:
+            raise self.err("here-document without a delimiter word", line)
         nl = s.find("\n", self.i)
         if nl < 0:
             raise self.err(f"here-document without a body (delimiter {delim!r})", line)
@@ -542,6 +545,13 @@ class _Interp:
         self.notes: list[str] = []
         self.unset: list[str] = []
         self.commands: list[PythonCommand] = []
+        self.work = 0
+        self.line = 0  # of the word being expanded
+
+    def step(self, line: int = 0) -> None:
+        self.work += 1
+        if self.work > MAX_WORK:
+            raise ScriptError(f"{self.name}: line {line or self.line}: too many expansions for a launch script")
 
     def note(self, text: str) -> None:
         if text not in self.notes and len(self.notes) < 200:
@@ -571,6 +581,7 @@ class _Interp:
         """Expand the body of ``${...}`` (or a plain ``$NAME``)."""
         if depth > MAX_DEPTH:
             raise ScriptError(f"{self.name}: line {line}: expansions nested too deeply")
+        self.step(line)
         if body.startswith("#") and len(body) > 1:
             inner = self.param(body[1:], line, depth + 1)
             if isinstance(inner, list):
@@ -691,6 +702,7 @@ class _Interp:
 
     def _segments(self, w: Word, depth: int) -> list[tuple[Value, bool]]:
         out: list[tuple[Value, bool]] = []
+        self.line = w.line
         for p in w.parts:
             if p.kind == "lit":
                 out.append((p.text, True))  # literal text never splits
@@ -1086,6 +1098,7 @@ class _Arith:
             except ValueError:
                 raise _ArithError(f"value too great for base ({text})") from None
         if kind == "name":
+            self.interp.step()
             raw = self.interp.scalar(self.interp.vars.get(text))
             if not raw.strip():
                 return 0
