@@ -366,6 +366,10 @@ def test_cli_bad_scripts_get_one_line_and_no_file(tmp_path: Path) -> None:
     sft = _script(tmp_path, "python3 -m verl.trainer.fsdp_sft_trainer data.train_files=x\n")
     _assert_one_line_failure([str(sft)], out, "not one verlctl runs")
     _assert_one_line_failure([str(gae), "--var", "1BAD=x"], out, "--var expects NAME=VALUE")
+    own = _script(tmp_path, f"{ENTRY} --config-name my_trainer a.b=1\n")
+    _assert_one_line_failure([str(own)], out, "not one of verl's configs")
+    own_dir = _script(tmp_path, f"{ENTRY} --config-path /etc/mine --config-name ppo_trainer a.b=1\n")
+    _assert_one_line_failure([str(own_dir)], out, "a config directory of your own")
 
 
 def test_cli_imports_an_official_script_and_plan_accepts_it(tmp_path: Path) -> None:

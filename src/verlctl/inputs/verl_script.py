@@ -27,6 +27,14 @@ ENTRIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "verl.experimental.one_step_off_policy.main_ppo": ("one_step_off_policy", ("0.9.1",)),
 }
 
+#: The Hydra configs each entry point ships (its --config-name choices).
+KNOWN_CONFIGS: dict[str, tuple[str, ...]] = {
+    "verl.trainer.main_ppo": ("ppo_trainer", "ppo_megatron_trainer"),
+    "recipe.dapo.main_dapo": ("dapo_trainer", "dapo_megatron_trainer"),
+    "recipe.one_step_off_policy.main_ppo": ("one_step_off_ppo_trainer", "one_step_off_ppo_megatron_trainer"),
+    "verl.experimental.one_step_off_policy.main_ppo": ("one_step_off_ppo_trainer", "one_step_off_ppo_megatron_trainer"),
+}
+
 #: Hydra key -> (spec path, kind). Kinds: int, float, str, files, bool.
 FIELDS: dict[str, tuple[str, str]] = {
     "data.train_files": ("paths.train_files", "files"),
@@ -268,6 +276,16 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
     engine = value_of("model_engine")
     actor_strategy = value_of(f"{AR}.actor.strategy")
     config_name = (cmd.config_name or "").removesuffix(".yaml") or None
+    if config_name is not None and config_name not in KNOWN_CONFIGS.get(module, ()):
+        raise ImportFailure(
+            f"{parsed.name}: --config-name {config_name} is not one of verl's configs for {module} "
+            f"({', '.join(KNOWN_CONFIGS[module])}): verlctl composes from verl's own config"
+        )
+    if cmd.config_path is not None and cmd.config_path.rstrip("/") not in ("config", "./config"):
+        raise ImportFailure(
+            f"{parsed.name}: --config-path {cmd.config_path}: a config directory of your own cannot be imported "
+            "(verlctl composes from the entry point's own config, next to the module)"
+        )
     if engine not in (None, "megatron", "dp", "fsdp"):
         gone = (
             "; verl 0.9.1 has no such engine either (the MindSpeed-LLM backend was removed upstream, verl #7374)"
