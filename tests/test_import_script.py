@@ -379,6 +379,7 @@ def test_cli_imports_an_official_script_and_plan_accepts_it(tmp_path: Path) -> N
     r = run_cli("import", str(script), "-o", str(out), "--var", "HOME=/data")
     assert r.code == 0, r.err
     assert "kept as extra overrides: " in r.out and "wrote " in r.out
+    assert "expanded empty: PWD (give values with --var NAME=VALUE)" in r.out
     doc = yaml.safe_load(out.read_text())
     assert (doc["verl_version"], doc["algorithm"], doc["mode"], doc["strategy"]) == ("0.7.0", "dapo", "sync", "fsdp")
     assert doc["paths"]["model"] == "/data/verl/models/Qwen3-8B-Base"

@@ -247,6 +247,11 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
     describe (another algorithm, entry point or training engine)."""
     cmd = parsed.command
     notes = list(parsed.notes)
+    if parsed.unset:
+        notes.append(
+            f"read but never set by the script, so expanded empty: {', '.join(parsed.unset[:10])} "
+            "(give values with --var NAME=VALUE)"
+        )
     module = cmd.module
     if module not in ENTRIES:
         raise ImportFailure(
