@@ -256,9 +256,7 @@ class _Lexer:
         while self.i < self.n:
             c = s[self.i]
             if not operand and (c in " \t\r\f\v\n" or c in _OPERATOR_CHARS):
-                if c == "(" and not parts and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\+?=", "".join(lit)):
-                    break  # NAME=( : the caller reads an array
-                break
+                break  # (NAME=( is read as an array below)
             if c == "\\":
                 if self.i + 1 < self.n:
                     nxt = s[self.i + 1]
