@@ -9,6 +9,7 @@ def register(app: typer.Typer) -> None:
     from verlctl.commands import check as check_cmd
     from verlctl.commands import detect as detect_cmd
     from verlctl.commands import diagnose as diagnose_cmd
+    from verlctl.commands import import_cmd
     from verlctl.commands import init as init_cmd
     from verlctl.commands import plan as plan_cmd
     from verlctl.commands import run as run_cmd
@@ -28,3 +29,4 @@ def register(app: typer.Typer) -> None:
     app.command("diagnose")(diagnose_cmd.diagnose)
     app.command("features")(plan_cmd.features)
     app.command("schema")(plan_cmd.schema)
+    app.command("import")(import_cmd.import_script)

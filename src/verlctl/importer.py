@@ -1,0 +1,212 @@
+"""``verlctl import``: an existing verl launch script -> a run spec that reproduces its command.
+
+The script is parsed (never run: :mod:`verlctl.inputs.shell_script`), its overrides are mapped onto spec
+fields and features (:mod:`verlctl.inputs.verl_script`), and verlctl's own command for that spec is built.
+Every script override whose key verlctl does not emit with the same value is kept, exactly as the script
+passes it, in ``extra_overrides`` (appended last, so it wins); every exported variable that verlctl does
+not set to the same value is kept in ``env``. What verlctl adds that the script did not set is listed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verlctl.errors import SpecError, VerlctlError
+from verlctl.inputs.shell_script import UNRESOLVED, ParsedScript, ScriptError, parse_file
+from verlctl.inputs.verl_script import (
+    ABSENT,
+    NAME_FIELDS,
+    ImportFailure,
+    Mapped,
+    ScriptOverride,
+    map_script,
+    parse_value,
+    same_value,
+    split_override,
+)
+
+
+@dataclass
+class ImportResult:
+    parsed: ParsedScript
+    mapped: Mapped
+    document: dict[str, Any]  # the spec to write
+    covered: list[ScriptOverride]  # reproduced by verlctl's command from spec fields
+    extras: list[str]  # kept verbatim in extra_overrides
+    unresolved: list[ScriptOverride]  # values that need a command the import does not run
+    env_kept: dict[str, str]
+    env_covered: list[str]
+    added: list[str] = field(default_factory=list)  # keys verlctl sets that the script does not
+    notes: list[str] = field(default_factory=list)
+    command_argv: list[str] = field(default_factory=list)
+    config_dir: str = ""
+
+
+def _resolved(tree: dict[str, Any], sources: dict[str, str]) -> Any:
+    from verlctl.spec.resolve import ResolvedSpec, derive, validate_tree
+    from verlctl.spec.sources import Layer, Source, flatten, merge_layers
+
+    layer = Layer(Source.FILE, tree, {p: sources.get(p, "imported script") for p in flatten(tree)})
+    merged, origins = merge_layers([layer])
+    spec = validate_tree(merged, origins)
+    resolved = ResolvedSpec(spec, dict(origins))
+    derive(resolved)
+    return resolved
+
+
+def _drop(tree: dict[str, Any], path: str) -> bool:
+    node: Any = tree
+    parts = path.split(".")
+    for p in parts[:-1]:
+        if not isinstance(node, dict) or p not in node:
+            return False
+        node = node[p]
+    if isinstance(node, dict) and parts[-1] in node:
+        del node[parts[-1]]
+        return True
+    return False
+
+
+def _validated(mapped: Mapped) -> Any:
+    """Resolve the mapped tree; a value the spec rejects is left out (its override then stays extra)."""
+    tree = mapped.tree
+    for _ in range(64):
+        try:
+            return _resolved(tree, mapped.sources)
+        except SpecError as exc:
+            path = exc.field or ""
+            candidates = [p for p in mapped.sources if p == path or p.startswith(path + ".")] if path else []
+            if not candidates or not any(_drop(tree, p) for p in candidates):
+                raise ImportFailure(
+                    f"{mapped.module}: the script's values do not make a valid spec: {exc.message}"
+                ) from None
+            for p in candidates:
+                for ov in mapped.overrides:
+                    if ov.mapped_to == p:
+                        ov.mapped_to = None
+                        if p in NAME_FIELDS:
+                            mapped.dropped[ov.raw] = f"not a valid name for verlctl ({exc.message}): verlctl's is used"
+                if not any(raw == mapped.sources[p] for raw in mapped.dropped):
+                    mapped.notes.append(f"{p} not set from `{mapped.sources[p]}`: {exc.message}")
+    raise ImportFailure(f"{mapped.module}: the script's values do not make a valid spec")
+
+
+def _emitted_value(text: str) -> Any:
+    ov = split_override(text)
+    return None if ov is None else parse_value(ov.value_text)
+
+
+def import_script(path: str | Path, version: str | None = None, environ: dict[str, str] | None = None) -> ImportResult:
+    """Parse, map and reconcile a launch script. Raises ScriptError/ImportFailure with one line."""
+    from verlctl.verl.compose import build_command
+
+    parsed = parse_file(path, environ)
+    mapped = map_script(parsed, version)
+    resolved = _validated(mapped)
+    command = build_command(resolved)
+    emitted = {line.key: line for line in command.overrides if line.key}
+
+    covered: list[ScriptOverride] = []
+    extras: list[str] = []
+    unresolved: list[ScriptOverride] = []
+    notes = list(mapped.notes)
+    absent = ABSENT.get(mapped.version, {})
+    for ov in mapped.overrides:
+        if ov.unresolved:
+            unresolved.append(ov)
+            continue
+        if ov.key in absent:
+            mapped.dropped[ov.raw] = absent[ov.key]
+        if ov.raw in mapped.dropped:
+            notes.append(f"{ov.raw} not imported: {mapped.dropped[ov.raw]}")
+            continue
+        line = emitted.get(ov.key)
+        if line is not None and same_value(_emitted_value(line.text), parse_value(ov.value_text)):
+            covered.append(ov)
+            continue
+        if "\n" in ov.raw:
+            notes.append(f"{ov.key}: a value with a line break cannot be passed as an extra override; not imported")
+            continue
+        extras.append(ov.raw)
+    env_kept: dict[str, str] = {}
+    env_covered: list[str] = []
+    for name, value in mapped.env.items():
+        if command.env.get(name) == value:
+            env_covered.append(name)
+        else:
+            env_kept[name] = value
+
+    document = dict(mapped.tree)
+    if env_kept:
+        document["env"] = env_kept
+    if extras:
+        document["extra_overrides"] = extras
+    final = _validated(Mapped(document, mapped.overrides, {}, mapped.version, mapped.module, mapped.config_name,
+                              notes, mapped.sources))
+    final_command = build_command(final)
+    script_keys = {o.key for o in mapped.overrides}
+    added = [line.text for line in final_command.overrides if line.key and line.key not in script_keys]
+    for ov in unresolved:
+        shown = ov.raw.replace(UNRESOLVED, "")
+        notes.append(f"{ov.key} not imported: `{shown[:100]}` needs a command's output (verlctl runs nothing)")
+    return ImportResult(
+        parsed, mapped, document, covered, extras, unresolved, env_kept, env_covered, added, notes,
+        final_command.argv(), final_command.entry.config_dir,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Writing the spec
+
+
+def spec_text(result: ImportResult, source: str) -> str:
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def represent_list(dumper: Any, data: list[Any]) -> Any:
+        flow = bool(data) and all(isinstance(v, int) and not isinstance(v, bool) for v in data)
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+    Dumper.add_representer(list, represent_list)
+    header = [
+        f"# verlctl run spec imported from {' '.join(source.split())[:200]} by `verlctl import`.",
+        "# Script overrides that verlctl's command does not reproduce are kept verbatim in extra_overrides",
+        "# (appended last); `verlctl plan -c FILE` shows the command and every value's source.",
+    ]
+    body = yaml.dump(result.document, Dumper=Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                     width=4096)
+    return "\n".join(header) + "\n" + body
+
+
+def write_atomic(path: Path, text: str, force: bool) -> None:
+    """Write ``text`` to ``path`` via a new temporary file and rename: a planted symlink is replaced, never
+    followed; an existing file is replaced only with ``force``."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir() and not path.is_symlink():
+        raise VerlctlError(f"{path} is a directory: give a file name, e.g. {path / 'run.yaml'}")
+    if not parent.is_dir():
+        raise VerlctlError(f"cannot write {path}: directory {parent} does not exist")
+    if (path.exists() or path.is_symlink()) and not force:
+        raise VerlctlError(f"{path} exists: nothing was written (pass --force to replace it)")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise VerlctlError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+__all__ = ["ImportFailure", "ImportResult", "ScriptError", "import_script", "spec_text", "write_atomic"]

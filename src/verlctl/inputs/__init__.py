@@ -1,0 +1,1 @@
+"""Inputs that become run-spec values: existing verl launch scripts (``verlctl import``)."""

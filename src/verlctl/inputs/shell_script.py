@@ -1,0 +1,1148 @@
+"""Read a verl launch script without running it: variables, exports and the ``python3 -m <entry>`` command.
+
+A small, bounded subset of bash is understood statically:
+
+* words with ``'single'``, ``"double"`` and ``$'ansi'`` quotes, backslash escapes, line continuations and
+  comments; ``NAME=value``, ``NAME+=value``, arrays ``NAME=( ... )``, ``export A=B C=D``, ``unset``;
+* expansions from the script itself: ``$VAR``, ``${VAR}``, ``${VAR:-default}`` (and ``-``, ``:=``, ``=``,
+  ``:+``, ``+``), ``${VAR,,}``/``${VAR^^}``, ``${#VAR}``, ``${ARR[@]}``, ``"$@"`` (empty: the script is read
+  with no arguments) and integer arithmetic ``$((a + b * 2))``;
+* ``$(basename …)`` and ``$(dirname …)`` are computed as string functions; every other command substitution
+  is *not run*: its value is marked unresolved and reported.
+
+Nothing is ever executed. ``if``/``case``/loops and function bodies are skipped (reported), ``source`` is
+not followed, and ``exit`` at the top level ends the script. Input size, value sizes, nesting and the
+number of tokens are capped, so a hostile file costs bounded time and memory.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verlctl.errors import VerlctlError
+
+MAX_SCRIPT_BYTES = 256 * 1024  # a launch script is a few KiB (verl's largest: 12 KiB); 256 KiB is plenty
+MAX_VALUE_CHARS = 1 << 16  # one expanded value
+MAX_TOKENS = 100_000
+MAX_DEPTH = 16  # nesting of ${...} / $(...) inside each other, and arithmetic recursion
+MAX_WORK = 20_000  # expansion steps (parameters, arithmetic terms) per script; verl's scripts need < 200
+
+#: Marks text that could not be resolved without running a command (kept out of the spec).
+UNRESOLVED = "\ue000"
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=")
+_PYTHON = re.compile(r"python(?:[0-9]+(?:\.[0-9]+)*)?")
+_OPERATOR_CHARS = set(";&|()<>")
+_OPENERS = {"if": "fi", "case": "esac", "for": "done", "while": "done", "until": "done", "select": "done", "{": "}"}
+_CLOSERS = {"fi", "esac", "done", "}"}
+_OP_RE = re.compile(r"[0-9]*(?:>>|>&|<<<|<<|<&|&>>|&>|>\||<>|>|<)|&&|\|\||;;&?|;&|\|&|[;&|()]")
+_PY_SOURCE = re.compile(r"^(?:import [A-Za-z_][\w.]*|from [\w.]+ import |def \w+\(.*\):|class \w+[(:])", re.M)
+
+
+class ScriptError(VerlctlError):
+    """The file is not a launch script this reader can understand; ``str()`` is one line."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading the file
+
+
+def read_script(path: str | Path) -> str:
+    """Read a script as text: a regular file, at most MAX_SCRIPT_BYTES, UTF-8, no NUL bytes."""
+    p = str(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise ScriptError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise ScriptError(f"{p}: is a directory, not a launch script") from None
+    except OSError as exc:
+        raise ScriptError(f"{p}: cannot open: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ScriptError(f"{p}: is a directory, not a launch script")
+        if not stat.S_ISREG(st.st_mode):
+            raise ScriptError(f"{p}: not a regular file (a FIFO, socket or device): give the script file itself")
+        if st.st_size > MAX_SCRIPT_BYTES:
+            raise ScriptError(
+                f"{p}: {st.st_size} bytes is too large for a launch script (at most {MAX_SCRIPT_BYTES} bytes)"
+            )
+        chunks: list[bytes] = []
+        total = 0
+        while total <= MAX_SCRIPT_BYTES:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > MAX_SCRIPT_BYTES:
+            raise ScriptError(f"{p}: too large for a launch script (more than {MAX_SCRIPT_BYTES} bytes)")
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if b"\x00" in data:
+        raise ScriptError(f"{p}: binary data (NUL bytes), not a shell script")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScriptError(f"{p}: not UTF-8 text (byte {exc.start}), not a shell script") from None
+    check_shell_text(text, p)
+    return text
+
+
+def check_shell_text(text: str, name: str) -> None:
+    first = text.lstrip("\ufeff").split("\n", 1)[0].strip()
+    if first.startswith("#!"):
+        interp = first[2:].strip().split()
+        prog = posixpath.basename(interp[0]) if interp else ""
+        if prog == "env" and len(interp) > 1:
+            prog = posixpath.basename(interp[1])
+        if prog and prog not in ("bash", "sh", "dash", "zsh", "ksh"):
+            raise ScriptError(f"{name}: a {prog} script (#!{first[2:].strip()}), not a bash launch script")
+    bad = sum(1 for ch in text[:65536] if ord(ch) < 32 and ch not in "\t\n\r\f\v")
+    if bad > 8:
+        raise ScriptError(f"{name}: contains control characters, not a shell script")
+
+
+
+# --------------------------------------------------------------------------------------------------
+# Tokens
+
+
+@dataclass
+class Part:
+    kind: str  # lit | param | arith | cmd | special
+    text: str  # literal text, parameter body, arithmetic expression, command text
+    quoted: bool = False
+
+
+@dataclass
+class Word:
+    parts: list[Part]
+    line: int
+
+    def literal(self) -> str | None:
+        """The word's text when it has no expansions and no quotes (keywords, operators-as-words)."""
+        if all(p.kind == "lit" and not p.quoted for p in self.parts):
+            return "".join(p.text for p in self.parts)
+        return None
+
+
+@dataclass
+class ArrayAssign:
+    name: str
+    append: bool
+    elements: list[Word]
+    line: int
+
+
+@dataclass
+class Op:
+    text: str
+    line: int
+
+
+Token = Word | ArrayAssign | Op
+
+
+class _Lexer:
+    def __init__(self, text: str, name: str, line: int = 1, depth: int = 0) -> None:
+        self.s = text
+        self.n = len(text)
+        self.i = 0
+        self.line = line
+        self.name = name
+        self.depth = depth
+        self.tokens = 0
+
+    def err(self, msg: str, line: int | None = None) -> ScriptError:
+        return ScriptError(f"{self.name}: line {line or self.line}: {msg}")
+
+    # -- whole script
+
+    def tokenize(self) -> list[Token]:
+        out: list[Token] = []
+        while True:
+            tok = self.next_token()
+            if tok is None:
+                return out
+            out.append(tok)
+            self.tokens += 1
+            if self.tokens > MAX_TOKENS:
+                raise self.err("too many words for a launch script")
+
+    def next_token(self, in_array: bool = False) -> Token | None:
+        s = self.s
+        while self.i < self.n:
+            c = s[self.i]
+            if c in " \t\r\f\v":
+                self.i += 1
+            elif c == "\\" and self.i + 1 < self.n and s[self.i + 1] == "\n":
+                self.i += 2
+                self.line += 1
+            elif c == "#":
+                while self.i < self.n and s[self.i] != "\n":
+                    self.i += 1
+            else:
+                break
+        if self.i >= self.n:
+            return None
+        c = s[self.i]
+        line = self.line
+        if c == "\n":
+            self.i += 1
+            self.line += 1
+            return Op("\n", line)
+        m = _OP_RE.match(s, self.i)
+        if m:
+            op = m.group(0)
+            self.i = m.end()
+            if op.lstrip("0123456789") in ("<<",) and not in_array:
+                self._heredoc(line)
+            return Op(op, line)
+        return self.word(line)
+
+    def _heredoc(self, line: int) -> None:
+        # Skip "<<[-]WORD" and the body up to the delimiter line: the body is data, never run here.
+        # The body's lines are replaced by empty lines, so later line numbers stay right.
+        s = self.s
+        strip = s.startswith("-", self.i)
+        if strip:
+            self.i += 1
+        while self.i < self.n and s[self.i] in " \t":
+            self.i += 1
+        w = self.word(line)
+        delim = "".join(p.text for p in w.parts) if isinstance(w, Word) else ""
+        if not delim:
+            raise self.err("here-document without a delimiter word", line)
+        nl = s.find("\n", self.i)
+        if nl < 0:
+            raise self.err(f"here-document without a body (delimiter {delim!r})", line)
+        pos = nl + 1
+        body_lines = 0
+        while True:
+            end = s.find("\n", pos)
+            cur = s[pos:] if end < 0 else s[pos:end]
+            body_lines += 1
+            if (cur.lstrip("\t") if strip else cur) == delim:
+                break
+            if end < 0:
+                raise self.err(f"here-document not terminated (delimiter {delim!r})", line)
+            pos = end + 1
+        after = s[end:] if end >= 0 else ""
+        self.s = s[: nl + 1] + "\n" * (body_lines - 1) + after
+        self.n = len(self.s)
+
+    # -- words
+
+    def word(self, line: int, operand: bool = False) -> Word:
+        """Lex one word from the current position (``operand``: inside ${x:-...}, spaces are literal)."""
+        s = self.s
+        parts: list[Part] = []
+        lit: list[str] = []
+
+        def flush(quoted: bool = False) -> None:
+            if lit:
+                parts.append(Part("lit", "".join(lit), quoted))
+                lit.clear()
+
+        while self.i < self.n:
+            c = s[self.i]
+            if not operand and (c in " \t\r\f\v\n" or c in _OPERATOR_CHARS):
+                break  # (NAME=( is read as an array below)
+            if c == "\\":
+                if self.i + 1 < self.n:
+                    nxt = s[self.i + 1]
+                    if nxt == "\n":
+                        self.i += 2
+                        self.line += 1
+                        continue
+                    flush()
+                    parts.append(Part("lit", nxt, True))
+                    self.i += 2
+                    continue
+                lit.append("\\")
+                self.i += 1
+                continue
+            if c == "'":
+                flush()
+                end = s.find("'", self.i + 1)
+                if end < 0:
+                    raise self.err("unbalanced single quote (no closing ')", line)
+                body = s[self.i + 1 : end]
+                self.line += body.count("\n")
+                parts.append(Part("lit", body, True))
+                self.i = end + 1
+                continue
+            if c == "$" and s.startswith("$'", self.i):
+                flush()
+                parts.append(Part("lit", self._ansi(line), True))
+                continue
+            if c == '"':
+                flush()
+                self.i += 1
+                self._double(parts, line)
+                continue
+            if c == "$":
+                flush()
+                parts.append(self._dollar(False, line))
+                continue
+            if c == "`":
+                flush()
+                parts.append(self._backtick(False, line))
+                continue
+            if c == "\n":
+                self.line += 1
+            lit.append(c)
+            self.i += 1
+        flush()
+        if not parts:
+            parts.append(Part("lit", "", False))
+        word = Word(parts, line)
+        raw = word.literal()
+        if (
+            not operand
+            and raw is not None
+            and self.i < self.n
+            and s[self.i] == "("
+            and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\+?=", raw)
+        ):
+            return self._array(raw, line)  # type: ignore[return-value]
+        return word
+
+    def _array(self, head: str, line: int) -> ArrayAssign:
+        self.i += 1  # "("
+        elements: list[Word] = []
+        while True:
+            tok = self.next_token(in_array=True)
+            if tok is None:
+                raise self.err("unbalanced parenthesis: array assignment without a closing ')'", line)
+            if isinstance(tok, Op):
+                if tok.text == ")":
+                    break
+                if tok.text == "\n":
+                    continue
+                raise self.err(f"unexpected {tok.text!r} inside an array assignment", tok.line)
+            if isinstance(tok, ArrayAssign):
+                raise self.err("nested array assignment", tok.line)
+            elements.append(tok)
+            self.tokens += 1
+            if self.tokens > MAX_TOKENS:
+                raise self.err("too many words for a launch script")
+        return ArrayAssign(head.rstrip("=").rstrip("+"), head.endswith("+="), elements, line)
+
+    def _ansi(self, line: int) -> str:
+        s = self.s
+        i = self.i + 2
+        out: list[str] = []
+        escapes = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b",
+                   "e": "\x1b", "E": "\x1b", "f": "\f", "v": "\v", "?": "?"}
+        while i < self.n:
+            c = s[i]
+            if c == "'":
+                self.i = i + 1
+                return "".join(out)
+            if c == "\\" and i + 1 < self.n:
+                nxt = s[i + 1]
+                if nxt in escapes:
+                    out.append(escapes[nxt])
+                    i += 2
+                    continue
+                out.append("\\" + nxt)
+                i += 2
+                continue
+            if c == "\n":
+                self.line += 1
+            out.append(c)
+            i += 1
+        raise self.err("unbalanced $'...' quote", line)
+
+    def _double(self, parts: list[Part], line: int) -> None:
+        s = self.s
+        lit: list[str] = []
+        before = len(parts)
+
+        def flush() -> None:
+            if lit:
+                parts.append(Part("lit", "".join(lit), True))
+                lit.clear()
+
+        while self.i < self.n:
+            c = s[self.i]
+            if c == '"':
+                self.i += 1
+                flush()
+                if len(parts) == before:
+                    parts.append(Part("lit", "", True))  # "" is an empty word, not nothing
+                return
+            if c == "\\" and self.i + 1 < self.n:
+                nxt = s[self.i + 1]
+                if nxt == "\n":
+                    self.i += 2
+                    self.line += 1
+                    continue
+                if nxt in '$`"\\':
+                    lit.append(nxt)
+                    self.i += 2
+                    continue
+                lit.append("\\")
+                self.i += 1
+                continue
+            if c == "$":
+                flush()
+                parts.append(self._dollar(True, line))
+                continue
+            if c == "`":
+                flush()
+                parts.append(self._backtick(True, line))
+                continue
+            if c == "\n":
+                self.line += 1
+            lit.append(c)
+            self.i += 1
+        raise self.err('unbalanced double quote (no closing ")', line)
+
+    def _backtick(self, quoted: bool, line: int) -> Part:
+        s = self.s
+        i = self.i + 1
+        while i < self.n:
+            if s[i] == "\\":
+                i += 2
+                continue
+            if s[i] == "`":
+                body = s[self.i + 1 : i]
+                self.line += body.count("\n")
+                self.i = i + 1
+                return Part("cmd", body, quoted)
+            i += 1
+        raise self.err("unbalanced backquote (no closing `)", line)
+
+    def _matching(self, start: int, open_: str, close: str, line: int, what: str) -> int:
+        """Index of the ``close`` that balances the ``open_`` before ``start``, skipping quoted text."""
+        s = self.s
+        depth = 1
+        i = start
+        while i < self.n:
+            c = s[i]
+            if c == "\\":
+                i += 2
+                continue
+            if c == "'" and open_ == "(":
+                end = s.find("'", i + 1)
+                if end < 0:
+                    raise self.err("unbalanced single quote (no closing ')", line)
+                i = end + 1
+                continue
+            if c == '"':
+                j = i + 1
+                while j < self.n and s[j] != '"':
+                    j += 2 if s[j] == "\\" else 1
+                if j >= self.n:
+                    raise self.err('unbalanced double quote (no closing ")', line)
+                i = j + 1
+                continue
+            if c == open_:
+                depth += 1
+            elif c == close:
+                depth -= 1
+                if depth == 0:
+                    return i
+            i += 1
+        raise self.err(f"unbalanced {what}", line)
+
+    def _dollar(self, quoted: bool, line: int) -> Part:
+        s = self.s
+        i = self.i
+        if self.depth >= MAX_DEPTH:
+            raise self.err("expansions nested too deeply", line)
+        if s.startswith("$((", i):
+            end = self._matching(i + 3, "(", ")", line, "$(( ... )) (no closing '))')")
+            if end + 1 >= self.n or s[end + 1] != ")":
+                # "$( (a) )" is a command substitution of a subshell, not arithmetic.
+                close = self._matching(i + 2, "(", ")", line, "$( ... ) (no closing ')')")
+                body = s[i + 2 : close]
+                self.line += body.count("\n")
+                self.i = close + 1
+                return Part("cmd", body, quoted)
+            body = s[i + 3 : end]
+            self.line += body.count("\n")
+            self.i = end + 2
+            return Part("arith", body, quoted)
+        if s.startswith("$(", i):
+            end = self._matching(i + 2, "(", ")", line, "$( ... ) (no closing ')')")
+            body = s[i + 2 : end]
+            self.line += body.count("\n")
+            self.i = end + 1
+            return Part("cmd", body, quoted)
+        if s.startswith("${", i):
+            end = self._matching(i + 2, "{", "}", line, "${ ... } (no closing '}')")
+            body = s[i + 2 : end]
+            self.line += body.count("\n")
+            self.i = end + 1
+            return Part("param", body, quoted)
+        if i + 1 < self.n:
+            nxt = s[i + 1]
+            m = _NAME.match(s, i + 1)
+            if m:
+                self.i = m.end()
+                return Part("param", m.group(0), quoted)
+            if nxt.isdigit() or nxt in "@*#?$!-":
+                self.i = i + 2
+                return Part("param", nxt, quoted)
+        self.i = i + 1
+        return Part("lit", "$", quoted)
+
+
+def tokenize(text: str, name: str = "script") -> list[Token]:
+    return _Lexer(text.replace(UNRESOLVED, "\ufffd"), name).tokenize()
+
+
+# --------------------------------------------------------------------------------------------------
+# Expansion
+
+
+Value = str | list[str]
+
+
+@dataclass
+class PythonCommand:
+    """The training command: ``python3 -m <module> [--config-path P] [--config-name N] <overrides>``."""
+
+    module: str
+    config_path: str | None
+    config_name: str | None
+    overrides: list[str]
+    line: int
+    env: dict[str, str] = field(default_factory=dict)  # NAME=value prefixes of the command itself
+    other_args: list[str] = field(default_factory=list)
+    argv: list[str] = field(default_factory=list)  # the expanded words from "python" on
+
+
+@dataclass
+class ParsedScript:
+    name: str
+    variables: dict[str, Value]
+    exports: dict[str, str]  # variables the script exports, as of the training command
+    command: PythonCommand
+    notes: list[str]
+    unset: list[str]  # variables read but never set (expanded empty, as bash does)
+
+
+class _Interp:
+    def __init__(self, name: str, environ: dict[str, str] | None) -> None:
+        self.name = name
+        self.vars: dict[str, Value] = dict(environ or {})
+        self.exported: set[str] = set()
+        self.notes: list[str] = []
+        self.unset: list[str] = []
+        self.commands: list[PythonCommand] = []
+        self.work = 0
+        self.line = 0  # of the word being expanded
+
+    def step(self, line: int = 0) -> None:
+        self.work += 1
+        if self.work > MAX_WORK:
+            raise ScriptError(f"{self.name}: line {line or self.line}: too many expansions for a launch script")
+
+    def note(self, text: str) -> None:
+        if text not in self.notes and len(self.notes) < 200:
+            self.notes.append(text)
+
+    # -- values
+
+    def get(self, name: str) -> Value | None:
+        if name in ("@", "*"):
+            return []  # the script is read with no arguments
+        if name == "#":
+            return "0"
+        if name.isdigit():
+            return None if name != "0" else self.name
+        if name in ("?", "$", "!", "-"):
+            return UNRESOLVED + "$" + name + UNRESOLVED
+        return self.vars.get(name)
+
+    def scalar(self, v: Value | None) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, list):
+            return v[0] if v else ""
+        return v
+
+    def param(self, body: str, line: int, depth: int) -> Value:
+        """Expand the body of ``${...}`` (or a plain ``$NAME``)."""
+        if depth > MAX_DEPTH:
+            raise ScriptError(f"{self.name}: line {line}: expansions nested too deeply")
+        self.step(line)
+        if body.startswith("#") and len(body) > 1:
+            inner = self.param(body[1:], line, depth + 1)
+            if isinstance(inner, list):
+                return str(len(inner))
+            return str(len(inner))
+        m = re.match(r"([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(\[([^\]]*)\])?", body)
+        if not m:
+            return self._unresolved("${" + body + "}", line, "unsupported expansion")
+        name, index = m.group(1), m.group(3)
+        rest = body[m.end() :]
+        value = self.get(name)
+        if name == "BASH_SOURCE" and value is None:
+            value = [self.name]
+        if value is None and name not in self.unset and not rest and name not in ("@", "*"):
+            self.unset.append(name)
+        if index is not None:
+            if index in ("@", "*"):
+                value = [] if value is None else (value if isinstance(value, list) else [value])
+            else:
+                items = [] if value is None else (value if isinstance(value, list) else [value])
+                try:
+                    k = int(self.arith(index, line, depth + 1)) if not index.isdigit() else int(index)
+                except ScriptError:
+                    return self._unresolved("${" + body + "}", line, "unsupported array index")
+                value = items[k] if -len(items) <= k < len(items) else None
+        elif isinstance(value, list) and name not in ("@", "*"):
+            value = value[0] if value else ""
+        if not rest:
+            return "" if value is None else value
+        op_m = re.match(r":-|:=|:\+|:\?|-|=|\+|\?|,,|\^\^|,|\^", rest)
+        if not op_m:
+            return self._unresolved("${" + body + "}", line, "unsupported expansion")
+        op, arg = op_m.group(0), rest[op_m.end() :]
+        if op in (",,", "^^", ",", "^"):
+            if arg:
+                return self._unresolved("${" + body + "}", line, "case change with a pattern")
+            def conv(t: str) -> str:
+                if op == ",,":
+                    return t.lower()
+                if op == "^^":
+                    return t.upper()
+                if op == ",":
+                    return t[:1].lower() + t[1:]
+                return t[:1].upper() + t[1:]
+            if value is None:
+                return ""
+            return [conv(x) for x in value] if isinstance(value, list) else conv(value)
+        is_set = value is not None
+        empty = value is None or value == "" or value == []
+        use_alt = (not empty) if op.startswith(":") else is_set
+        if op in (":-", "-", ":=", "="):
+            if use_alt:
+                return value  # type: ignore[return-value]
+            word = self.operand(arg, line, depth + 1)
+            if op in (":=", "="):
+                self.vars[name] = word
+            return word
+        if op in (":+", "+"):
+            return self.operand(arg, line, depth + 1) if use_alt else ""
+        # :? / ?: an error in bash when unset; the message word is not evaluated here
+        if use_alt:
+            return value  # type: ignore[return-value]
+        return self._unresolved("${" + body + "}", line, f"{name} is required by the script (${{{name}:?}})")
+
+    def operand(self, text: str, line: int, depth: int) -> str:
+        lx = _Lexer(text, self.name, line, depth)
+        w = lx.word(line, operand=True)
+        if lx.i < lx.n:
+            return self._unresolved(text, line, "unsupported expansion operand")
+        return self.join(w, depth)
+
+    def _unresolved(self, raw: str, line: int, why: str) -> str:
+        self.note(f"line {line}: {raw[:80]} is not evaluated ({why})")
+        return UNRESOLVED + raw[:200] + UNRESOLVED
+
+    def cmd(self, body: str, line: int, depth: int) -> str:
+        """``$(...)``: only basename/dirname are computed (string functions); nothing is run."""
+        try:
+            words = tokenize(body, self.name)
+        except ScriptError:
+            words = []
+        if words and all(isinstance(w, Word) for w in words):
+            fields: list[str] = []
+            for w in words:
+                assert isinstance(w, Word)
+                fields += self.fields(w, depth + 1)
+            prog = fields[0] if fields else ""
+            args = fields[1:]
+            if args and args[0] == "--":
+                args = args[1:]
+            if prog == "basename" and 1 <= len(args) <= 2 and not any(a.startswith("-") for a in args):
+                base = posixpath.basename(args[0].rstrip("/")) or ("/" if args[0].startswith("/") else "")
+                if len(args) == 2 and base.endswith(args[1]) and base != args[1]:
+                    base = base[: -len(args[1])]
+                return base
+            if prog == "dirname" and len(args) == 1 and not args[0].startswith("-"):
+                return posixpath.dirname(args[0].rstrip("/")) or "."
+        return self._unresolved("$(" + " ".join(body.split())[:120] + ")", line, "a command substitution: not run")
+
+    def arith(self, expr: str, line: int, depth: int) -> str:
+        if depth > MAX_DEPTH:
+            raise ScriptError(f"{self.name}: line {line}: arithmetic nested too deeply")
+        if len(expr) > 2000:
+            raise ScriptError(f"{self.name}: line {line}: arithmetic expression too long")
+        # $VAR and ${VAR} inside arithmetic are expanded first (as bash does).
+        text = expr
+        if "$" in text:
+            lx = _Lexer(text, self.name, line, depth + 1)
+            text = self.join(lx.word(line, operand=True), depth + 1)
+            if UNRESOLVED in text:
+                return UNRESOLVED + "$((" + expr + "))" + UNRESOLVED
+        try:
+            return str(_Arith(text, self, depth + 1).run())
+        except _ArithError as exc:
+            return self._unresolved("$((" + " ".join(expr.split()) + "))", line, f"arithmetic: {exc}")
+
+    # -- words
+
+    def _segments(self, w: Word, depth: int) -> list[tuple[Value, bool]]:
+        out: list[tuple[Value, bool]] = []
+        self.line = w.line
+        for p in w.parts:
+            if p.kind == "lit":
+                out.append((p.text, True))  # literal text never splits
+            elif p.kind == "param":
+                out.append((self.param(p.text, w.line, depth + 1), p.quoted))
+            elif p.kind == "arith":
+                out.append((self.arith(p.text, w.line, depth + 1), p.quoted))
+            else:
+                out.append((self.cmd(p.text, w.line, depth + 1), p.quoted))
+        # An unresolved value stays one piece (it is reported, never split into stray words).
+        return [(v, q or (isinstance(v, str) and UNRESOLVED in v)) for v, q in out]
+
+    def join(self, w: Word, depth: int = 0) -> str:
+        """A word as one string (assignments, operands): no field splitting; arrays joined by spaces."""
+        text = "".join(" ".join(v) if isinstance(v, list) else v for v, _ in self._segments(w, depth))
+        if len(text) > MAX_VALUE_CHARS:
+            raise ScriptError(f"{self.name}: line {w.line}: a value expands to more than {MAX_VALUE_CHARS} characters")
+        return text
+
+    def fields(self, w: Word, depth: int = 0) -> list[str]:
+        """A command word as bash would pass it: unquoted expansions split on blanks, "${a[@]}" per element."""
+        fields: list[str] = []
+        cur: list[str] = []
+        started = False
+        for value, protected in self._segments(w, depth):
+            if isinstance(value, list):
+                pieces = value if protected else [x for v in value for x in v.split()]
+                for k, piece in enumerate(pieces):
+                    if k > 0:
+                        fields.append("".join(cur))
+                        cur = []
+                    cur.append(piece)
+                    started = True
+                continue
+            if protected:
+                cur.append(value)
+                started = True
+                continue
+            if not value:
+                continue
+            pieces = value.split()
+            if value[:1].isspace() and started:
+                fields.append("".join(cur))
+                cur, started = [], False
+            for k, piece in enumerate(pieces):
+                if k > 0:
+                    fields.append("".join(cur))
+                    cur = []
+                cur.append(piece)
+                started = True
+            if value[-1:].isspace() and started:
+                fields.append("".join(cur))
+                cur, started = [], False
+        if started:
+            fields.append("".join(cur))
+        if sum(len(f) for f in fields) > MAX_VALUE_CHARS:
+            raise ScriptError(f"{self.name}: line {w.line}: a word expands to more than {MAX_VALUE_CHARS} characters")
+        return fields
+
+    # -- commands
+
+    def assign(self, w: Word, depth: int = 0) -> tuple[str, Value, bool] | None:
+        """``NAME=value`` / ``NAME+=value`` / ``NAME[i]=value`` at the start of a word, else None."""
+        first = w.parts[0]
+        if first.kind != "lit" or first.quoted:
+            return None
+        m = _ASSIGN.match(first.text)
+        if not m:
+            return None
+        name, append = m.group(1), m.group(3) == "+"
+        rest = Word([Part("lit", first.text[m.end() :], False), *w.parts[1:]], w.line)
+        value = self.join(rest, depth)
+        if m.group(2):
+            return None  # NAME[i]=... : element assignment, rare in launch scripts; ignored
+        return name, value, append
+
+    def set_var(self, name: str, value: Value, append: bool) -> None:
+        old = self.vars.get(name)
+        if append and old is not None:
+            if isinstance(old, list):
+                value = old + (value if isinstance(value, list) else [value])
+            elif isinstance(value, str):
+                value = old + value
+        self.vars[name] = value
+
+    def run(self, tokens: list[Token]) -> None:
+        cmd: list[Token] = []
+        prev_op = "\n"
+        i = 0
+        n = len(tokens)
+        while i < n:
+            tok = tokens[i]
+            if isinstance(tok, Op) and tok.text in ("\n", ";", "&", "&&", "||", "|", "|&", ";;", ";&", ";;&"):
+                if cmd:
+                    nxt = tok.text
+                    if not self.simple(cmd, chained=prev_op in ("&&", "||") or nxt in ("&&", "||")):
+                        return
+                    cmd = []
+                prev_op = tok.text
+                i += 1
+                continue
+            if not cmd and isinstance(tok, Word):
+                kw = tok.literal()
+                if kw in _OPENERS or (
+                    kw is not None
+                    and i + 2 < n
+                    and isinstance(tokens[i + 1], Op)
+                    and tokens[i + 1].text == "("  # type: ignore[union-attr]
+                    and isinstance(tokens[i + 2], Op)
+                    and tokens[i + 2].text == ")"  # type: ignore[union-attr]
+                ) or kw == "function":
+                    i = self.skip_compound(tokens, i)
+                    prev_op = "\n"
+                    continue
+            if not cmd and isinstance(tok, Op) and tok.text == "(":
+                i = self.skip_subshell(tokens, i)
+                continue
+            cmd.append(tok)
+            i += 1
+        if cmd:
+            self.simple(cmd, chained=prev_op in ("&&", "||"))
+
+    def skip_compound(self, tokens: list[Token], i: int) -> int:
+        start = tokens[i]
+        kw = start.literal() if isinstance(start, Word) else None
+        line = start.line
+        depth = 0
+        at_cmd = True
+        j = i
+        n = len(tokens)
+        while j < n:
+            tok = tokens[j]
+            if isinstance(tok, Op):
+                at_cmd = tok.text in ("\n", ";", "&", "&&", "||", "|", ";;", "(", ")", "{")
+                j += 1
+                continue
+            word = tok.literal() if isinstance(tok, Word) else None
+            if (at_cmd and word in _OPENERS) or word == "{":
+                depth += 1
+            elif (at_cmd and word in _CLOSERS) or word == "}":
+                depth -= 1
+                if depth == 0:
+                    j += 1
+                    break
+            at_cmd = word in ("then", "do", "else", "elif", "if", "while", "until", "!", "time", "{")
+            j += 1
+        else:
+            raise ScriptError(f"{self.name}: line {line}: {kw!r} block is never closed")
+        end_line = tokens[j - 1].line if j - 1 < n else line
+        what = "function" if kw not in _OPENERS else f"{kw!r} block"
+        self.note(f"lines {line}-{end_line}: {what} not evaluated (verlctl import runs nothing)")
+        return j
+
+    def skip_subshell(self, tokens: list[Token], i: int) -> int:
+        depth = 0
+        line = tokens[i].line
+        for j in range(i, len(tokens)):
+            tok = tokens[j]
+            if isinstance(tok, Op) and tok.text == "(":
+                depth += 1
+            elif isinstance(tok, Op) and tok.text == ")":
+                depth -= 1
+                if depth == 0:
+                    self.note(f"line {line}: ( subshell ) not evaluated")
+                    return j + 1
+        raise ScriptError(f"{self.name}: line {line}: unbalanced parenthesis (no closing ')')")
+
+    def simple(self, cmd: list[Token], chained: bool) -> bool:
+        """Process one simple command; False ends the script (a top-level ``exit``)."""
+        words: list[Word] = []
+        assigns: list[tuple[str, Value, bool]] = []
+        skip_next = False
+        for tok in cmd:
+            if skip_next:
+                skip_next = False
+                continue
+            if isinstance(tok, Op):
+                if tok.text in ("(", ")"):
+                    raise ScriptError(f"{self.name}: line {tok.line}: unexpected {tok.text!r}")
+                skip_next = True  # a redirection: the next word is its target
+                continue
+            if isinstance(tok, ArrayAssign):
+                if words:
+                    raise ScriptError(f"{self.name}: line {tok.line}: unexpected '(' in a command")
+                values = [f for e in tok.elements for f in self.fields(e)]
+                assigns.append((tok.name, values, tok.append))
+                continue
+            if not words:
+                a = self.assign(tok)
+                if a is not None:
+                    assigns.append(a)
+                    continue
+            words.append(tok)
+        if not words:
+            if chained:
+                if assigns:
+                    self.note(f"line {cmd[0].line}: conditional assignment ({' && '.join(a[0] for a in assigns)}) "
+                              "not evaluated")
+                return True
+            for name, value, append in assigns:
+                self.set_var(name, value, append)
+            return True
+        first = words[0].literal()
+        if first in ("export", "declare", "typeset", "local", "readonly") and not chained:
+            self._declare(first, words[1:])
+            return True
+        if first == "unset" and not chained:
+            for w in words[1:]:
+                name = self.join(w)
+                if not name.startswith("-"):
+                    self.vars.pop(name, None)
+                    self.exported.discard(name)
+            return True
+        if first == "exit" and not chained:
+            return False
+        if first in ("source", "."):
+            self.note(f"line {words[0].line}: `{first} {self.join(words[1]) if len(words) > 1 else ''}` not followed")
+            return True
+        if first in ("cd", "pushd", "popd"):
+            self.note(f"line {words[0].line}: `{first}` ignored (verlctl runs training from container.workdir)")
+            return True
+        argv = [f for w in words for f in self.fields(w)]
+        self._maybe_python(argv, {a[0]: self.scalar(a[1]) for a in assigns}, words[0].line)
+        return True
+
+    def _declare(self, builtin: str, args: list[Word]) -> None:
+        export = builtin == "export"
+        for w in args:
+            lit = w.literal()
+            if lit is not None and lit.startswith("-"):
+                if "x" in lit:
+                    export = True
+                continue
+            a = self.assign(w)
+            if a is not None:
+                name, value, append = a
+                self.set_var(name, value, append)
+                if export:
+                    self.exported.add(name)
+                continue
+            name = self.join(w)
+            if _NAME.fullmatch(name):
+                if export:
+                    self.exported.add(name)
+                elif name not in self.vars:
+                    self.vars[name] = ""
+
+    def _maybe_python(self, argv: list[str], prefix_env: dict[str, str], line: int) -> None:
+        for k, word in enumerate(argv):
+            if not _PYTHON.fullmatch(posixpath.basename(word)):
+                continue
+            j = k + 1
+            while j < len(argv) and argv[j].startswith("-") and argv[j] != "-m":
+                j += 2 if argv[j] in ("-X", "-W") else 1
+            if j + 1 < len(argv) and argv[j] == "-m":
+                self.commands.append(_python_command(argv[k:], j - k, prefix_env, line))
+            return
+
+    def exports(self) -> dict[str, str]:
+        return {n: self.scalar(self.vars.get(n)) for n in sorted(self.exported) if n in self.vars}
+
+
+def _python_command(argv: list[str], m_index: int, env: dict[str, str], line: int) -> PythonCommand:
+    module = argv[m_index + 1]
+    rest = argv[m_index + 2 :]
+    config_path = config_name = None
+    overrides: list[str] = []
+    other: list[str] = []
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        opt, eq, val = a.partition("=")
+        if opt in ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd") and a.startswith("-"):
+            if not eq:
+                val = rest[i + 1] if i + 1 < len(rest) else ""
+                i += 1
+            if opt in ("--config-path", "-cp"):
+                config_path = val
+            elif opt in ("--config-name", "-cn"):
+                config_name = val
+            else:
+                other.append(f"{opt}={val}")
+        elif a.startswith("-") and not eq:
+            other.append(a)
+        elif "=" in a:
+            overrides.append(a)
+        else:
+            other.append(a)
+        i += 1
+    return PythonCommand(module, config_path, config_name, overrides, line, env, other, argv)
+
+
+# --------------------------------------------------------------------------------------------------
+# Arithmetic: integers, + - * / % ** ( ), unary +/-, variables (64-bit wrap-around, as bash)
+
+
+class _ArithError(Exception):
+    pass
+
+
+_ARITH_TOKEN = re.compile(r"\s*(?:(0[xX][0-9a-fA-F]+|[0-9]+)|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|[-+*/%()]))")
+
+
+def _wrap(v: int) -> int:
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+class _Arith:
+    def __init__(self, text: str, interp: _Interp, depth: int) -> None:
+        self.toks: list[tuple[str, str]] = []
+        pos = 0
+        text = text.strip()
+        while pos < len(text):
+            m = _ARITH_TOKEN.match(text, pos)
+            if not m or m.end() == pos:
+                raise _ArithError(f"unsupported syntax near {text[pos:pos + 10]!r}")
+            pos = m.end()
+            if m.group(1):
+                self.toks.append(("num", m.group(1)))
+            elif m.group(2):
+                self.toks.append(("name", m.group(2)))
+            elif m.group(3):
+                self.toks.append(("op", m.group(3)))
+            if pos < len(text) and text[pos:].strip() == "":
+                break
+        self.k = 0
+        self.interp = interp
+        self.depth = depth
+
+    def run(self) -> int:
+        if not self.toks:
+            return 0
+        v = self.expr()
+        if self.k != len(self.toks):
+            raise _ArithError("unexpected " + self.toks[self.k][1])
+        return v
+
+    def peek(self) -> str | None:
+        return self.toks[self.k][1] if self.k < len(self.toks) and self.toks[self.k][0] == "op" else None
+
+    def expr(self) -> int:
+        v = self.term()
+        while self.peek() in ("+", "-"):
+            op = self.toks[self.k][1]
+            self.k += 1
+            r = self.term()
+            v = _wrap(v + r if op == "+" else v - r)
+        return v
+
+    def term(self) -> int:
+        v = self.power()
+        while self.peek() in ("*", "/", "%"):
+            op = self.toks[self.k][1]
+            self.k += 1
+            r = self.power()
+            if op == "*":
+                v = _wrap(v * r)
+            else:
+                if r == 0:
+                    raise _ArithError("division by 0")
+                q = abs(v) // abs(r) * (1 if (v >= 0) == (r >= 0) else -1)
+                v = q if op == "/" else v - q * r
+        return v
+
+    def power(self) -> int:
+        v = self.unary()
+        if self.peek() == "**":
+            self.k += 1
+            e = self.power()
+            if e < 0:
+                raise _ArithError("exponent less than 0")
+            v = _wrap(pow(v, e, 1 << 64))
+        return v
+
+    def unary(self) -> int:
+        op = self.peek()
+        if op in ("+", "-"):
+            self.k += 1
+            v = self.unary()
+            return _wrap(-v) if op == "-" else v
+        return self.atom()
+
+    def atom(self) -> int:
+        if self.k >= len(self.toks):
+            raise _ArithError("expression ends early")
+        kind, text = self.toks[self.k]
+        self.k += 1
+        if kind == "num":
+            try:
+                base = 16 if text[:2].lower() == "0x" else 8 if len(text) > 1 and text[0] == "0" else 10
+                return _wrap(int(text, base))
+            except ValueError:
+                raise _ArithError(f"value too great for base ({text})") from None
+        if kind == "name":
+            self.interp.step()
+            raw = self.interp.scalar(self.interp.vars.get(text))
+            if not raw.strip():
+                return 0
+            if UNRESOLVED in raw:
+                raise _ArithError(f"{text} is not known")
+            if self.depth > MAX_DEPTH:
+                raise _ArithError("recursion too deep")
+            return _Arith(raw, self.interp, self.depth + 1).run()
+        if text == "(":
+            v = self.expr()
+            if self.peek() != ")":
+                raise _ArithError("missing )")
+            self.k += 1
+            return v
+        raise _ArithError(f"unexpected {text}")
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_script(text: str, name: str = "script", environ: dict[str, str] | None = None) -> ParsedScript:
+    """Parse a launch script; ``environ``: values for variables the script reads from its environment."""
+    check_shell_text(text, name)
+    interp = _Interp(name, environ)
+    try:
+        interp.run(tokenize(text, name))
+    except ScriptError:
+        _not_python(text, name)
+        raise
+    if not interp.commands:
+        _not_python(text, name)
+        raise ScriptError(
+            f"{name}: no `python3 -m <entry>` command at the top level of the script (nothing to import)"
+        )
+    command = interp.commands[0]
+    if len(interp.commands) > 1:
+        others = ", ".join(c.module for c in interp.commands[1:])
+        interp.note(f"further python -m commands ignored: {others}")
+    unset = [u for u in interp.unset if u not in (environ or {})]
+    return ParsedScript(name, interp.vars, interp.exports(), command, interp.notes, unset)
+
+
+def _not_python(text: str, name: str) -> None:
+    if _PY_SOURCE.search(text[:65536]):
+        raise ScriptError(f"{name}: looks like Python source (import/def/class lines), not a bash launch script")
+
+
+def parse_file(path: str | Path, environ: dict[str, str] | None = None) -> ParsedScript:
+    return parse_script(read_script(path), str(path), environ)
