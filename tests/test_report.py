@@ -15,10 +15,11 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, run_cli
 
 from verlctl.monitor import charts
 from verlctl.monitor.report_html import ReportData, render
+
+from conftest import clean_env, run_cli
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SECRET = "SECRETKEY-report-5d1c"
