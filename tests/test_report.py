@@ -6,6 +6,7 @@ unreachable: it must load, show the four charts with the run's points, and its s
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
@@ -263,3 +264,57 @@ def test_report_loads_offline_in_chromium_and_is_not_blank(tmp_path: Path) -> No
     assert len(colours) > 20, f"screenshot looks blank: {len(colours)} colours"
     # the chart line colour (#2f6fde) is on the page, i.e. the charts were drawn
     assert any(abs(c[0] - 0x2F) < 24 and abs(c[1] - 0x6F) < 24 and abs(c[2] - 0xDE) < 24 for c in colours)
+
+
+# ------------------------------------------------------------------ bundle
+
+
+def _bundle_members(path: Path) -> dict[str, str]:
+    import tarfile
+
+    with tarfile.open(path, "r:gz") as tar:
+        out = {}
+        for m in tar.getmembers():
+            fh = tar.extractfile(m)
+            assert fh is not None
+            out[m.name.split("/", 1)[1]] = fh.read().decode()
+        return out
+
+
+def test_scrubber_removes_keys_private_hosts_and_homes() -> None:
+    from verlctl.monitor.bundle import Scrubber
+
+    s = Scrubber.from_env(["node-a.corp", "10.1.2.3"], {"SWANLAB_API_KEY": SECRET, "HOME": "/srv/alice"})
+    text = (
+        f"key {SECRET} api_key: 'abc123' SWANLAB_API_KEY=zzz token=t0k node-a.corp:6379 10.1.2.3 10.1.2.30 "
+        "/srv/alice/models /home/bob/x node-a.corpus"
+    )
+    out = s(text)
+    for leaked in (SECRET, "abc123", "zzz", "t0k", "node-a.corp:", "alice", "bob", " 10.1.2.3 "):
+        assert leaked not in out, (leaked, out)
+    assert "10.1.2.30" in out and "node-a.corpus" in out  # only whole names are replaced
+    assert "~/models" in out and "/home/<user>/x" in out and "<private-host-" in out
+
+
+def test_bundle_of_a_host_run_names_what_it_could_not_collect(tmp_path: Path) -> None:
+    run_id = _make_run(tmp_path)
+    log = tmp_path / "train.log"
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(f"login api_key={SECRET} on gpu-node-17 from {Path.home()}/ckpt /home/carol/data\n")
+    out = tmp_path / "b.tar.gz"
+    env = _env(tmp_path)
+    r = run_cli("bundle", run_id, "-o", str(out), "--private", "gpu-node-17", env=env)
+    assert r.code == 0, r.err
+    raw = out.read_bytes()
+    files = _bundle_members(out)
+    blob = "\n".join(files.values())
+    for leaked in (SECRET, "gpu-node-17", "/home/carol", f"{Path.home()}/ckpt"):
+        assert leaked not in blob
+    assert SECRET.encode() not in raw
+    assert {"spec.resolved.yaml", "events.jsonl", "log-tail.txt", "diagnosis.json", "manifest.json",
+            "versions-verlctl.txt", "target.json"} <= set(files)
+    diag = json.loads(files["diagnosis.json"])
+    assert diag["findings"][0]["category"] == "device_oom"
+    manifest = json.loads(files["manifest.json"])
+    assert "scripts/start_verl.sh" in manifest["unavailable"]  # this hand-made record has no scripts
+    assert manifest["files"] == sorted(f for f in files if f != "manifest.json")

@@ -28,5 +28,6 @@ def register(app: typer.Typer) -> None:
     app.command("watch")(watch_cmd.watch)
     app.command("diagnose")(diagnose_cmd.diagnose)
     app.command("report")(report_cmd.report)
+    app.command("bundle")(report_cmd.bundle)
     app.command("features")(plan_cmd.features)
     app.command("schema")(plan_cmd.schema)

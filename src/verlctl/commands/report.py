@@ -121,3 +121,42 @@ def report(
     )
     _write_atomic(out, page)
     typer.echo(f"wrote {out} ({len(page) // 1024} KiB; {len(sink.steps)} steps charted)")
+
+
+def bundle(
+    run_id: str = typer.Argument(None, help="Run id (or a unique prefix); default: the newest run."),
+    out: Path = typer.Option(..., "--out", "-o", help="Archive to write (.tar.gz)."),
+    private: list[str] = typer.Option(
+        [], "--private", help="A host name or address to replace with <private-host-N> everywhere (repeatable)."
+    ),
+) -> None:
+    """Write a diagnostic bundle for a bug report: spec, scripts, versions, log tail, diagnosis, device and Ray
+    snapshots, events, image digest; secrets, private host names and home directories removed."""
+    from verlctl.monitor import bundle as b
+    from verlctl.runtime.inspect import target
+    from verlctl.runtime.records import resolve_run
+
+    if out.is_dir():
+        raise VerlctlError(f"--out {out}: is a directory", hint="give a file name, e.g. -o bundle.tar.gz")
+    record = resolve_run(run_id)
+    try:
+        ex, container = target(record)
+    except VerlctlError as exc:
+        ex, container = None, {"state": f"unreachable: {exc.message}"}
+    digest = None
+    if record.runtime != "host" and record.image:
+        try:
+            from verlctl.runtime import containers
+
+            img = containers.connect().images.get(record.image)
+            digest = (img.attrs.get("RepoDigests") or [img.id])[0]
+        except Exception:  # docker.errors.ImageNotFound, an engine gone: recorded as unknown
+            digest = None
+    data = b.collect(record, ex, container, digest)
+    scrub = b.Scrubber.from_env(private)
+    try:
+        size = b.write(data, scrub, out, root=f"verlctl-bundle-{record.run_id}")
+    except OSError as exc:
+        raise VerlctlError(f"--out {out}: {exc.strerror or exc}", hint="write into an existing, writable directory") from exc
+    missing = f"; unavailable: {', '.join(sorted(data.unavailable))}" if data.unavailable else ""
+    typer.echo(f"wrote {out} ({size // 1024} KiB, {len(data.files) + 1} files{missing})")
