@@ -22,6 +22,31 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+
+
+def _version(value: bool) -> None:
+    if not value:
+        return
+    import platform
+
+    from verlctl import DEFAULT_VERL_VERSION, SUPPORTED_VERL_VERSIONS, __version__
+
+    others = ", ".join(v for v in SUPPORTED_VERL_VERSIONS if v != DEFAULT_VERL_VERSION)
+    typer.echo(f"verlctl {__version__}")
+    typer.echo(f"Python {platform.python_version()} ({sys.executable})")
+    typer.echo(f"verl targeted: {DEFAULT_VERL_VERSION} by default; also {others} (verl_version: auto reads the container's)")
+    raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_version, is_eager=True, help="Print verlctl's, Python's and the targeted verl versions."
+    ),
+) -> None:
+    """From bare Ascend NPU / NVIDIA GPU servers to a running, monitored verl RL job."""
+
+
 registry.register(app)
 
 

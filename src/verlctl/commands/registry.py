@@ -12,6 +12,7 @@ def register(app: typer.Typer) -> None:
     from verlctl.commands import import_cmd
     from verlctl.commands import init as init_cmd
     from verlctl.commands import plan as plan_cmd
+    from verlctl.commands import report as report_cmd
     from verlctl.commands import run as run_cmd
     from verlctl.commands import watch as watch_cmd
 
@@ -27,6 +28,8 @@ def register(app: typer.Typer) -> None:
     app.command("list")(run_cmd.list_runs)
     app.command("watch")(watch_cmd.watch)
     app.command("diagnose")(diagnose_cmd.diagnose)
+    app.command("report")(report_cmd.report)
+    app.command("bundle")(report_cmd.bundle)
     app.command("features")(plan_cmd.features)
     app.command("schema")(plan_cmd.schema)
     app.command("import")(import_cmd.import_script)

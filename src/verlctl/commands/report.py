@@ -1,0 +1,162 @@
+"""``verlctl report``: one self-contained HTML page for a recorded run (spec, timeline, restarts, charts)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from verlctl.errors import VerlctlError
+
+#: The most of a run's log that the report reads (the newest part).
+LOG_CAP_BYTES = 256 * 1024 * 1024
+SPEC_CAP_BYTES = 4 * 1024 * 1024
+
+
+def _read_capped(path: Path, cap: int) -> str:
+    with open(path, "rb") as fh:
+        return fh.read(cap).decode(errors="replace")
+
+
+def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
+    """The run's log (newest LOG_CAP_BYTES) and where it came from, or None and why not."""
+    if log is not None:
+        try:
+            size = log.stat().st_size
+            with open(log, "rb") as fh:
+                if size > LOG_CAP_BYTES:
+                    fh.seek(size - LOG_CAP_BYTES)
+                return fh.read(LOG_CAP_BYTES), str(log)
+        except OSError as exc:
+            raise VerlctlError(f"--log {log}: {exc.strerror or exc}", hint="give a readable log file") from exc
+    from verlctl.runtime.inspect import read_tail, target
+
+    try:
+        ex, container = target(record)  # type: ignore[arg-type]
+    except Exception as exc:  # an engine that cannot be reached: the report still shows the record
+        return None, f"log not read: {exc}"
+    if ex is None:
+        return None, f"log not read: the run's container is {container.get('state')} (pass --log FILE)"
+    run_log = record.run_log  # type: ignore[attr-defined]
+    return read_tail(ex, run_log, LOG_CAP_BYTES).encode(), run_log
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a new temporary file in the same directory and a rename: a reader
+    never sees half a page, and a symlink planted at ``path`` is replaced, not followed."""
+    import os
+    import tempfile
+
+    if path.is_dir():
+        raise VerlctlError(f"--out {path}: is a directory", hint="give a file name, e.g. -o report.html")
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise VerlctlError(f"--out {path}: {exc.strerror or exc}", hint="write into an existing, writable directory") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise VerlctlError(f"--out {path}: {exc.strerror or exc}", hint="write into an existing, writable directory") from exc
+
+
+def report(
+    run_id: str = typer.Argument(None, help="Run id (or a unique prefix); default: the newest run."),
+    out: Path = typer.Option(..., "--out", "-o", help="HTML file to write (one self-contained page)."),
+    log: Path = typer.Option(None, "--log", help="Read the run's log from this file instead of its target."),
+) -> None:
+    """Write one self-contained HTML page for a run: its spec, timeline, restarts, diagnosis and charts."""
+    from verlctl.monitor.charts import SeriesSink
+    from verlctl.monitor.diagnose import diagnose_bytes
+    from verlctl.monitor.report_html import ReportData, render
+    from verlctl.runtime.records import resolve_run
+
+    record = resolve_run(run_id)
+    try:
+        spec_yaml = _read_capped(record.dir / record.spec_file, SPEC_CAP_BYTES)
+    except OSError as exc:
+        spec_yaml = f"(the resolved spec could not be read: {exc.strerror or exc})"
+    data, source = _log_bytes(record, log)
+    sink = SeriesSink()
+    findings: list[dict[str, object]] = []
+    progress = None
+    if data is not None:
+        d = diagnose_bytes(data, sink)
+        findings = [f.to_dict() for f in d.findings]
+        progress = d.progress
+    events = record.events()
+    state = "stopped" if record.stopped else "recorded"
+    last = next((e for e in reversed(events) if e.get("event") in ("finished", "failure", "gave_up", "stopped")), None)
+    if last is not None:
+        state = str(last.get("event")).replace("_", " ")
+    facts = {
+        "runtime": record.runtime,
+        "container": record.container_name or record.container_id or "-",
+        "image": record.image or "-",
+        "verl version": record.verl_version,
+        "checkpoints": record.checkpoints,
+        "log": source,
+    }
+    if record.swanlab_url:
+        facts["SwanLab"] = record.swanlab_url
+    page = render(
+        ReportData(
+            run_id=record.run_id,
+            experiment=record.experiment,
+            state=state,
+            spec_yaml=spec_yaml,
+            events=events,
+            attempts=[a.model_dump() for a in record.attempts],
+            series=sink.series(),
+            findings=findings,
+            progress=progress,
+            facts=facts,
+            generated_at=time.time(),
+        )
+    )
+    _write_atomic(out, page)
+    typer.echo(f"wrote {out} ({len(page) // 1024} KiB; {len(sink.steps)} steps charted)")
+
+
+def bundle(
+    run_id: str = typer.Argument(None, help="Run id (or a unique prefix); default: the newest run."),
+    out: Path = typer.Option(..., "--out", "-o", help="Archive to write (.tar.gz)."),
+    private: list[str] = typer.Option(
+        [], "--private", help="A host name or address to replace with <private-host-N> everywhere (repeatable)."
+    ),
+) -> None:
+    """Write a diagnostic bundle for a bug report: spec, scripts, versions, log tail, diagnosis, device and Ray
+    snapshots, events, image digest; secrets, private host names and home directories removed."""
+    from verlctl.monitor import bundle as b
+    from verlctl.runtime.inspect import target
+    from verlctl.runtime.records import resolve_run
+
+    if out.is_dir():
+        raise VerlctlError(f"--out {out}: is a directory", hint="give a file name, e.g. -o bundle.tar.gz")
+    record = resolve_run(run_id)
+    try:
+        ex, container = target(record)
+    except VerlctlError as exc:
+        ex, container = None, {"state": f"unreachable: {exc.message}"}
+    digest = None
+    if record.runtime != "host" and record.image:
+        try:
+            from verlctl.runtime import containers
+
+            img = containers.connect().images.get(record.image)
+            digest = (img.attrs.get("RepoDigests") or [img.id])[0]
+        except Exception:  # docker.errors.ImageNotFound, an engine gone: recorded as unknown
+            digest = None
+    data = b.collect(record, ex, container, digest)
+    scrub = b.Scrubber.from_env(private)
+    try:
+        size = b.write(data, scrub, out, root=f"verlctl-bundle-{record.run_id}")
+    except OSError as exc:
+        raise VerlctlError(f"--out {out}: {exc.strerror or exc}", hint="write into an existing, writable directory") from exc
+    missing = f"; unavailable: {', '.join(sorted(data.unavailable))}" if data.unavailable else ""
+    typer.echo(f"wrote {out} ({size // 1024} KiB, {len(data.files) + 1} files{missing})")

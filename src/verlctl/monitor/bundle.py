@@ -1,0 +1,203 @@
+"""A diagnostic bundle for a run: what a verl maintainer asks for in a bug report, with nothing private in it.
+
+``verlctl bundle RUN -o FILE.tar.gz`` collects, from the run record and the run's target (container or host):
+the resolved spec (written without secrets at launch), both scripts, versions (verlctl, Python, verl, vLLM /
+vllm-ascend, torch / torch_npu, transformers, Ray, CANN, the driver), the log tail and its diagnosis,
+``npu-smi`` / ``nvidia-smi`` and ``ray status`` snapshots, the run's events and the image digest.
+
+Every text goes through one :class:`Scrubber` before it is archived: the SwanLab API key (from the environment
+and from ``key=value`` / ``key: value`` forms in any text), the host names the user marks private, and home
+directories (the user's own and ``/home/<name>``). Each piece is capped, and every probe has a timeout: a dead
+target gives "unavailable: <why>" in the manifest, never a hang.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import tarfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Caps: the log tail and any other single piece.
+LOG_TAIL_BYTES = 2 * 1024 * 1024
+PIECE_BYTES = 1024 * 1024
+PROBE_TIMEOUT_S = 20
+
+#: Environment variables whose values are secrets wherever they appear.
+SECRET_ENV = ("SWANLAB_API_KEY", "VERLCTL_LOGGING__SWANLAB__API_KEY", "WANDB_API_KEY", "HF_TOKEN")
+#: ``api_key=…``, ``"api_key": "…"``, ``SWANLAB_API_KEY=…``, ``token: …`` in any text.
+_SECRET_KV = re.compile(
+    r"(?i)(?P<k>\b[\w.]*(?:api[_-]?key|token|password|secret)\b[\"']?\s*[:=]\s*[\"']?)(?P<v>[^\s\"',}]+)"
+)
+_HOME = re.compile(r"/home/(?P<user>[^/\s\"':]+)")
+
+#: What the versions probe prints: one ``name=version`` line each (run with the target's python3).
+VERSIONS_PY = r"""
+import importlib.metadata as m, platform, sys
+print("python=" + platform.python_version())
+for d in ("verl", "vllm", "vllm-ascend", "vllm_ascend", "sglang", "torch", "torch_npu", "transformers", "ray",
+          "megatron-core", "mindspeed", "swanlab"):
+    try:
+        print(d + "=" + m.version(d))
+    except Exception:
+        pass
+"""
+
+SHELL_PROBES: dict[str, list[str]] = {
+    "versions-cann.txt": [
+        "sh", "-c",
+        "for f in /usr/local/Ascend/ascend-toolkit/latest/version.cfg "
+        "/usr/local/Ascend/ascend-toolkit/latest/*/ascend_toolkit_install.info "
+        "/usr/local/Ascend/driver/version.info; do [ -r \"$f\" ] && { echo \"== $f\"; head -c 4096 \"$f\"; }; done; true",
+    ],
+    "npu-smi.txt": ["npu-smi", "info"],
+    "nvidia-smi.txt": ["nvidia-smi"],
+    "ray-status.txt": ["ray", "status"],
+}
+
+
+@dataclass
+class Scrubber:
+    """Removes secrets, private host names and home directories from text."""
+
+    secrets: list[str] = field(default_factory=list)
+    private_hosts: list[str] = field(default_factory=list)
+    home: str | None = None
+
+    @classmethod
+    def from_env(cls, private_hosts: Iterable[str] = (), environ: dict[str, str] | None = None) -> Scrubber:
+        env = os.environ if environ is None else environ
+        secrets = [env[k] for k in SECRET_ENV if env.get(k)]
+        home = env.get("HOME")
+        return cls(
+            secrets=sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True),
+            private_hosts=sorted({h for h in private_hosts if h}, key=len, reverse=True),
+            home=home if home and home not in ("/", "") else None,
+        )
+
+    def __call__(self, text: str) -> str:
+        for s in self.secrets:
+            text = text.replace(s, "<redacted>")
+        text = _SECRET_KV.sub(lambda m: m.group("k") + "<redacted>", text)
+        for i, h in enumerate(self.private_hosts, 1):
+            text = re.sub(rf"(?<![\w.-]){re.escape(h)}(?![\w-])", f"<private-host-{i}>", text)
+        if self.home:
+            text = re.sub(rf"{re.escape(self.home.rstrip('/'))}(?=/|\b)", "~", text)
+        return _HOME.sub("/home/<user>", text)
+
+
+@dataclass
+class Bundle:
+    files: dict[str, str] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    def add(self, name: str, text: str | None, why: str = "") -> None:
+        if text is None:
+            self.unavailable[name] = why or "unavailable"
+            return
+        data = text.encode("utf-8", errors="replace")
+        if len(data) > PIECE_BYTES and name != "log-tail.txt":
+            text = data[-PIECE_BYTES:].decode("utf-8", errors="replace") + "\n… (cut to the last 1 MiB)"
+        self.files[name] = text
+
+
+def _read_record_file(path: Path, cap: int = PIECE_BYTES) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(cap).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _probe(ex: Any, argv: list[str]) -> tuple[str | None, str]:
+    try:
+        r = ex.run(argv, timeout=PROBE_TIMEOUT_S)
+    except Exception as exc:  # a target that went away mid-collection
+        return None, f"{argv[0]}: {exc}"
+    text = (r.out or "") + (("\n" + r.err) if r.err else "")
+    if r.code == 127:
+        return None, f"{argv[0]}: not found in the run's target"
+    return f"$ {' '.join(argv[:2])}  (exit {r.code})\n{text}", ""
+
+
+def collect(record: Any, ex: Any, container: dict[str, Any], image_digest: str | None) -> Bundle:
+    """Everything the bundle holds, unscrubbed (see :func:`write`)."""
+    import platform
+
+    from verlctl import __version__
+    from verlctl.monitor.diagnose import diagnose_bytes
+
+    b = Bundle()
+    d = record.dir
+    b.add("spec.resolved.yaml", _read_record_file(d / record.spec_file), "the run record has no resolved spec")
+    for name in ("start_verl.sh", "run_training.sh"):
+        b.add(f"scripts/{name}", _read_record_file(d / name), "not in the run record")
+    b.add("events.jsonl", _read_record_file(d / "events.jsonl"), "no events recorded")
+    b.add("run.json", _read_record_file(d / "run.json"), "no run record file")
+    local = [f"verlctl={__version__}", f"python={platform.python_version()}", f"host={platform.platform()}"]
+    b.add("versions-verlctl.txt", "\n".join(local) + "\n")
+    target = {**container, "image_digest": image_digest or "unknown"}
+    b.add("target.json", json.dumps(target, indent=2, default=str) + "\n")
+    if ex is None:
+        why = f"the run's target is {container.get('state', 'unreachable')}"
+        for name in ("versions-target.txt", "log-tail.txt", "diagnosis.json", *SHELL_PROBES):
+            b.add(name, None, why)
+        return b
+    out, why = _probe(ex, ["python3", "-c", VERSIONS_PY])
+    b.add("versions-target.txt", out, why)
+    for name, argv in SHELL_PROBES.items():
+        out, why = _probe(ex, argv)
+        b.add(name, out, why)
+    size = ex.file_size(record.run_log)
+    if size is None:
+        b.add("log-tail.txt", None, f"no log at {record.run_log}")
+        b.add("diagnosis.json", None, "no log")
+        return b
+    start = max(0, size - LOG_TAIL_BYTES)
+    data = ex.read_file(record.run_log, offset=start, max_bytes=LOG_TAIL_BYTES) or b""
+    b.add("log-tail.txt", data.decode("utf-8", errors="replace"))
+    diag = diagnose_bytes(data)
+    b.add(
+        "diagnosis.json",
+        json.dumps(
+            {"findings": [f.to_dict() for f in diag.findings], "progress": diag.progress, "tail_from_byte": start},
+            indent=2,
+        )
+        + "\n",
+    )
+    return b
+
+
+def write(bundle: Bundle, scrub: Scrubber, out: Path, root: str) -> int:
+    """Write the scrubbed bundle as a gzip tarball via a temporary file and a rename; returns its size."""
+    import tempfile
+
+    manifest = {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "files": sorted(bundle.files),
+        "unavailable": bundle.unavailable,
+        "redacted": ["secrets (API keys, tokens)", "private host names", "home directories"],
+    }
+    pieces = {**bundle.files, "manifest.json": json.dumps(manifest, indent=2) + "\n"}
+    parent = out.parent if str(out.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+            now = time.time()
+            for name, text in sorted(pieces.items()):
+                data = scrub(text).encode("utf-8")
+                info = tarfile.TarInfo(f"{root}/{name}")
+                info.size, info.mtime, info.mode = len(data), int(now), 0o644
+                tar.addfile(info, io.BytesIO(data))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out.stat().st_size

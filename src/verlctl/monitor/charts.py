@@ -1,0 +1,183 @@
+"""Charts over a run's steps: score, response length, throughput and step time.
+
+The series come from the per-step metric lines verl prints (``step:N - key:value - ...``, parsed by
+:mod:`verlctl.monitor.events`). Two renderings of the same series: :func:`svg_chart` (an inline SVG for the HTML
+run report, no script, no network) and :func:`text_chart` (a terminal chart for ``verlctl status --plot``).
+Both are pure functions; a series is bounded (:data:`MAX_POINTS`, evenly thinned), so a long run cannot make
+a page or a terminal grow without bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from html import escape
+
+#: At most this many points per series (a longer series is thinned evenly, keeping the first and last).
+MAX_POINTS = 2000
+
+Point = tuple[int, float]
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    name: str
+    title: str
+    keys: tuple[str, ...]  # verl metric names, first present wins
+    unit: str = ""
+
+
+#: verl's metric names: ``critic/score/mean`` and ``response_length/mean`` (``trainer/ppo/metric_utils.py``
+#: ``compute_data_metrics``), ``perf/throughput`` and ``timing_s/step`` (``compute_throughout_metrics`` /
+#: ``compute_timing_metrics``); ``timing/step`` in older logs.
+CHARTS: tuple[ChartSpec, ...] = (
+    ChartSpec("score", "Score (mean)", ("critic/score/mean",)),
+    ChartSpec("response_length", "Response length (mean)", ("response_length/mean",), "tokens"),
+    ChartSpec("throughput", "Throughput", ("perf/throughput",), "tokens/s/device"),
+    ChartSpec("step_time", "Step time", ("timing_s/step", "timing/step"), "s"),
+)
+
+
+def series(steps: Iterable[tuple[int, Mapping[str, float]]]) -> dict[str, list[Point]]:
+    """Per chart, ``(step, value)`` in step order; a step printed twice (a restart) keeps its last value."""
+    by_chart: dict[str, dict[int, float]] = {c.name: {} for c in CHARTS}
+    for step, metrics in steps:
+        for c in CHARTS:
+            for key in c.keys:
+                v = metrics.get(key)
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                    by_chart[c.name][int(step)] = float(v)
+                    break
+    return {name: thin(sorted(points.items())) for name, points in by_chart.items()}
+
+
+def thin(points: list[Point], limit: int = MAX_POINTS) -> list[Point]:
+    """At most ``limit`` points, evenly spaced over the series, first and last kept."""
+    if len(points) <= limit:
+        return points
+    if limit < 2:
+        return points[-limit:] if limit > 0 else []
+    step = (len(points) - 1) / (limit - 1)
+    return [points[round(i * step)] for i in range(limit)]
+
+
+def _fmt(v: float) -> str:
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 1e5 or a < 1e-3:
+        return f"{v:.2e}"
+    if a >= 100:
+        return f"{v:.0f}"
+    return f"{v:.3g}"
+
+
+def _bounds(values: list[float]) -> tuple[float, float]:
+    lo, hi = min(values), max(values)
+    if hi == lo:
+        pad = abs(hi) * 0.05 or 1.0
+        return lo - pad, hi + pad
+    return lo, hi
+
+
+def svg_chart(spec: ChartSpec, points: list[Point], width: int = 560, height: int = 200) -> str:
+    """One line chart as an inline ``<svg>`` (axes, min/max labels, a polyline, a dot per point when few)."""
+    title = escape(spec.title + (f" ({spec.unit})" if spec.unit else ""))
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="{escape(spec.name)}" '
+        f'data-points="{len(points)}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="{title}">'
+    )
+    parts = [head, f'<text x="8" y="16" class="t">{title}</text>']
+    if not points:
+        parts.append(f'<text x="{width // 2}" y="{height // 2}" text-anchor="middle" class="e">no data</text></svg>')
+        return "".join(parts)
+    left, right, top, bottom = 56, 12, 28, 28
+    pw, ph = width - left - right, height - top - bottom
+    xs = [p[0] for p in points]
+    ys = [p[1] for p in points]
+    x0, x1 = (xs[0], xs[-1]) if xs[-1] > xs[0] else (xs[0] - 1, xs[0] + 1)
+    y0, y1 = _bounds(ys)
+
+    def px(x: float) -> float:
+        return left + (x - x0) / (x1 - x0) * pw
+
+    def py(y: float) -> float:
+        return top + (1 - (y - y0) / (y1 - y0)) * ph
+
+    parts.append(
+        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="f"/>'
+        f'<text x="{left - 4}" y="{top + 4}" text-anchor="end" class="a">{escape(_fmt(y1))}</text>'
+        f'<text x="{left - 4}" y="{top + ph}" text-anchor="end" class="a">{escape(_fmt(y0))}</text>'
+        f'<text x="{left}" y="{height - 8}" class="a">step {x0}</text>'
+        f'<text x="{left + pw}" y="{height - 8}" text-anchor="end" class="a">step {x1}</text>'
+    )
+    coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
+    parts.append(f'<polyline points="{coords}" class="l"/>')
+    if len(points) <= 60:
+        parts.extend(
+            f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" class="d"><title>step {x}: {escape(_fmt(y))}</title></circle>'
+            for x, y in points
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+#: Eighth blocks, lowest first, for :func:`text_chart`.
+_BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+def text_chart(spec: ChartSpec, points: list[Point], width: int = 60, height: int = 6) -> str:
+    """A column chart in block characters: ``height`` rows, at most ``width`` columns (each the mean of the
+    steps it covers), with the min/max and the step range."""
+    title = spec.title + (f" ({spec.unit})" if spec.unit else "")
+    if not points:
+        return f"{title}: no data"
+    width = max(1, width)
+    n = len(points)
+    cols = min(width, n)
+    buckets: list[float] = []
+    for i in range(cols):
+        chunk = points[i * n // cols : (i + 1) * n // cols]
+        buckets.append(sum(v for _, v in chunk) / len(chunk))
+    lo, hi = _bounds(buckets) if len(set(buckets)) > 1 else (min(buckets) - 1, max(buckets))
+    levels = height * 8
+    heights = [max(1, round((v - lo) / (hi - lo) * levels)) for v in buckets]
+    label_w = max(len(_fmt(hi)), len(_fmt(lo)))
+    rows = []
+    for r in range(height - 1, -1, -1):
+        line = "".join(_BLOCKS[min(8, max(0, h - r * 8))] for h in heights)
+        label = _fmt(hi) if r == height - 1 else (_fmt(lo) if r == 0 else "")
+        rows.append(f"{label:>{label_w}} │{line}")
+    last = points[-1]
+    footer = f"{'':>{label_w}} └ step {points[0][0]} … {last[0]}  (last {_fmt(last[1])})"
+    return "\n".join([title, *rows, footer])
+
+
+class SeriesSink:
+    """A step sink (:class:`verlctl.monitor.diagnose.StepSink`) that keeps only the charted metrics of each
+    step, so that a whole log can be charted in memory bounded by its number of steps."""
+
+    def __init__(self) -> None:
+        self.steps: dict[int, dict[str, float]] = {}
+        self._keys = {k for c in CHARTS for k in c.keys}
+
+    def fast(self, step: int, body: bytes) -> None:
+        from verlctl.monitor.events import split_metrics
+
+        self._keep(step, split_metrics(body.decode(errors="replace")).metrics)
+
+    def event(self, event: object) -> None:
+        self._keep(event.step, event.metrics)  # type: ignore[attr-defined]
+
+    def flush(self) -> None:
+        pass
+
+    def _keep(self, step: int, metrics: Mapping[str, object]) -> None:
+        kept = {k: v for k, v in metrics.items() if k in self._keys and isinstance(v, (int, float))}
+        if kept:
+            self.steps[step] = {**self.steps.get(step, {}), **kept}
+
+    def series(self) -> dict[str, list[Point]]:
+        return series(sorted(self.steps.items()))

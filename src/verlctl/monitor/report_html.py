@@ -1,0 +1,153 @@
+"""One self-contained HTML page for a run: its spec, timeline, restarts, diagnosis and charts.
+
+No script and no network: the charts are inline SVG (:mod:`verlctl.monitor.charts`), the style is inline, and
+every value from the run (spec text, log excerpts, event fields) is HTML-escaped. The page is built from plain
+data (:class:`ReportData`), so this module knows nothing of records, containers or Docker.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+
+from verlctl.monitor.charts import CHARTS, Point, svg_chart
+
+#: At most this many timeline rows (the newest are kept) and characters of spec text.
+MAX_EVENTS = 500
+MAX_SPEC_CHARS = 200_000
+
+_STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1200px;color:#1d2330;
+background:#fff;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde;padding-bottom:4px}
+.meta{color:#556}.grid{display:flex;flex-wrap:wrap;gap:16px}
+table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eef;padding:4px 8px;text-align:left;
+vertical-align:top}th{background:#f5f6fa}pre{background:#f5f6fa;padding:10px;overflow:auto;max-height:480px;
+font-size:12px}.bad{color:#b3261e;font-weight:600}.ok{color:#1b7f3b;font-weight:600}
+svg.chart{background:#fff;border:1px solid #dde;border-radius:6px}
+svg .t{font:600 13px system-ui,sans-serif;fill:#1d2330}svg .a{font:11px system-ui,sans-serif;fill:#556}
+svg .e{font:12px system-ui,sans-serif;fill:#889}svg .f{fill:#fafbfe;stroke:#dde}
+svg .l{fill:none;stroke:#2f6fde;stroke-width:2}svg .d{fill:#2f6fde}
+"""
+
+
+@dataclass
+class ReportData:
+    run_id: str
+    experiment: str
+    state: str  # running / stopped / finished / failed (exit N) / not running
+    spec_yaml: str
+    events: Sequence[Mapping[str, Any]] = field(default_factory=list)
+    attempts: Sequence[Mapping[str, Any]] = field(default_factory=list)
+    series: dict[str, list[Point]] = field(default_factory=dict)
+    findings: Sequence[Mapping[str, Any]] = field(default_factory=list)  # root cause first
+    progress: Mapping[str, Any] | None = None
+    facts: dict[str, str] = field(default_factory=dict)  # container, image, verl version, log path, ...
+    generated_at: float | None = None
+
+
+def _when(t: Any) -> str:
+    try:
+        return dt.datetime.fromtimestamp(float(t)).strftime("%Y-%m-%d %H:%M:%S")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return ""
+
+
+def _event_detail(ev: Mapping[str, Any]) -> str:
+    skip = {"time", "run", "event"}
+    parts = []
+    for k, v in ev.items():
+        if k in skip:
+            continue
+        text = v if isinstance(v, str) else json.dumps(v, default=str)
+        if len(text) > 300:
+            text = text[:300] + "…"
+        parts.append(f"{k}: {text}")
+    return "; ".join(parts)
+
+
+def _state_class(state: str) -> str:
+    s = state.lower()
+    if s.startswith(("failed", "gave up")) or "error" in s:
+        return "bad"
+    if s in ("running", "finished"):
+        return "ok"
+    return ""
+
+
+def render(data: ReportData) -> str:
+    out: list[str] = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>verlctl run {escape(data.run_id)}</title>",
+        f"<style>{_STYLE}</style></head><body>",
+        f"<h1>Run {escape(data.run_id)}</h1>",
+        f'<p class="meta">experiment <b>{escape(data.experiment)}</b> · state '
+        f'<span id="state" class="{_state_class(data.state)}">{escape(data.state)}</span>'
+        + (f" · report written {escape(_when(data.generated_at))}" if data.generated_at else "")
+        + "</p>",
+    ]
+    if data.facts:
+        out.append("<table id=\"facts\">")
+        out.extend(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in data.facts.items())
+        out.append("</table>")
+
+    out.append('<h2>Progress</h2><div class="grid" id="charts">')
+    for spec in CHARTS:
+        out.append(svg_chart(spec, data.series.get(spec.name, [])))
+    out.append("</div>")
+    if data.progress:
+        done, total = data.progress.get("step"), data.progress.get("total")
+        if done is not None:
+            out.append(f"<p>step {escape(str(done))}" + (f" of {escape(str(total))}" if total else "") + "</p>")
+
+    out.append("<h2>Diagnosis</h2>")
+    if data.findings:
+        out.append('<table id="findings"><tr><th>what</th><th>line</th><th>what to do</th><th>excerpt</th></tr>')
+        for f in data.findings:
+            out.append(
+                f'<tr><td class="bad">{escape(str(f.get("message", f.get("category", ""))))}</td>'
+                f"<td>{escape(str(f.get('line', '')))}</td><td>{escape(str(f.get('hint', '')))}</td>"
+                f"<td><code>{escape(str(f.get('excerpt', ''))[:400])}</code></td></tr>"
+            )
+        out.append("</table>")
+    else:
+        out.append("<p>No error found in the log.</p>")
+
+    out.append("<h2>Attempts and restarts</h2>")
+    if data.attempts:
+        out.append('<table id="attempts"><tr><th>#</th><th>started</th><th>reason</th><th>features</th><th>resumed from</th></tr>')
+        for a in data.attempts:
+            out.append(
+                f"<tr><td>{escape(str(a.get('number', '')))}</td><td>{escape(_when(a.get('started_at')))}</td>"
+                f"<td>{escape(str(a.get('reason', '')))}</td><td>{escape(', '.join(map(str, a.get('features') or [])))}</td>"
+                f"<td>{escape(str(a.get('resumed_from') or 'start'))}</td></tr>"
+            )
+        out.append("</table>")
+    else:
+        out.append("<p>No attempt recorded.</p>")
+
+    out.append("<h2>Timeline</h2>")
+    events = list(data.events)[-MAX_EVENTS:]
+    if events:
+        out.append('<table id="timeline"><tr><th>time</th><th>event</th><th>details</th></tr>')
+        out.extend(
+            f"<tr><td>{escape(_when(ev.get('time')))}</td><td>{escape(str(ev.get('event', '')))}</td>"
+            f"<td>{escape(_event_detail(ev))}</td></tr>"
+            for ev in events
+        )
+        out.append("</table>")
+    else:
+        out.append("<p>No event recorded.</p>")
+
+    spec_text = data.spec_yaml
+    if len(spec_text) > MAX_SPEC_CHARS:
+        spec_text = spec_text[:MAX_SPEC_CHARS] + "\n… (cut)"
+    out.append(f'<h2>Run spec (resolved, without secrets)</h2><pre id="spec">{escape(spec_text)}</pre>')
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
