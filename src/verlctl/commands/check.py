@@ -89,7 +89,9 @@ def _print(lines: list[str], findings: list[Finding]) -> None:
 
     from verlctl.report import print_findings
 
+    from rich.markup import escape
+
     console = Console()
     for line in lines:
-        console.print(f"[dim]{line}[/dim]", highlight=False)
+        console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
     print_findings(console, findings)

@@ -90,7 +90,7 @@ def _from_file(what: str, path: Path, json_out: bool, board: bool) -> None:
             typer.echo(b.model_dump_json(indent=2))
         else:
             for key, value in b.fields.items():
-                console.print(f"{key}: {value}")
+                console.print(f"{key}: {value}", highlight=False, markup=False)
         return
     if what == "npu":
         from verlctl.detect.npu import parse_npu_smi_info
