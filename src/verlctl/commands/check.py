@@ -86,10 +86,9 @@ def spec_findings(resolved: ResolvedSpec) -> tuple[list[Finding], bool]:
 
 def _print(lines: list[str], findings: list[Finding]) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     from verlctl.report import print_findings
-
-    from rich.markup import escape
 
     console = Console()
     for line in lines:

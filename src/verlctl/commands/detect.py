@@ -51,7 +51,7 @@ def detect(
     what = what.strip().lower()
     if what not in WHATS:
         raise VerlctlError(f"unknown thing to detect {what!r}; use one of: {', '.join(WHATS)}")
-    if budget <= 0:
+    if not budget > 0 or budget == float("inf"):  # also nan
         raise VerlctlError(f"--budget must be a positive number of seconds, not {budget:g}")
     if from_file is not None:
         if what not in FROM_FILE_WHATS:
@@ -86,6 +86,8 @@ def _from_file(what: str, path: Path, json_out: bool, board: bool) -> None:
         from verlctl.detect.npu_kv import parse_npu_board
 
         b = parse_npu_board(text)
+        if not any(v is not None for k, v in b.model_dump().items() if k != "fields"):  # no known board field
+            _nothing_parsed(path, "npu-smi info -t board -i N")
         if json_out:
             typer.echo(b.model_dump_json(indent=2))
         else:
@@ -97,6 +99,8 @@ def _from_file(what: str, path: Path, json_out: bool, board: bool) -> None:
         from verlctl.detect.summary import render_npu
 
         info = parse_npu_smi_info(text)
+        if not (info.devices or info.processes or info.tool_version or info.driver_version or info.process_table_seen):
+            _nothing_parsed(path, "npu-smi info")
         if json_out:
             typer.echo(info.model_dump_json(indent=2))
         else:
@@ -106,6 +110,8 @@ def _from_file(what: str, path: Path, json_out: bool, board: bool) -> None:
         from verlctl.detect.summary import render_gpu
 
         ginfo = parse_nvidia_smi(text)
+        if not (ginfo.devices or ginfo.processes or ginfo.tool_version or ginfo.driver_version or "No devices were found" in text):
+            _nothing_parsed(path, "nvidia-smi")
         if json_out:
             typer.echo(ginfo.model_dump_json(indent=2))
         else:
@@ -115,11 +121,19 @@ def _from_file(what: str, path: Path, json_out: bool, board: bool) -> None:
         from verlctl.detect.summary import render_network
 
         interfaces, warnings = parse_ip_addr(text)
+        if not interfaces:
+            _nothing_parsed(path, "ip addr")
         ninfo = NetworkInfo(interfaces=interfaces, host_ips=host_ips(interfaces), warnings=warnings)
         if json_out:
             typer.echo(ninfo.model_dump_json(indent=2))
         else:
             render_network(console, ninfo)
+
+
+def _nothing_parsed(path: Path, tool: str) -> None:
+    from verlctl.errors import VerlctlError
+
+    raise VerlctlError(f"--from-file {path}: nothing in it could be read as `{tool}` output; save that command's output there")
 
 
 def _live(

@@ -153,3 +153,15 @@ def _parse_scalar(text: str) -> Any:
         return text
     # A path such as "/a: b" must not turn into a mapping.
     return text if isinstance(value, dict) or (value is None and text.strip() not in ("null", "~")) else value
+
+
+def check_seconds(value: float, flag: str, allow_zero: bool = False) -> float:
+    """A number of seconds from a flag: finite and positive (or zero when allowed), else one clear line."""
+    import math
+
+    from verlctl.errors import VerlctlError
+
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        least = "zero or more" if allow_zero else "more than zero"
+        raise VerlctlError(f"{flag} must be a number of seconds, {least}; got {value:g}")
+    return value
