@@ -52,6 +52,9 @@ class Layer:
     def from_flat(cls, source: Source, flat: Mapping[str, Any], details: Mapping[str, str] | None = None) -> Layer:
         nested: dict[str, Any] = {}
         for path, value in flat.items():
+            if path.count(".") >= MAX_SPEC_DEPTH:
+                where = f" ({details[path][:60]}…)" if details and path in details else ""
+                raise SpecError(f"{path[:60]}…{where}: nesting too deep (more than {MAX_SPEC_DEPTH} levels)")
             set_path(nested, path, value)
         return cls(source, nested, dict(details or {}))
 
