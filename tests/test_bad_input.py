@@ -373,13 +373,14 @@ def test_findings_show_no_literal_markup(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "expect"), [
     (("--set", "paths.model=/m\ntouch y"), "paths.model: must not contain a newline"),
     (("--set", "container.workdir=/verl\rx"), "container.workdir: must not contain a carriage return"),
-    (("--set", "env.A=x\ny"), "env: must not contain a newline"),
+    (("--set", "env.A=x\ny"), "env: must not contain a newline (in 'A')"),
     (("--set", "paths.model=relative/model"), "paths.model: must be an absolute path"),
     (("--set", "paths.train_files=[data/t.parquet]"), "paths.train_files: must be an absolute path"),
     (("--set", "train.lr=1e400"), "train.lr: Input should be a finite number"),
     (("--set", "train.lr=.nan"), "train.lr: Input should be a finite number"),
     (("--set", "train.steps=1000000000000000000000000000000"), "train.steps: Input should be less than or equal"),
-    (("--swanlab", "--set", "logging.swanlab.enabled=false"), "--swanlab conflicts with --set logging.swanlab"),
+    (("--swanlab", "--set", "logging.swanlab.enabled=false"),
+     "--swanlab conflicts with --set logging.swanlab.enabled=false: give only one of them"),
     (("--set", "algorithm=grpo", "--algorithm", "dapo"), "--algorithm dapo conflicts with --set algorithm"),
 ])
 def test_validation_gaps_are_one_line(tmp_path: Path, args: tuple[str, ...], expect: str) -> None:
@@ -429,6 +430,17 @@ def test_detect_from_a_garbage_file_is_an_error(tmp_path: Path, args: tuple[str,
     garbage.write_bytes(bytes(range(256)) * 8 + b"F: x\n\xff\xfe random : words\n")
     line = one_line_error(run_cli("detect", *args, "--from-file", str(garbage)))
     assert f"nothing in it could be read as `{tool}` output" in line
+
+
+def test_detect_from_a_huge_file_is_refused_unread(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.txt"
+    with open(huge, "wb") as fh:
+        fh.truncate(1 << 30)  # sparse 1 GiB
+    code, out, err, _seconds, rss_mb = run_measured([*VERLCTL, "detect", "npu", "--from-file", str(huge)],
+                                                    clean_env(), timeout=120)
+    assert code == 2 and "Traceback" not in out + err
+    assert err.strip() == f"error: --from-file: {huge} is larger than 16 MiB: not a saved tool output"
+    assert rss_mb < 300, f"peak RSS {rss_mb} MiB"
 
 
 # ---------------------------------------------------------------- no traceback from the review's causes

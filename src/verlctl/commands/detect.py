@@ -11,6 +11,8 @@ import typer
 
 WHATS = ("all", "npu", "gpu", "docker", "models", "datasets", "network")
 FROM_FILE_WHATS = ("npu", "gpu", "network")
+#: The largest saved output read (``npu-smi info`` of 16 NPUs is about 10 kB).
+MAX_FROM_FILE_BYTES = 16 << 20
 
 
 def detect(
@@ -69,7 +71,12 @@ def _read(path: Path) -> str:
     if not path.is_file():
         raise VerlctlError(f"--from-file: {path} is not a regular file")
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_FROM_FILE_BYTES + 1)
+        if len(raw) > MAX_FROM_FILE_BYTES:
+            raise VerlctlError(
+                f"--from-file: {path} is larger than {MAX_FROM_FILE_BYTES >> 20} MiB: not a saved tool output"
+            )
     except OSError as exc:
         raise VerlctlError(f"--from-file: cannot read {path}: {exc.strerror or exc}") from exc
     from verlctl.detect.common import strip_provenance

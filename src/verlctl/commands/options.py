@@ -130,8 +130,10 @@ def spec_flags(
     for path, (given, flag) in named.items():
         if path in flags and flags[path] != given:
             named_flag = flag if isinstance(given, bool) else f"{flag} {given}"
+            other = flags[path]
+            shown = str(other).lower() if isinstance(other, bool) else other
             raise SpecError(
-                f"{named_flag} conflicts with {names[path]}={flags[path]!r}: give only one of them", field=path
+                f"{named_flag} conflicts with {names[path]}={shown}: give only one of them", field=path
             )
         put(path, given, flag)
     return flags, names

@@ -50,20 +50,21 @@ _CONTROL_NAMES = {"\x00": "a NUL byte", "\n": "a newline", "\r": "a carriage ret
 
 def _control_char(value: object) -> str | None:
     """A description of the first control character in a string (or in a list/dict of strings)."""
-    items: list[object]
     if isinstance(value, str):
         found = _CONTROL_RE.search(value)
         if found is None:
             return None
         ch = found.group()
         return _CONTROL_NAMES.get(ch, f"the control character {ch!r}")
-    if isinstance(value, list):
-        items = list(value)
-    elif isinstance(value, dict):
-        items = [*value.keys(), *value.values()]
-    else:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            bad = _control_char(key) or _control_char(item)
+            if bad:
+                return f"{bad} (in {key!r})"
         return None
-    for item in items:
+    if not isinstance(value, list):
+        return None
+    for item in value:
         bad = _control_char(item)
         if bad:
             return bad
