@@ -303,6 +303,24 @@ def test_env_file_writer_never_follows_a_planted_symlink(tmp_path: Path) -> None
     assert target.read_text() == "SWANLAB_API_KEY='k'\n"
 
 
+def test_host_put_files_never_follows_a_planted_symlink(tmp_path: Path) -> None:
+    from verlctl.runtime.executor import FileSpec, HostExecutor
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "verlctl.env").symlink_to(victim)
+    HostExecutor().put_files(str(run_dir), {"verlctl.env": FileSpec(b"KEY='v'\n", 0o600),
+                                            "start_verl.sh": FileSpec(b"#!/bin/bash\n", 0o755)})
+    assert victim.read_text() == "precious\n"
+    env_file = run_dir / "verlctl.env"
+    assert not env_file.is_symlink() and env_file.read_bytes() == b"KEY='v'\n"
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE((run_dir / "start_verl.sh").stat().st_mode) == 0o755
+    assert sorted(p.name for p in run_dir.iterdir()) == ["start_verl.sh", "verlctl.env"]
+
+
 def _write_loop(out: str, letter: str, rounds: int, barrier) -> None:  # type: ignore[no-untyped-def]
     content = letter * (4 << 20)  # big files: the writes of two processes overlap
     rendered = Rendered(files={n: content for n in ("start_verl.sh", "run_training.sh", "spec.resolved.yaml")},
