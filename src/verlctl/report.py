@@ -30,6 +30,9 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Extra", ("env", "extra_overrides")),
 )
 
+#: Rows shown per checklist section (a spec with a huge ``env`` map would print for minutes).
+MAX_SECTION_ROWS = 60
+
 
 def masked_env(env: dict[str, str]) -> dict[str, str]:
     return {k: (MASK if k in SECRET_ENV and v else v) for k, v in env.items()}
@@ -84,8 +87,8 @@ def print_findings(console: Any, findings: list[Finding]) -> None:
         return
     style = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
     for f in findings:
-        where = f" [dim]{f.field}[/dim]" if f.field else ""
-        console.print(f"[{style[f.severity]}]{f.severity.value}[/] {f.code}{escape(where)}: {escape(f.message)}",
+        where = f" [dim]{escape(f.field)}[/dim]" if f.field else ""
+        console.print(f"[{style[f.severity]}]{f.severity.value}[/] {escape(f.code)}{where}: {escape(f.message)}",
                       highlight=False)
         if f.hint:
             console.print(f"    [dim]hint:[/dim] {escape(f.hint)}", highlight=False)
@@ -101,9 +104,15 @@ def print_checklist(console: Any, resolved: ResolvedSpec, command: TrainingComma
         table.add_column("setting")
         table.add_column("value", overflow="fold")
         table.add_column("source", style="dim")
+        hidden = 0
         for path, value in leaves.items():
             if path.startswith(prefixes) or path in prefixes:
-                table.add_row(path, escape(display(value)), escape(str(resolved.origin(path))))
+                if table.row_count >= MAX_SECTION_ROWS:
+                    hidden += 1
+                    continue
+                table.add_row(escape(path), escape(display(value)), escape(str(resolved.origin(path))))
+        if hidden:
+            table.add_row(f"… {hidden} more", "(every value is in spec.resolved.yaml and in --json)", "")
         if table.row_count:
             console.print(table)
     if command is not None:
@@ -113,7 +122,7 @@ def print_checklist(console: Any, resolved: ResolvedSpec, command: TrainingComma
         table.add_column("why", overflow="fold")
         for name, st in command.features.items():
             colour = "green" if st.on and st.applicable else "dim"
-            table.add_row(name, f"[{colour}]{st.label()}[/]", escape(st.reason))
+            table.add_row(escape(name), f"[{colour}]{escape(st.label())}[/]", escape(st.reason))
         console.print(table)
         console.print(
             f"verl {command.version}: [bold]{command.entry.module}[/bold] --config-name {command.entry.config_name} "

@@ -86,10 +86,11 @@ def spec_findings(resolved: ResolvedSpec) -> tuple[list[Finding], bool]:
 
 def _print(lines: list[str], findings: list[Finding]) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     from verlctl.report import print_findings
 
     console = Console()
     for line in lines:
-        console.print(f"[dim]{line}[/dim]", highlight=False)
+        console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
     print_findings(console, findings)

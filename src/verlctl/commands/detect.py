@@ -11,6 +11,8 @@ import typer
 
 WHATS = ("all", "npu", "gpu", "docker", "models", "datasets", "network")
 FROM_FILE_WHATS = ("npu", "gpu", "network")
+#: The largest saved output read (``npu-smi info`` of 16 NPUs is about 10 kB).
+MAX_FROM_FILE_BYTES = 16 << 20
 
 
 def detect(
@@ -51,7 +53,7 @@ def detect(
     what = what.strip().lower()
     if what not in WHATS:
         raise VerlctlError(f"unknown thing to detect {what!r}; use one of: {', '.join(WHATS)}")
-    if budget <= 0:
+    if not budget > 0 or budget == float("inf"):  # also nan
         raise VerlctlError(f"--budget must be a positive number of seconds, not {budget:g}")
     if from_file is not None:
         if what not in FROM_FILE_WHATS:
@@ -69,7 +71,12 @@ def _read(path: Path) -> str:
     if not path.is_file():
         raise VerlctlError(f"--from-file: {path} is not a regular file")
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_FROM_FILE_BYTES + 1)
+        if len(raw) > MAX_FROM_FILE_BYTES:
+            raise VerlctlError(
+                f"--from-file: {path} is larger than {MAX_FROM_FILE_BYTES >> 20} MiB: not a saved tool output"
+            )
     except OSError as exc:
         raise VerlctlError(f"--from-file: cannot read {path}: {exc.strerror or exc}") from exc
     from verlctl.detect.common import strip_provenance
@@ -86,17 +93,21 @@ def _from_file(what: str, path: Path, json_out: bool, board: bool) -> None:
         from verlctl.detect.npu_kv import parse_npu_board
 
         b = parse_npu_board(text)
+        if not any(v is not None for k, v in b.model_dump().items() if k != "fields"):  # no known board field
+            _nothing_parsed(path, "npu-smi info -t board -i N")
         if json_out:
             typer.echo(b.model_dump_json(indent=2))
         else:
             for key, value in b.fields.items():
-                console.print(f"{key}: {value}")
+                console.print(f"{key}: {value}", highlight=False, markup=False)
         return
     if what == "npu":
         from verlctl.detect.npu import parse_npu_smi_info
         from verlctl.detect.summary import render_npu
 
         info = parse_npu_smi_info(text)
+        if not (info.devices or info.processes or info.tool_version or info.driver_version or info.process_table_seen):
+            _nothing_parsed(path, "npu-smi info")
         if json_out:
             typer.echo(info.model_dump_json(indent=2))
         else:
@@ -106,6 +117,8 @@ def _from_file(what: str, path: Path, json_out: bool, board: bool) -> None:
         from verlctl.detect.summary import render_gpu
 
         ginfo = parse_nvidia_smi(text)
+        if not (ginfo.devices or ginfo.processes or ginfo.tool_version or ginfo.driver_version or "No devices were found" in text):
+            _nothing_parsed(path, "nvidia-smi")
         if json_out:
             typer.echo(ginfo.model_dump_json(indent=2))
         else:
@@ -115,11 +128,19 @@ def _from_file(what: str, path: Path, json_out: bool, board: bool) -> None:
         from verlctl.detect.summary import render_network
 
         interfaces, warnings = parse_ip_addr(text)
+        if not interfaces:
+            _nothing_parsed(path, "ip addr")
         ninfo = NetworkInfo(interfaces=interfaces, host_ips=host_ips(interfaces), warnings=warnings)
         if json_out:
             typer.echo(ninfo.model_dump_json(indent=2))
         else:
             render_network(console, ninfo)
+
+
+def _nothing_parsed(path: Path, tool: str) -> None:
+    from verlctl.errors import VerlctlError
+
+    raise VerlctlError(f"--from-file {path}: nothing in it could be read as `{tool}` output; save that command's output there")
 
 
 def _live(

@@ -55,6 +55,8 @@ def diagnose(log: LogArg, as_json: JsonOut = False) -> int:
     except OSError as exc:
         raise VerlctlError(f"cannot read {log}: {exc.strerror or exc}") from None
     try:
+        if stream is not sys.stdin.buffer:
+            _require_log_file(stream, log)
         if as_json:
             out = sys.stdout.buffer
             out.write(b'{"steps": [')
@@ -72,7 +74,29 @@ def diagnose(log: LogArg, as_json: JsonOut = False) -> int:
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
+    if diag.cut_lines:
+        from verlctl.monitor.diagnose import MAX_CARRIED_LINE
+
+        sys.stderr.write(
+            f"note: {diag.cut_lines} line(s) longer than {MAX_CARRIED_LINE >> 20} MiB: only their first "
+            f"{MAX_CARRIED_LINE >> 20} MiB were read (is {log} a text log?)\n"
+        )
     return 1 if diag.findings else 0
+
+
+def _require_log_file(stream: BinaryIO, log: str) -> None:
+    """A log is a file or a pipe: a device such as /dev/zero would be read forever."""
+    import os
+    import stat
+
+    from verlctl.errors import VerlctlError
+
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (OSError, ValueError):
+        return
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        raise VerlctlError(f"cannot read {log}: it is a device, not a log file; pass a file, or - for stdin")
 
 
 def _silence_stdout() -> None:

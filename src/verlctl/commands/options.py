@@ -110,7 +110,10 @@ def spec_flags(
         key = key.strip()
         if not key:
             raise SpecError(f"--set expects KEY=VALUE, got {item!r}")
-        put(key, _parse_scalar(value), f"--set {key}")
+        parsed = _parse_scalar(value)
+        if key.split(".", 1)[0] in ("env",) and "." in key and isinstance(parsed, (bool, int, float)):
+            parsed = value.strip()  # a string map: `--set env.TASK_QUEUE_ENABLE=2` means the text "2"
+        put(key, parsed, f"--set {key}")
     simple: dict[str, tuple[str | None, str]] = {
         "features.mask": (mask, "--mask"),
         "features.enable": (features, "--features"),
@@ -121,11 +124,18 @@ def spec_flags(
         "strategy": (strategy, "--strategy"),
         "device": (device, "--device"),
     }
-    for path, (given, flag) in simple.items():
-        if given is not None:
-            put(path, given, flag)
+    named: dict[str, tuple[Any, str]] = {p: (g, f) for p, (g, f) in simple.items() if g is not None}
     if swanlab is not None:
-        put("logging.swanlab.enabled", swanlab, "--swanlab" if swanlab else "--no-swanlab")
+        named["logging.swanlab.enabled"] = (swanlab, "--swanlab" if swanlab else "--no-swanlab")
+    for path, (given, flag) in named.items():
+        if path in flags and flags[path] != given:
+            named_flag = flag if isinstance(given, bool) else f"{flag} {given}"
+            other = flags[path]
+            shown = str(other).lower() if isinstance(other, bool) else other
+            raise SpecError(
+                f"{named_flag} conflicts with {names[path]}={shown}: give only one of them", field=path
+            )
+        put(path, given, flag)
     return flags, names
 
 
@@ -133,7 +143,9 @@ def _parse_scalar(text: str) -> Any:
     """``--set`` values are YAML scalars/lists (``4``, ``1e-5``, ``true``, ``[0,1]``); masks stay strings."""
     import re
 
-    if re.fullmatch(r"[01]{7}", text):
+    if re.fullmatch(r"[01]{7}", text) or re.search(r"[\x00-\x08\x0a-\x1f\x7f]", text):
+        # A mask keeps its leading zeros; a value with a control character (a newline) stays as given,
+        # so that the spec's validators reject it instead of YAML folding it into a space.
         return text
     import yaml
 
@@ -143,3 +155,15 @@ def _parse_scalar(text: str) -> Any:
         return text
     # A path such as "/a: b" must not turn into a mapping.
     return text if isinstance(value, dict) or (value is None and text.strip() not in ("null", "~")) else value
+
+
+def check_seconds(value: float, flag: str, allow_zero: bool = False) -> float:
+    """A number of seconds from a flag: finite and positive (or zero when allowed), else one clear line."""
+    import math
+
+    from verlctl.errors import VerlctlError
+
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        least = "zero or more" if allow_zero else "more than zero"
+        raise VerlctlError(f"{flag} must be a number of seconds, {least}; got {value:g}")
+    return value

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import JsonOut, SpecFile, SpecFlags, with_spec_flags
+from verlctl.commands.options import JsonOut, SpecFile, SpecFlags, check_seconds, with_spec_flags
 
 RunId = Annotated[Optional[str], typer.Argument(help="Run id or prefix (default: the newest run).")]  # noqa: UP045
 
@@ -36,6 +36,7 @@ def launch(
     """Prepare the container, start training and verify it started (asks first unless --yes)."""
     from verlctl.runtime.flow import launch_flow
 
+    check_seconds(verify_timeout, "--verify-timeout")
     return launch_flow(
         config, flags[0], flags[1], yes=yes, dry_run=dry_run, out=out, pull=pull, watch=watch, notify_cmd=notify_cmd,
         verify_timeout=verify_timeout, ask_all=ask_all,
@@ -74,8 +75,11 @@ def logs(
     lines: Annotated[int, typer.Option("--lines", "-n", help="Lines from the end (0: all).")] = 200,
 ) -> int:
     """Print the run's log (from inside the container or the host)."""
+    from verlctl.errors import VerlctlError
     from verlctl.runtime.inspect import show_logs
 
+    if lines < 0:
+        raise VerlctlError(f"--lines must be 0 (all) or a number of lines from the end; got {lines}")
     return show_logs(run, follow=follow, lines=lines)
 
 
@@ -89,6 +93,7 @@ def stop(
     """Stop the run's process group (and nothing else)."""
     from verlctl.runtime.inspect import stop_run
 
+    check_seconds(grace, "--grace", allow_zero=True)
     return stop_run(run, remove_container=remove_container, grace=grace)
 
 

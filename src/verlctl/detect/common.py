@@ -6,16 +6,18 @@ Every probe returns either its own result model (``status == "ok"``) or :class:`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Literal, TypeVar
+from typing import IO, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -141,30 +143,101 @@ class ToolOutput:
     seconds: float
 
 
-def run_tool(probe: str, argv: Sequence[str], timeout: float) -> ToolOutput | Unavailable:
-    """Run ``argv`` (first element looked up on ``PATH``) with a timeout; never raises."""
+#: The most output kept from one stream of a tool (``npu-smi info`` for 16 NPUs is about 10 kB). A tool
+#: that prints more (one stuck in a loop printed 17 GB into memory) is stopped.
+MAX_TOOL_OUTPUT = 8 * 1024 * 1024
+
+
+def run_tool(
+    probe: str, argv: Sequence[str], timeout: float, max_bytes: int = MAX_TOOL_OUTPUT
+) -> ToolOutput | Unavailable:
+    """Run ``argv`` (first element looked up on ``PATH``) with a timeout; never raises.
+
+    The tool runs in its own process group (a new session). At most ``max_bytes`` of each of stdout and
+    stderr are read; past that, or past the timeout, the whole group is killed (children included, so a
+    hung tool's helpers never outlive it) and the result says why.
+    """
     binary = argv[0]
     path = shutil.which(binary) if os.sep not in binary else (binary if os.access(binary, os.X_OK) else None)
     if path is None:
         return unavailable(probe, UnavailableCode.NOT_FOUND, f"{binary} not found")
     started = time.monotonic()
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [path, *argv[1:]],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
             stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return unavailable(
-            probe, UnavailableCode.TIMEOUT, f"{' '.join(argv)} did not finish within {timeout:g} s"
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
     except OSError as exc:
         return unavailable(probe, UnavailableCode.FAILED, f"{binary} could not be run: {exc.strerror or exc}")
-    return ToolOutput(list(argv), proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
+    over = threading.Event()
+    buffers = (bytearray(), bytearray())
+
+    def reader(stream: IO[bytes], buf: bytearray) -> None:
+        with stream:
+            while True:
+                chunk = stream.read1(65536)  # type: ignore[attr-defined]
+                if not chunk:
+                    return
+                room = max_bytes - len(buf)
+                buf += chunk[:room]
+                if len(chunk) > room:
+                    over.set()
+                    _kill_group(proc)
+                    return
+
+    threads = [
+        threading.Thread(target=reader, args=(stream, buf), name=f"verlctl-{probe}-read", daemon=True)
+        for stream, buf in zip((proc.stdout, proc.stderr), buffers)
+        if stream is not None
+    ]
+    for t in threads:
+        t.start()
+    deadline = started + timeout
+    timed_out = False
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+        if t.is_alive():
+            timed_out = True
+            break
+    if not timed_out:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    command = " ".join(argv)
+    if timed_out or over.is_set():
+        _kill_group(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL: it is gone within moments
+            proc.wait(5)
+        if over.is_set():
+            return unavailable(
+                probe,
+                UnavailableCode.FAILED,
+                f"{command} printed more than {max_bytes // (1024 * 1024)} MiB: stopped it (and its child "
+                "processes) and ignored its output",
+            )
+        return unavailable(
+            probe,
+            UnavailableCode.TIMEOUT,
+            f"{command} did not finish within {timeout:g} s: stopped it (and its child processes)",
+        )
+    # The tool exited; helpers it left in its group are not part of its answer.
+    _kill_group(proc)
+    stdout, stderr = (bytes(b).decode("utf-8", errors="replace") for b in buffers)
+    return ToolOutput(list(argv), proc.returncode, stdout, stderr, time.monotonic() - started)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group of a tool started by :func:`run_tool` (its own session: pgid == pid).
+
+    The group id is the pid of a child this process started; while any member lives the kernel does not
+    reuse that number, so this never reaches another group.
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def tool_failure(probe: str, out: ToolOutput) -> Unavailable:

@@ -323,14 +323,24 @@ class Diagnosis:
     lines: int
     steps: int  # step lines seen
     dropped_findings: int = 0  # distinct findings beyond Classifier.max_findings (counted, not kept)
+    cut_lines: int = 0  # lines longer than MAX_CARRIED_LINE whose excess was dropped unread
 
     @property
     def progress(self) -> dict[str, int | None] | None:
         return None if self.step is None else {"step": self.step, "total": self.total}
 
 
+#: The most bytes kept of a line that spans reads (input without newlines, such as /dev/zero or a binary
+#: file, would otherwise be held whole, growing without bound and re-copied on every read).
+MAX_CARRIED_LINE = 1 << 20
+
+
 class DiagnoseScanner:
-    """Feed binary chunks of a log (any sizes), then :meth:`close` for the :class:`Diagnosis`."""
+    """Feed binary chunks of a log (any sizes), then :meth:`close` for the :class:`Diagnosis`.
+
+    A line that spans chunks is kept up to :data:`MAX_CARRIED_LINE` bytes; the rest of it is dropped
+    (counted in ``Diagnosis.cut_lines``), so memory stays bounded on input without newlines.
+    """
 
     def __init__(self, sink: StepSink, classifier: Classifier | None = None) -> None:
         self.sink = sink
@@ -339,6 +349,8 @@ class DiagnoseScanner:
         anchors = set(all_anchors(self.classifier.matcher.catalogue)) | set(EVENT_ANCHORS)
         self._prefilter = re.compile(literal_alternation(sorted(anchors)).encode())
         self._carry = b""
+        self._cut = False  # the carried line was cut at MAX_CARRIED_LINE
+        self._cut_lines = 0
         self._plain_lines: dict[bytes, tuple[Match | None, int]] = {}  # lines only the classifier looks at
         self._lines = 0  # complete lines before the current buffer
         self._step: int | None = None
@@ -356,11 +368,30 @@ class DiagnoseScanner:
             return
         cut = data.rfind(b"\n")
         if cut < 0:
-            self._carry += data
+            self._hold(data)
             return
-        buf = self._carry + data[: cut + 1] if self._carry else data[: cut + 1]
-        self._carry = data[cut + 1 :]
+        if self._carry:
+            first = data.find(b"\n")
+            self._hold(data[:first])  # the end of the carried line (kept up to the cap)
+            buf = self._carry + data[first : cut + 1]
+        else:
+            buf = data[: cut + 1]
+        self._carry = b""
+        self._cut = False
+        self._hold(data[cut + 1 :])
         self._scan(buf)
+
+    def _hold(self, piece: bytes) -> None:
+        """Append to the carried (unterminated) line, keeping at most MAX_CARRIED_LINE bytes of it."""
+        room = MAX_CARRIED_LINE - len(self._carry)
+        if len(piece) <= room:
+            self._carry += piece
+            return
+        if room > 0:
+            self._carry += piece[:room]
+        if not self._cut:
+            self._cut = True
+            self._cut_lines += 1
 
     def close(self) -> Diagnosis:
         if self._carry:
@@ -376,6 +407,7 @@ class DiagnoseScanner:
             lines=self._lines,
             steps=self._steps,
             dropped_findings=self.classifier.dropped,
+            cut_lines=self._cut_lines,
         )
 
     # ---- scanning --------------------------------------------------------------------------------

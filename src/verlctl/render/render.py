@@ -7,7 +7,6 @@ and every Hydra value through :func:`verlctl.verl.hydra_syntax.hydra_value`.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,25 +45,21 @@ class Rendered:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def write(self, out_dir: str | Path) -> list[Path]:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        written = []
-        for name, content in self.files.items():
-            p = out / name
-            p.write_text(content, encoding="utf-8")
-            if name.endswith(".sh"):
-                p.chmod(0o755)
-            written.append(p)
-        return written
+        """Write the files into ``out_dir`` as one set: atomically, never through a planted symlink."""
+        from verlctl.render.files import write_set
+
+        return write_set(
+            out_dir,
+            {name: (content.encode("utf-8"), 0o755 if name.endswith(".sh") else 0o644)
+             for name, content in self.files.items()},
+        )
 
     def write_env_file(self, path: str | Path) -> Path:
-        """Write the env file with mode 0600 from the start (never world-readable, even briefly)."""
-        p = Path(path)
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(self.env_file)
-        p.chmod(0o600)
-        return p
+        """Write the env file with mode 0600 from the start (never world-readable, even briefly), atomically
+        and without following a symlink at ``path``."""
+        from verlctl.render.files import write_file
+
+        return write_file(path, self.env_file.encode("utf-8"), 0o600)
 
 
 def _env(loader_dir: Path) -> Any:

@@ -44,6 +44,13 @@ def _emit(node: dict[str, Any], prefix: str, indent: int, resolved: ResolvedSpec
             lines.append(f"{pad}{key}:")
             _emit(value, path + ".", indent + 1, resolved, lines)
             continue
+        if key == "env" and isinstance(value, dict) and value:
+            # Keys are variable names (data, not spec fields): one line each, with its own source.
+            lines.append(f"{pad}{key}:")
+            for name, text in value.items():
+                comment = _comment(str(resolved.origin(f"{path}.{name}")))
+                lines.append(f"{pad}  {_scalar(name)}: {_scalar(text)}  # {comment}")
+            continue
         origin = resolved.origin(path)
         if isinstance(value, SecretStr):
             shown = "null"
@@ -51,5 +58,8 @@ def _emit(node: dict[str, Any], prefix: str, indent: int, resolved: ResolvedSpec
         else:
             shown = _scalar(value)
             comment = str(origin)
-        comment = comment.replace("\r", "\\r").replace("\n", "\\n")
-        lines.append(f"{pad}{_scalar(key)}: {shown}  # {comment}")
+        lines.append(f"{pad}{_scalar(key)}: {shown}  # {_comment(comment)}")
+
+
+def _comment(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")

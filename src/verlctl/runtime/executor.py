@@ -136,12 +136,10 @@ class HostExecutor(Executor):
     def put_files(self, dest_dir: str, files: Mapping[str, FileSpec]) -> None:
         d = Path(dest_dir)
         d.mkdir(parents=True, exist_ok=True)
+        from verlctl.render.files import write_file
+
         for name, spec in files.items():
-            p = d / name
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, spec.mode)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(spec.content)
-            p.chmod(spec.mode)
+            write_file(d / name, spec.content, spec.mode)  # atomic, never through a planted symlink
 
     def start_detached(self, argv: list[str], log_path: str, cwd: str | None = None,
                        env: Mapping[str, str] | None = None) -> int:

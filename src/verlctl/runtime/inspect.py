@@ -156,35 +156,38 @@ def _summarise(text: str, doc: dict[str, Any]) -> None:
 
 def print_status(doc: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     state_colour = "green" if doc["alive"] else "red"
-    console.print(f"run [bold]{doc['run_id']}[/bold] ({doc['experiment']}): [{state_colour}]{doc['state']}[/]",
+    console.print(f"run [bold]{escape(str(doc['run_id']))}[/bold] ({escape(str(doc['experiment']))}): "
+                  f"[{state_colour}]{escape(str(doc['state']))}[/]",
                   highlight=False)
     c = doc["container"]
     if doc["runtime"] == "docker":
-        console.print(f"  container {c.get('name')} ({c.get('state')})", highlight=False)
+        console.print(f"  container {c.get('name')} ({c.get('state')})", highlight=False, markup=False)
     console.print(f"  process group {doc['pgid']}, attempts {len(doc['attempts'])}, log {doc['run_log']}",
-                  highlight=False)
+                  highlight=False, markup=False)
     if doc.get("progress"):
         p = doc["progress"]
-        console.print(f"  progress: step {p.get('step')}/{p.get('total')}", highlight=False)
+        console.print(f"  progress: step {p.get('step')}/{p.get('total')}", highlight=False, markup=False)
     if doc.get("last_step"):
         m = doc["last_step"]["metrics"]
         keys = [k for k in ("critic/score/mean", "response_length/mean", "actor/pg_loss", "timing_s/step") if k in m]
         shown = ", ".join(f"{k}={m[k]}" for k in keys)
-        console.print(f"  last step {doc['last_step']['step']}: {shown}", highlight=False)
+        console.print(f"  last step {doc['last_step']['step']}: {shown}", highlight=False, markup=False)
     if doc.get("last_error"):
         e = doc["last_error"]
-        console.print(f"  [red]last error[/red]: {e.get('category')}: {e.get('message') or e.get('reason')}",
+        error = f"{e.get('category')}: {e.get('message') or e.get('reason')}"
+        console.print(f"  [red]last error[/red]: {escape(error)}",
                       highlight=False)
         if e.get("hint"):
-            console.print(f"    hint: {e['hint']}", highlight=False)
+            console.print(f"    hint: {e['hint']}", highlight=False, markup=False)
     w = doc["watcher"]
     if w.get("pid"):
-        console.print(f"  watcher pid {w['pid']}: {'alive' if w['alive'] else 'not running'}", highlight=False)
+        console.print(f"  watcher pid {w['pid']}: {'alive' if w['alive'] else 'not running'}", highlight=False, markup=False)
     if doc.get("swanlab_url"):
-        console.print(f"  SwanLab: {doc['swanlab_url']}", highlight=False)
+        console.print(f"  SwanLab: {doc['swanlab_url']}", highlight=False, markup=False)
 
 
 def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
@@ -256,7 +259,7 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
     if record.watcher_pid and watcher_alive(record):
         try:
             os.kill(record.watcher_pid, 15)
-            console.print(f"stopped the watcher (pid {record.watcher_pid})", highlight=False)
+            console.print(f"stopped the watcher (pid {record.watcher_pid})", highlight=False, markup=False)
         except ProcessLookupError:
             pass
     groups: list[tuple[Executor, int, str]] = []
@@ -264,14 +267,14 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
         if ex.group_alive(record.pgid):
             groups.append((ex, record.pgid, ex.describe()))
         else:
-            console.print(f"process group {record.pgid} had already ended", highlight=False)
+            console.print(f"process group {record.pgid} had already ended", highlight=False, markup=False)
     else:
-        console.print(f"nothing to stop: the container is {container.get('state')}", highlight=False)
+        console.print(f"nothing to stop: the container is {container.get('state')}", highlight=False, markup=False)
     for w, wex, _info in worker_targets(record):
         if wex is not None and w.pgid and wex.group_alive(w.pgid):
             groups.append((wex, w.pgid, f"{wex.describe()}"))
     for _gex, pgid, where in stop_groups(groups, grace):
-        console.print(f"stopped process group {pgid} in {where}", highlight=False)
+        console.print(f"stopped process group {pgid} in {where}", highlight=False, markup=False)
     record.stopped = True
     record.event("stopped", pgid=record.pgid)
     record.save()
@@ -280,7 +283,7 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
             console.print("no container to remove (host runtime)")
         elif not record.container_created:
             console.print(f"container {record.container_name} was not created by this run: left in place",
-                          highlight=False)
+                          highlight=False, markup=False)
         else:
             from verlctl.runtime import containers
 
@@ -288,14 +291,14 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
             c = containers.find_container(client, record.container_id or record.container_name or "")
             if c is not None:
                 c.remove(force=True)
-                console.print(f"removed container {record.container_name}", highlight=False)
+                console.print(f"removed container {record.container_name}", highlight=False, markup=False)
                 record.event("container_removed", container=record.container_name)
             for w in record.workers:
                 if w.container_created:
                     wc = containers.find_container(_client_for(record, w.address), w.container_id or "")
                     if wc is not None:
                         wc.remove(force=True)
-                        console.print(f"removed container {w.container_name} on {w.address}", highlight=False)
+                        console.print(f"removed container {w.container_name} on {w.address}", highlight=False, markup=False)
     return 0
 
 
@@ -305,6 +308,7 @@ def list_runs(as_json: bool) -> int:
         sys.stdout.write(json.dumps([r.model_dump() for r in runs], indent=2, default=str) + "\n")
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="verlctl runs", title_justify="left", header_style="bold")
@@ -312,10 +316,10 @@ def list_runs(as_json: bool) -> int:
         table.add_column(col)
     for r in runs:
         table.add_row(
-            r.run_id,
+            escape(r.run_id),
             time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)),
             r.runtime,
-            r.container_name or "-",
+            escape(r.container_name or "-"),
             str(len(r.attempts)),
             "yes" if r.stopped else "no",
         )

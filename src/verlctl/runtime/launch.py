@@ -69,14 +69,21 @@ class Reporter:
     def step(self, text: str) -> None:
         self.lines.append(text)
         if not self.quiet:
-            self.console.print(f"[bold cyan]→[/] {text}", highlight=False)
+            self.console.print(f"[bold cyan]→[/] {_esc(text)}", highlight=False)
 
     def note(self, text: str) -> None:
         if not self.quiet:
-            self.console.print(f"  [dim]{text}[/dim]", highlight=False)
+            self.console.print(f"  [dim]{_esc(text)}[/dim]", highlight=False)
 
     def warn(self, text: str) -> None:
-        self.console.print(f"  [yellow]warning:[/yellow] {text}", highlight=False)
+        self.console.print(f"  [yellow]warning:[/yellow] {_esc(text)}", highlight=False)
+
+
+def _esc(text: str) -> str:
+    """User text (paths, names, tool output) printed inside rich markup: ``[v1]`` must stay literal."""
+    from rich.markup import escape
+
+    return escape(str(text))
 
 
 def _target_paths(resolved: ResolvedSpec, run_id: str) -> tuple[str, str, str]:
@@ -211,12 +218,12 @@ class Launcher:
         self._print_findings(the_plan.findings)
         self.console.print("[bold]dry run[/bold]: these actions would be taken, in order (nothing is changed):")
         for i, a in enumerate(actions, 1):
-            self.console.print(f"  {i:2}. {a}", highlight=False)
+            self.console.print(f"  {i:2}. {a}", highlight=False, markup=False)
         if has_errors(the_plan.findings):
             raise VerlctlError("the spec has errors (listed above)")
         if self.options.out_dir is not None:
             for p in the_plan.render().write(self.options.out_dir):
-                self.console.print(f"wrote {p}", highlight=False)
+                self.console.print(f"wrote {p}", highlight=False, markup=False)
 
     def _execute(self, the_plan: Plan, run_id: str) -> RunRecord:
         spec = self.resolved.spec
@@ -585,7 +592,7 @@ class Launcher:
 
         result = diagnose_text(text)
         tail = [ln for ln in text.splitlines() if ln.strip()][-15:]
-        self.console.print(f"[bold red]{why}[/bold red]; last lines of {record.run_log}:")
+        self.console.print(f"[bold red]{_esc(why)}[/bold red]; last lines of {_esc(record.run_log)}:")
         for ln in tail:
             self.console.print(f"  {ln}", highlight=False, markup=False)
         reason = why

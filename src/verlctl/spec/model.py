@@ -32,15 +32,55 @@ SwanlabMode = Literal["cloud", "local", "offline", "disabled"]
 DEFAULT_IMAGE = "quay.io/ascend/verl:verl-8.3.rc1-910b-ubuntu22.04-py3.11-v0.7.0"
 DEFAULT_SWANLAB_LOG_DIR = "/mnt/project/h4380/examples/verl/swanlab_cloud_fsdp_log/"
 
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegInt = Annotated[int, Field(ge=0)]
+#: Upper bound of every count/size/step field: larger values are typos (``train.steps=10**30``) that would
+#: overflow the int32/int64 fields they reach in verl, Ray or torch.
+MAX_INT = 2**31 - 1
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_INT)]
+NonNegInt = Annotated[int, Field(ge=0, le=MAX_INT)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+#: Control characters (all of C0 but TAB, and DEL): a NUL is dropped by bash, a newline splits a line of
+#: a script or of the env file, a CR hides text on a terminal. No path, name or value needs one.
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_CONTROL_NAMES = {"\x00": "a NUL byte", "\n": "a newline", "\r": "a carriage return"}
+
+
+def _control_char(value: object) -> str | None:
+    """A description of the first control character in a string (or in a list/dict of strings)."""
+    if isinstance(value, str):
+        found = _CONTROL_RE.search(value)
+        if found is None:
+            return None
+        ch = found.group()
+        return _CONTROL_NAMES.get(ch, f"the control character {ch!r}")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            bad = _control_char(key) or _control_char(item)
+            if bad:
+                return f"{bad} (in {key!r})"
+        return None
+    if not isinstance(value, list):
+        return None
+    for item in value:
+        bad = _control_char(item)
+        if bad:
+            return bad
+    return None
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _no_control_characters(cls, v: object) -> object:
+        bad = _control_char(v)
+        if bad:
+            raise ValueError(f"must not contain {bad}: remove it (write the value on one line)")
+        return v
 
 
 def _csv_list(value: object) -> object:
@@ -145,6 +185,8 @@ class PathsSpec(_Strict):
     def _not_blank(cls, v: str | None) -> str | None:
         if v is not None and not v.strip():
             raise ValueError("must not be empty")
+        if v is not None and not v.startswith("/"):
+            raise ValueError(_relative(v))
         return v
 
     @field_validator("train_files", "val_files")
@@ -155,7 +197,19 @@ class PathsSpec(_Strict):
                 raise ValueError("at least one file is needed")
             if any(not s.strip() for s in v):
                 raise ValueError("file paths must not be empty")
+            for s in v:
+                if not s.startswith("/"):
+                    raise ValueError(_relative(s))
         return v
+
+
+def _relative(path: str) -> str:
+    # The paths are bind-mounted at the same path in the container and read by processes whose working
+    # directory is the verl work dir (or another node), so a relative path would point elsewhere there.
+    return (
+        f"must be an absolute path, got {path!r} (it is used as is in the container and on every node); "
+        f"give the full path, e.g. $PWD/{path}"
+    )
 
 
 class ProxySpec(_Strict):

@@ -22,6 +22,7 @@ from verlctl.spec.sources import (
     load_env_layer,
     load_yaml_layer,
     merge_layers,
+    origin_index,
 )
 
 REQUIRED_PATHS = {
@@ -167,8 +168,9 @@ def _fields_at(parent: str) -> list[str]:
 
 def _full_origins(spec: RunSpec, origins: Mapping[str, Origin]) -> dict[str, Origin]:
     out: dict[str, Origin] = {}
+    lookup = origin_index(origins)  # one linear index, not a scan of every origin per leaf
     for path in flatten(_dump(spec)):
-        out[path] = _origin_for(path, origins) or Origin(Source.DEFAULT)
+        out[path] = lookup(path) or Origin(Source.DEFAULT)
     return out
 
 

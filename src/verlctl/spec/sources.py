@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -52,6 +52,9 @@ class Layer:
     def from_flat(cls, source: Source, flat: Mapping[str, Any], details: Mapping[str, str] | None = None) -> Layer:
         nested: dict[str, Any] = {}
         for path, value in flat.items():
+            if path.count(".") >= MAX_SPEC_DEPTH:
+                where = f" ({details[path][:60]}…)" if details and path in details else ""
+                raise SpecError(f"{path[:60]}…{where}: nesting too deep (more than {MAX_SPEC_DEPTH} levels)")
             set_path(nested, path, value)
         return cls(source, nested, dict(details or {}))
 
@@ -94,36 +97,144 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def merge_layers(layers: Iterable[Layer]) -> tuple[dict[str, Any], dict[str, Origin]]:
-    """Deep-merge layers by priority; return the nested values and the origin of every leaf set."""
+    """Deep-merge layers by priority; return the nested values and the origin of every leaf set.
+
+    Linear in the number of leaves: the origins below each path prefix are indexed, so a value that
+    replaces a subtree (or a leaf replaced by a subtree) drops the old origins without a full scan.
+    """
     ordered = sorted(layers, key=lambda layer: PRIORITY.index(layer.source))
     merged: dict[str, Any] = {}
     origins: dict[str, Origin] = {}
+    below: dict[str, set[str]] = {}  # path prefix -> origin paths strictly below it
+
+    def drop(old: str) -> None:
+        del origins[old]
+        for prefix in _prefixes(old):
+            below[prefix].discard(old)
+
     for layer in ordered:
         for path, value in flatten(layer.values).items():
             # A non-dict value replacing a subtree (or the reverse) drops what was below.
-            for old in [p for p in origins if p.startswith(path + ".") or path.startswith(p + ".")]:
-                del origins[old]
+            for old in list(below.get(path, ())):
+                drop(old)
+            for prefix in _prefixes(path):
+                if prefix in origins:
+                    drop(prefix)
             set_path(merged, path, value)
+            if path not in origins:
+                for prefix in _prefixes(path):
+                    below.setdefault(prefix, set()).add(path)
             origins[path] = Origin(layer.source, layer.details.get(path))
     return merged, origins
+
+
+def _prefixes(path: str) -> list[str]:
+    """``a.b.c`` -> ``["a", "a.b"]``: the proper prefixes of a dotted path."""
+    parts = path.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def origin_index(origins: Mapping[str, Origin]) -> Callable[[str], Origin | None]:
+    """A lookup of the origin of ``path``: its own, else an ancestor's, else the first one below it.
+
+    Built once in linear time, so that looking up every leaf of a spec with a 300k-key ``env`` map stays
+    linear (a scan of all origins per lookup was quadratic).
+    """
+    first_below: dict[str, Origin] = {}
+    for p, o in origins.items():
+        for prefix in _prefixes(p):
+            first_below.setdefault(prefix, o)
+
+    def lookup(path: str) -> Origin | None:
+        if path in origins:
+            return origins[path]
+        for prefix in reversed(_prefixes(path)):
+            if prefix in origins:
+                return origins[prefix]
+        return first_below.get(path)
+
+    return lookup
 
 
 # --------------------------------------------------------------------------------------------------
 # YAML file
 
 
-def load_yaml_layer(path: str | Path) -> Layer:
-    import yaml
+#: The largest spec file read (a real spec is a few kB; a 300k-key ``env`` map is about 5 MB).
+MAX_SPEC_BYTES = 16 * 1024 * 1024
+#: The deepest nesting of mappings/lists accepted in a spec file (the spec itself is 4 levels deep).
+MAX_SPEC_DEPTH = 32
 
-    p = Path(path)
+
+def read_spec_text(p: Path) -> str:
+    """The text of a spec file: a regular file of at most MAX_SPEC_BYTES, else a SpecError.
+
+    ``/dev/zero``, a FIFO or a directory is refused before anything is read (a FIFO is opened
+    non-blocking, so a FIFO without a writer never hangs), and no more than the cap is ever read.
+    """
+    import stat
+
+    cap = f"at most {MAX_SPEC_BYTES // (1024 * 1024)} MiB"
     try:
-        text = p.read_text(encoding="utf-8")
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise SpecError(f"spec file not found: {p}") from None
     except IsADirectoryError:
         raise SpecError(f"spec file is a directory: {p}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise SpecError(f"cannot read spec file {p}: {exc.strerror or exc}") from None
+    chunks: list[bytes] = []
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise SpecError(f"spec file is a directory: {p}")
+        if not stat.S_ISREG(st.st_mode):
+            raise SpecError(f"spec file {p} is not a regular file: pass a YAML file with -c")
+        if st.st_size > MAX_SPEC_BYTES:
+            raise SpecError(f"spec file {p} is too large ({st.st_size} bytes; {cap})")
+        size = 0
+        while size <= MAX_SPEC_BYTES:
+            try:
+                chunk = os.read(fd, min(1 << 20, MAX_SPEC_BYTES + 1 - size))
+            except OSError as exc:
+                raise SpecError(f"cannot read spec file {p}: {exc.strerror or exc}") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_SPEC_BYTES:  # it grew while being read
+            raise SpecError(f"spec file {p} is too large ({cap})")
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise SpecError(f"cannot read spec file {p}: {exc}") from None
+
+
+def _too_deep(data: Any, limit: int) -> bool:
+    """Whether mappings/lists nest deeper than ``limit`` (iterative: no recursion on hostile input)."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((c, depth + 1) for c in children)
+    return False
+
+
+def load_yaml_layer(path: str | Path) -> Layer:
+    import yaml
+
+    p = Path(path)
+    text = read_spec_text(p)
+    too_deep = f"spec file {p}: nesting too deep (more than {MAX_SPEC_DEPTH} levels of mappings or lists)"
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -131,10 +242,14 @@ def load_yaml_layer(path: str | Path) -> Layer:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecError(f"malformed YAML in {p}{where}: {problem}") from None
+    except RecursionError:
+        raise SpecError(too_deep) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise SpecError(f"spec file {p} must hold a mapping of settings, not {type(data).__name__}")
+    if _too_deep(data, MAX_SPEC_DEPTH):
+        raise SpecError(too_deep)
     detail = str(p)
     return Layer(Source.FILE, data, {k: detail for k in flatten(data)})
 
@@ -211,7 +326,7 @@ def load_env_layer(environ: Mapping[str, str] | None = None, top_fields: Iterabl
         if not name.startswith("VERLCTL_") or name.startswith(RESERVED_ENV_PREFIXES):
             continue
         rest = name[len("VERLCTL_") :]
-        path = ".".join(part.lower() for part in rest.split("__"))
+        path = _env_path(rest.split("__"))
         top = path.split(".")[0]
         if fields and top not in fields:
             close = difflib.get_close_matches(top, sorted(fields), n=1, cutoff=0.75)
@@ -223,6 +338,15 @@ def load_env_layer(environ: Mapping[str, str] | None = None, top_fields: Iterabl
         flat[path] = value
         details[path] = name
     return Layer.from_flat(Source.ENV, flat, details)
+
+
+def _env_path(parts: list[str]) -> str:
+    """``["ENV", "TASK_QUEUE_ENABLE"]`` -> ``env.TASK_QUEUE_ENABLE``: spec field names are lower-cased,
+    keys below a dict field (``env``: variable names) keep their case."""
+    out: list[str] = []
+    for part in parts:
+        out.append(part if out and out[0] in DICT_FIELDS else part.lower())
+    return ".".join(out)
 
 
 def _split(value: Any) -> list[str]:

@@ -1,0 +1,81 @@
+"""Writing rendered files safely: atomically, never through a symlink planted where a file will go.
+
+Each file is written to a new file (``O_EXCL``, so never an existing path or a symlink) and then renamed
+over its name: ``rename`` replaces a symlink itself, it never writes to where the symlink points. A set of
+files (``plan -o DIR``) is written into a private temporary directory inside DIR, then renamed into place
+while holding an exclusive lock on DIR, so two plans into one directory leave one plan's whole set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from verlctl.errors import VerlctlError
+
+
+def write_file(path: str | Path, data: bytes, mode: int) -> Path:
+    """Replace ``path`` with ``data`` (mode ``mode`` from the start) without following a symlink there."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)  # O_EXCL, mode 0600
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), mode)
+            fh.write(data)
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return p
+
+
+def write_set(out_dir: str | Path, files: Mapping[str, tuple[bytes, int]], what: str = "-o") -> list[Path]:
+    """Write ``name -> (content, mode)`` into ``out_dir`` as one set (see the module docstring).
+
+    Every failure (the path is a file, a directory cannot be created, a disk is full) is a one-line
+    :class:`VerlctlError` naming ``what`` (the option that gave the directory), with nothing half-written.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise VerlctlError(f"{what} {out}: exists and is not a directory; give a directory for the files")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        dir_fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise VerlctlError(f"{what} {out}: cannot create the directory: {exc.strerror or exc}") from None
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        _lock(dir_fd)
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=".verlctl-tmp-", dir=out))
+        except OSError as exc:
+            raise VerlctlError(f"{what} {out}: cannot write there: {exc.strerror or exc}") from None
+        try:
+            for name, (data, mode) in files.items():
+                fd = os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "wb") as fh:
+                    os.fchmod(fh.fileno(), mode & ~umask)
+                    fh.write(data)
+            for name in files:
+                os.replace(tmp / name, out / name)
+        except OSError as exc:
+            raise VerlctlError(f"{what} {out}: cannot write the files: {exc.strerror or exc}") from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        os.close(dir_fd)  # releases the lock
+    return [out / name for name in files]
+
+
+def _lock(dir_fd: int) -> None:
+    """An exclusive lock on the directory itself (no lock file that could be planted as a symlink)."""
+    import fcntl
+
+    with contextlib.suppress(OSError):  # a file system without flock: the set is still written whole
+        fcntl.flock(dir_fd, fcntl.LOCK_EX)
