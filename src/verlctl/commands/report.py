@@ -43,25 +43,14 @@ def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a new temporary file in the same directory and a rename: a reader
-    never sees half a page, and a symlink planted at ``path`` is replaced, not followed."""
-    import os
-    import tempfile
+    """Write ``text`` to ``path`` atomically, never through a symlink planted there (:mod:`verlctl.render.files`)."""
+    from verlctl.render.files import write_file
 
     if path.is_dir():
         raise VerlctlError(f"--out {path}: is a directory", hint="give a file name, e.g. -o report.html")
-    parent = path.parent if str(path.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+        write_file(path, text.encode("utf-8"), 0o644)
     except OSError as exc:
-        raise VerlctlError(f"--out {path}: {exc.strerror or exc}", hint="write into an existing, writable directory") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise VerlctlError(f"--out {path}: {exc.strerror or exc}", hint="write into an existing, writable directory") from exc
 
 

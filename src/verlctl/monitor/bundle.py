@@ -176,7 +176,7 @@ def collect(record: Any, ex: Any, container: dict[str, Any], image_digest: str |
 
 def write(bundle: Bundle, scrub: Scrubber, out: Path, root: str) -> int:
     """Write the scrubbed bundle as a gzip tarball via a temporary file and a rename; returns its size."""
-    import tempfile
+    from verlctl.render.files import write_file
 
     manifest = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -185,19 +185,13 @@ def write(bundle: Bundle, scrub: Scrubber, out: Path, root: str) -> int:
         "redacted": ["secrets (API keys, tokens)", "private host names", "home directories"],
     }
     pieces = {**bundle.files, "manifest.json": json.dumps(manifest, indent=2) + "\n"}
-    parent = out.parent if str(out.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=parent)
-    try:
-        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
-            now = time.time()
-            for name, text in sorted(pieces.items()):
-                data = scrub(text).encode("utf-8")
-                info = tarfile.TarInfo(f"{root}/{name}")
-                info.size, info.mtime, info.mode = len(data), int(now), 0o644
-                tar.addfile(info, io.BytesIO(data))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        now = int(time.time())
+        for name, text in sorted(pieces.items()):
+            data = scrub(text).encode("utf-8")
+            info = tarfile.TarInfo(f"{root}/{name}")
+            info.size, info.mtime, info.mode = len(data), now, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    write_file(out, buf.getvalue(), 0o644)
     return out.stat().st_size
