@@ -16,6 +16,7 @@ from verlctl.commands.options import JsonOut, SpecFile, SpecFlags, with_spec_fla
 
 if TYPE_CHECKING:
     from verlctl.checks.findings import Finding
+    from verlctl.checks.memory import Estimate
     from verlctl.spec.resolve import ResolvedSpec
 
 Budget = Annotated[
@@ -42,15 +43,18 @@ def check(
     resolved = load_spec(config, flags=flags[0], flag_names=flags[1])
     findings, vpp_on = spec_findings(resolved)
     facts = collect_facts(resolved, budget)
+    memory, field = memory_and_field_findings(resolved, facts)
+    findings = [f for f in findings if not f.code.startswith("memory_")] + field
     findings = sorted_findings(findings + machine_findings(resolved, facts, vpp_on))
     if as_json:
         doc: dict[str, Any] = {
             "findings": [f.model_dump(mode="json") for f in findings],
             "machine": summarize(resolved, facts),
+            "memory": memory.to_json() if memory else None,
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        _print(describe_machine(resolved, facts), findings)
+        _print(describe_machine(resolved, facts), findings, memory)
     if has_errors(findings):
         if not as_json:
             sys.stderr.write("error: the check found errors (listed above)\n")
@@ -84,12 +88,53 @@ def spec_findings(resolved: ResolvedSpec) -> tuple[list[Finding], bool]:
     return found, bool(vpp and vpp.on and vpp.applicable)
 
 
-def _print(lines: list[str], findings: list[Finding]) -> None:
+def memory_and_field_findings(resolved: ResolvedSpec, facts: Any) -> tuple[Estimate | None, list[Finding]]:
+    """The memory fit with this machine's device memory and RAM, and the field-failure checks."""
+    from verlctl.checks import field_checks as fc
+    from verlctl.checks.memory import (
+        ModelShape,
+        estimate_for_command,
+        hbm_from_machine,
+        host_from_machine,
+        memory_findings,
+    )
+    from verlctl.detect.datasets import DatasetInfo
+    from verlctl.detect.machine import SystemInfo
+    from verlctl.detect.system import DiskSpace
+    from verlctl.verl.compose import build_command
+
+    spec = resolved.spec
+    command = build_command(resolved)
+    hbm, host = hbm_from_machine(spec, facts.machine), host_from_machine(facts.machine)
+    memory, why = estimate_for_command(resolved, command, hbm, host)
+    out = memory_findings(memory, why)
+    shape = memory.shape if memory else (ModelShape.from_model_dir(spec.paths.model) if spec.paths.model else None)
+    out += fc.check_weight_bucket(spec, command.version, shape)
+    host_bytes = int((spec.cluster.host_memory_gib or host or 0) * 2**30) or None
+    if spec.container.runtime == "docker" and facts.docker is not None and not facts.docker.exists:
+        out += fc.check_shm(spec, fc._size_bytes(spec.container.shm_size), host_bytes, "new container")
+    elif spec.container.runtime == "host" and isinstance(facts.machine.system, SystemInfo):
+        shm = facts.machine.system.shm
+        if isinstance(shm, DiskSpace):
+            out += fc.check_shm(spec, shm.total_bytes, host_bytes, "host")
+    rows = [c.verl_schema.num_rows if isinstance(c.verl_schema, DatasetInfo) else None
+            for c in facts.datasets if c.field == "paths.train_files"]
+    out += fc.check_dataset_rows(spec, rows)
+    if spec.device == "npu":
+        ranges = fc.hccl_port_ranges(spec, command.env)
+        busy = {name: fc.ports_in_use(ports) for name, ports in ranges.items()}
+        out += fc.check_hccl_ports(busy, ranges)
+    return memory, out
+
+
+def _print(lines: list[str], findings: list[Finding], memory: Estimate | None = None) -> None:
     from rich.console import Console
 
-    from verlctl.report import print_findings
+    from verlctl.report import print_findings, print_memory
 
     console = Console()
     for line in lines:
         console.print(f"[dim]{line}[/dim]", highlight=False)
+    if memory is not None:
+        print_memory(console, memory)
     print_findings(console, findings)

@@ -1,0 +1,170 @@
+"""Checks for launch failures seen in the field that a pre-check can prevent
+(``reference/field-failures-and-scale-out.md`` §1: A4 port clash, A11 weight-sync bucket, G5 /dev/shm, and
+verl's "Train dataloader is empty!" assert).
+
+Pure functions (spec + facts in, findings out), except :func:`ports_in_use`, which tries to bind each port of a
+range on this host (and closes it at once).
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Iterable
+from typing import Any
+
+from verlctl.checks.findings import Finding, error, warning
+from verlctl.checks.memory import BUCKET_DEFAULT_MB, BUCKET_KEY, ModelShape
+
+#: Ray's object store default: 30 % of the node's memory, at most 200 GB (ray_constants
+#: DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES); below that much /dev/shm Ray
+#: warns and puts the object store in /tmp.
+RAY_OBJECT_STORE_FRACTION = 0.3
+RAY_OBJECT_STORE_MAX_BYTES = 200 * 10**9
+
+
+def _size_bytes(text: str) -> int:
+    """docker's --shm-size syntax: a number with an optional b/k/m/g suffix (validated by the spec)."""
+    text = text.strip().lower()
+    mult = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    if text and text[-1] in mult:
+        return int(text[:-1]) * mult[text[-1]]
+    return int(text)
+
+
+def _extra(spec: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for o in spec.extra_overrides:
+        key, _, value = o.partition("=")
+        out[key.lstrip("+~").strip()] = value.strip().strip("'\"")
+    return out
+
+
+def check_weight_bucket(spec: Any, version: str, shape: ModelShape | None) -> list[Finding]:
+    """verl 0.9.1 vLLM rollout without CUDA IPC (NPU: ``use_shm = not is_support_ipc()``,
+    ``vllm_rollout.py:143``) asserts that every tensor fits the bucket
+    (``bucketed_weight_transfer.py:140-143``: "is too large to fit in the bucket"). The actor's tensors are
+    sent in fp32 (verl Ascend FAQ Q3: ``vocab x hidden x 4`` bytes). 0.7.0's key is read by the SGLang
+    rollout only (``sglang_rollout.py:174``), so nothing is checked there."""
+    if shape is None or version != "0.9.1" or spec.train.rollout_engine != "vllm" or spec.device != "npu":
+        return []
+    key = BUCKET_KEY[version]
+    raw = _extra(spec).get(key)
+    try:
+        bucket_mb = int(raw) if raw is not None else BUCKET_DEFAULT_MB[version]
+    except ValueError:
+        return []
+    largest = shape.largest_tensor_numel * 4
+    if largest <= bucket_mb << 20:
+        return []
+    want = 1 << max(0, int(largest * 1.25 - 1).bit_length() - 20)  # >= 1.25 x, a power of two, in MB
+    return [error(
+        "weight_bucket_too_small",
+        f"the largest tensor (embedding {shape.vocab} x {shape.hidden}, fp32: {largest / 2**20:.0f} MB) does not "
+        f"fit verl's weight-sync bucket ({bucket_mb} MB): verl 0.9.1 on NPU stops at the first weight sync with "
+        f"'too large to fit in the bucket'",
+        "extra_overrides",
+        f"add extra_overrides: {key}={want}",
+    )]
+
+
+def check_shm(spec: Any, shm_bytes: int | None, host_ram_bytes: int | None, where: str) -> list[Finding]:
+    """Ray puts its object store in /dev/shm; below 30 % of RAM (max 200 GB) it warns and falls back to /tmp,
+    and Docker's default 64 MiB is far below it (G5)."""
+    if shm_bytes is None or not host_ram_bytes:
+        return []
+    want = min(int(host_ram_bytes * RAY_OBJECT_STORE_FRACTION), RAY_OBJECT_STORE_MAX_BYTES)
+    if shm_bytes >= want:
+        return []
+    field = "container.shm_size" if where == "new container" else None
+    fix = (f"set container.shm_size to at least {want // 2**30 + 1}g" if field
+           else "give the container more shared memory (docker run --shm-size, or --ipc=host)")
+    return [warning(
+        "shm_too_small",
+        f"/dev/shm of the {where} is {shm_bytes / 2**30:.1f} GiB; Ray wants {want / 2**30:.0f} GiB "
+        "(30 % of RAM) for its object store and otherwise uses /tmp (slow, or 'object store size exceeds "
+        "/dev/shm size')",
+        field,
+        fix,
+    )]
+
+
+def check_dataset_rows(spec: Any, train_rows: list[int | None]) -> list[Finding]:
+    """verl's train loader uses ``drop_last=True`` with ``batch_size = data.gen_batch_size or
+    train_batch_size`` and asserts ``len(self.train_dataloader) >= 1, "Train dataloader is empty!"``
+    (``ray_trainer.py``: 0.7.0 lines 392-414, 0.9.1 lines 405-427)."""
+    if not train_rows or any(r is None for r in train_rows):
+        return []
+    rows = sum(r for r in train_rows if r is not None)
+    batch = spec.train.gen_batch_size or spec.train.train_batch_size
+    field = "train.gen_batch_size" if spec.train.gen_batch_size else "train.train_batch_size"
+    if rows >= batch:
+        return []
+    return [error(
+        "dataset_smaller_than_batch",
+        f"the training files have {rows} rows, fewer than one batch of {batch}: verl stops with "
+        "'Train dataloader is empty!' (the loader drops the last incomplete batch)",
+        field,
+        f"lower {field} to at most {rows}, or add training data",
+    )]
+
+
+def parse_port_range(text: str) -> list[int]:
+    """``60000-60050`` or ``60000`` (HCCL's range syntax); ``auto`` or anything else: no fixed ports."""
+    lo, sep, hi = text.strip().partition("-")
+    try:
+        first = int(lo)
+        last = int(hi) if sep else first
+    except ValueError:
+        return []
+    if not (0 < first <= last <= 65535) or last - first > 4096:
+        return []
+    return list(range(first, last + 1))
+
+
+def ports_in_use(ports: Iterable[int], host: str = "0.0.0.0") -> list[int]:
+    """The ports of ``ports`` that cannot be bound on this host right now (someone listens on them)."""
+    busy: list[int] = []
+    for port in ports:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                busy.append(port)
+        finally:
+            sock.close()
+    return busy
+
+
+def hccl_port_ranges(spec: Any, env: dict[str, str]) -> dict[str, list[int]]:
+    """The fixed HCCL port ranges this run exports (spec.env wins over verlctl's defaults)."""
+    out: dict[str, list[int]] = {}
+    for name in ("HCCL_HOST_SOCKET_PORT_RANGE", "HCCL_NPU_SOCKET_PORT_RANGE"):
+        value = spec.env.get(name, env.get(name))
+        if value:
+            ports = parse_port_range(value)
+            if ports:
+                out[name] = ports
+    return out
+
+
+def check_hccl_ports(busy: dict[str, list[int]], total: dict[str, list[int]]) -> list[Finding]:
+    """A4: another job already holds the run's HCCL ports ("EJ0003: Failed to bind the IP port"). HCCL takes
+    one port of the range per communicator, so a few busy ports are a warning, all of them an error."""
+    out: list[Finding] = []
+    for name, ports in busy.items():
+        if not ports:
+            continue
+        shown = ", ".join(str(p) for p in ports[:5]) + (" …" if len(ports) > 5 else "")
+        all_busy = len(ports) >= len(total.get(name, ports))
+        make = error if all_busy else warning
+        out.append(make(
+            "hccl_ports_in_use",
+            f"{len(ports)} of the {len(total.get(name, ports))} ports of {name} are already bound on this host "
+            f"({shown}): HCCL fails with 'EJ0003: Failed to bind the IP port'",
+            "env",
+            f"set env.{name} to a free range (or 'auto'), or stop the job that holds them",
+        ))
+    return out
+
