@@ -9,11 +9,14 @@ range on this host (and closes it at once).
 from __future__ import annotations
 
 import errno
+import json
+import os
 import socket
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from verlctl.checks.findings import Finding, error, warning
+from verlctl.checks.findings import Finding, error, info, warning
 from verlctl.checks.memory import BUCKET_DEFAULT_MB, BUCKET_KEY, ModelShape
 
 #: Ray's object store default: 30 % of the node's memory, at most 200 GB (ray_constants
@@ -168,3 +171,113 @@ def check_hccl_ports(busy: dict[str, list[int]], total: dict[str, list[int]]) ->
         ))
     return out
 
+
+
+# --------------------------------------------------------------------------------------------------
+# Prompt lengths with the model's own tokenizer (optional: pyarrow + tokenizers)
+
+PROMPT_SAMPLE_ROWS = 512
+
+
+@dataclass
+class PromptLengths:
+    sampled: int
+    over: int
+    longest: int
+    path: str
+
+
+def _chat_template(model_dir: str) -> str | None:
+    path = os.path.join(model_dir, "tokenizer_config.json")
+    try:
+        if os.path.getsize(path) > 8 << 20:
+            return None
+        with open(path, encoding="utf-8") as fh:
+            cfg = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    tpl = cfg.get("chat_template") if isinstance(cfg, dict) else None
+    if isinstance(tpl, list):  # [{"name": "default", "template": ...}, ...]
+        named = {t.get("name"): t.get("template") for t in tpl if isinstance(t, dict)}
+        tpl = named.get("default") or next(iter(named.values()), None)
+    return tpl if isinstance(tpl, str) else None
+
+
+def _render(template: str, messages: list[dict[str, Any]]) -> str:
+    """transformers' apply_chat_template(messages, add_generation_prompt=True, tokenize=False), which verl's
+    dataset and agent loop call (rl_dataset.py:247): the same sandboxed Jinja environment and helpers."""
+    from jinja2.exceptions import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False, **kw)
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True, tools=None)
+
+
+def measure_prompts(model_dir: str, path: str, max_prompt_length: int, prompt_key: str = "prompt",
+                    rows: int = PROMPT_SAMPLE_ROWS) -> PromptLengths | str:
+    """Token counts of the first ``rows`` prompts of a parquet file, chat template applied; a reason string
+    when they cannot be counted here."""
+    try:
+        import pyarrow.parquet as pq
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        return f"{exc.name} is not installed here (pip install 'verlctl[prompts]')"
+    tok_path = os.path.join(model_dir, "tokenizer.json")
+    if not os.path.isfile(tok_path):
+        return f"no tokenizer.json in {model_dir}"
+    try:
+        tokenizer = Tokenizer.from_file(tok_path)
+        pf = pq.ParquetFile(path)
+        if prompt_key not in pf.schema_arrow.names:
+            return f"{path} has no {prompt_key!r} column"
+        batch = next(pf.iter_batches(batch_size=rows, columns=[prompt_key]), None)
+    except Exception as exc:  # a corrupt file or tokenizer: say so, do not fail the check
+        return f"{type(exc).__name__}: {exc}"
+    prompts = batch.column(0).to_pylist() if batch is not None else []
+    template = _chat_template(model_dir)
+    texts: list[str] = []
+    for p in prompts:
+        if isinstance(p, list) and template:
+            try:
+                texts.append(_render(template, p))
+            except Exception as exc:
+                return f"the chat template of {model_dir} failed: {exc}"
+        elif isinstance(p, list):
+            texts.append("\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict)))
+        else:
+            texts.append(str(p))
+    if not texts:
+        return f"{path} has no rows"
+    lengths = [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+    return PromptLengths(len(lengths), sum(n > max_prompt_length for n in lengths), max(lengths), path)
+
+
+def check_prompt_lengths(spec: Any, result: PromptLengths | str | None) -> list[Finding]:
+    """verl keeps over-long prompts by default (``data.filter_overlong_prompts: False``, legacy_data.yaml:77 in
+    0.7.0, :83 in 0.9.1) while the rollout pads every prompt to ``rollout.prompt_length =
+    data.max_prompt_length`` (rollout.yaml:21); with ``data.truncation: error`` (the default, GRPO here) verl's
+    ``postprocess_data`` raises ``sequence_length=... is larger than max_length=...``."""
+    field = "train.max_prompt_length"
+    if result is None:
+        return []
+    if isinstance(result, str):
+        return [info("prompt_length_unchecked", f"prompt lengths not checked: {result}", field)]
+    if not result.over:
+        return []
+    limit = spec.train.max_prompt_length
+    truncating = spec.algorithm == "dapo"  # verlctl sets data.truncation=left for DAPO (verl/base.py)
+    what = ("they are cut from the left (data.truncation=left): the start of those questions is lost" if truncating
+            else "verl's default data.truncation=error stops the run on the first one")
+    make = warning if truncating else error
+    return [make(
+        "prompt_too_long",
+        f"{result.over} of the first {result.sampled} prompts of {result.path} are longer than {limit} tokens "
+        f"(longest {result.longest}, counted with the model's tokenizer and chat template): {what}",
+        field,
+        f"raise {field} to {result.longest}, or drop them: extra_overrides: data.filter_overlong_prompts=True",
+    )]

@@ -43,7 +43,7 @@ def check(
     resolved = load_spec(config, flags=flags[0], flag_names=flags[1])
     findings, vpp_on = spec_findings(resolved)
     facts = collect_facts(resolved, budget)
-    memory, field = memory_and_field_findings(resolved, facts)
+    memory, field = memory_and_field_findings(resolved, facts, budget)
     findings = [f for f in findings if not f.code.startswith("memory_")] + field
     findings = sorted_findings(findings + machine_findings(resolved, facts, vpp_on))
     if as_json:
@@ -88,7 +88,26 @@ def spec_findings(resolved: ResolvedSpec) -> tuple[list[Finding], bool]:
     return found, bool(vpp and vpp.on and vpp.applicable)
 
 
-def memory_and_field_findings(resolved: ResolvedSpec, facts: Any) -> tuple[Estimate | None, list[Finding]]:
+def _prompt_lengths(resolved: ResolvedSpec, facts: Any, budget: float) -> Any:
+    """The first train file's prompts counted with the model's tokenizer, within ``budget`` seconds."""
+    from verlctl.checks import field_checks as fc
+    from verlctl.checks.machine_checks import FileProbe
+    from verlctl.detect.common import CallTimeout, call_with_timeout
+
+    spec = resolved.spec
+    first = next((c for c in facts.datasets if c.field == "paths.train_files"), None)
+    if not spec.paths.model or first is None or not isinstance(first.file, FileProbe) or first.file.problem != "ok":
+        return None
+    model, path, limit = spec.paths.model, first.path, spec.train.max_prompt_length
+    try:
+        return call_with_timeout(lambda: fc.measure_prompts(model, path, limit), budget, "verlctl-prompts")
+    except CallTimeout:
+        return f"counting did not finish within {budget:g} s"
+
+
+def memory_and_field_findings(
+    resolved: ResolvedSpec, facts: Any, budget: float = 20.0
+) -> tuple[Estimate | None, list[Finding]]:
     """The memory fit with this machine's device memory and RAM, and the field-failure checks."""
     from verlctl.checks import field_checks as fc
     from verlctl.checks.memory import (
@@ -120,6 +139,7 @@ def memory_and_field_findings(resolved: ResolvedSpec, facts: Any) -> tuple[Estim
     rows = [c.verl_schema.num_rows if isinstance(c.verl_schema, DatasetInfo) else None
             for c in facts.datasets if c.field == "paths.train_files"]
     out += fc.check_dataset_rows(spec, rows)
+    out += fc.check_prompt_lengths(spec, _prompt_lengths(resolved, facts, budget))
     if spec.device == "npu":
         ranges = fc.hccl_port_ranges(spec, command.env)
         busy = {name: fc.ports_in_use(ports) for name, ports in ranges.items()}
