@@ -17,6 +17,7 @@ from verlctl.checks.findings import Severity
 from verlctl.checks.machine_checks import CheckFacts, DatasetCheck, check_dataset_file
 from verlctl.checks.memory import ModelShape
 from verlctl.commands.check import memory_and_field_findings
+from verlctl.detect.common import Unavailable
 from verlctl.detect.machine import MachineState
 from verlctl.spec.resolve import load_spec
 
@@ -87,22 +88,31 @@ def test_advised_bucket_key_composes_in_verl_0_9_1() -> None:
 def test_shm_smaller_than_rays_object_store_is_a_warning() -> None:
     s = spec().spec
     ram = 256 << 30
-    small = fc.check_shm(s, fc._size_bytes("64m"), ram, "new container")
+    small = fc.check_shm(s, 64 << 20, ram, "this host")  # Docker's default 64 MiB
     assert [f.code for f in small] == ["shm_too_small"]
-    assert small[0].field == "container.shm_size" and small[0].hint == "set container.shm_size to at least 77g"
-    assert fc.check_shm(s, fc._size_bytes("128g"), ram, "new container") == []
+    assert small[0].severity is Severity.WARNING and "77G" in (small[0].hint or "")
+    assert fc.check_shm(s, 128 << 30, ram, "this host") == []
     # Ray caps its object store at 200 GB: a 2 TB host does not need 600 GB of /dev/shm.
-    assert fc.check_shm(s, 200 * 10**9, 2 << 40, "host") == []
+    assert fc.check_shm(s, 200 * 10**9, 2 << 40, "this host") == []
 
 
-def test_shm_check_of_a_new_container_in_check(tmp_path: Path) -> None:
-    s = spec(**{"container.shm_size": "64m", "cluster.host_memory_gib": 512})
-    facts = CheckFacts(machine=MachineState(), docker=None)
+def test_shm_check_reads_this_hosts_dev_shm(tmp_path: Path) -> None:
+    """verlctl's containers run with ipc=host: the host's /dev/shm (measured by the system probe) is theirs."""
     from verlctl.checks.machine_checks import DockerFacts
+    from verlctl.detect.machine import SystemInfo
+    from verlctl.detect.system import shm_space
 
-    facts.docker = DockerFacts(image="img", container="absent")  # the container will be created
+    real = shm_space()
+    _need("a measurable /dev/shm", hasattr(real, "total_bytes"))
+    assert not isinstance(real, Unavailable)
+    ram_gib = real.total_bytes / 2**30 / 0.3 * 2  # a host whose RAM makes this /dev/shm too small
+    s = spec(**{"cluster.host_memory_gib": ram_gib})
+    facts = CheckFacts(machine=MachineState(system=SystemInfo(shm=real)),
+                       docker=DockerFacts(image="img", container="absent"))  # the container will be created
     _, found = memory_and_field_findings(s, facts)
-    assert codes(found)["shm_too_small"].severity is Severity.WARNING
+    assert "the new container shares it" in codes(found)["shm_too_small"].message
+    big = spec(**{"cluster.host_memory_gib": real.total_bytes / 2**30})  # 30 % of it fits easily
+    assert "shm_too_small" not in codes(memory_and_field_findings(big, facts)[1])
 
 
 # ------------------------------------------------------------------ "Train dataloader is empty!"

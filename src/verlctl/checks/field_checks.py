@@ -26,15 +26,6 @@ RAY_OBJECT_STORE_FRACTION = 0.3
 RAY_OBJECT_STORE_MAX_BYTES = 200 * 10**9
 
 
-def _size_bytes(text: str) -> int:
-    """docker's --shm-size syntax: a number with an optional b/k/m/g suffix (validated by the spec)."""
-    text = text.strip().lower()
-    mult = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    if text and text[-1] in mult:
-        return int(text[:-1]) * mult[text[-1]]
-    return int(text)
-
-
 def _extra(spec: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for o in spec.extra_overrides:
@@ -72,23 +63,22 @@ def check_weight_bucket(spec: Any, version: str, shape: ModelShape | None) -> li
 
 
 def check_shm(spec: Any, shm_bytes: int | None, host_ram_bytes: int | None, where: str) -> list[Finding]:
-    """Ray puts its object store in /dev/shm; below 30 % of RAM (max 200 GB) it warns and falls back to /tmp,
-    and Docker's default 64 MiB is far below it (G5)."""
+    """Ray puts its object store in /dev/shm; below 30 % of RAM (max 200 GB) it warns and falls back to /tmp
+    (G5). ``where`` says whose /dev/shm it is: verlctl's containers use the host's (``ipc_mode: host`` in
+    runtime/containers.py, which makes Docker ignore ``--shm-size``)."""
     if shm_bytes is None or not host_ram_bytes:
         return []
     want = min(int(host_ram_bytes * RAY_OBJECT_STORE_FRACTION), RAY_OBJECT_STORE_MAX_BYTES)
     if shm_bytes >= want:
         return []
-    field = "container.shm_size" if where == "new container" else None
-    fix = (f"set container.shm_size to at least {want // 2**30 + 1}g" if field
-           else "give the container more shared memory (docker run --shm-size, or --ipc=host)")
     return [warning(
         "shm_too_small",
-        f"/dev/shm of the {where} is {shm_bytes / 2**30:.1f} GiB; Ray wants {want / 2**30:.0f} GiB "
-        "(30 % of RAM) for its object store and otherwise uses /tmp (slow, or 'object store size exceeds "
+        f"/dev/shm of {where} is {shm_bytes / 2**30:.1f} GiB; Ray wants {want / 2**30:.0f} GiB (30 % of RAM, at "
+        "most 200 GB) for its object store and otherwise uses /tmp (slow, or 'object store size exceeds "
         "/dev/shm size')",
-        field,
-        fix,
+        None,
+        f"enlarge the host's /dev/shm to at least {want // 2**30 + 1}G (mount -o remount,size="
+        f"{want // 2**30 + 1}G /dev/shm); verlctl's containers share it (ipc=host)",
     )]
 
 

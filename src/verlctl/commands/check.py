@@ -130,12 +130,12 @@ def memory_and_field_findings(
     shape = memory.shape if memory else (ModelShape.from_model_dir(spec.paths.model) if spec.paths.model else None)
     out += fc.check_weight_bucket(spec, command.version, shape)
     host_bytes = int((spec.cluster.host_memory_gib or host or 0) * 2**30) or None
-    if spec.container.runtime == "docker" and facts.docker is not None and not facts.docker.exists:
-        out += fc.check_shm(spec, fc._size_bytes(spec.container.shm_size), host_bytes, "new container")
-    elif spec.container.runtime == "host" and isinstance(facts.machine.system, SystemInfo):
-        shm = facts.machine.system.shm
+    new_container = spec.container.runtime == "docker" and facts.docker is not None and not facts.docker.exists
+    if (new_container or spec.container.runtime == "host") and isinstance(facts.machine.system, SystemInfo):
+        shm = facts.machine.system.shm  # a container verlctl creates shares it (ipc=host)
         if isinstance(shm, DiskSpace):
-            out += fc.check_shm(spec, shm.total_bytes, host_bytes, "host")
+            where = "this host (the new container shares it)" if new_container else "this host"
+            out += fc.check_shm(spec, shm.total_bytes, host_bytes, where)
     rows = [c.verl_schema.num_rows if isinstance(c.verl_schema, DatasetInfo) else None
             for c in facts.datasets if c.field == "paths.train_files"]
     out += fc.check_dataset_rows(spec, rows)
