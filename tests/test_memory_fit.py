@@ -259,3 +259,31 @@ def test_estimate_is_bounded_for_hostile_sizes() -> None:
     assert s is not None
     est = estimate(layout_for(load_spec(None, flags=dict(BASE_PATHS), environ={}).spec, {}), s, 64.0, 512.0)
     assert est.fits is False and est.device["update"].need > 1000 * GIB
+
+
+def test_device_memory_from_real_captures() -> None:
+    from verlctl.checks.memory import hbm_from_machine
+    from verlctl.detect.gpu import parse_nvidia_smi
+    from verlctl.detect.machine import MachineState
+    from verlctl.detect.npu import parse_npu_smi_info
+
+    from conftest import FIXTURES, fixture_text
+
+    npu = parse_npu_smi_info(fixture_text(FIXTURES / "npu-smi" / "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt"))
+    spec = load_spec(None, flags={**BASE_PATHS, "device": "npu", "cluster.devices": [0, 7]}, environ={}).spec
+    assert hbm_from_machine(spec, MachineState(npu=npu)) == 32.0  # 910B4: 32768 MB of HBM
+    absent = load_spec(None, flags={**BASE_PATHS, "device": "npu", "cluster.devices": [12]}, environ={}).spec
+    assert hbm_from_machine(absent, MachineState(npu=npu)) is None  # only the chosen devices count
+    gpu = parse_nvidia_smi(fixture_text(FIXTURES / "nvidia-smi" / "default-580-1gpu-h200-idle-verlctl-device-check.txt"))
+    gspec = load_spec(None, flags={**BASE_PATHS, "device": "gpu", "cluster.devices": [0]}, environ={}).spec
+    assert hbm_from_machine(gspec, MachineState(gpu=gpu)) == pytest.approx(143771 / 1024)
+
+
+def test_moe_activations_use_the_routed_width() -> None:
+    # Qwen/Qwen3-30B-A3B-Base (verl-project/verl@7de1304f tests/utils/test_flops_counter.py)
+    moe = ModelShape.from_config({
+        "model_type": "qwen3_moe", "hidden_size": 2048, "vocab_size": 151936, "num_hidden_layers": 48,
+        "num_key_value_heads": 4, "num_attention_heads": 32, "head_dim": 128, "moe_intermediate_size": 768,
+        "num_experts_per_tok": 8, "num_experts": 128, "intermediate_size": 6144})
+    assert moe is not None and moe.intermediate == 8 * 768 and moe.experts == 128
+    assert 29e9 < moe.params < 32e9  # 30.5 B total parameters: every expert is stored

@@ -88,6 +88,18 @@ def _int(cfg: Mapping[str, Any], *keys: str) -> int | None:
     return None
 
 
+def _active_ffn(cfg: Mapping[str, Any], hidden: int) -> int:
+    """The MLP width one token passes through: a dense model's intermediate size, or a MoE's routed experts
+    per token (plus its shared experts) times the expert width: what the activations scale with."""
+    dense = _int(cfg, "intermediate_size", "ffn_hidden_size") or 4 * hidden
+    moe = _int(cfg, "moe_intermediate_size")
+    if not moe or not _int(cfg, "num_experts", "num_local_experts", "n_routed_experts"):
+        return dense
+    per_token = _int(cfg, "num_experts_per_tok", "moe_topk") or 1
+    shared = (_int(cfg, "shared_expert_intermediate_size") or 0) + (_int(cfg, "n_shared_experts") or 0) * moe
+    return per_token * moe + shared
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """The sizes of a decoder-only model that the estimate needs (from its config.json)."""
@@ -139,7 +151,7 @@ class ModelShape:
             heads=heads,
             kv_heads=_int(cfg, "num_key_value_heads", "multi_query_group_num") or heads,
             head_dim=_int(cfg, "head_dim") or hidden // heads,
-            intermediate=_int(cfg, "moe_intermediate_size", "intermediate_size", "ffn_hidden_size") or 4 * hidden,
+            intermediate=_active_ffn(cfg, hidden),
             vocab=vocab,
             tied=bool(tie),
             params=params,
@@ -480,17 +492,16 @@ def estimate(
     rollout_parts["runtime"] = runtime
     device["rollout"] = Phase("rollout", rollout_parts, hbm)
 
-    if lay.colocated or lay.train_devices:
-        device["update"] = Phase("update", update_parts, hbm)
+    device["update"] = Phase("update", update_parts, hbm)
     if lay.has_ref:
-        fwd = s.layers and (_act_per_token_layer(s) * lay.tokens_per_micro_batch / lay.cp / lay.tp)
+        fwd = _act_per_token_layer(s) * lay.tokens_per_micro_batch / lay.cp / lay.tp  # one layer, no grad
         ref_parts = {
             "reference params": st["ref"],
             "actor params": 0.0 if lay.offload else st["params"],
             "actor grads/optimizer": 0.0 if lay.offload else (
                 (st["grads"] if lay.strategy == "megatron" else 0.0)
                 + (0.0 if (lay.optimizer_offload or lay.swap_optimizer) else opt_dev)),
-            "forward activations+logits": float(fwd) + logits,
+            "forward activations+logits": fwd + logits,
             "rollout residual": VLLM_RESIDUAL_GIB * GIB if lay.colocated else 0.0,
             "runtime": runtime,
         }
@@ -629,15 +640,18 @@ def advise(est: Estimate, hbm_gib: float | None, host_gib: float | None) -> list
 
 
 def hbm_from_machine(spec: Any, machine: Any) -> float | None:
-    """The smallest device memory (GiB) among the spec's devices, from npu-smi / nvidia-smi results."""
+    """The smallest device memory (GiB) among the spec's devices (``cluster.devices``, the ids
+    ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES use), from npu-smi / nvidia-smi results."""
+    from verlctl.checks.machine_checks import npu_logical_id
     from verlctl.detect.gpu import GpuInfo
     from verlctl.detect.npu import NpuInfo
 
+    chosen = set(spec.cluster.devices)
     sizes: list[int] = []
     if spec.device == "npu" and isinstance(machine.npu, NpuInfo):
-        sizes = [d.hbm_total_mb for d in machine.npu.devices if d.hbm_total_mb]
+        sizes = [d.hbm_total_mb for d in machine.npu.devices if d.hbm_total_mb and npu_logical_id(d) in chosen]
     elif spec.device == "gpu" and isinstance(machine.gpu, GpuInfo):
-        sizes = [d.memory_total_mb for d in machine.gpu.devices if d.memory_total_mb]
+        sizes = [d.memory_total_mb for d in machine.gpu.devices if d.memory_total_mb and d.id in chosen]
     return min(sizes) / 1024.0 if sizes else None
 
 
