@@ -695,7 +695,7 @@ def memory_findings(est: Estimate | None, reason: str | None = None) -> list[Fin
         out.append(error(
             "memory_device_fit",
             f"{name} phase needs about {p.need / GIB:.1f} GiB per device, {p.have / GIB:.1f} GiB available",
-            "cluster.device_memory_gib" if name != "rollout" else "train.rollout_memory_utilization",
+            "features" if name != "rollout" else "train.rollout_memory_utilization",
             hint,
         ))
     if est.kv_short:
