@@ -732,8 +732,8 @@ def rung_can_help(spec: Any, features_on: Mapping[str, bool], rung: str, shape: 
     """Whether adding the OOM-ladder feature ``rung`` can help, by the estimate.
 
     False when it would not lower any phase's need (e.g. recompute when activations are already recomputed)
-    or, for offload, when host RAM would then be short. True whenever the estimate cannot tell (no model
-    config, no device memory): the ladder then behaves as before.
+    or, for offload, when host RAM (``cluster.host_memory_gib``, else this node's) would then be short. True
+    whenever the estimate cannot tell (no model config): the ladder then behaves as before.
     """
     if shape is None and spec.paths.model:
         shape = ModelShape.from_model_dir(spec.paths.model)
@@ -742,10 +742,15 @@ def rung_can_help(spec: Any, features_on: Mapping[str, bool], rung: str, shape: 
     now = {k: bool(v) for k, v in features_on.items()}
     after = dict(now, **{rung: True})
     hbm, host = spec.cluster.device_memory_gib, spec.cluster.host_memory_gib
+    if host is None:  # the watcher runs on the head node: its RAM
+        import psutil
+
+        host = psutil.virtual_memory().total / GIB
     before_est = estimate(layout_for(spec, now), shape, hbm, host)
     after_est = estimate(layout_for(spec, after), shape, hbm, host)
-    if rung == "offload" and after_est.host.fits is False:
-        return False
+    added = after_est.host.need - before_est.host.need
+    if rung == "offload" and after_est.host.fits is False and added > GIB:
+        return False  # offload would move GiBs of states into RAM that is already too small
     return any(after_est.device[n].need < p.need - 1.0 for n, p in before_est.device.items() if n in after_est.device)
 
 
