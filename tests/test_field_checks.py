@@ -16,7 +16,6 @@ from verlctl.checks import field_checks as fc
 from verlctl.checks.findings import Severity
 from verlctl.checks.machine_checks import CheckFacts, DatasetCheck, check_dataset_file
 from verlctl.checks.memory import ModelShape
-from verlctl.commands.check import memory_and_field_findings
 from verlctl.detect.common import Unavailable
 from verlctl.detect.machine import MachineState
 from verlctl.spec.resolve import load_spec
@@ -109,10 +108,10 @@ def test_shm_check_reads_this_hosts_dev_shm(tmp_path: Path) -> None:
     s = spec(**{"cluster.host_memory_gib": ram_gib})
     facts = CheckFacts(machine=MachineState(system=SystemInfo(shm=real)),
                        docker=DockerFacts(image="img", container="absent"))  # the container will be created
-    _, found = memory_and_field_findings(s, facts)
+    _, found = fc.memory_and_field_findings(s, facts)
     assert "the new container shares it" in codes(found)["shm_too_small"].message
     big = spec(**{"cluster.host_memory_gib": real.total_bytes / 2**30})  # 30 % of it fits easily
-    assert "shm_too_small" not in codes(memory_and_field_findings(big, facts)[1])
+    assert "shm_too_small" not in codes(fc.memory_and_field_findings(big, facts)[1])
 
 
 # ------------------------------------------------------------------ "Train dataloader is empty!"
@@ -131,7 +130,7 @@ def test_fewer_rows_than_one_batch(tmp_path: Path, rows: int, batch: int, blocke
     assert isinstance(facts.datasets[0], DatasetCheck)
     s = spec(**{"paths.train_files": str(tmp_path / "train.parquet"), "train.train_batch_size": batch,
                 "container.runtime": "host"})
-    _, found = memory_and_field_findings(s, facts)
+    _, found = fc.memory_and_field_findings(s, facts)
     got = codes(found).get("dataset_smaller_than_batch")
     assert (got is not None) is blocked
     if got:
@@ -143,7 +142,7 @@ def test_dapo_generation_batch_counts(tmp_path: Path) -> None:
     facts = _dataset_facts(tmp_path, 32)
     s = spec(**{"paths.train_files": str(tmp_path / "train.parquet"), "train.train_batch_size": 16,
                 "train.gen_batch_size": 48, "container.runtime": "host"})
-    _, found = memory_and_field_findings(s, facts)
+    _, found = fc.memory_and_field_findings(s, facts)
     assert codes(found)["dataset_smaller_than_batch"].field == "train.gen_batch_size"
 
 
@@ -164,13 +163,13 @@ def test_hccl_port_range_already_bound() -> None:
         assert fc.ports_in_use([port]) == [port]
         # The whole range busy: HCCL cannot bind at all.
         s = spec(device="npu", env={"HCCL_HOST_SOCKET_PORT_RANGE": f"{port}-{port}"})
-        _, found = memory_and_field_findings(s, CheckFacts(machine=MachineState()))
+        _, found = fc.memory_and_field_findings(s, CheckFacts(machine=MachineState()))
         f = codes(found)["hccl_ports_in_use"]
         assert f.severity is Severity.ERROR and f.field == "env" and str(port) in f.message
         assert "EJ0003" in f.message
         # Part of it busy: a warning.
         s2 = spec(device="npu", env={"HCCL_HOST_SOCKET_PORT_RANGE": f"{port}-{port + 1}"})
-        _, found2 = memory_and_field_findings(s2, CheckFacts(machine=MachineState()))
+        _, found2 = fc.memory_and_field_findings(s2, CheckFacts(machine=MachineState()))
         busy = codes(found2).get("hccl_ports_in_use")
         if busy is not None:  # port + 1 may be taken by someone else on a shared machine
             assert str(port) in busy.message
@@ -241,11 +240,11 @@ def test_prompt_lengths_in_check_and_the_reasons_it_skips(tmp_path: Path) -> Non
     s = spec(**{"paths.model": str(model), "paths.train_files": str(data), "train.max_prompt_length": 128,
                 "train.train_batch_size": 1, "container.runtime": "host"})
     facts = CheckFacts(machine=MachineState(), datasets=[check_dataset_file("paths.train_files", str(data), 20.0)])
-    _, found = memory_and_field_findings(s, facts)
+    _, found = fc.memory_and_field_findings(s, facts)
     assert "prompt_too_long" in codes(found)
     # A directory without tokenizer.json: one info line naming why.
     (model / "tokenizer.json").unlink()
-    _, found = memory_and_field_findings(s, facts)
+    _, found = fc.memory_and_field_findings(s, facts)
     skipped = codes(found)["prompt_length_unchecked"]
     assert skipped.severity is Severity.INFO and "no tokenizer.json" in skipped.message
 

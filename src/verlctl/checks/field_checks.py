@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verlctl.checks.findings import Finding, error, info, warning
-from verlctl.checks.memory import BUCKET_DEFAULT_MB, BUCKET_KEY, ModelShape
+from verlctl.checks.memory import BUCKET_DEFAULT_MB, BUCKET_KEY, Estimate, ModelShape
 
 #: Ray's object store default: 30 % of the node's memory, at most 200 GB (ray_constants
 #: DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES); below that much /dev/shm Ray
@@ -271,3 +271,61 @@ def check_prompt_lengths(spec: Any, result: PromptLengths | str | None) -> list[
         field,
         f"raise {field} to {result.longest}, or drop them: extra_overrides: data.filter_overlong_prompts=True",
     )]
+
+
+# --------------------------------------------------------------------------------------------------
+# All of them, for `verlctl check` (with the memory fit)
+
+
+def _prompt_lengths(resolved: Any, facts: Any, budget: float) -> Any:
+    """The first train file's prompts counted with the model's tokenizer, within ``budget`` seconds."""
+    from verlctl.checks.machine_checks import FileProbe
+    from verlctl.detect.common import CallTimeout, call_with_timeout
+
+    spec = resolved.spec
+    first = next((c for c in facts.datasets if c.field == "paths.train_files"), None)
+    if not spec.paths.model or first is None or not isinstance(first.file, FileProbe) or first.file.problem != "ok":
+        return None
+    model, path, limit = spec.paths.model, first.path, spec.train.max_prompt_length
+    try:
+        return call_with_timeout(lambda: measure_prompts(model, path, limit), budget, "verlctl-prompts")
+    except CallTimeout:
+        return f"counting did not finish within {budget:g} s"
+
+
+def memory_and_field_findings(resolved: Any, facts: Any, budget: float = 20.0) -> tuple[Estimate | None, list[Finding]]:
+    """The memory fit with this machine's device memory and RAM, and the field-failure checks."""
+    from verlctl.checks.memory import (
+        estimate_for_command,
+        hbm_from_machine,
+        host_from_machine,
+        memory_findings,
+    )
+    from verlctl.detect.datasets import DatasetInfo
+    from verlctl.detect.machine import SystemInfo
+    from verlctl.detect.system import DiskSpace
+    from verlctl.verl.compose import build_command
+
+    spec = resolved.spec
+    command = build_command(resolved)
+    hbm, host = hbm_from_machine(spec, facts.machine), host_from_machine(facts.machine)
+    memory, why = estimate_for_command(resolved, command, hbm, host)
+    out = memory_findings(memory, why)
+    shape = memory.shape if memory else (ModelShape.from_model_dir(spec.paths.model) if spec.paths.model else None)
+    out += check_weight_bucket(spec, command.version, shape)
+    host_bytes = int((spec.cluster.host_memory_gib or host or 0) * 2**30) or None
+    new_container = spec.container.runtime == "docker" and facts.docker is not None and not facts.docker.exists
+    if (new_container or spec.container.runtime == "host") and isinstance(facts.machine.system, SystemInfo):
+        shm = facts.machine.system.shm  # a container verlctl creates shares it (ipc=host)
+        if isinstance(shm, DiskSpace):
+            where = "this host (the new container shares it)" if new_container else "this host"
+            out += check_shm(spec, shm.total_bytes, host_bytes, where)
+    rows = [c.verl_schema.num_rows if isinstance(c.verl_schema, DatasetInfo) else None
+            for c in facts.datasets if c.field == "paths.train_files"]
+    out += check_dataset_rows(spec, rows)
+    out += check_prompt_lengths(spec, _prompt_lengths(resolved, facts, budget))
+    if spec.device == "npu":
+        ranges = hccl_port_ranges(spec, command.env)
+        busy = {name: ports_in_use(ports) for name, ports in ranges.items()}
+        out += check_hccl_ports(busy, ranges)
+    return memory, out
