@@ -222,6 +222,9 @@ def measure_prompts(model_dir: str, path: str, max_prompt_length: int, prompt_ke
         return f"no tokenizer.json in {model_dir}"
     try:
         tokenizer = Tokenizer.from_file(tok_path)
+    except Exception as exc:  # not a tokenizers file (e.g. a slow tokenizer's placeholder)
+        return f"{tok_path} cannot be read by the tokenizers package ({exc})"
+    try:
         pf = pq.ParquetFile(path)
         if prompt_key not in pf.schema_arrow.names:
             return f"{path} has no {prompt_key!r} column"

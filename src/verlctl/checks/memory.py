@@ -710,7 +710,7 @@ def memory_findings(est: Estimate | None, reason: str | None = None) -> list[Fin
         out.append(info(
             "memory_kv_cache_queue",
             f"the rollout KV cache holds about {int(est.kv_tokens_fit)} tokens of the {est.kv_tokens_wanted} a full "
-            "batch would use at once: vLLM will queue requests (slower rollout, not an error)",
+            "batch would use at once: vLLM will queue requests (a slower rollout; it still runs)",
             "train.rollout_memory_utilization",
         ))
     if est.host.fits is False:
