@@ -13,13 +13,14 @@ noise hits both alike, and the ratio is taken against the baseline measured in t
 
 Target: <= 2x the baseline (median).
 
-    .venv/bin/python bench/bench_check.py [--runs 7] [--version 0.9.1]
+    .venv/bin/python bench/bench_check.py [--runs 7] [--version 0.9.1]   # VERLCTL_VERL_CACHE=<dir> as for the tests
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("VERLCTL_VERL_CACHE", ROOT / ".cache" / "verl"))  # as tests/verlcompose.py
 sys.path.insert(0, str(ROOT / "tests"))
 
 # Qwen/Qwen3-8B's config.json sizes (verl-project/verl tests/utils/test_flops_counter.py).
@@ -84,8 +86,8 @@ def compose_args(spec: Path, version: str) -> str:
 
     plan = make_plan(load_spec(spec, environ={}))
     entry = plan.command.entry
-    cfg_dir = ROOT / ".cache" / "verl" / version / entry.config_dir
-    search = f"hydra.searchpath=[file://{ROOT / '.cache' / 'verl' / version / 'verl' / 'trainer' / 'config'}]"
+    cfg_dir = CACHE / version / entry.config_dir
+    search = f"hydra.searchpath=[file://{CACHE / version / 'verl' / 'trainer' / 'config'}]"
     return json.dumps([str(cfg_dir), entry.config_name, search, plan.command.override_texts()])
 
 
@@ -104,8 +106,8 @@ def main() -> None:
     ap.add_argument("--version", default="0.9.1", choices=["0.7.0", "0.9.1"])
     args = ap.parse_args()
     py = sys.executable
-    if not (ROOT / ".cache" / "verl" / args.version / "verl" / "trainer" / "config").is_dir():
-        raise SystemExit(f"verl {args.version} config tree missing under .cache/verl (.ci/run installs it)")
+    if not (CACHE / args.version / "verl" / "trainer" / "config").is_dir():
+        raise SystemExit(f"verl {args.version} config tree missing under {CACHE} (.ci/run installs it)")
     with tempfile.TemporaryDirectory() as tmp:
         spec = make_files(Path(tmp), args.version)
         cmds = {
