@@ -26,5 +26,8 @@ setup_venv() {
         return
     fi
     .venv/bin/python -m pip install -e '.[dev]'
+    # The prompt-length check's tokenizer: without its huggingface-hub dependency, which would install click
+    # next to typer's vendored copy (mypy then rejects cli.py's fallback import); Tokenizer.from_file needs none.
+    .venv/bin/python -m pip install --no-deps 'tokenizers>=0.15'
     echo "$stamp" >.venv/.verlctl-ci-stamp
 }

@@ -88,7 +88,7 @@ def npu_smi_double(tmp_path: Path, capture: str) -> Path:
 def write_spec(tmp_path: Path, **sections: Any) -> Path:
     write_model(tmp_path / "models" / "Qwen3-tiny")
     (tmp_path / "data").mkdir(exist_ok=True)
-    write_parquet(tmp_path / "data" / "train.parquet")
+    write_parquet(tmp_path / "data" / "train.parquet", rows=32)  # one batch (train_batch_size 32): verl needs it
     write_parquet(tmp_path / "data" / "val.parquet")
     spec: dict[str, Any] = {
         "paths": {
@@ -121,7 +121,7 @@ def test_bare_machine_json(tmp_path: Path) -> None:
     res = run_check_cli("-c", str(spec), "--json", "--set", "device=gpu", env=bare_env(tmp_path))
     assert res.code == 2 and res.err == ""
     doc = res.json()
-    assert set(doc) == {"findings", "machine"}
+    assert set(doc) == {"findings", "machine", "memory"}
     codes = res.codes()
     assert codes["nvidia_smi_missing"] == "device" and codes["docker_engine"] == "container.runtime"
     machine = doc["machine"]

@@ -25,4 +25,12 @@ CATEGORIES: tuple[str, ...] = (
     "ray_task_failed",
     "python_exception",
     "stalled",
+    "device_held",
+    "npu_task_timeout",
+    "hccl_port_bind",
+    "ray_version_mismatch",
+    "ray_resources_unavailable",
+    "weight_bucket_too_small",
+    "sleep_mode_unavailable",
+    "nccl_network",
 )

@@ -10,6 +10,7 @@ from verlctl.spec.resolve import ResolvedSpec
 from verlctl.verl.compose import TrainingCommand, build_command
 
 if TYPE_CHECKING:
+    from verlctl.checks.memory import Estimate
     from verlctl.render.render import Rendered
 
 
@@ -18,6 +19,7 @@ class Plan:
     resolved: ResolvedSpec
     command: TrainingCommand
     findings: list[Finding]
+    memory: Estimate | None = None
 
     @property
     def ok(self) -> bool:
@@ -36,4 +38,8 @@ def make_plan(resolved: ResolvedSpec, container_version: str | None = None) -> P
     command = build_command(resolved, container_version)
     findings = list(command.findings)
     findings += check_spec(resolved, command.features)
-    return Plan(resolved, command, sorted_findings(findings))
+    from verlctl.checks.memory import estimate_for_command, memory_findings
+
+    memory, why = estimate_for_command(resolved, command)
+    findings += memory_findings(memory, why)
+    return Plan(resolved, command, sorted_findings(findings), memory)

@@ -129,3 +129,14 @@ def print_checklist(console: Any, resolved: ResolvedSpec, command: TrainingComma
             f"({len(command.overrides)} overrides)",
             highlight=False,
         )
+
+
+def print_memory(console: Any, est: Any) -> None:
+    """The memory-fit table of plan / check (see verlctl.checks.memory)."""
+    from rich.markup import escape
+
+    from verlctl.checks.memory import table_lines
+
+    console.print("[bold]memory fit (worst case: every sequence at max prompt + response)[/bold]", highlight=False)
+    for line in table_lines(est):
+        console.print("  " + escape(line), highlight=False)

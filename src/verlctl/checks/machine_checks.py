@@ -1088,7 +1088,7 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
     from verlctl.detect.machine import DetectOptions, detect_machine
 
     spec = resolved.spec
-    probes: list[Any] = ["npu" if spec.device == "npu" else "gpu", "network"]
+    probes: list[Any] = ["npu" if spec.device == "npu" else "gpu", "network", "system"]
     options = DetectOptions(
         probes=probes, npu_timeout_s=budget_s, gpu_timeout_s=budget_s, system_timeout_s=min(budget_s, 5.0)
     )

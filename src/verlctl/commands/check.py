@@ -16,6 +16,7 @@ from verlctl.commands.options import JsonOut, SpecFile, SpecFlags, with_spec_fla
 
 if TYPE_CHECKING:
     from verlctl.checks.findings import Finding
+    from verlctl.checks.memory import Estimate
     from verlctl.spec.resolve import ResolvedSpec
 
 Budget = Annotated[
@@ -42,15 +43,20 @@ def check(
     resolved = load_spec(config, flags=flags[0], flag_names=flags[1])
     findings, vpp_on = spec_findings(resolved)
     facts = collect_facts(resolved, budget)
+    from verlctl.checks.field_checks import memory_and_field_findings
+
+    memory, field = memory_and_field_findings(resolved, facts, budget)
+    findings = [f for f in findings if not f.code.startswith("memory_")] + field
     findings = sorted_findings(findings + machine_findings(resolved, facts, vpp_on))
     if as_json:
         doc: dict[str, Any] = {
             "findings": [f.model_dump(mode="json") for f in findings],
             "machine": summarize(resolved, facts),
+            "memory": memory.to_json() if memory else None,
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        _print(describe_machine(resolved, facts), findings)
+        _print(describe_machine(resolved, facts), findings, memory)
     if has_errors(findings):
         if not as_json:
             sys.stderr.write("error: the check found errors (listed above)\n")
@@ -84,13 +90,15 @@ def spec_findings(resolved: ResolvedSpec) -> tuple[list[Finding], bool]:
     return found, bool(vpp and vpp.on and vpp.applicable)
 
 
-def _print(lines: list[str], findings: list[Finding]) -> None:
+def _print(lines: list[str], findings: list[Finding], memory: Estimate | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from verlctl.report import print_findings
+    from verlctl.report import print_findings, print_memory
 
     console = Console()
     for line in lines:
         console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
+    if memory is not None:
+        print_memory(console, memory)
     print_findings(console, findings)

@@ -36,6 +36,7 @@ def plan(
         written = [str(p) for p in rendered.write(out)]
     if as_json:
         doc = plan_json(resolved, the_plan.command, the_plan.findings)
+        doc["memory"] = the_plan.memory.to_json() if the_plan.memory else None
         doc["written"] = written
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
@@ -43,6 +44,10 @@ def plan(
 
         console = Console()
         print_checklist(console, resolved, the_plan.command)
+        if the_plan.memory is not None:
+            from verlctl.report import print_memory
+
+            print_memory(console, the_plan.memory)
         print_findings(console, the_plan.findings)
         for p in written:
             console.print(f"wrote {p}", highlight=False)

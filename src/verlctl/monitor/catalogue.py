@@ -110,10 +110,103 @@ CATALOGUE: tuple[Category, ...] = (
         ),
     ),
     Category(
+        "ray_version_mismatch",
+        "a node runs another Ray or Python version than the Ray head (it cannot join the cluster)",
+        "run the same image on every node: Ray refuses even a Python patch-level difference and "
+        "`RAY_IGNORE_VERSION_MISMATCH` does not apply to `ray start`; compare `python -V` and `ray --version` in "
+        "each node's container (`container.image`)",
+        (
+            _sig(
+                r"Version mismatch: The cluster was started with",
+                "Version mismatch: The cluster was started with",
+                examples=("RuntimeError: Version mismatch: The cluster was started with:",),
+            ),
+        ),
+    ),
+    Category(
+        "ray_resources_unavailable",
+        "Ray has fewer accelerators (or CPUs) than the run asks for",
+        "wait until every node has joined (`ray status` shows nnodes x devices), and make the run's counts match "
+        "the cluster: `cluster.nodes`, `cluster.devices` (trainer.nnodes x n_gpus_per_node); on Ascend every node "
+        "needs `ray start --resources='{\"NPU\": N}'` (verlctl's start script does this)",
+        (
+            _sig(
+                r"Total available (?P<kind>GPUs|NPUs) (?P<have>[\d.]+) is less than total desired (?:GPUs|NPUs) "
+                r"(?P<want>\d+)",
+                "Total available",
+                examples=("ValueError: Total available GPUs 8.0 is less than total desired GPUs 16",),
+                message="Ray sees {have} {kind}, the run wants {want}",
+            ),
+            _sig(
+                r"No available node types can fulfill resource request",
+                "No available node types can fulfill",
+                examples=(
+                    "(autoscaler +8m46s) Error: No available node types can fulfill resource request "
+                    "defaultdict(<class 'float'>, {'CPU': 2.0, 'GPU': 2.0}). Add suitable node types to this "
+                    "cluster to resolve this issue.",
+                ),
+            ),
+        ),
+    ),
+    Category(
+        "device_held",
+        "the NPUs are still held by a previous training process (HCCP could not start: EJ0001)",
+        "stop the previous run (`verlctl stop`, or the process that `npu-smi info` lists on these NPUs), wait at "
+        "least 10 s after it exits, then start again; verlctl's recovery waits for the devices to be released "
+        "(`recovery.memory_release_timeout_s`) before a restart",
+        (
+            _sig(
+                r"EJ0001|Failed to initialize the HCCP process",
+                "EJ0001",
+                "Failed to initialize the HCCP process",
+                examples=(
+                    "(TaskRunner pid=467613) EJ0001: [PID: 468348] 2025-04-24-16:14:56.975.866 Failed to "
+                    "initialize the HCCP process. Reason: Maybe the last training process is running.",
+                ),
+            ),
+        ),
+    ),
+    Category(
         "device_oom",
         "the NPU/GPU ran out of device memory",
         _OOM_HINT,
         (
+            _sig(
+                r"Free memory on device (?P<dev>\S*) ?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less "
+                r"than desired GPU memory utilization \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)",
+                "less than desired GPU memory utilization",
+                examples=(
+                    "ValueError: Free memory on device cuda:1 (19.77/22.05 GiB) on startup is less than desired "
+                    "GPU memory utilization (0.9, 19.84 GiB). Decrease GPU memory utilization or reduce GPU "
+                    "memory used by other processes.",
+                    "ValueError: Free memory on device (31.44/47.38 GiB) on startup is less than desired GPU "
+                    "memory utilization (0.95, 45.01 GiB).",
+                ),
+                message="the rollout engine wants {want} GiB (utilization {util}) but only {free} GiB are free",
+                hint="what the training side keeps on the device during the rollout leaves too little: enable the "
+                "`offload` feature (the OOM ladder does), or lower `train.rollout_memory_utilization` below {util} "
+                "(`verlctl check` estimates the fit), and make sure no stale process holds the device",
+            ),
+            _sig(
+                r"Available KV cache memory: -(?P<gib>[\d.]+) GiB",
+                "Available KV cache memory: -",
+                examples=("Available KV cache memory: -0.87 GiB",),
+                message="the rollout weights exceed the rollout memory budget by {gib} GiB (no room for a KV cache)",
+                hint="raise `train.rollout_tensor_parallel` (weights split over more devices) or "
+                "`train.rollout_memory_utilization`, or use larger devices; `verlctl check` shows the rollout budget",
+            ),
+            _sig(
+                r"(?i:CUDA Error: out of memory at \S*cumem_allocator)",
+                "cumem_allocator",
+                examples=(
+                    "cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+                    "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+                ),
+                message="vLLM ran out of device memory while waking up (cumem allocator)",
+                hint="the actor's states and vLLM do not fit together: enable the `offload` feature (the OOM ladder "
+                "does), or lower `train.rollout_memory_utilization` (verl#302 needed 0.45)",
+                ere=r"[Cc][Uu][Dd][Aa] [Ee][Rr][Rr][Oo][Rr]: out of memory at [^[:space:]]*cumem_allocator",
+            ),
             _sig(
                 r"(?P<device>CUDA|NPU|HIP|XPU|GPU) out of memory",
                 "CUDA out of memory",
@@ -391,6 +484,34 @@ CATALOGUE: tuple[Category, ...] = (
         ),
     ),
     Category(
+        "hccl_port_bind",
+        "HCCL could not bind its host port: another job on this host uses the same HCCL port range (EJ0003)",
+        "give each job its own HCCL ports: set `env.HCCL_HOST_SOCKET_PORT_RANGE` and "
+        "`env.HCCL_NPU_SOCKET_PORT_RANGE` to ranges no other job uses (or `auto`), or `env.HCCL_IF_BASE_PORT`; "
+        "`verlctl check` tests whether the run's ranges are free",
+        (
+            _sig(
+                r"EJ0003|Failed to bind the IP port|Communication_Error_Bind_IP_Port",
+                "EJ0003",
+                "Failed to bind the IP port",
+                "Communication_Error_Bind_IP_Port",
+                examples=(
+                    "[rank0]: EJ0003: [PID: 159] 2025-03-26-17:01:02.816.428 Failed to bind the IP port. Reason: "
+                    "The IP address and port have been bound already.",
+                ),
+            ),
+            _sig(
+                r"host nic listen start failed, port\[(?P<port>\d+)\]",
+                "host nic listen start failed",
+                examples=(
+                    "[rank0]:         host nic listen start failed, port[60000], return[11][FUNC:StartListenSocket]"
+                    "[FILE:network_manager.cc][LINE:1163]",
+                ),
+                message="HCCL could not listen on host port {port} (already bound)",
+            ),
+        ),
+    ),
+    Category(
         "port_in_use",
         "a network port is already in use on this host",
         "find the process holding the port (`ss -ltnp`) and stop it, or move the job to a free port: "
@@ -577,6 +698,30 @@ CATALOGUE: tuple[Category, ...] = (
                 examples=(
                     "[ERROR] HCCL(1234,python3):2025-01-01-00:00:00.000.000 [hccl_socket_manager.cc:100] "
                     "wait socket establish timeout, role[0] rank[3] timeout[120]",
+                ),
+            ),
+        ),
+    ),
+    Category(
+        "npu_task_timeout",
+        "an NPU task or stream wait timed out (HCCL_EXEC_TIMEOUT): a peer rank stalled or died",
+        "find the rank whose error is earliest (an OOM or crash there is the cause); for long generations raise "
+        "`env.HCCL_EXEC_TIMEOUT` (verl's docs use 3600; the default is 1800 s) and collect the plog "
+        "(`ASCEND_GLOBAL_LOG_LEVEL=1`, `ASCEND_GLOBAL_EVENT_ENABLE=1`)",
+        (
+            _sig(
+                r"error code is (?P<code>507048|107020)|runtime result = (?P<result>107020|507048)",
+                "error code is 507048",
+                "error code is 107020",
+                "runtime result = 107020",
+                "runtime result = 507048",
+                examples=(
+                    "(train pid=8464) RuntimeError: npuSynchronizeDevice:build/CMakeFiles/torch_npu.dir/"
+                    "compiler_depend.ts:479 NPU function error: AclrtSynchronizeDeviceWithTimeout, error code is "
+                    "507048",
+                    "worker-1: [W NPUStream.cpp:365] Warning: NPU warning, error code is 107020[Error]: .",
+                    "worker-1: EH9999: 2024-07-03-11:28:40.450.757  wait for compute device to finish failed, "
+                    "runtime result = 107020.[FUNC:ReportCallError][FILE:log_inner.cpp][LINE:161]",
                 ),
             ),
         ),
@@ -844,6 +989,54 @@ CATALOGUE: tuple[Category, ...] = (
                     "ray.train.base_trainer.TrainingFailedError: The Ray Train run failed. Please inspect "
                     "the previous error messages for a cause.",
                 ),
+            ),
+        ),
+    ),
+    Category(
+        "weight_bucket_too_small",
+        "a weight tensor is larger than verl's weight-sync bucket",
+        "raise the bucket to >= 1.25 x the largest tensor (vocab x hidden x 4 bytes), a power of two: "
+        "`extra_overrides: [actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=4096]` "
+        "(verl 0.9.1; 8192 for 72B); `verlctl check` computes it from the model's config.json",
+        (
+            _sig(
+                r"Weight (?P<name>\S+)\(torch\.Size\((?P<shape>\[[\d, ]+\])\), (?P<dtype>torch\.\w+)\) is too large "
+                r"to fit in the bucket|is too large to fit in the bucket",
+                "too large to fit in the bucket",
+                examples=(
+                    "AssertionError: Weight model.embed_tokens.weight(torch.Size([151936, 4096]), torch.float32) "
+                    "is too large to fit in the bucket.",
+                ),
+            ),
+        ),
+    ),
+    Category(
+        "sleep_mode_unavailable",
+        "vllm-ascend's sleep mode is unavailable (camem allocator missing: vllm_ascend_C not built)",
+        "use an image whose vllm-ascend was built with its custom kernels (`COMPILE_CUSTOM_KERNELS=1`, e.g. the "
+        "quay.io/ascend/verl release images): verl's colocated rollout needs sleep mode",
+        (
+            _sig(
+                r"camem allocator is not available",
+                "camem allocator is not available",
+                examples=('[rank12]:     assert camem_available, "camem allocator is not available"',),
+            ),
+        ),
+    ),
+    Category(
+        "nccl_network",
+        "NCCL could not connect to a peer (wrong network interface or a blocked port)",
+        "pin the interface that reaches the other nodes: `cluster.socket_ifname` (NCCL_SOCKET_IFNAME / "
+        "GLOO_SOCKET_IFNAME; pick it with `ip route get <master_addr>`), and open the ports between nodes",
+        (
+            _sig(
+                r"socketStartConnect: Connect to (?P<peer>\S+) failed",
+                "socketStartConnect",
+                examples=(
+                    "ubuntu:39964:40075 [0] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to "
+                    "10.0.0.2<45763> failed : Software caused connection abort",
+                ),
+                message="NCCL could not connect to {peer}",
             ),
         ),
     ),
@@ -1220,3 +1413,26 @@ def classify_lines(lines: Iterable[str]) -> list[Finding]:
     for lineno, line in enumerate(lines, 1):
         classifier.feed_line(lineno, line)
     return classifier.findings()
+
+
+#: What the watcher's recovery may do for a category: ``ladder`` (the OOM ladder adds a memory feature and
+#: resumes), ``restart`` (a plain restart from the last checkpoint can succeed; only within
+#: ``recovery.restart_on`` / ``max_restarts``), ``never`` (the same run fails again: the spec, the image or
+#: the cluster must change first). Categories not listed: ``never``.
+RECOVERY: dict[str, str] = {
+    "device_oom": "ladder",
+    "device_held": "restart",  # once the previous process has released the devices (EJ0001: wait >= 10 s)
+    "npu_task_timeout": "restart",  # a straggler or a dead peer: resume from the checkpoint
+    "hccl_timeout": "restart",
+    "collective_timeout": "restart",
+    "ray_version_mismatch": "never",
+    "ray_resources_unavailable": "never",
+    "hccl_port_bind": "never",  # the other job still holds the ports: change the range
+    "weight_bucket_too_small": "never",  # needs a larger bucket (extra_overrides)
+    "sleep_mode_unavailable": "never",
+    "nccl_network": "never",
+}
+
+
+def recovery_for(category: str) -> str:
+    return RECOVERY.get(category, "never")

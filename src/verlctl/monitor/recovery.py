@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from verlctl.checks.memory import rung_can_help
 from verlctl.spec.model import RunSpec
 from verlctl.verl.features import OOM_LADDER
 
@@ -48,6 +49,10 @@ def decide(category: str | None, spec: RunSpec, features_on: dict[str, bool], hi
                 continue
             if feature in disabled:
                 notices.append(f"{feature} is explicitly disabled (features.disable): skipped by the OOM ladder")
+                continue
+            if not rung_can_help(spec, features_on, feature):
+                notices.append(f"{feature} skipped by the OOM ladder: the memory estimate says it cannot help "
+                               "(or host RAM is too short for offload)")
                 continue
             return Decision(True, f"out of memory: restarting with {feature} added", add_feature=feature,
                             notices=notices)

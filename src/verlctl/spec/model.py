@@ -128,6 +128,15 @@ class ClusterSpec(_Strict):
     ray_start_args: list[str] = Field(
         default_factory=list, description="Extra arguments for `ray start` on every node (e.g. --num-cpus=64)."
     )
+    device_memory_gib: Annotated[float, Field(gt=0)] | None = Field(
+        default=None,
+        description="Memory of one NPU/GPU in GiB, for the memory-fit estimate when planning away from the machine "
+        "(default: detected by `check`).",
+    )
+    host_memory_gib: Annotated[float, Field(gt=0)] | None = Field(
+        default=None,
+        description="RAM of one node in GiB, for the host-memory estimate (default: detected by `check`).",
+    )
 
     @field_validator("nodes", "devices", mode="before")
     @classmethod

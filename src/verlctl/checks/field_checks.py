@@ -1,0 +1,334 @@
+"""Checks for launch failures seen in the field that a pre-check can prevent
+(``reference/field-failures-and-scale-out.md`` §1: A4 port clash, A11 weight-sync bucket, G5 /dev/shm, and
+verl's "Train dataloader is empty!" assert).
+
+Pure functions (spec + facts in, findings out), except :func:`ports_in_use`, which tries to bind each port of a
+range on this host (and closes it at once).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from verlctl.checks.findings import Finding, error, info, warning
+from verlctl.checks.memory import BUCKET_DEFAULT_MB, BUCKET_KEY, Estimate, ModelShape
+
+#: Ray's object store default: 30 % of the node's memory, at most 200 GB (ray_constants
+#: DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES); below that much /dev/shm Ray
+#: warns and puts the object store in /tmp.
+RAY_OBJECT_STORE_FRACTION = 0.3
+RAY_OBJECT_STORE_MAX_BYTES = 200 * 10**9
+
+
+def _extra(spec: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for o in spec.extra_overrides:
+        key, _, value = o.partition("=")
+        out[key.lstrip("+~").strip()] = value.strip().strip("'\"")
+    return out
+
+
+def check_weight_bucket(spec: Any, version: str, shape: ModelShape | None) -> list[Finding]:
+    """verl 0.9.1 vLLM rollout without CUDA IPC (NPU: ``use_shm = not is_support_ipc()``,
+    ``vllm_rollout.py:143``) asserts that every tensor fits the bucket
+    (``bucketed_weight_transfer.py:140-143``: "is too large to fit in the bucket"). The actor's tensors are
+    sent in fp32 (verl Ascend FAQ Q3: ``vocab x hidden x 4`` bytes). 0.7.0's key is read by the SGLang
+    rollout only (``sglang_rollout.py:174``), so nothing is checked there."""
+    if shape is None or version != "0.9.1" or spec.train.rollout_engine != "vllm" or spec.device != "npu":
+        return []
+    key = BUCKET_KEY[version]
+    raw = _extra(spec).get(key)
+    try:
+        bucket_mb = int(raw) if raw is not None else BUCKET_DEFAULT_MB[version]
+    except ValueError:
+        return []
+    largest = shape.largest_tensor_numel * 4
+    if largest <= bucket_mb << 20:
+        return []
+    want = 1 << max(0, int(largest * 1.25 - 1).bit_length() - 20)  # >= 1.25 x, a power of two, in MB
+    return [error(
+        "weight_bucket_too_small",
+        f"the largest tensor (embedding {shape.vocab} x {shape.hidden}, fp32: {largest / 2**20:.0f} MB) does not "
+        f"fit verl's weight-sync bucket ({bucket_mb} MB): verl 0.9.1 on NPU stops at the first weight sync with "
+        f"'too large to fit in the bucket'",
+        "extra_overrides",
+        f"add extra_overrides: {key}={want}",
+    )]
+
+
+def check_shm(spec: Any, shm_bytes: int | None, host_ram_bytes: int | None, where: str) -> list[Finding]:
+    """Ray puts its object store in /dev/shm; below 30 % of RAM (max 200 GB) it warns and falls back to /tmp
+    (G5). ``where`` says whose /dev/shm it is: verlctl's containers use the host's (``ipc_mode: host`` in
+    runtime/containers.py, which makes Docker ignore ``--shm-size``)."""
+    if shm_bytes is None or not host_ram_bytes:
+        return []
+    want = min(int(host_ram_bytes * RAY_OBJECT_STORE_FRACTION), RAY_OBJECT_STORE_MAX_BYTES)
+    if shm_bytes >= want:
+        return []
+    return [warning(
+        "shm_too_small",
+        f"/dev/shm of {where} is {shm_bytes / 2**30:.1f} GiB; Ray wants {want / 2**30:.0f} GiB (30 % of RAM, at "
+        "most 200 GB) for its object store and otherwise uses /tmp (slow, or 'object store size exceeds "
+        "/dev/shm size')",
+        None,
+        f"enlarge the host's /dev/shm to at least {want // 2**30 + 1}G (mount -o remount,size="
+        f"{want // 2**30 + 1}G /dev/shm); verlctl's containers share it (ipc=host)",
+    )]
+
+
+def check_dataset_rows(spec: Any, train_rows: list[int | None]) -> list[Finding]:
+    """verl's train loader uses ``drop_last=True`` with ``batch_size = data.gen_batch_size or
+    train_batch_size`` and asserts ``len(self.train_dataloader) >= 1, "Train dataloader is empty!"``
+    (``ray_trainer.py``: 0.7.0 lines 392-414, 0.9.1 lines 405-427)."""
+    if not train_rows or any(r is None for r in train_rows):
+        return []
+    rows = sum(r for r in train_rows if r is not None)
+    batch = spec.train.gen_batch_size or spec.train.train_batch_size
+    field = "train.gen_batch_size" if spec.train.gen_batch_size else "train.train_batch_size"
+    if rows >= batch:
+        return []
+    return [error(
+        "dataset_smaller_than_batch",
+        f"the training files have {rows} rows, fewer than one batch of {batch}: verl stops with "
+        "'Train dataloader is empty!' (the loader drops the last incomplete batch)",
+        field,
+        f"lower {field} to at most {rows}, or add training data",
+    )]
+
+
+def parse_port_range(text: str) -> list[int]:
+    """``60000-60050`` or ``60000`` (HCCL's range syntax); ``auto`` or anything else: no fixed ports."""
+    lo, sep, hi = text.strip().partition("-")
+    try:
+        first = int(lo)
+        last = int(hi) if sep else first
+    except ValueError:
+        return []
+    if not (0 < first <= last <= 65535) or last - first > 4096:
+        return []
+    return list(range(first, last + 1))
+
+
+def ports_in_use(ports: Iterable[int], host: str = "0.0.0.0") -> list[int]:
+    """The ports of ``ports`` that cannot be bound on this host right now (someone listens on them)."""
+    busy: list[int] = []
+    for port in ports:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                busy.append(port)
+        finally:
+            sock.close()
+    return busy
+
+
+def hccl_port_ranges(spec: Any, env: dict[str, str]) -> dict[str, list[int]]:
+    """The fixed HCCL port ranges this run exports (spec.env wins over verlctl's defaults)."""
+    out: dict[str, list[int]] = {}
+    for name in ("HCCL_HOST_SOCKET_PORT_RANGE", "HCCL_NPU_SOCKET_PORT_RANGE"):
+        value = spec.env.get(name, env.get(name))
+        if value:
+            ports = parse_port_range(value)
+            if ports:
+                out[name] = ports
+    return out
+
+
+def check_hccl_ports(busy: dict[str, list[int]], total: dict[str, list[int]]) -> list[Finding]:
+    """A4: another job already holds the run's HCCL ports ("EJ0003: Failed to bind the IP port"). HCCL takes
+    one port of the range per communicator, so a few busy ports are a warning, all of them an error."""
+    out: list[Finding] = []
+    for name, ports in busy.items():
+        if not ports:
+            continue
+        shown = ", ".join(str(p) for p in ports[:5]) + (" …" if len(ports) > 5 else "")
+        all_busy = len(ports) >= len(total.get(name, ports))
+        make = error if all_busy else warning
+        out.append(make(
+            "hccl_ports_in_use",
+            f"{len(ports)} of the {len(total.get(name, ports))} ports of {name} are already bound on this host "
+            f"({shown}): HCCL fails with 'EJ0003: Failed to bind the IP port'",
+            "env",
+            f"set env.{name} to a free range (or 'auto'), or stop the job that holds them",
+        ))
+    return out
+
+
+
+# --------------------------------------------------------------------------------------------------
+# Prompt lengths with the model's own tokenizer (optional: pyarrow + tokenizers)
+
+PROMPT_SAMPLE_ROWS = 512
+
+
+@dataclass
+class PromptLengths:
+    sampled: int
+    over: int
+    longest: int
+    path: str
+
+
+def _chat_template(model_dir: str) -> str | None:
+    path = os.path.join(model_dir, "tokenizer_config.json")
+    try:
+        if os.path.getsize(path) > 8 << 20:
+            return None
+        with open(path, encoding="utf-8") as fh:
+            cfg = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    tpl = cfg.get("chat_template") if isinstance(cfg, dict) else None
+    if isinstance(tpl, list):  # [{"name": "default", "template": ...}, ...]
+        named = {t.get("name"): t.get("template") for t in tpl if isinstance(t, dict)}
+        tpl = named.get("default") or next(iter(named.values()), None)
+    return tpl if isinstance(tpl, str) else None
+
+
+def _render(template: str, messages: list[dict[str, Any]]) -> str:
+    """transformers' apply_chat_template(messages, add_generation_prompt=True, tokenize=False), which verl's
+    dataset and agent loop call (rl_dataset.py:247): the same sandboxed Jinja environment and helpers."""
+    from jinja2.exceptions import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False, **kw)
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True, tools=None)
+
+
+def measure_prompts(model_dir: str, path: str, max_prompt_length: int, prompt_key: str = "prompt",
+                    rows: int = PROMPT_SAMPLE_ROWS) -> PromptLengths | str:
+    """Token counts of the first ``rows`` prompts of a parquet file, chat template applied; a reason string
+    when they cannot be counted here."""
+    try:
+        import pyarrow.parquet as pq
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        return f"{exc.name} is not installed here (pip install 'verlctl[prompts]')"
+    tok_path = os.path.join(model_dir, "tokenizer.json")
+    if not os.path.isfile(tok_path):
+        return f"no tokenizer.json in {model_dir}"
+    try:
+        tokenizer = Tokenizer.from_file(tok_path)
+    except Exception as exc:  # not a tokenizers file (e.g. a slow tokenizer's placeholder)
+        return f"{tok_path} cannot be read by the tokenizers package ({exc})"
+    try:
+        pf = pq.ParquetFile(path)
+        if prompt_key not in pf.schema_arrow.names:
+            return f"{path} has no {prompt_key!r} column"
+        batch = next(pf.iter_batches(batch_size=rows, columns=[prompt_key]), None)
+    except Exception as exc:  # a corrupt file or tokenizer: say so, do not fail the check
+        return f"{type(exc).__name__}: {exc}"
+    prompts = batch.column(0).to_pylist() if batch is not None else []
+    template = _chat_template(model_dir)
+    texts: list[str] = []
+    for p in prompts:
+        if isinstance(p, list) and template:
+            try:
+                texts.append(_render(template, p))
+            except Exception as exc:
+                return f"the chat template of {model_dir} failed: {exc}"
+        elif isinstance(p, list):
+            texts.append("\n".join(str(m.get("content", "")) for m in p if isinstance(m, dict)))
+        else:
+            texts.append(str(p))
+    if not texts:
+        return f"{path} has no rows"
+    lengths = [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+    return PromptLengths(len(lengths), sum(n > max_prompt_length for n in lengths), max(lengths), path)
+
+
+def check_prompt_lengths(spec: Any, result: PromptLengths | str | None) -> list[Finding]:
+    """verl keeps over-long prompts by default (``data.filter_overlong_prompts: False``, legacy_data.yaml:77 in
+    0.7.0, :83 in 0.9.1) while the rollout pads every prompt to ``rollout.prompt_length =
+    data.max_prompt_length`` (rollout.yaml:21); with ``data.truncation: error`` (the default, GRPO here) verl's
+    ``postprocess_data`` raises ``sequence_length=... is larger than max_length=...``."""
+    field = "train.max_prompt_length"
+    if result is None:
+        return []
+    if isinstance(result, str):
+        return [info("prompt_length_unchecked", f"prompt lengths not checked: {result}", field)]
+    if not result.over:
+        return []
+    limit = spec.train.max_prompt_length
+    truncating = spec.algorithm == "dapo"  # verlctl sets data.truncation=left for DAPO (verl/base.py)
+    what = ("they are cut from the left (data.truncation=left): the start of those questions is lost" if truncating
+            else "verl's default data.truncation=error stops the run on the first one")
+    make = warning if truncating else error
+    return [make(
+        "prompt_too_long",
+        f"{result.over} of the first {result.sampled} prompts of {result.path} are longer than {limit} tokens "
+        f"(longest {result.longest}, counted with the model's tokenizer and chat template): {what}",
+        field,
+        f"raise {field} to {result.longest}, or drop them: extra_overrides: data.filter_overlong_prompts=True",
+    )]
+
+
+# --------------------------------------------------------------------------------------------------
+# All of them, for `verlctl check` (with the memory fit)
+
+
+def _prompt_lengths(resolved: Any, facts: Any, budget: float) -> Any:
+    """The first train file's prompts counted with the model's tokenizer, within ``budget`` seconds."""
+    from verlctl.checks.machine_checks import FileProbe
+    from verlctl.detect.common import CallTimeout, call_with_timeout
+
+    spec = resolved.spec
+    first = next((c for c in facts.datasets if c.field == "paths.train_files"), None)
+    if not spec.paths.model or first is None or not isinstance(first.file, FileProbe) or first.file.problem != "ok":
+        return None
+    model, path, limit = spec.paths.model, first.path, spec.train.max_prompt_length
+    try:
+        return call_with_timeout(lambda: measure_prompts(model, path, limit), budget, "verlctl-prompts")
+    except CallTimeout:
+        return f"counting did not finish within {budget:g} s"
+
+
+def memory_and_field_findings(resolved: Any, facts: Any, budget: float = 20.0) -> tuple[Estimate | None, list[Finding]]:
+    """The memory fit with this machine's device memory and RAM, and the field-failure checks."""
+    from verlctl.checks.memory import (
+        estimate_for_command,
+        hbm_from_machine,
+        host_from_machine,
+        memory_findings,
+    )
+    from verlctl.detect.datasets import DatasetInfo
+    from verlctl.detect.machine import SystemInfo
+    from verlctl.detect.system import DiskSpace
+    from verlctl.verl.compose import build_command
+
+    spec = resolved.spec
+    command = build_command(resolved)
+    hbm, host = hbm_from_machine(spec, facts.machine), host_from_machine(facts.machine)
+    memory, why = estimate_for_command(resolved, command, hbm, host)
+    out = memory_findings(memory, why)
+    shape = memory.shape if memory else (ModelShape.from_model_dir(spec.paths.model) if spec.paths.model else None)
+    out += check_weight_bucket(spec, command.version, shape)
+    host_bytes = int((spec.cluster.host_memory_gib or host or 0) * 2**30) or None
+    new_container = spec.container.runtime == "docker" and facts.docker is not None and not facts.docker.exists
+    if (new_container or spec.container.runtime == "host") and isinstance(facts.machine.system, SystemInfo):
+        shm = facts.machine.system.shm  # a container verlctl creates shares it (ipc=host)
+        if isinstance(shm, DiskSpace):
+            where = "this host (the new container shares it)" if new_container else "this host"
+            out += check_shm(spec, shm.total_bytes, host_bytes, where)
+    rows = [c.verl_schema.num_rows if isinstance(c.verl_schema, DatasetInfo) else None
+            for c in facts.datasets if c.field == "paths.train_files"]
+    out += check_dataset_rows(spec, rows)
+    out += check_prompt_lengths(spec, _prompt_lengths(resolved, facts, budget))
+    if spec.device == "npu":
+        ranges = hccl_port_ranges(spec, command.env)
+        busy = {name: ports_in_use(ports) for name, ports in ranges.items()}
+        out += check_hccl_ports(busy, ranges)
+    return memory, out

@@ -1,0 +1,787 @@
+"""Memory fit: per device and per phase (rollout, update, reference), and host RAM per node.
+
+Pure functions over the resolved run spec, the feature states the verl tables chose, and the model's
+``config.json``; nothing heavy is imported. The estimate is a worst case: every sequence is assumed to reach
+``max_prompt_length + max_response_length`` (the dynamic-batch token cap makes that the most one micro batch
+can hold). Formulas and their sources (``reference/field-failures-and-scale-out.md`` §4 and verl's code):
+
+* **training states** per device. Megatron: bf16 params 2 B, fp32 main-grad buffer 4 B, and with verl's
+  default ``use_distributed_optimizer: True`` (``engine/megatron.yaml``) fp32 master + Adam m, v = 12 B
+  divided by DP x CP, all over TP x PP for the most-loaded stage (Megatron-LM ``theoretical_memory_usage``).
+  FSDP / FSDP2: verl keeps the actor's sharded params in fp32 (``fsdp_workers.py``: ``torch_dtype = float32``
+  for the actor) = 4 B, fp32 grads 4 B, Adam m, v 8 B, all over the FSDP world size; the gathered bf16 root unit
+  (embedding + head) and two decoder layers (prefetch) on top.
+* **offload** (verl's manual offload): params (and Megatron grads) leave the device outside the update; the
+  optimizer state is loaded only for ``optimizer.step()``, when the activations are already freed. So offload
+  frees the rollout phase, and during the update the optimizer no longer coexists with the activations.
+* **swap optimizer** (MindSpeed): the optimizer state lives on the host and is swapped in 1/16 chunks.
+* **activations** per layer and token: ``18 h + 6 ffn`` bytes (Korthikanti et al. with a SwiGLU MLP), over TP
+  with sequence parallel; with recompute / gradient checkpointing only the layer input ``2 h`` is kept, plus one
+  layer's full activations during its recompute. Megatron's first pipeline stage holds PP micro batches in
+  flight (x (1 + (PP - 1) / (PP x VPP)) with VPP).
+* **logits**: bf16 logits and their gradient, ``tokens x vocab x 4`` bytes over TP (verl sets
+  ``entropy_coeff=0``, so no entropy tensor).
+* **rollout**: vLLM / vllm-ascend reserve ``gpu_memory_utilization x HBM``; weights are split over the rollout
+  TP; KV bytes per token = ``2 x layers x kv_heads x head_dim x 2 / TP``. In the colocated (hybrid) mode what
+  training leaves resident (states not offloaded, the reference model) comes on top.
+* **host RAM** per node: offloaded states, vLLM's sleep-mode weight backup (level 1 keeps a host copy of the
+  rollout weights; verl forces level 1 on NPU), one runtime per device process, and the batch in Ray's object
+  store. Ray's memory monitor kills workers above 0.95 of the node's RAM, so that is what is available.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from verlctl.checks.findings import Finding, error, info, warning
+
+GIB = float(1 << 30)
+#: Ray's memory monitor threshold (RAY_memory_usage_threshold default): workers are killed above it.
+RAY_MEMORY_THRESHOLD = 0.95
+#: Per-device runtime the framework needs besides tensors: CUDA/CANN context, communicator buffers, workspace.
+RUNTIME_GIB = {"gpu": 1.0, "npu": 2.0}
+#: What vLLM keeps after it goes to sleep between rollouts (graphs, its own context).
+VLLM_RESIDUAL_GIB = 1.0
+#: vLLM's profiling activation peak plus graph memory inside its budget.
+VLLM_WORKSPACE_GIB = 1.5
+#: Host RAM of one device process (torch, the accelerator runtime, Ray worker) and of the driver.
+HOST_PER_PROCESS_GIB = 3.0
+HOST_DRIVER_GIB = 4.0
+#: verl's rollout.max_num_seqs default per version (rollout/rollout.yaml: 0.7.0 line 68, 0.9.1 line 84).
+MAX_NUM_SEQS = {"0.7.0": 1024, "0.9.1": 256}
+#: The weight-sync bucket (MB) per version; 0.9.1: rollout.checkpoint_engine.update_weights_bucket_megabytes
+#: (rollout/rollout.yaml line 296, default 2048), 0.7.0: rollout.update_weights_bucket_megabytes (line 250, 512).
+BUCKET_KEY = {
+    "0.7.0": "actor_rollout_ref.rollout.update_weights_bucket_megabytes",
+    "0.9.1": "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes",
+}
+BUCKET_DEFAULT_MB = {"0.7.0": 512, "0.9.1": 2048}
+_MAX_CONFIG_BYTES = 4 << 20
+
+
+# --------------------------------------------------------------------------------------------------
+# The model
+
+
+def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    if any(k in config for k in ("num_hidden_layers", "n_layer", "num_layers")):
+        return config
+    for key in ("text_config", "llm_config", "language_config", "thinker_config"):
+        nested = config.get(key)
+        if isinstance(nested, Mapping):
+            inner = _text_config(nested)
+            if any(k in inner for k in ("num_hidden_layers", "n_layer", "num_layers")):
+                return inner
+    return config
+
+
+def _int(cfg: Mapping[str, Any], *keys: str) -> int | None:
+    for k in keys:
+        v = cfg.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def _active_ffn(cfg: Mapping[str, Any], hidden: int) -> int:
+    """The MLP width one token passes through: a dense model's intermediate size, or a MoE's routed experts
+    per token (plus its shared experts) times the expert width: what the activations scale with."""
+    dense = _int(cfg, "intermediate_size", "ffn_hidden_size") or 4 * hidden
+    moe = _int(cfg, "moe_intermediate_size")
+    if not moe or not _int(cfg, "num_experts", "num_local_experts", "n_routed_experts"):
+        return dense
+    per_token = _int(cfg, "num_experts_per_tok", "moe_topk") or 1
+    shared = (_int(cfg, "shared_expert_intermediate_size") or 0) + (_int(cfg, "n_shared_experts") or 0) * moe
+    return per_token * moe + shared
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The sizes of a decoder-only model that the estimate needs (from its config.json)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied: bool
+    params: int
+    experts: int = 0
+    name: str = ""
+
+    @property
+    def embed_params(self) -> int:
+        return self.vocab * self.hidden
+
+    @property
+    def layer_params(self) -> int:
+        """Parameters of the decoder layers (everything but embedding, head and final norm)."""
+        return max(0, self.params - self.embed_params * (1 if self.tied else 2) - self.hidden)
+
+    @property
+    def largest_tensor_numel(self) -> int:
+        """The embedding (vocab x hidden) is the largest tensor of every model verl trains."""
+        return self.embed_params
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], name: str = "") -> ModelShape | None:
+        from verlctl.detect.models import estimate_params_from_config
+
+        cfg = _text_config(config)
+        layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+        hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
+        heads = _int(cfg, "num_attention_heads", "n_head")
+        vocab = _int(cfg, "vocab_size", "padded_vocab_size")
+        if not (layers and hidden and heads and vocab):
+            return None
+        params = estimate_params_from_config(dict(config))
+        if params is None:
+            return None
+        tie = cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
+        return cls(
+            layers=layers,
+            hidden=hidden,
+            heads=heads,
+            kv_heads=_int(cfg, "num_key_value_heads", "multi_query_group_num") or heads,
+            head_dim=_int(cfg, "head_dim") or hidden // heads,
+            intermediate=_active_ffn(cfg, hidden),
+            vocab=vocab,
+            tied=bool(tie),
+            params=params,
+            experts=_int(cfg, "num_experts", "num_local_experts", "n_routed_experts") or 0,
+            name=name,
+        )
+
+    @classmethod
+    def from_model_dir(cls, path: str) -> ModelShape | None:
+        """Read ``<path>/config.json`` (a regular file of at most 4 MiB); None when it cannot be used."""
+        cfg_path = os.path.join(path, "config.json")
+        try:
+            st = os.stat(cfg_path)
+        except OSError:
+            return None
+        import stat
+
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_CONFIG_BYTES:
+            return None
+        try:
+            with open(cfg_path, encoding="utf-8") as fh:
+                raw = json.load(fh)
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+        if not isinstance(raw, dict):
+            return None
+        return cls.from_config(raw, os.path.basename(path.rstrip("/")))
+
+
+# --------------------------------------------------------------------------------------------------
+# What the run asks for (from the spec, the feature states and the raw extra overrides)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The memory-relevant choices of one run, as verl will see them."""
+
+    device: str = "npu"
+    strategy: str = "megatron"
+    version: str = "0.7.0"
+    colocated: bool = True
+    nodes: int = 1
+    devices_per_node: int = 8
+    train_devices_per_node: int = 8
+    rollout_devices_per_node: int = 8
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    vpp: int = 1
+    rollout_tp: int = 1
+    batch: int = 32
+    n: int = 8
+    prompt: int = 2048
+    response: int = 8192
+    micro_batch: int = 1
+    memory_utilization: float = 0.6
+    dynamic_batch: bool = True
+    max_token_len: int | None = None  # ppo_max_token_len_per_gpu; None: prompt + response
+    offload: bool = False
+    optimizer_offload: bool = False
+    recompute: bool = False  # Megatron recompute (full) / FSDP gradient checkpointing
+    recompute_uniform: bool = False
+    recompute_layers: int = 8
+    swap_optimizer: bool = False
+    has_ref: bool = False
+    ref_offload: bool = False
+    max_num_seqs: int = 1024
+    rollout_engine: str = "vllm"
+
+    @property
+    def train_devices(self) -> int:
+        return self.nodes * self.train_devices_per_node
+
+    @property
+    def rollout_devices(self) -> int:
+        return self.nodes * (self.devices_per_node if self.colocated else self.rollout_devices_per_node)
+
+    @property
+    def seq(self) -> int:
+        return self.prompt + self.response
+
+    def layers_per_stage(self, shape: ModelShape) -> float:
+        return shape.layers / self.pp
+
+    @property
+    def tokens_per_micro_batch(self) -> int:
+        if self.dynamic_batch:
+            return max(self.max_token_len or self.seq, self.seq)
+        return self.micro_batch * self.seq
+
+
+def _raw_overrides(extra: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for o in extra:
+        key, _, value = o.partition("=")
+        out[key.lstrip("+~").strip()] = value.strip().strip("'\"")
+    return out
+
+
+def _as_int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _as_bool(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    low = value.lower()
+    return True if low == "true" else False if low == "false" else None
+
+
+def layout_for(spec: Any, features: Mapping[str, bool], version: str | None = None) -> Layout:
+    """The layout of a RunSpec with the given feature states (name -> on and applicable)."""
+    t = spec.train
+    v = version or (spec.verl_version if spec.verl_version != "auto" else "0.7.0")
+    extra = _raw_overrides(list(spec.extra_overrides))
+    ar = "actor_rollout_ref"
+    dpn = len(spec.cluster.devices)
+    colocated = spec.mode != "one_step_off_policy"
+    train_dpn = dpn if colocated else (t.trainer_devices or max(1, dpn // 2))
+    rollout_dpn = dpn if colocated else (t.rollout_devices or max(1, dpn - dpn // 2))
+    offload = bool(features.get("offload"))
+    swap = bool(features.get("swap_optimizer"))
+    megatron = spec.strategy == "megatron"
+    recompute = bool(features.get("recompute")) or (not megatron and bool(features.get("gradient_checkpointing")))
+    has_ref = spec.algorithm == "grpo"  # GRPO: use_kl_loss=True (verl creates a reference policy); DAPO: none
+    kl = _as_bool(extra.get(f"{ar}.actor.use_kl_loss"))
+    if kl is not None:
+        has_ref = kl or bool(_as_bool(extra.get("algorithm.use_kl_in_reward")))
+    u = extra.get(f"{ar}.rollout.gpu_memory_utilization")
+    try:
+        util = float(u) if u is not None else t.rollout_memory_utilization
+    except ValueError:
+        util = t.rollout_memory_utilization
+    return Layout(
+        device=spec.device,
+        strategy=spec.strategy,
+        version=v,
+        colocated=colocated,
+        nodes=max(1, len(spec.cluster.nodes)),
+        devices_per_node=dpn,
+        train_devices_per_node=train_dpn,
+        rollout_devices_per_node=rollout_dpn,
+        tp=t.tensor_parallel if megatron else 1,
+        pp=t.pipeline_parallel if megatron else 1,
+        cp=t.context_parallel if megatron else 1,
+        vpp=spec.features.vpp_size if (megatron and features.get("vpp") and t.pipeline_parallel > 1) else 1,
+        rollout_tp=t.rollout_tensor_parallel or t.tensor_parallel,
+        batch=t.gen_batch_size or t.train_batch_size,
+        n=t.responses_per_prompt,
+        prompt=t.max_prompt_length,
+        response=t.max_response_length,
+        micro_batch=t.micro_batch_size_per_device,
+        memory_utilization=util,
+        dynamic_batch=bool(features.get("dynamic_batch")),
+        max_token_len=_as_int(extra.get(f"{ar}.actor.ppo_max_token_len_per_gpu")),
+        offload=offload,
+        optimizer_offload=offload and not swap,
+        recompute=recompute,
+        recompute_uniform=spec.features.recompute_method == "uniform",
+        recompute_layers=spec.features.recompute_num_layers,
+        swap_optimizer=swap and megatron and spec.device == "npu",
+        has_ref=has_ref,
+        ref_offload=offload,
+        max_num_seqs=_as_int(extra.get(f"{ar}.rollout.max_num_seqs")) or MAX_NUM_SEQS.get(v, 1024),
+        rollout_engine=t.rollout_engine,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# The estimate
+
+
+@dataclass
+class Phase:
+    name: str
+    parts: dict[str, float]  # bytes
+    have: float | None  # bytes; None when the device/host memory is unknown
+
+    @property
+    def need(self) -> float:
+        return sum(self.parts.values())
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.have is None else self.need <= self.have
+
+
+@dataclass
+class Estimate:
+    layout: Layout
+    shape: ModelShape
+    device: dict[str, Phase]
+    host: Phase
+    kv_tokens_fit: float | None = None
+    kv_tokens_wanted: int = 0
+    advice: list[str] = field(default_factory=list)
+
+    @property
+    def failing(self) -> list[str]:
+        return [name for name, p in self.device.items() if p.fits is False]
+
+    @property
+    def kv_short(self) -> bool:
+        """vLLM cannot hold even one sequence of max_model_len tokens (it refuses to start)."""
+        return self.kv_tokens_fit is not None and self.kv_tokens_fit < self.layout.seq
+
+    @property
+    def fits(self) -> bool | None:
+        if self.failing or self.kv_short or self.host.fits is False:
+            return False
+        if any(p.fits is None for p in self.device.values()):
+            return None
+        return True
+
+    def to_json(self) -> dict[str, Any]:
+        def gib(x: float | None) -> float | None:
+            return None if x is None else round(x / GIB, 1)
+
+        return {
+            "device": {
+                name: {"need_gib": gib(p.need), "have_gib": gib(p.have),
+                       "parts_gib": {k: gib(v) for k, v in p.parts.items() if v}}
+                for name, p in self.device.items()
+            },
+            "host": {"need_gib": gib(self.host.need), "have_gib": gib(self.host.have),
+                     "parts_gib": {k: gib(v) for k, v in self.host.parts.items() if v}},
+            "kv_cache": {
+                "tokens_fit": None if self.kv_tokens_fit is None else max(0, int(self.kv_tokens_fit)),
+                "tokens_wanted": self.kv_tokens_wanted,
+            },
+            "fits": self.fits,
+            "advice": list(self.advice),
+        }
+
+
+def _act_per_token_layer(s: ModelShape) -> float:
+    return 18.0 * s.hidden + 6.0 * s.intermediate
+
+
+def _megatron_shard(s: ModelShape, lay: Layout) -> float:
+    """Parameters on the most-loaded device (first/last pipeline stage), over TP."""
+    stage = s.layer_params / lay.pp + s.embed_params
+    if lay.pp == 1 and not s.tied:
+        stage += s.embed_params
+    return stage / lay.tp
+
+
+def _train_states(s: ModelShape, lay: Layout) -> dict[str, float]:
+    """Bytes per device of the actor's params, grads, optimizer state and the reference's params."""
+    if lay.strategy == "megatron":
+        shard = _megatron_shard(s, lay)
+        dp = max(1, lay.train_devices // (lay.tp * lay.pp * lay.cp))
+        opt = 12.0 * shard / (dp * lay.cp)
+        return {"params": 2.0 * shard, "grads": 4.0 * shard, "optimizer": opt,
+                "ref": 2.0 * shard if lay.has_ref else 0.0}
+    n = max(1, lay.train_devices)
+    return {"params": 4.0 * s.params / n, "grads": 4.0 * s.params / n, "optimizer": 8.0 * s.params / n,
+            "ref": 2.0 * s.params / n if lay.has_ref else 0.0}
+
+
+def _activations(s: ModelShape, lay: Layout) -> tuple[float, float]:
+    """(activations kept for the backward pass, logits) in bytes on the most-loaded device."""
+    tokens = lay.tokens_per_micro_batch / lay.cp
+    full = tokens * _act_per_token_layer(s) / lay.tp
+    kept_in = 2.0 * tokens * s.hidden / lay.tp
+    logits = tokens * s.vocab * 4.0 / lay.tp
+    if lay.strategy == "megatron":
+        per_stage = s.layers / lay.pp
+        rec = (per_stage if lay.recompute_uniform else min(lay.recompute_layers, per_stage)) if lay.recompute else 0
+        one_mb = rec * kept_in + (per_stage - rec) * full
+        inflight = lay.pp * (1 + (lay.pp - 1) / (lay.pp * lay.vpp)) if lay.pp > 1 else 1.0
+        first = inflight * one_mb + (full if rec else 0.0)
+        last = one_mb + (full if rec else 0.0) + logits
+        if lay.pp == 1:
+            return first, logits
+        return max(first, last), 0.0
+    acts = s.layers * kept_in + full if lay.recompute else s.layers * full
+    return acts, logits
+
+
+def _fsdp_gathered(s: ModelShape, lay: Layout) -> float:
+    if lay.strategy == "megatron":
+        return 0.0
+    root = 2.0 * s.embed_params * (1 if s.tied else 2)
+    layer = 2.0 * s.layer_params / max(1, s.layers)
+    return root + 2 * layer
+
+
+def estimate(
+    layout: Layout, shape: ModelShape, hbm_gib: float | None = None, host_gib: float | None = None
+) -> Estimate:
+    s, lay = shape, layout
+    hbm = hbm_gib * GIB if hbm_gib else None
+    runtime = RUNTIME_GIB.get(lay.device, 1.0) * GIB
+    st = _train_states(s, lay)
+    acts, logits = _activations(s, lay)
+
+    # Update (actor forward/backward, then optimizer.step()).
+    opt_dev = st["optimizer"] / 16.0 if lay.swap_optimizer else st["optimizer"]
+    ref_resident = st["ref"] if not lay.ref_offload else 0.0
+    if lay.optimizer_offload or lay.swap_optimizer:
+        work = max(acts + logits, opt_dev)
+        update_parts = {"params": st["params"], "grads": st["grads"], "activations+logits|optimizer step": work}
+    else:
+        update_parts = {"params": st["params"], "grads": st["grads"], "optimizer": opt_dev,
+                        "activations": acts, "logits": logits}
+    update_parts["gathered (FSDP)"] = _fsdp_gathered(s, lay)
+    update_parts["reference"] = ref_resident
+    update_parts["rollout residual"] = VLLM_RESIDUAL_GIB * GIB if lay.colocated else 0.0
+    update_parts["runtime"] = runtime
+    device: dict[str, Phase] = {}
+
+    # Rollout.
+    rollout_weights = 2.0 * s.params / lay.rollout_tp
+    budget = lay.memory_utilization * hbm if hbm else None
+    kv_per_token = 2.0 * s.layers * max(1, s.kv_heads // lay.rollout_tp) * s.head_dim * 2.0
+    replicas = max(1, lay.rollout_devices // lay.rollout_tp)
+    concurrent = min(lay.max_num_seqs, math.ceil(lay.n * lay.batch / replicas))
+    kv_wanted = concurrent * lay.seq
+    kv_fit = None
+    if budget is not None:
+        kv_fit = (budget - rollout_weights - VLLM_WORKSPACE_GIB * GIB) / kv_per_token
+        vllm = budget
+    else:
+        vllm = rollout_weights + VLLM_WORKSPACE_GIB * GIB + kv_per_token * lay.seq
+    rollout_parts = {"vLLM budget (utilization x HBM)" if budget else "vLLM minimum": vllm}
+    if lay.colocated:
+        if lay.strategy == "megatron":
+            resident_pg = 0.0 if lay.offload else st["params"] + st["grads"]
+        else:
+            resident_pg = 0.0 if lay.offload else st["params"]  # FSDP frees grads after the step
+        rollout_parts["training params/grads"] = resident_pg
+        rollout_parts["training optimizer"] = 0.0 if (lay.optimizer_offload or lay.swap_optimizer) else opt_dev
+        rollout_parts["reference"] = ref_resident
+    rollout_parts["runtime"] = runtime
+    device["rollout"] = Phase("rollout", rollout_parts, hbm)
+
+    device["update"] = Phase("update", update_parts, hbm)
+    if lay.has_ref:
+        fwd = _act_per_token_layer(s) * lay.tokens_per_micro_batch / lay.cp / lay.tp  # one layer, no grad
+        ref_parts = {
+            "reference params": st["ref"],
+            "actor params": 0.0 if lay.offload else st["params"],
+            "actor grads/optimizer": 0.0 if lay.offload else (
+                (st["grads"] if lay.strategy == "megatron" else 0.0)
+                + (0.0 if (lay.optimizer_offload or lay.swap_optimizer) else opt_dev)),
+            "forward activations+logits": fwd + logits,
+            "rollout residual": VLLM_RESIDUAL_GIB * GIB if lay.colocated else 0.0,
+            "runtime": runtime,
+        }
+        device["reference"] = Phase("reference", ref_parts, hbm)
+
+    # Host RAM per node.
+    procs = lay.devices_per_node
+    per_dev_off = 0.0
+    if lay.offload:
+        per_dev_off += st["params"] + (st["grads"] if (lay.strategy == "megatron" and lay.version == "0.7.0") else 0)
+        per_dev_off += st["ref"]
+    if lay.optimizer_offload or lay.swap_optimizer:
+        per_dev_off += st["optimizer"]
+    sleep_copy = rollout_weights if lay.colocated else 0.0
+    rollout_dpn = lay.devices_per_node if lay.colocated else lay.rollout_devices_per_node
+    batch_tokens = lay.n * lay.batch * lay.seq
+    host_parts = {
+        "offloaded states": per_dev_off * lay.train_devices_per_node,
+        "vLLM sleep weight copies": sleep_copy * rollout_dpn,
+        "device processes": HOST_PER_PROCESS_GIB * GIB * procs,
+        "driver": HOST_DRIVER_GIB * GIB,
+        "batch in Ray's object store": batch_tokens * 64.0,
+    }
+    host = Phase("host", host_parts, host_gib * GIB * RAY_MEMORY_THRESHOLD if host_gib else None)
+    return Estimate(lay, s, device, host, kv_fit, kv_wanted)
+
+
+# --------------------------------------------------------------------------------------------------
+# Advice: what-if searches over the knobs, in the order a user should try them
+
+
+def _fixes_phase(est: Estimate, phase: str) -> bool:
+    if phase == "kv":
+        return not est.kv_short and est.host.fits is not False
+    p = est.device.get(phase)
+    return (p is None or p.fits is not False) and est.host.fits is not False
+
+
+def _try(lay: Layout, shape: ModelShape, hbm: float | None, host: float | None, **changes: Any) -> Estimate:
+    return estimate(replace(lay, **changes), shape, hbm, host)
+
+
+def advise(est: Estimate, hbm_gib: float | None, host_gib: float | None) -> list[str]:
+    """Concrete, ordered steps that make every failing phase fit (each verified by re-estimating)."""
+    lay, s = est.layout, est.shape
+    out: list[str] = []
+    if est.fits is not False:
+        return out
+    failing = est.failing + (["kv"] if est.kv_short else [])
+    host_short = est.host.fits is False
+    if host_short:
+        if lay.offload:
+            trial = _try(lay, s, hbm_gib, host_gib, offload=False, optimizer_offload=False, ref_offload=False)
+            if trial.host.fits:
+                out.append("host RAM is short: turn the `offload` feature off (it moves training states to host RAM)"
+                           + ("" if trial.fits else "; the device then needs the other steps below"))
+        out.append(f"host RAM is short ({est.host.need / GIB:.0f} GiB needed per node, "
+                   f"{(est.host.have or 0) / GIB:.0f} GiB usable): add RAM or nodes; never add offload here")
+
+    if not failing:
+        return out
+
+    def worked(trial: Estimate) -> bool:
+        return all(_fixes_phase(trial, ph) for ph in failing)
+
+    steps: list[tuple[str, dict[str, Any]]] = []
+    if not lay.recompute:
+        steps.append(("enable the `recompute` feature (activation recomputation)", {"recompute": True}))
+    if lay.strategy == "megatron" and not lay.recompute_uniform and lay.recompute_layers < lay.layers_per_stage(s):
+        steps.append(("enable the `recompute` feature with features.recompute_method=uniform (every layer, not only "
+                      f"the first {lay.recompute_layers} of each stage)", {"recompute": True, "recompute_uniform": True}))
+    if not lay.offload and not host_short:
+        steps.append(("enable the `offload` feature (params/grads/optimizer to host RAM between phases)",
+                      {"offload": True, "optimizer_offload": not lay.swap_optimizer, "ref_offload": True}))
+    if lay.strategy == "megatron" and lay.device == "npu" and not lay.swap_optimizer and not host_short:
+        steps.append(("enable the `swap_optimizer` feature (MindSpeed keeps the optimizer state on the host)",
+                      {"swap_optimizer": True, "optimizer_offload": False}))
+    for label, changes in steps:
+        if worked(_try(lay, s, hbm_gib, host_gib, **changes)):
+            out.append(label)
+            return out
+    # Combined memory features, then the rollout budget, then layout (without the features first).
+    combo: dict[str, Any] = {}
+    for _, ch in steps:
+        combo.update(ch)
+    names = list(dict.fromkeys(lbl.split("`")[1] for lbl, _ in steps))
+    combo_label = ("enable " + " + ".join(names) + " together"
+                   + (" (recompute_method=uniform)" if combo.get("recompute_uniform") else "")) if steps else ""
+    if combo and worked(_try(lay, s, hbm_gib, host_gib, **combo)):
+        out.append(combo_label)
+        return out
+    bases: list[tuple[str, dict[str, Any]]] = [("", {})] + ([(combo_label, combo)] if combo else [])
+
+    def found(label: str, base_label: str) -> list[str]:
+        return ([base_label, "then " + label] if base_label else [label])
+
+    if "rollout" in failing or "kv" in failing:
+        for base_label, base in bases:
+            for u in (0.5, 0.45, 0.4, 0.35, 0.3):
+                if u < lay.memory_utilization and worked(
+                        _try(lay, s, hbm_gib, host_gib, **{**base, "memory_utilization": u})):
+                    return out + found(
+                        f"lower train.rollout_memory_utilization from {lay.memory_utilization} to {u}", base_label)
+            for rtp in (2, 4, 8, 16):
+                ok = rtp > lay.rollout_tp and lay.rollout_devices % rtp == 0 and (
+                    s.kv_heads % rtp == 0 or rtp % s.kv_heads == 0)
+                if ok and worked(_try(lay, s, hbm_gib, host_gib, **{**base, "rollout_tp": rtp})):
+                    return out + found(f"raise train.rollout_tensor_parallel from {lay.rollout_tp} to {rtp}",
+                                       base_label)
+    if lay.strategy == "megatron":
+        layouts = sorted({(tp, pp) for tp in (1, 2, 4, 8, 16) for pp in (1, 2, 4, 8)}, key=lambda x: (x[0] * x[1], x))
+        for base_label, base in bases:
+            for tp, pp in layouts:
+                if tp * pp <= lay.tp * lay.pp or lay.train_devices % (tp * pp * lay.cp):
+                    continue
+                if s.heads % tp or (s.kv_heads % tp and tp % s.kv_heads) or s.layers % pp:
+                    continue
+                if worked(_try(lay, s, hbm_gib, host_gib, **{**base, "tp": tp, "pp": pp})):
+                    return out + found(f"use train.tensor_parallel={tp}, train.pipeline_parallel={pp}", base_label)
+    for base_label, base in bases:
+        for resp in (lay.response // 2, lay.response // 4):
+            if resp >= 256 and worked(_try(lay, s, hbm_gib, host_gib, **{**base, "response": resp})):
+                return out + found(f"shorten train.max_response_length from {lay.response} to {resp}", base_label)
+    for base_label, base in bases:
+        for nodes in range(lay.nodes + 1, lay.nodes + 64):
+            if worked(_try(lay, s, hbm_gib, host_gib, **{**base, "nodes": nodes})):
+                return out + found(f"use {nodes} nodes ({nodes * lay.devices_per_node} devices) instead of "
+                                   f"{lay.nodes}", base_label)
+    if not out:
+        out.append("no single change found that fits: a larger device, a smaller model or shorter sequences")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry points for plan / check / recovery
+
+
+def hbm_from_machine(spec: Any, machine: Any) -> float | None:
+    """The smallest device memory (GiB) among the spec's devices (``cluster.devices``, the ids
+    ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES use), from npu-smi / nvidia-smi results."""
+    from verlctl.checks.machine_checks import npu_logical_id
+    from verlctl.detect.gpu import GpuInfo
+    from verlctl.detect.npu import NpuInfo
+
+    chosen = set(spec.cluster.devices)
+    sizes: list[int] = []
+    if spec.device == "npu" and isinstance(machine.npu, NpuInfo):
+        sizes = [d.hbm_total_mb for d in machine.npu.devices if d.hbm_total_mb and npu_logical_id(d) in chosen]
+    elif spec.device == "gpu" and isinstance(machine.gpu, GpuInfo):
+        sizes = [d.memory_total_mb for d in machine.gpu.devices if d.memory_total_mb and d.id in chosen]
+    return min(sizes) / 1024.0 if sizes else None
+
+
+def host_from_machine(machine: Any) -> float | None:
+    from verlctl.detect.machine import SystemInfo
+
+    sysinfo = machine.system
+    if isinstance(sysinfo, SystemInfo) and sysinfo.memory_total_bytes:
+        return sysinfo.memory_total_bytes / GIB
+    return None
+
+
+def estimate_run(
+    spec: Any,
+    features: Mapping[str, bool],
+    shape: ModelShape,
+    version: str | None = None,
+    hbm_gib: float | None = None,
+    host_gib: float | None = None,
+) -> Estimate:
+    """The estimate with its advice; the spec's ``cluster.*_memory_gib`` win over detected values."""
+    hbm = spec.cluster.device_memory_gib or hbm_gib
+    host = spec.cluster.host_memory_gib or host_gib
+    est = estimate(layout_for(spec, features, version), shape, hbm, host)
+    est.advice = advise(est, hbm, host)
+    return est
+
+
+def memory_findings(est: Estimate | None, reason: str | None = None) -> list[Finding]:
+    """Blocking when a phase cannot fit: the run would die on its first step (or vLLM refuses to start)
+    after minutes of model loading, and the recovery ladder would spend restarts on it. Host RAM short is a
+    warning only: Ray's memory monitor threshold and swap make the host limit softer than HBM."""
+    if est is None:
+        return [info("memory_estimate_skipped", f"memory fit not estimated: {reason}", "paths.model",
+                     "set paths.model to a directory with config.json")]
+    out: list[Finding] = []
+    hint = "; ".join(est.advice) if est.advice else None
+    for name in est.failing:
+        p = est.device[name]
+        assert p.have is not None
+        out.append(error(
+            "memory_device_fit",
+            f"{name} phase needs about {p.need / GIB:.1f} GiB per device, {p.have / GIB:.1f} GiB available",
+            "features" if name != "rollout" else "train.rollout_memory_utilization",
+            hint,
+        ))
+    if est.kv_short:
+        out.append(error(
+            "memory_kv_cache",
+            f"the rollout KV cache holds about {max(0, int(est.kv_tokens_fit or 0))} tokens, less than one sequence "
+            f"of {est.layout.seq} (prompt + response): vLLM refuses to start",
+            "train.rollout_memory_utilization",
+            hint,
+        ))
+    elif est.kv_tokens_fit is not None and est.kv_tokens_fit < est.kv_tokens_wanted:
+        out.append(info(
+            "memory_kv_cache_queue",
+            f"the rollout KV cache holds about {int(est.kv_tokens_fit)} tokens of the {est.kv_tokens_wanted} a full "
+            "batch would use at once: vLLM will queue requests (a slower rollout; it still runs)",
+            "train.rollout_memory_utilization",
+        ))
+    if est.host.fits is False:
+        out.append(warning(
+            "memory_host_fit",
+            f"host RAM: about {est.host.need / GIB:.0f} GiB needed per node, "
+            f"{(est.host.have or 0) / GIB:.0f} GiB below Ray's memory-monitor threshold",
+            "cluster.host_memory_gib",
+            hint,
+        ))
+    if est.fits is None:
+        out.append(info("memory_estimate_partial",
+                        "device memory unknown: pass cluster.device_memory_gib (e.g. 64 for Ascend 910B) to "
+                        "check the fit away from the machine", "cluster.device_memory_gib"))
+    return out
+
+
+def rung_can_help(spec: Any, features_on: Mapping[str, bool], rung: str, shape: ModelShape | None = None) -> bool:
+    """Whether adding the OOM-ladder feature ``rung`` can help, by the estimate.
+
+    False when it would not lower any phase's need (e.g. recompute when activations are already recomputed)
+    or, for offload, when host RAM (``cluster.host_memory_gib``, else this node's) would then be short. True
+    whenever the estimate cannot tell (no model config): the ladder then behaves as before.
+    """
+    if shape is None and spec.paths.model:
+        shape = ModelShape.from_model_dir(spec.paths.model)
+    if shape is None:
+        return True
+    now = {k: bool(v) for k, v in features_on.items()}
+    after = dict(now, **{rung: True})
+    hbm, host = spec.cluster.device_memory_gib, spec.cluster.host_memory_gib
+    if host is None:  # the watcher runs on the head node: its RAM
+        import psutil
+
+        host = psutil.virtual_memory().total / GIB
+    before_est = estimate(layout_for(spec, now), shape, hbm, host)
+    after_est = estimate(layout_for(spec, after), shape, hbm, host)
+    added = after_est.host.need - before_est.host.need
+    if rung == "offload" and after_est.host.fits is False and added > GIB:
+        return False  # offload would move GiBs of states into RAM that is already too small
+    return any(after_est.device[n].need < p.need - 1.0 for n, p in before_est.device.items() if n in after_est.device)
+
+
+def table_lines(est: Estimate) -> list[str]:
+    """The small per-phase table of plan / check (plain text; the caller styles it)."""
+    def gib(x: float | None) -> str:
+        return "?" if x is None else f"{x / GIB:.1f}"
+
+    rows = [("phase", "need GiB", "have GiB", "fits")]
+    for name, p in est.device.items():
+        rows.append((f"{name} (per device)", gib(p.need), gib(p.have),
+                     "?" if p.fits is None else ("yes" if p.fits else "NO")))
+    h = est.host
+    rows.append(("host RAM (per node)", gib(h.need), gib(h.have), "?" if h.fits is None else ("yes" if h.fits else "NO")))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)) for r in rows]
+    if est.kv_tokens_fit is not None:
+        lines.append(f"KV cache: ~{max(0, int(est.kv_tokens_fit))} tokens per rollout replica, "
+                     f"{est.kv_tokens_wanted} wanted at once")
+    return lines
+
+
+def estimate_for_command(
+    resolved: Any, command: Any, hbm_gib: float | None = None, host_gib: float | None = None
+) -> tuple[Estimate | None, str | None]:
+    """The estimate for a composed TrainingCommand (its feature states and verl version), or why not."""
+    spec = resolved.spec
+    if not spec.paths.model:
+        return None, "paths.model is not set"
+    shape = ModelShape.from_model_dir(spec.paths.model)
+    if shape is None:
+        return None, f"no usable config.json under {spec.paths.model} on this machine"
+    features = {n: bool(s.on and s.applicable) for n, s in command.features.items()}
+    return estimate_run(spec, features, shape, command.version, hbm_gib, host_gib), None
