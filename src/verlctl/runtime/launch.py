@@ -178,6 +178,10 @@ class Launcher:
                                                  name=name)
                 self.workers.append(NodeTarget(address, client, plan))
         the_plan = self.plan()
+        if multi:
+            from verlctl.checks.storage import check_checkpoint_storage, collect_storage
+
+            the_plan.findings += check_checkpoint_storage(spec, collect_storage(spec))
         run_id = new_run_id(spec.logging.experiment or "run")
         actions = self.planned_actions(the_plan, run_id)
         if opts.dry_run:
