@@ -180,7 +180,7 @@ def test_the_seed_authors_paths_and_names_are_nobodys_defaults(tmp_path: Path, m
 # ---------------------------------------------------------------- secrets
 
 
-@pytest.mark.parametrize("where", ["logging.swanlab", "logging", "logging.swanlab.host", "logging.swanlab.mode"])
+@pytest.mark.parametrize("where", ["logging.swanlab", "logging", "logging.swanlab.api_key.value"])
 def test_a_key_given_at_the_wrong_path_is_not_echoed(tmp_path: Path, where: str) -> None:
     res = run_cli("plan", "--set", f"paths.model={tmp_path}", "--set", "paths.train_files=/d/t.parquet",
                   "--set", "paths.val_files=/d/v.parquet", "--set", f"{where}={KEY}", env=clean_env())

@@ -153,18 +153,16 @@ def spec_error_from(exc: ValidationError, origins: Mapping[str, Origin]) -> Spec
     return SpecError(f"{msg}{where}", field=path or None)
 
 
-#: Spec paths that hold a secret. An error at such a path, above it or below it never shows its input.
+#: Spec paths that hold a secret. An error at such a path or above it (a secret-bearing path, where a key
+#: given at the wrong level lands: ``--set logging.swanlab=KEY``) never shows its input.
 SECRET_PATHS = ("logging.swanlab.api_key",)
 #: How to pass each secret instead of writing it into a spec file.
 SECRET_ENV = {"logging.swanlab.api_key": "SWANLAB_API_KEY (or VERLCTL_LOGGING__SWANLAB__API_KEY)"}
 
 
 def _secret_bearing(path: str) -> bool:
-    for secret in SECRET_PATHS:
-        parent = secret.rsplit(".", 1)[0]
-        if not path or path == parent or secret.startswith(path + ".") or path.startswith(parent + "."):
-            return True
-    return False
+    return any(not path or path == secret or secret.startswith(path + ".") or path.startswith(secret + ".")
+               for secret in SECRET_PATHS)
 
 
 def _strings(value: Any) -> list[str]:
