@@ -38,6 +38,8 @@ class ResolvedSpec:
 
     spec: RunSpec
     origins: dict[str, Origin] = field(default_factory=dict)
+    #: Paths a person answered (the wizard): a saved spec keeps them even when they equal a default.
+    answered: set[str] = field(default_factory=set)
 
     def origin(self, path: str) -> Origin:
         if path in self.origins:
