@@ -87,7 +87,14 @@ def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str]
                environ: Mapping[str, str] | None = None) -> ResolvedSpec:
     """Ask the five rounds (only what is not given, unless ``ask_all``) and return the resolved spec."""
     from verlctl.wizard import machine_view as mv
-    from verlctl.wizard.rounds import ROUND_TITLES, ROUNDS, RoundContext, rounds_for
+    from verlctl.wizard.rounds import (
+        FEATURES_ROUND,
+        HYPER_ROUND,
+        ROUND_TITLES,
+        ROUNDS,
+        RoundContext,
+        rounds_for,
+    )
 
     prompter = prompter or Prompter()
     try:
@@ -101,9 +108,15 @@ def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str]
         # Final check of the whole spec: reopen the rounds that own each refused value (the features round
         # too when features take part). Bounded: after MAX_REOPEN passes the remaining errors are shown by the
         # caller's checklist (nothing is written or launched with them), never asked forever.
+        previous: set[tuple[str, str | None]] = set()
         for _pass in range(MAX_REOPEN + 1):
             errors = [f for f in answers.findings() if f.severity is Severity.ERROR]
-            redo = sorted({i for f in errors for i in rounds_for(f)})
+            redo_set = {i for f in errors for i in rounds_for(f)}
+            if previous and previous == {(f.code, f.field) for f in errors} and redo_set & {HYPER_ROUND}:
+                # The same refusal again: the parallel sizes may be held by the features (vpp needs PP > 1).
+                redo_set.add(FEATURES_ROUND)
+            previous = {(f.code, f.field) for f in errors}
+            redo = sorted(redo_set)
             if not errors or not redo:
                 break
             from rich.markup import escape

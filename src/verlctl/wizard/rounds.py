@@ -678,7 +678,10 @@ def round_hyperparameters(ctx: RoundContext) -> None:
         relax: dict[str, Any] = {"train.pipeline_parallel": 1} if "train.pipeline_parallel" in later else {}
         fields = h.fields
 
-        def check(text: str, h: Hyper = h, relax: dict[str, Any] = relax, fields: tuple[str, ...] = fields) -> str | None:
+        no_fit: dict[str, str] = {}
+
+        def check(text: str, h: Hyper = h, relax: dict[str, Any] = relax, fields: tuple[str, ...] = fields,
+                  no_fit: dict[str, str] = no_fit) -> str | None:
             value, err = _parse(h.kind, text)
             if err:
                 return err
@@ -689,8 +692,9 @@ def round_hyperparameters(ctx: RoundContext) -> None:
             if parallel:
                 valid = _valid_choices(a, h, fields, relax)
                 if not valid:
-                    # No value of this question fixes it (a given value is at fault): accept, and let the
-                    # whole-spec check after the rounds re-ask the round with every value.
+                    # No value of this question fixes it (another answer is at fault): accept, say so, and let
+                    # the whole-spec check after the rounds reopen the rounds that can fix it.
+                    no_fit[h.path] = reason
                     return None
                 short = h.label.split("(")[-1].rstrip(")")
                 return f"{short} {value} refused (valid {short} here: {', '.join(map(str, valid))}): {reason}"
@@ -700,6 +704,9 @@ def round_hyperparameters(ctx: RoundContext) -> None:
         text = p.text(h.label, default=_fmt(cur), check=check)
         value, _ = _parse(h.kind, text)
         a.set(h.path, value)
+        if h.path in no_fit and a.check({h.path: value}, fields, relax, tolerate_prefilled=False) is not None:
+            ctx.note(f"no {h.label} fits the other answers ({no_fit[h.path]}): accepted for now; the check "
+                     "after the rounds reopens the rounds that can fix it")
 
 
 def _valid_choices(a: Answers, h: Hyper, fields: tuple[str, ...], relax: dict[str, Any]) -> list[int]:
