@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from test_multinode_docker import ssh_home as _ssh_home  # noqa: F401 - the private sshd fixture
 from verlctl.checks.findings import Severity
 from verlctl.checks.storage import StorageFacts, check_checkpoint_storage, collect_storage, mount_of
 from verlctl.runtime import containers
@@ -212,3 +213,23 @@ def test_an_api_key_in_the_spec_file_is_refused_with_the_way_to_pass_it(tmp_path
     spec["logging"]["swanlab"]["api_key"] = None
     f.write_text(yaml.safe_dump(spec))
     assert load_spec(f, environ={"SWANLAB_API_KEY": KEY}).spec.logging.swanlab.api_key is not None
+
+
+@pytest.mark.docker
+def test_multi_node_launch_refuses_checkpoints_inside_the_containers_before_changing_anything(
+    launch_env: Any, docker_engine: Any, request: pytest.FixtureRequest
+) -> None:
+    from test_multinode_docker import WORKER, _local_ip
+
+    home = request.getfixturevalue("_ssh_home")  # a private sshd on 127.0.0.2 (test_multinode_docker.py)
+    env = launch_env
+    env.spec["cluster"].update({"nodes": [_local_ip(), WORKER], "devices": [0, 1, 2, 3],
+                                "ssh_config": str(home / ".ssh" / "config")})
+    env.spec["paths"]["checkpoints"] = "/verl/checkpoints/exp"  # each node's own container: not shared
+    res = env.cli("launch", "-c", str(env.spec_file), "--yes")
+    assert res.code == 2, res.out + res.err
+    out = " ".join((res.out + res.err).split())
+    assert "checkpoints_not_shared" in out and "inside each node's own container" in out
+    assert "will not work" in out and "every node mounts at the same path" in out
+    assert res.err.strip().splitlines()[-1] == "error: the spec has errors (listed above): nothing was changed"
+    assert not docker_engine.containers.list(all=True, filters={"name": env.name})

@@ -6,8 +6,10 @@ machine, the other nodes write their shards to their own disks and the head alon
 restart (OOM recovery, a lost node) the run starts over or fails. So a multi-node spec needs its checkpoints
 on shared storage, mounted at the same path on every node; when that cannot be shown, it is an error.
 
-Shown means: every node is this machine (loopback or one of its addresses), or the directory (its nearest
-existing parent) is on a network / cluster file system here (NFS, CIFS, Lustre, GPFS, CephFS, …).
+Shown means: the directory is not inside the containers, and every node is this machine (loopback or one of
+its addresses) or the directory (its nearest existing parent) is on a network / cluster file system here
+(NFS, CIFS, Lustre, GPFS, CephFS, …). Checked by ``verlctl check`` and, before anything is changed, by
+``verlctl launch``.
 """
 
 from __future__ import annotations
@@ -132,15 +134,17 @@ def collect_storage(spec: RunSpec, here: set[str] | None = None) -> StorageFacts
 
 def check_checkpoint_storage(spec: RunSpec, facts: StorageFacts | None) -> list[Finding]:
     """Multi-node: an error unless the checkpoints are shown to be on storage every node sees."""
-    if facts is None or facts.nodes_here:
+    if facts is None:
         return []
     field = "paths.checkpoints"
     nodes = len(spec.cluster.nodes)
     consequence = (f"the {nodes} nodes do not share it, so resuming from a checkpoint after a restart (OOM "
                    "recovery, a lost node) will not work")
-    if facts.in_container:
+    if facts.in_container:  # each node has its own container, even when the nodes are one machine
         return [error("checkpoints_not_shared", f"{facts.path} is under the container work dir "
                       f"{spec.container.workdir}, inside each node's own container: {consequence}", field, FIX)]
+    if facts.nodes_here:
+        return []
     if facts.fstype in SHARED_FS:
         return [info("checkpoints_shared", f"{facts.path} is on {facts.fstype} ({facts.source}, mounted at "
                      f"{facts.mountpoint}): every node must mount it at the same path", field)]
