@@ -133,8 +133,17 @@ def test_a_write_error_in_a_terminal_is_one_line_without_a_traceback(tmp_path: P
 
 def test_answers_equal_to_a_default_are_saved_and_not_asked_again(tmp_path: Path, world) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "run.yaml"
-    code, _text, _p = run_init(EVERY_DEFAULT + "y", world.machine, out)
+    code, text, _p = run_init(EVERY_DEFAULT + "y", world.machine, out)
     assert code == 0
+    # The checklist lists every directory a launch will create, host side and container side.
+    flat = " ".join(text.split())
+    assert (f"later, `verlctl launch` will create directory {tmp_path}/checkpoints on this host (paths.checkpoints, "
+            f"with {tmp_path}/checkpoints/verlctl/dapo_Qwen3-0.6B_megatron below it, mounted into the container at "
+            "the same path)") in flat
+    assert f"create directory {tmp_path}/logs on this host (paths.logs" in flat
+    assert "create directory /verl/.verlctl/runs/<run id> inside the container" in flat
+    assert f"create directory {tmp_path}/state/runs/<run id> on this host (the run record)" in flat
+    assert "checkpoints " in flat and ": on the host, mounted at the same path" in flat
     doc = yaml.safe_load(out.read_text())
     assert doc["cluster"]["nodes"] == []  # "single node", answered
     assert doc["train"] == {"steps": 4, "train_batch_size": 32, "lr": 1e-6, "tensor_parallel": 4,

@@ -260,6 +260,12 @@ def round_basic(ctx: RoundContext) -> None:
     # Checkpoints.
     if a.ask("paths.checkpoints"):
         cur = a.value("paths.checkpoints") or ""
+        if len(a.value("cluster.nodes") or []) > 1:
+            ctx.note("multi-node: put the checkpoints on storage every node mounts at the same path (e.g. NFS), "
+                     "or resuming after a restart will not work (`verlctl check` and `launch` refuse local storage)")
+        else:
+            ctx.note("a host directory, mounted into the container at the same path: removing the container "
+                     "keeps the checkpoints")
         text = p.text("Checkpoint directory", default=cur,
                       check=_first(_check_abs_dir, lambda s: a.check({"paths.checkpoints": s.strip()}))).strip()
         a.set("paths.checkpoints", text)
