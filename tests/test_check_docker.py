@@ -60,8 +60,9 @@ def test_missing_image_is_an_error_unless_pulling_is_configured(tmp_path: Path, 
 
 
 def test_present_image_and_absent_container(tmp_path: Path, docker_engine: Any, test_image: str) -> None:
-    findings = check(**files(tmp_path), **{"container.name": absent_name(), "container.image": test_image})
-    # The checkpoints default to <workdir>/checkpoints/<experiment>, inside a container that does not exist yet.
+    findings = check(**files(tmp_path), **{"container.name": absent_name(), "container.image": test_image,
+                                           "paths.checkpoints": "/verl/checkpoints/exp"})
+    # Checkpoints under the container work dir, inside a container that does not exist yet.
     assert docker_findings(findings) == [
         ("checkpoint_unchecked", Severity.WARNING, "paths.checkpoints"),
         ("container_absent", Severity.INFO, "container.name"),
@@ -79,6 +80,7 @@ def test_existing_container_state_and_the_mounts_it_lacks(
     findings = check(**flags, **{"container.name": container.name, "container.image": test_image})
     assert docker_findings(findings) == [
         ("container_mount_missing", Severity.ERROR, "paths.checkpoints"),
+        ("container_mount_missing", Severity.ERROR, "paths.logs"),  # a host directory by default
         ("container_mount_missing", Severity.ERROR, "paths.model"),
         ("container_state", Severity.INFO, "container.name"),
     ]
@@ -123,7 +125,8 @@ def test_without_pyarrow_on_the_host_the_schema_is_checked_in_the_running_contai
     write_parquet_without_prompt(Path(flags["paths.train_files"]))
     data = str(tmp_path / "data")
     container = container_factory(test_image, volumes={data: {"bind": data, "mode": "ro"}})
-    spec = write_spec_file(tmp_path, {**flags, "container.name": container.name, "container.image": test_image})
+    spec = write_spec_file(tmp_path, {**flags, "container.name": container.name, "container.image": test_image,
+                                      "paths.checkpoints": "/verl/checkpoints/exp", "paths.logs": "/verl/logs"})
     res = run_check_cli("-c", str(spec), "--json", env=clean_env(), block=NO_PYARROW)
     doc = res.json()
     prompt = [f for f in doc["findings"] if f["code"] == "dataset.prompt_missing"]
@@ -133,7 +136,7 @@ def test_without_pyarrow_on_the_host_the_schema_is_checked_in_the_running_contai
     assert not [f for f in doc["findings"] if f["code"] == "dataset_schema_skipped"]
     datasets = doc["machine"]["datasets"]
     assert [(d["checked_in"], d["verl_ok"]) for d in datasets] == [("container", False), ("container", True)]
-    # The default checkpoint dir is under the container work dir: probed in the container, for real.
+    # A checkpoint dir under the container work dir is probed in the container, for real.
     ckpt = doc["machine"]["checkpoints"]
     assert (ckpt["checked_in"], ckpt["writable"]) == (f"container {container.name}", True)
     assert ckpt["path"].startswith("/verl/checkpoints/")

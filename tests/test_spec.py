@@ -113,7 +113,8 @@ def test_derived_values_are_marked_derived() -> None:
     assert r.origin("train.mini_batch_size").source is Source.DERIVED
     assert r.spec.train.rollout_tensor_parallel == 4
     assert r.spec.logging.experiment == "dapo_Qwen3-8B_megatron"
-    assert r.spec.paths.checkpoints == "/verl/checkpoints/dapo_Qwen3-8B_megatron"
+    assert r.spec.paths.checkpoints.endswith("/checkpoints/verlctl/dapo_Qwen3-8B_megatron")
+    assert r.origin("paths.checkpoints").source is Source.DERIVED
     r = load_spec(None, environ={}, flags={**BASE_PATHS, "mode": "one_step_off_policy"})
     assert (r.spec.train.trainer_devices, r.spec.train.rollout_devices) == (4, 4)
     assert r.origin("train.trainer_devices").source is Source.DERIVED

@@ -50,7 +50,7 @@ def answer_every_round(child: pexpect.spawn, model: Path) -> None:
     step(child, "Validation data (parquet)", ENTER)
     step(child, "Checkpoint directory", CLEAR + "/ckpt/wizard" + ENTER)
     # Round 2
-    step(child, "Container: reuse one or create a new one", DOWN + ENTER)
+    step(child, "Container: reuse one or create a new one", ENTER)  # a new container: the default
     step(child, "Name of the new container", CLEAR + "exp-tty" + ENTER)
     step(child, "Image for the new container", DOWN + DOWN + ENTER)  # pull the default
     step(child, "http_proxy inside the container", ENTER)
@@ -127,8 +127,11 @@ def test_init_in_a_terminal_every_round_then_no_writes_nothing_then_yes_writes_t
     text = target.read_text()
     assert KEY not in text
     doc = yaml.safe_load(text)
-    assert doc["container"] == {"name": "exp-tty", "image": DEFAULT_IMAGE, "pull": True}
-    assert doc["features"]["mask"] == "1110010" and doc["train"] == {"steps": 6, "tensor_parallel": 2}
+    assert doc["container"] == {"name": "exp-tty", "image": DEFAULT_IMAGE, "pull": True,
+                                "proxy": {"http": None, "https": None}}  # every answer, 'none' too
+    assert doc["features"]["mask"] == "1110010"
+    assert doc["train"] == {"steps": 6, "train_batch_size": 32, "lr": 1e-6, "tensor_parallel": 2,
+                            "pipeline_parallel": 2, "responses_per_prompt": 8}
     assert doc["paths"]["model"] == str(w.model) and doc["paths"]["checkpoints"] == "/ckpt/wizard"
     assert doc["logging"]["swanlab"]["host"] == "http://10.0.0.5:8000" and "api_key" not in doc["logging"]["swanlab"]
 
@@ -150,7 +153,7 @@ def test_ctrl_c_in_a_terminal_exits_130_with_one_line_and_changes_nothing(tmp_pa
         child, log = spawn(["init", "--machine", str(state), "-o", "run.yaml"], cwd)
         questions = ["Single node or multi-node?", "NPUs to train on", "Model (a Hugging Face model directory)",
                      "Training data (parquet)", "Validation data (parquet)", "Checkpoint directory",
-                     "Container: reuse one or create a new one", "http_proxy inside the container"]
+                     "Container: reuse one or create a new one", "Name of the new container"]
         for q in questions[:answered]:
             step(child, q, ENTER)
         child.expect_exact(questions[answered])
@@ -222,7 +225,6 @@ def test_launch_declined_at_the_checklist_changes_nothing(tmp_path: Path, docker
 
     lenv = make_launch_env(tmp_path, test_image)
     state = lenv.state
-    before = {c.name for c in docker_engine.containers.list(all=True)}
     log = io.BytesIO()
     child = pexpect.spawn(
         sys.executable, ["-m", "verlctl", "launch", "-c", str(lenv.spec_file)],
@@ -238,6 +240,14 @@ def test_launch_declined_at_the_checklist_changes_nothing(tmp_path: Path, docker
     transcript = log.getvalue().decode(errors="replace")
     assert child.exitstatus == 0, transcript[-3000:]
     assert f"create container {lenv.name}" in transcript and "Summary" in transcript
-    assert {c.name for c in docker_engine.containers.list(all=True)} == before
+    # Every directory the launch would create is listed, host side and container side; none was created.
+    flat = " ".join(transcript.split())
+    assert f"create directory {lenv.root / 'ckpt'} on this host (paths.checkpoints" in flat
+    assert f"create directory {lenv.root / 'logs'} on this host (paths.logs" in flat
+    assert "create directory /verl/.verlctl/runs/" in flat and "inside the container" in flat
+    assert f"create directory {state / 'runs'}" in flat or f"create directory {state}" in flat
+    assert not (lenv.root / "ckpt").exists() and not (lenv.root / "logs").exists()
+    # (other tests' containers come and go on this engine: only this launch's name is compared)
+    assert not docker_engine.containers.list(all=True, filters={"name": lenv.name})
     assert not state.exists() or not any(state.rglob("*"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "models", "run.yaml"]

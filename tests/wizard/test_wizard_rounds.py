@@ -32,6 +32,8 @@ ALL_QUESTIONS = [
     "Validation data (parquet)",
     "Checkpoint directory",
     "Container: reuse one or create a new one",
+    "Name of the new container",
+    "Image for the new container",
     "http_proxy inside the container ('none' for no proxy)",
     "https_proxy inside the container ('none' for no proxy)",
     "Log to SwanLab?",
@@ -54,9 +56,9 @@ def reasons(driven) -> list[str]:  # type: ignore[no-untyped-def]
     return [r.reason for r in driven.prompter.refusals]
 
 
-def test_accepting_every_prefill_reuses_the_detected_container_and_types_nothing(tmp_path: Path) -> None:
+def test_accepting_every_prefill_creates_a_new_container_and_types_nothing(tmp_path: Path) -> None:
     w = make_world(tmp_path)
-    d = drive(ENTER * 18, w.machine)
+    d = drive(ENTER * 20, w.machine)
     r, spec = d.resolved, d.resolved.spec
 
     assert d.prompter.asked == ALL_QUESTIONS
@@ -65,8 +67,9 @@ def test_accepting_every_prefill_reuses_the_detected_container_and_types_nothing
     assert spec.cluster.devices == list(range(8)) and src(r, "cluster.devices") is Source.DETECTED
     assert spec.paths.model == str(w.model) and src(r, "paths.model") is Source.DETECTED
     assert spec.paths.train_files == [str(w.train)] and spec.paths.val_files == [str(w.val)]
-    assert spec.container.name == "jins" and spec.container.image == OTHER_IMAGE
-    assert src(r, "container.name") is Source.DETECTED
+    # A new container for this run, not the running one found on the host (someone else's, maybe).
+    assert spec.container.name == "verlctl" and spec.container.image == OTHER_IMAGE
+    assert src(r, "container.name") is Source.DEFAULT and src(r, "container.image") is Source.DETECTED
     assert spec.cluster.socket_ifname == "eth0"
     assert spec.logging.swanlab.enabled is False
     assert spec.features.mask is None and spec.features.enable == []
@@ -82,7 +85,7 @@ def test_new_container_pulling_the_default_image_swanlab_on_features_by_name(tmp
     keys = (
         ENTER + ENTER + ENTER + ENTER + ENTER                      # single node, devices, model, train, val
         + CLEAR + "/ckpt/exp1" + ENTER                               # checkpoints
-        + DOWN + ENTER                                               # create a new container
+        + ENTER                                                      # create a new container (the default)
         + CLEAR + "exp-1" + ENTER                                    # its name
         + DOWN + DOWN + ENTER                                        # image: pull the default
         + CLEAR + "http://proxy.local:3128" + ENTER + ENTER          # http_proxy; https_proxy = the same
@@ -133,7 +136,7 @@ def test_invalid_answers_are_refused_with_the_reason_and_asked_again(tmp_path: P
         + "/does/not/exist" + ENTER                                  # missing: refused
         + CLEAR + str(w.model) + ENTER                               # accepted
         + ENTER + ENTER + ENTER                                      # train, val, checkpoints
-        + ENTER + ENTER + ENTER                                      # reuse jins, proxies none
+        + ENTER * 3 + ENTER + ENTER                                  # new container, name, image, proxies none
         + "y" + "not a url" + ENTER                                  # SwanLab on, malformed host: refused
         + CLEAR + "http://10.0.0.5:8000" + ENTER
         + DOWN + ENTER                                               # mode local (no key needed)
@@ -178,7 +181,7 @@ def test_multi_node_with_fewer_devices_refuses_a_pp_too_large_with_the_valid_cho
         + DOWN + ENTER                                               # head: 10.0.0.2
         + DOWN * 4 + (SPACE + DOWN) * 4 + ENTER                      # devices 0-3 only: 2 nodes x 4 = 8
         + ENTER * 4                                                  # model, train, val, checkpoints
-        + ENTER * 3 + ENTER                                          # container, proxies, SwanLab off
+        + ENTER * 5 + ENTER                                          # container, name, image, proxies, SwanLab off
         + ENTER + ENTER                                              # mask as pre-filled
         + ENTER * 3                                                  # steps, batch, lr
         + ENTER                                                      # TP 4
@@ -208,7 +211,7 @@ def test_given_values_are_shown_not_asked_and_ask_all_asks_them_prefilled(tmp_pa
     names = {"paths.model": "--set paths.model", "train.tensor_parallel": "--set train.tensor_parallel"}
     environ = {"TRAIN_STEPS": "7"}
 
-    d = drive(ENTER * 12, w.machine, flags=flags, names=names, config=cfg, environ=environ)
+    d = drive(ENTER * 14, w.machine, flags=flags, names=names, config=cfg, environ=environ)
     skipped = {"Model (a Hugging Face model directory)", "Training data (parquet)", "Validation data (parquet)",
                "Log to SwanLab?", "Training steps", "Tensor parallel size (TP)"}
     assert d.prompter.asked == [q for q in ALL_QUESTIONS if q not in skipped]
@@ -218,7 +221,7 @@ def test_given_values_are_shown_not_asked_and_ask_all_asks_them_prefilled(tmp_pa
     assert src(r, "paths.model") is Source.FLAG and src(r, "train.steps") is Source.ENV
     assert src(r, "paths.train_files") is Source.FILE and r.spec.train.tensor_parallel == 2
 
-    d = drive(ENTER * 18, w.machine, flags=flags, names=names, config=cfg, environ=environ, ask_all=True)
+    d = drive(ENTER * 20, w.machine, flags=flags, names=names, config=cfg, environ=environ, ask_all=True)
     assert d.prompter.asked == ALL_QUESTIONS
     r = d.resolved
     # Asked again, pre-filled with the given value, accepted: the value keeps its source.
@@ -230,7 +233,7 @@ def test_given_values_are_shown_not_asked_and_ask_all_asks_them_prefilled(tmp_pa
 def test_whole_spec_check_after_the_rounds_reasks_the_round_that_can_fix_a_given_value(tmp_path: Path) -> None:
     w = make_world(tmp_path)
     flags = {"train.tensor_parallel": 3}  # 8 devices, 8 heads: no PP can make TP 3 work
-    keys = ENTER * 6 + ENTER * 3 + ENTER + ENTER * 2 + ENTER * 5 + ENTER * 3 + CLEAR + "4" + ENTER + ENTER * 2
+    keys = ENTER * 6 + ENTER * 5 + ENTER + ENTER * 2 + ENTER * 5 + ENTER * 3 + CLEAR + "4" + ENTER + ENTER * 2
     d = drive(keys, w.machine, flags=flags, names={"train.tensor_parallel": "--set train.tensor_parallel"})
     assert "these answers need another look" in d.text
     assert "parallel_divisibility" in d.text
@@ -308,7 +311,7 @@ def test_nothing_detected_every_value_is_typed_or_default(tmp_path: Path) -> Non
 def test_a_given_value_at_fault_does_not_trap_other_questions(tmp_path: Path) -> None:
     w = make_world(tmp_path)  # 8 layers: PP 3 cannot split them, and 8 devices are not divisible by TP*3
     keys = (
-        ENTER * 6 + ENTER * 3 + ENTER                                # rounds 1-3 as pre-filled
+        ENTER * 6 + ENTER * 5 + ENTER                                # rounds 1-3 as pre-filled
         + ENTER + CLEAR + "1000001" + ENTER                          # mask with vpp: not refused for PP 3
         + ENTER * 3 + ENTER + ENTER                                  # steps, batch, lr, TP (no TP fits PP 3), n
         + ENTER * 3 + ENTER + CLEAR + "2" + ENTER + ENTER            # round 5 again, every value: PP 2
@@ -316,7 +319,7 @@ def test_a_given_value_at_fault_does_not_trap_other_questions(tmp_path: Path) ->
     d = drive(keys, w.machine, flags={"train.pipeline_parallel": 3},
               names={"train.pipeline_parallel": "--set train.pipeline_parallel"})
     r = d.resolved
-    assert "Pipeline parallel size (PP)" not in d.prompter.asked[:17]  # given: not asked in the first pass
+    assert "Pipeline parallel size (PP)" not in d.prompter.asked[:19]  # given: not asked in the first pass
     assert "model_layers_pp" in d.text and "these answers need another look" in d.text
     assert r.spec.features.mask == "1000001"
     assert r.spec.train.pipeline_parallel == 2 and src(r, "train.pipeline_parallel") is Source.TYPED

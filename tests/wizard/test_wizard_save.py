@@ -26,7 +26,7 @@ KEY = "sk-never-in-files-0042"
 # New container "exp-1" pulling the default image, SwanLab cloud with a key, features by mask, TP 2.
 SWANLAB_RUN = (
     ENTER * 6
-    + DOWN + ENTER + CLEAR + "exp-1" + ENTER + DOWN + DOWN + ENTER + ENTER + ENTER
+    + ENTER + CLEAR + "exp-1" + ENTER + DOWN + DOWN + ENTER + ENTER + ENTER
     + "y" + "http://10.0.0.5:8000" + ENTER + ENTER + KEY + ENTER + ENTER + ENTER + ENTER
     + ENTER + CLEAR + "1110000" + ENTER
     + ENTER * 3 + CLEAR + "2" + ENTER + ENTER * 2
@@ -57,8 +57,11 @@ def test_saved_spec_repeats_the_run_without_the_key(tmp_path: Path, wizard_run) 
     doc = yaml.safe_load(text)
     assert "api_key" not in doc["logging"]["swanlab"] and doc["logging"]["swanlab"]["host"] == "http://10.0.0.5:8000"
     assert doc["features"]["mask"] == "1110000"  # a string: leading zeros survive
-    assert "train" in doc and doc["train"] == {"tensor_parallel": 2}  # defaults are not listed
-    assert "recovery" not in doc and "experiment" not in doc.get("logging", {})  # defaults and derived
+    # Every answer is listed, also one equal to a default (tests/wizard/test_wizard_keeps_answers.py) …
+    assert doc["train"] == {"steps": 4, "train_batch_size": 32, "lr": 1e-6, "tensor_parallel": 2,
+                            "pipeline_parallel": 2, "responses_per_prompt": 8}
+    # … but nothing that was not asked: defaults and derived values.
+    assert "recovery" not in doc and "experiment" not in doc.get("logging", {})
 
     # Reloaded with the key from the environment, the spec is the same run.
     again = load_spec(out, environ={"SWANLAB_API_KEY": KEY})

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from verlctl.checks.findings import Finding, error, info, warning
+from verlctl.checks.storage import StorageFacts, check_checkpoint_storage, collect_storage
 from verlctl.detect.common import (
     CallTimeout,
     Unavailable,
@@ -128,6 +129,7 @@ class CheckFacts(BaseModel):
     checkpoint: CheckpointProbe | Unavailable | None = None
     docker: DockerFacts | None = None  # None with container.runtime: host
     master_ips: list[str] = []  # cluster.master_addr resolved to IPv4 addresses
+    storage: StorageFacts | None = None  # multi-node: where the checkpoint directory lives
 
 
 # --------------------------------------------------------------------------------------------------
@@ -797,6 +799,7 @@ def machine_findings(resolved: ResolvedSpec, facts: CheckFacts, vpp_on: bool = F
     out += check_model_fit(spec, facts.model, vpp_on)
     out += check_network(spec, facts.machine.network, facts.master_ips)
     out += check_docker(spec, facts.docker, resolved.explicit("container.image"))
+    out += check_checkpoint_storage(spec, facts.storage)
     return out
 
 
@@ -1124,6 +1127,7 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
         checkpoint=checkpoint,
         docker=docker.facts if docker is not None else None,
         master_ips=got["ips"] if isinstance(got["ips"], list) else [],
+        storage=collect_storage(spec),
     )
 
 

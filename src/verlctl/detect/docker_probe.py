@@ -21,6 +21,8 @@ class ContainerInfo(BaseModel):
     image_id: str | None = None
     state: str  # created, running, exited, paused, restarting, dead
     status: str | None = None  # 'Up 3 hours', 'Exited (0) 2 days ago'
+    labels: dict[str, str] = {}  # e.g. io.verlctl.run on a container verlctl created
+    mounts: list[str] = []  # 'SOURCE:DESTINATION[:ro]'
 
     @property
     def running(self) -> bool:
@@ -101,6 +103,9 @@ def probe_docker(
             image_id=_short(c.get("ImageID")) or None,
             state=c.get("State") or "unknown",
             status=c.get("Status"),
+            labels={str(k): str(v) for k, v in (c.get("Labels") or {}).items()},
+            mounts=[f"{m.get('Source') or m.get('Name') or '?'}:{m.get('Destination') or '?'}"
+                    + ("" if m.get("RW", True) else ":ro") for m in c.get("Mounts") or []],
         )
         if all_items or _matches([*names, item.image], patterns):
             info.containers.append(item)

@@ -117,7 +117,7 @@ def spec_mount_needs(spec: RunSpec) -> list[tuple[str, str, bool]]:
     if p.logs:
         needs.append((p.logs, "paths.logs", False))
     sw = spec.logging.swanlab
-    if sw.enabled and sw.mode in ("offline", "local", "cloud"):
+    if sw.enabled and sw.mode in ("offline", "local", "cloud") and sw.log_dir:
         needs.append((sw.log_dir, "logging.swanlab.log_dir", False))
     return needs
 

@@ -30,7 +30,8 @@ Runtime = Literal["docker", "host"]
 SwanlabMode = Literal["cloud", "local", "offline", "disabled"]
 
 DEFAULT_IMAGE = "quay.io/ascend/verl:verl-8.3.rc1-910b-ubuntu22.04-py3.11-v0.7.0"
-DEFAULT_SWANLAB_LOG_DIR = "/mnt/project/h4380/examples/verl/swanlab_cloud_fsdp_log/"
+#: logging.project when none is given (also the middle level of the default checkpoint/log directories).
+DEFAULT_PROJECT = "verlctl"
 
 #: Upper bound of every count/size/step field: larger values are typos (``train.steps=10**30``) that would
 #: overflow the int32/int64 fields they reach in verl, Ray or torch.
@@ -171,16 +172,27 @@ class ClusterSpec(_Strict):
 
 
 class PathsSpec(_Strict):
-    """Paths as seen by the training process (bind-mounted at the same path in the container)."""
+    """Paths as seen by the training process (bind-mounted at the same path in the container).
+
+    The output directories default to host directories under the directory verlctl runs in (the layout of
+    verl's own ``trainer.default_local_dir``: ``checkpoints/<project>/<experiment>``), mounted into the
+    container at the same path, so that removing the container never removes checkpoints or logs.
+    """
 
     model: str | None = Field(default=None, description="Hugging Face model directory (required).")
     train_files: list[str] | None = Field(default=None, description="Training parquet file(s) (required).")
     val_files: list[str] | None = Field(default=None, description="Validation parquet file(s) (required).")
     checkpoints: str | None = Field(
         default=None,
-        description="Checkpoint directory (trainer.default_local_dir). Default: <workdir>/checkpoints/<experiment>.",
+        description="Checkpoint directory (trainer.default_local_dir), a host directory mounted at the same path. "
+        "Default: <current directory>/checkpoints/<project>/<experiment>. Multi-node: storage every node mounts "
+        "at this path (e.g. NFS), or resuming after a restart cannot work.",
     )
-    logs: str | None = Field(default=None, description="Directory for training logs. Default: <workdir>/logs.")
+    logs: str | None = Field(
+        default=None,
+        description="Directory for training logs, a host directory mounted at the same path. "
+        "Default: <current directory>/logs/<project>/<experiment>.",
+    )
 
     @field_validator("train_files", "val_files", mode="before")
     @classmethod
@@ -362,8 +374,14 @@ class SwanlabSpec(_Strict):
         default=None, description="SwanLab API key (secret; prefer the SWANLAB_API_KEY environment variable)."
     )
     mode: SwanlabMode = Field(default="cloud", description="cloud | local | offline | disabled")
-    workspace: str = Field(default="TrainingMaster")
-    log_dir: str = Field(default=DEFAULT_SWANLAB_LOG_DIR)
+    workspace: str | None = Field(
+        default=None, description="SwanLab workspace (organisation). Default: your own (SwanLab's default)."
+    )
+    log_dir: str | None = Field(
+        default=None,
+        description="SwanLab's local log directory (SWANLAB_LOG_DIR). Default: <paths.logs>/swanlog "
+        "(verl's default name, under the run's host log directory).",
+    )
 
     @field_validator("host")
     @classmethod
@@ -377,7 +395,7 @@ class SwanlabSpec(_Strict):
 
 class LoggingSpec(_Strict):
     console: bool = Field(default=True, description="Log to the console (trainer.logger console).")
-    project: str = Field(default="verl_hlm", description="trainer.project_name (also the SwanLab project).")
+    project: str = Field(default=DEFAULT_PROJECT, description="trainer.project_name (also the SwanLab project).")
     experiment: str | None = Field(
         default=None, description="trainer.experiment_name. Default: <algorithm>_<model>_<strategy>."
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ class ResolvedSpec:
 
     spec: RunSpec
     origins: dict[str, Origin] = field(default_factory=dict)
+    #: Paths a person answered (the wizard): a saved spec keeps them even when they equal a default.
+    answered: set[str] = field(default_factory=set)
 
     def origin(self, path: str) -> Origin:
         if path in self.origins:
@@ -93,7 +96,9 @@ def load_spec(
     if detected:
         layers.append(Layer.from_flat(Source.DETECTED, detected))
     if file is not None:
-        layers.append(load_yaml_layer(file))
+        layer = load_yaml_layer(file)
+        refuse_secrets_in_file(layer)
+        layers.append(layer)
     if use_env:
         layers.append(load_env_layer(environ, RunSpec.model_fields.keys()))
     if flags:
@@ -133,6 +138,12 @@ def spec_error_from(exc: ValidationError, origins: Mapping[str, Origin]) -> Spec
     msg = str(err["msg"])
     msg = re.sub(r"^Value error, ", "", msg)
     value = err.get("input")
+    if _secret_bearing(path):
+        # A key given at the wrong path (``--set logging.swanlab=KEY``) must not be echoed: drop the input,
+        # also where a validator's own message quotes it.
+        for text in {str(v) for v in _strings(value) if len(str(v)) >= 4}:
+            msg = msg.replace(repr(text), "<value hidden>").replace(text, "<value hidden>")
+        return SpecError(f"{msg} (value not shown: this part of the spec holds a secret){where}", field=path or None)
     if err["type"] in ("literal_error", "enum"):
         msg = f"invalid value {value!r}: {msg.lower()}"
     elif (
@@ -143,6 +154,41 @@ def spec_error_from(exc: ValidationError, origins: Mapping[str, Origin]) -> Spec
     ):
         msg = f"{msg} (got {value!r})"
     return SpecError(f"{msg}{where}", field=path or None)
+
+
+#: Spec paths that hold a secret. An error at such a path or above it (a secret-bearing path, where a key
+#: given at the wrong level lands: ``--set logging.swanlab=KEY``) never shows its input.
+SECRET_PATHS = ("logging.swanlab.api_key",)
+#: How to pass each secret instead of writing it into a spec file.
+SECRET_ENV = {"logging.swanlab.api_key": "SWANLAB_API_KEY (or VERLCTL_LOGGING__SWANLAB__API_KEY)"}
+
+
+def _secret_bearing(path: str) -> bool:
+    return any(not path or path == secret or secret.startswith(path + ".") or path.startswith(secret + ".")
+               for secret in SECRET_PATHS)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, SecretStr):
+        return [value.get_secret_value()]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return [] if value is None or isinstance(value, bool) else [str(value)]
+
+
+def refuse_secrets_in_file(layer: Layer) -> None:
+    """A secret written into the spec file is refused (the file is shared, versioned, copied): one line,
+    naming the field and how to pass the secret instead, never the value."""
+    for path, how in SECRET_ENV.items():
+        value = get_path(layer.values, path)
+        if value is not None and _strings(value) != [""]:
+            raise SpecError(
+                f"a secret in the spec file {layer.details.get(path, '')} is refused (the file is not a safe "
+                f"place for it): delete that line and pass the key in the environment, e.g. export {how}",
+                field=path,
+            )
 
 
 def _origin_for(path: str, origins: Mapping[str, Origin]) -> Origin | None:
@@ -216,19 +262,39 @@ def derive(resolved: ResolvedSpec) -> None:
             f"{spec.algorithm}_{_slug(model)}_{spec.strategy}",
             "<algorithm>_<model dir name>_<strategy>",
         )
-    if spec.paths.checkpoints is None:
-        put(
-            "paths.checkpoints",
-            f"{spec.container.workdir.rstrip('/')}/checkpoints/{spec.logging.experiment}",
-            "<workdir>/checkpoints/<experiment>",
-        )
-    if spec.paths.logs is None:
-        put("paths.logs", f"{spec.container.workdir.rstrip('/')}/logs", "<workdir>/logs")
+    if spec.paths.checkpoints is None or spec.paths.logs is None:
+        # Host directories (mounted at the same path), never the container's own file system: removing the
+        # container must not remove the checkpoints OOM recovery resumes from. verl's own default layout
+        # (trainer.default_local_dir: checkpoints/${project_name}/${experiment_name}, relative to the
+        # directory it runs in), made absolute on the host.
+        base = run_base_dir()
+        tail = f"{spec.logging.project}/{spec.logging.experiment}"
+        if spec.paths.checkpoints is None:
+            put("paths.checkpoints", f"{base}/checkpoints/{tail}",
+                f"<current directory {base}>/checkpoints/<project>/<experiment>")
+        if spec.paths.logs is None:
+            put("paths.logs", f"{base}/logs/{tail}", f"<current directory {base}>/logs/<project>/<experiment>")
     if spec.cluster.master_addr is None and spec.cluster.nodes:
         put("cluster.master_addr", spec.cluster.nodes[0], "the first node")
     sw = spec.logging.swanlab
     if sw.enabled is None:
         put("logging.swanlab.enabled", sw.host is not None, "on when a SwanLab host is set")
+    if sw.log_dir is None:
+        put("logging.swanlab.log_dir", f"{(spec.paths.logs or '').rstrip('/')}/swanlog", "<paths.logs>/swanlog")
+
+
+def run_base_dir() -> str:
+    """The directory the default checkpoint and log directories live under: the current directory."""
+    try:
+        cwd = os.getcwd()
+    except OSError as exc:
+        raise SpecError(
+            f"the current directory is not usable ({exc.strerror or exc}), so the default checkpoint and log "
+            "directories cannot be placed under it",
+            field="paths.checkpoints",
+            hint="cd to a directory on the host, or set paths.checkpoints and paths.logs",
+        ) from None
+    return cwd.rstrip("/") or ""
 
 
 def mask_secret(value: Any) -> Any:

@@ -96,11 +96,11 @@ def swanlab_env(ctx: Ctx) -> dict[str, str]:
         return {}
     # Not SWANLAB_PROJECT: SwanLab >= 0.8 reads SWANLAB_<field>_<sub> as nested settings and fails on a
     # plain SWANLAB_PROJECT ("error parsing value for field project"); verl passes the project itself.
-    out = {
-        "SWANLAB_MODE": sw.mode,
-        "SWANLAB_LOG_DIR": sw.log_dir,
-        "SWANLAB_WORKSPACE": sw.workspace,
-    }
+    out: dict[str, str] = {"SWANLAB_MODE": sw.mode}
+    if sw.log_dir:
+        out["SWANLAB_LOG_DIR"] = sw.log_dir
+    if sw.workspace:  # unset: SwanLab uses the user's own workspace
+        out["SWANLAB_WORKSPACE"] = sw.workspace
     if sw.host:
         out["SWANLAB_HOST"] = sw.host
         out["SWANLAB_WEB_HOST"] = sw.host

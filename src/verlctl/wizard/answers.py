@@ -9,6 +9,10 @@ detected model path stays ``detected``, a default stays ``default``, a value fro
 again with ``--ask-all``) stays where it came from. So the checklist says exactly which values the user
 chose differently from what verlctl would have used.
 
+Every answered path is also kept in ``answered`` (whatever its source), so that the saved spec holds each
+answer, also one equal to a default: ``init -c FILE`` then asks nothing again, and a later change of verlctl's
+defaults does not change the run the file describes.
+
 Each answer is checked by building the whole spec with it (the spec model's own validation, e.g. the
 SwanLab URL rule) and, for the hyperparameters and features, by ``make_plan``'s findings on the fields the
 question sets, plus the model-shape rules of ``checks.machine_checks.check_model_fit`` (heads and KV heads
@@ -78,6 +82,7 @@ class Answers:
     typed: dict[str, Any] = field(default_factory=dict)
     ask_all: bool = False
     models: dict[str, ModelInfo] = field(default_factory=dict)  # detected models by path
+    answered: set[str] = field(default_factory=set)  # every path a question set (saved even when a default)
     _current: ResolvedSpec | None = field(default=None, init=False, repr=False)
 
     # ------------------------------------------------------------------------------ resolving
@@ -111,6 +116,7 @@ class Answers:
 
     def set_many(self, values: Mapping[str, Any]) -> None:
         candidate = self.resolve(values)  # raises SpecError for a value the model refuses
+        self.answered.update(values)
         changed = False
         for path, value in values.items():
             if self.value(path, candidate) != self.value(path):

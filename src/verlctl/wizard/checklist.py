@@ -39,7 +39,7 @@ def summary_lines(resolved: ResolvedSpec, command: TrainingCommand) -> list[tupl
         ("model", f"{spec.paths.model} ({src('paths.model')})"),
         ("train data", f"{display(spec.paths.train_files)} ({src('paths.train_files')})"),
         ("val data", f"{display(spec.paths.val_files)} ({src('paths.val_files')})"),
-        ("checkpoints", f"{spec.paths.checkpoints} ({src('paths.checkpoints')})"),
+        ("checkpoints", f"{spec.paths.checkpoints} ({src('paths.checkpoints')}): {_where(spec)}"),
         ("hyperparameters", f"steps {t.steps}, batch {t.train_batch_size}, lr {t.lr:g}, TP {t.tensor_parallel}, "
                             f"PP {t.pipeline_parallel}, n {t.responses_per_prompt}"),
     ]
@@ -54,6 +54,13 @@ def summary_lines(resolved: ResolvedSpec, command: TrainingCommand) -> list[tupl
     rows.append(("verl", f"{command.version} ({spec.algorithm}, {spec.mode}, {spec.strategy}): "
                          f"{command.entry.module} --config-name {command.entry.config_name}"))
     return rows
+
+
+def _where(spec: Any) -> str:
+    path, workdir = spec.paths.checkpoints or "", spec.container.workdir.rstrip("/")
+    if spec.container.runtime == "docker" and (path == workdir or path.startswith(workdir + "/")):
+        return "inside the container, lost when it is removed"
+    return "on the host" + (", mounted at the same path" if spec.container.runtime == "docker" else "")
 
 
 def show_checklist(console: Any, resolved: ResolvedSpec, command: TrainingCommand, findings: list[Finding],
@@ -81,4 +88,7 @@ def init_actions(resolved: ResolvedSpec, out: Path) -> list[str]:
     if key is not None and key.get_secret_value():
         acts.append("the SwanLab API key is not written to the file: export SWANLAB_API_KEY when launching")
     acts.append("nothing else: no container is created, no image pulled, no training started")
+    from verlctl.runtime.launch import directories_to_create
+
+    acts += [f"later, `verlctl launch` will {d}" for d in directories_to_create(resolved.spec, "<run id>")]
     return acts

@@ -24,6 +24,8 @@ from verlctl.spec.resolve import ResolvedSpec
 from verlctl.wizard.prompter import Prompter, WizardInterrupted
 
 DEFAULT_BUDGET_S = 3.0
+#: How many times the final check reopens the rounds of refused values before it stops asking.
+MAX_REOPEN = 2
 
 
 def detect_for_wizard(console: Any, scan_roots: list[str] | None = None, budget_s: float = DEFAULT_BUDGET_S) -> MachineState:
@@ -85,7 +87,14 @@ def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str]
                environ: Mapping[str, str] | None = None) -> ResolvedSpec:
     """Ask the five rounds (only what is not given, unless ``ask_all``) and return the resolved spec."""
     from verlctl.wizard import machine_view as mv
-    from verlctl.wizard.rounds import ROUNDS, RoundContext, round_for
+    from verlctl.wizard.rounds import (
+        FEATURES_ROUND,
+        HYPER_ROUND,
+        ROUND_TITLES,
+        ROUNDS,
+        RoundContext,
+        rounds_for,
+    )
 
     prompter = prompter or Prompter()
     try:
@@ -96,18 +105,32 @@ def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str]
         ctx = RoundContext(answers, machine, prompter, console)
         for round_ in ROUNDS:
             round_(ctx)
-        # Final check of the whole spec: re-ask the rounds whose values are refused.
-        while True:
+        # Final check of the whole spec: reopen the rounds that own each refused value (the features round
+        # too when features take part). Bounded: after MAX_REOPEN passes the remaining errors are shown by the
+        # caller's checklist (nothing is written or launched with them), never asked forever.
+        previous: set[tuple[str, str | None]] = set()
+        for _pass in range(MAX_REOPEN + 1):
             errors = [f for f in answers.findings() if f.severity is Severity.ERROR]
-            redo = sorted({i for i in (round_for(f.field) for f in errors) if i is not None})
+            redo_set = {i for f in errors for i in rounds_for(f)}
+            if previous and previous == {(f.code, f.field) for f in errors} and redo_set & {HYPER_ROUND}:
+                # The same refusal again: the parallel sizes may be held by the features (vpp needs PP > 1).
+                redo_set.add(FEATURES_ROUND)
+            previous = {(f.code, f.field) for f in errors}
+            redo = sorted(redo_set)
             if not errors or not redo:
                 break
             from rich.markup import escape
 
             for f in errors:
-                console.print(f"[bold red]error[/bold red] {f.code} [dim]{f.field}[/dim]: {escape(f.message)}",
+                console.print(f"[bold red]error[/bold red] {f.code} [dim]{escape(f.field or '')}[/dim]: "
+                              f"{escape(f.message)}" + (f" [dim](hint: {escape(f.hint)})[/dim]" if f.hint else ""),
                               highlight=False)
-            console.print("these answers need another look:", highlight=False)
+            if _pass == MAX_REOPEN:
+                console.print(f"these answers were asked {MAX_REOPEN} more times and are still refused: change "
+                              "them as the hints say", highlight=False)
+                break
+            console.print("these answers need another look: "
+                          + ", ".join(f"round {i + 1} ({ROUND_TITLES[i]})" for i in redo), highlight=False)
             saved, answers.ask_all = answers.ask_all, True
             try:
                 for i in redo:
@@ -116,20 +139,71 @@ def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str]
                 answers.ask_all = saved
     except KeyboardInterrupt:
         raise WizardInterrupted() from None
-    return answers.current
+    result = answers.current
+    result.answered = set(answers.answered)
+    return result
+
+
+def _check_target(text: str) -> str | None:
+    from verlctl.wizard.save import target_problem
+
+    t = text.strip()
+    return target_problem(Path(t)) if t else "a file name is required"
+
+
+def _free_name(path: Path) -> str:
+    for n in range(2, 1000):
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+        if not candidate.exists():
+            return str(candidate)
+    return str(path)
+
+
+def _kept(resolved: ResolvedSpec, why: str, code: int | None = None) -> VerlctlError:
+    """One line: what failed, and where the answers were kept (a recovery spec file, path printed)."""
+    from verlctl.wizard.save import save_recovery
+
+    try:
+        where = save_recovery(resolved)
+    except VerlctlError as exc:
+        return VerlctlError(f"{why}; the answers could not be kept either ({exc.message})")
+    kept = f"{why}; the answers are kept in {where} (write them with: verlctl init -c {where} -o FILE)"
+    return VerlctlError(kept, code=code) if code is not None else VerlctlError(kept)
+
+
+def write_spec_keeping_answers(console: Any, prompter: Prompter, resolved: ResolvedSpec, target: Path,
+                               force: bool = False) -> tuple[Path, list[str]]:
+    """Write the spec; declining to overwrite offers another file; a write error (or an interruption while
+    choosing another file) keeps the answers in a recovery file and says where, in one line."""
+    from verlctl.wizard.save import SpecFileExists, save_spec
+
+    while True:
+        try:
+            return target, save_spec(
+                target, resolved,
+                overwrite=lambda p: force or prompter.confirm(f"{p} exists: overwrite it?", default=False))
+        except SpecFileExists:
+            try:
+                target = Path(prompter.text(f"{target} is kept as it is. Write the spec to another file",
+                                            default=_free_name(target), check=_check_target).strip())
+            except (KeyboardInterrupt, WizardInterrupted):
+                raise _kept(resolved, "interrupted: the spec was not written", code=130) from None
+            except VerlctlError as exc:  # the input ended
+                raise _kept(resolved, f"the spec was not written ({exc.message})") from None
+        except WizardInterrupted:  # at "overwrite it?"
+            raise _kept(resolved, "interrupted: the spec was not written", code=130) from None
+        except VerlctlError as exc:
+            raise _kept(resolved, exc.message if "nothing was written" in exc.message
+                        else f"{exc.message}: nothing was written") from None
 
 
 def _offer_save(console: Any, prompter: Prompter, resolved: ResolvedSpec, default_path: str = "run.yaml") -> None:
-    from verlctl.wizard.save import save_spec
-
     if not prompter.confirm("Save these answers as a spec file (repeat with `verlctl launch -c FILE --yes`)?",
                             default=False):
         return
-    target = Path(prompter.text("Spec file", default=default_path,
-                                check=lambda s: None if s.strip() else "a file name is required").strip())
+    target = Path(prompter.text("Spec file", default=default_path, check=_check_target).strip())
     try:
-        notes = save_spec(target, resolved,
-                          overwrite=lambda p: prompter.confirm(f"{p} exists: overwrite it?", default=False))
+        target, notes = write_spec_keeping_answers(console, prompter, resolved, target)
     except VerlctlError as exc:
         console.print(f"not saved: {exc.message}", highlight=False, markup=False, soft_wrap=True)
         return
@@ -220,8 +294,7 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
         if not prompter.confirm(f"Write the spec to {out}?", default=False):
             console.print("nothing was written", highlight=False)
             return 0
-        notes = save_spec(out, resolved,
-                          overwrite=lambda p: force or prompter.confirm(f"{p} exists: overwrite it?", default=False))
+        out, notes = write_spec_keeping_answers(console, prompter, resolved, out, force)
     except KeyboardInterrupt:
         raise WizardInterrupted() from None
     console.print(f"wrote {out}; repeat the run with: verlctl launch -c {out} --yes", highlight=False, markup=False, soft_wrap=True)

@@ -169,16 +169,32 @@ def prefill(machine: MachineState) -> dict[str, Any]:
         out["paths.train_files"] = [train]
     if val:
         out["paths.val_files"] = [val]
-    running = [c for c in containers(machine) if c.running]
-    if running:
-        out["container.name"] = running[0].name
-        if running[0].image:
-            out["container.image"] = running[0].image
-    else:
-        tags = image_tags(machine)
-        if tags and DEFAULT_IMAGE not in tags:
-            out["container.image"] = tags[0]
+    # No container is pre-filled: the default is a new container created for this run. Reusing an existing
+    # one (possibly a colleague's) is an explicit choice in round 2, which shows who created it.
+    tags = image_tags(machine)
+    if tags and DEFAULT_IMAGE not in tags:
+        out["container.image"] = tags[0]
     return out
+
+
+VERLCTL_RUN_LABEL = "io.verlctl.run"
+
+
+def container_owner(c: ContainerInfo) -> str:
+    """Who created the container: a verlctl run (its label), or not verlctl."""
+    run = c.labels.get(VERLCTL_RUN_LABEL)
+    if run:
+        exp = c.labels.get("io.verlctl.experiment")
+        return f"created by verlctl, run {run}" + (f" ({exp})" if exp else "")
+    return "not created by verlctl"
+
+
+def container_mounts_text(c: ContainerInfo) -> str:
+    return "mounts " + ", ".join(c.mounts) if c.mounts else "mounts nothing"
+
+
+def container_title(c: ContainerInfo) -> str:
+    return f"reuse {c.name}  (image {c.image or '?'}, {c.state}; {container_owner(c)}; {container_mounts_text(c)})"
 
 
 def summary_line(machine: MachineState) -> str:

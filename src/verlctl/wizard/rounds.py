@@ -215,8 +215,7 @@ def round_basic(ctx: RoundContext) -> None:
                 check=lambda sel: None if sel else "choose at least one device",
             )
             ids = [int(v) for v in chosen]
-            if sorted(ids) != sorted(current):
-                a.set("cluster.devices", ids)
+            a.set("cluster.devices", ids if sorted(ids) != sorted(current) else current)
             from verlctl.checks.machine_checks import check_devices
 
             for f in check_devices(a.current.spec, ctx.machine):
@@ -225,9 +224,7 @@ def round_basic(ctx: RoundContext) -> None:
             ctx.note("no NPU/GPU was detected on this machine: type the device ids")
             text = p.text("Device ids (comma-separated)", default=",".join(map(str, current)),
                           check=lambda s: a.check({"cluster.devices": s}))
-            ids = [int(x) for x in _csv(text)]
-            if ids != current:
-                a.set("cluster.devices", ids)
+            a.set("cluster.devices", [int(x) for x in _csv(text)])
     else:
         ctx.show_given("devices", "cluster.devices")
 
@@ -263,6 +260,12 @@ def round_basic(ctx: RoundContext) -> None:
     # Checkpoints.
     if a.ask("paths.checkpoints"):
         cur = a.value("paths.checkpoints") or ""
+        if len(a.value("cluster.nodes") or []) > 1:
+            ctx.note("multi-node: put the checkpoints on storage every node mounts at the same path (e.g. NFS), "
+                     "or resuming after a restart will not work (`verlctl check` and `launch` refuse local storage)")
+        else:
+            ctx.note("a host directory, mounted into the container at the same path: removing the container "
+                     "keeps the checkpoints")
         text = p.text("Checkpoint directory", default=cur,
                       check=_first(_check_abs_dir, lambda s: a.check({"paths.checkpoints": s.strip()}))).strip()
         a.set("paths.checkpoints", text)
@@ -293,8 +296,7 @@ def _ask_dataset(ctx: RoundContext, key: str, message: str) -> None:
     if path is None:
         path = p.text(f"{message}: file path", default=cur, check=_check_parquet(a, key)).strip()
         ctx.note(f"{path}: {mv.dataset_summary(parquet_info(path, key))}")
-    if [path] != current:
-        a.set(key, [path])
+    a.set(key, [path] if [path] != current else current)
 
 
 # ============================================================================ Round 2: container
@@ -326,12 +328,11 @@ def round_container(ctx: RoundContext) -> None:
         reuse = False
         if a.ask("container.name"):
             current = a.value("container.name")
-            opts: list[Option | Heading] = [
-                Option(f"{c.name}  (image {c.image or '?'}, {c.state})", f"c:{c.name}") for c in existing
-            ]
-            opts.append(Option("Create a new container", "new"))
-            pick = p.select("Container: reuse one or create a new one", opts,
-                            default=f"c:{current}" if current in names else "new")
+            # The default is a new container created for this run; reusing one (maybe a colleague's) is an
+            # explicit choice that shows who created it and what it mounts.
+            opts: list[Option | Heading] = [Option("Create a new container for this run", "new")]
+            opts += [Option(mv.container_title(c), f"c:{c.name}", disabled=_unusable(a, c)) for c in existing]
+            pick = p.select("Container: reuse one or create a new one", opts, default="new")
             if pick.startswith("c:"):
                 chosen = names[pick[2:]]
                 values: dict[str, Any] = {"container.name": chosen.name}
@@ -339,6 +340,8 @@ def round_container(ctx: RoundContext) -> None:
                     values["container.image"] = chosen.image
                 a.set_many(values)
                 reuse = True
+                ctx.note(f"reusing container {chosen.name}: {mv.container_owner(chosen)}; "
+                         f"{mv.container_mounts_text(chosen)}")
             else:
                 default_name = current if current not in names else "verlctl"
                 n = 2
@@ -357,9 +360,15 @@ def round_container(ctx: RoundContext) -> None:
         else:
             ctx.show_given("container", "container.name")
             reuse = a.value("container.name") in names
+            if reuse:
+                chosen = names[a.value("container.name")]
+                ctx.note(f"container {chosen.name} exists: {mv.container_owner(chosen)}; "
+                         f"{mv.container_mounts_text(chosen)}")
         if reuse:
-            ctx.note(f"reusing container {a.value('container.name')}: it must already mount the model, data "
-                     "and checkpoint paths")
+            missing = _unusable(a, names[a.value("container.name")])
+            if missing:
+                ctx.note(f"launch will refuse this container: it {missing}; mounts cannot be added to an existing "
+                         "container, so use a new one")
         elif a.ask("container.image", "container.pull"):
             _ask_image(ctx)
         else:
@@ -380,6 +389,24 @@ def round_container(ctx: RoundContext) -> None:
         a.set("container.proxy.https", _proxy_value(text))
     else:
         ctx.show_given("https_proxy", "container.proxy.https")
+
+
+def _unusable(a: Answers, c: Any) -> str | None:
+    """Why an existing container cannot run this spec: a path it does not mount (mounts cannot be added)."""
+    from pathlib import PurePosixPath
+
+    from verlctl.runtime.containers import spec_mount_needs
+
+    spec = a.resolve_for_checks().spec
+    mounted = [PurePosixPath(m.split(":")[1]) for m in c.mounts if ":" in m]
+    workdir = PurePosixPath(spec.container.workdir)
+    for path, why, _ in spec_mount_needs(spec):
+        pp = PurePosixPath(path)
+        if pp == workdir or workdir in pp.parents or path.startswith("/verlctl-wizard/"):
+            continue
+        if not any(pp == t or t in pp.parents for t in mounted):
+            return f"does not mount {why} ({path})"
+    return None
 
 
 def _ask_image(ctx: RoundContext) -> None:
@@ -478,16 +505,21 @@ def round_swanlab(ctx: RoundContext) -> None:
         else:
             ctx.show_given("API key", "logging.swanlab.api_key")
 
-    for path, label in (("logging.swanlab.workspace", "SwanLab workspace"),
-                        ("logging.swanlab.log_dir", "SwanLab log directory"),
-                        ("logging.project", "Project name")):
+    optional = {"logging.swanlab.workspace"}  # empty: SwanLab's default, the user's own workspace
+    questions: tuple[tuple[str, str, str | None], ...] = (
+        ("logging.swanlab.workspace", "SwanLab workspace", "(empty: your own workspace)"),
+        ("logging.swanlab.log_dir", "SwanLab log directory", None),
+        ("logging.project", "Project name", None),
+    )
+    for path, label, instruction in questions:
         if a.ask(path):
             def check(text: str, path: str = path) -> str | None:
                 if not text.strip():
-                    return "a value is required"
+                    return None if path in optional else "a value is required"
                 return a.check({path: text.strip()})
 
-            a.set(path, p.text(label, default=str(a.value(path) or ""), check=check).strip())
+            answer = p.text(label, default=str(a.value(path) or ""), check=check, instruction=instruction).strip()
+            a.set(path, answer or None)
         else:
             ctx.show_given(label.lower(), path)
 
@@ -564,6 +596,8 @@ def round_features(ctx: RoundContext) -> None:
                       instruction="(7 × 0/1, leftmost = bit 0)").strip()
         if not (mask == prefill and a.value("features.mask") is None):
             a.set("features.mask", mask)
+        else:  # the pre-filled mask only restates the current features: keep them as they are, answered
+            a.set_many({p: a.value(p) for p in ("features.mask", "features.enable", "features.disable")})
     else:
         opts: list[Option | Heading] = []
         titles = {Category.PERFORMANCE: "performance (on by default)",
@@ -650,7 +684,10 @@ def round_hyperparameters(ctx: RoundContext) -> None:
         relax: dict[str, Any] = {"train.pipeline_parallel": 1} if "train.pipeline_parallel" in later else {}
         fields = h.fields
 
-        def check(text: str, h: Hyper = h, relax: dict[str, Any] = relax, fields: tuple[str, ...] = fields) -> str | None:
+        no_fit: dict[str, str] = {}
+
+        def check(text: str, h: Hyper = h, relax: dict[str, Any] = relax, fields: tuple[str, ...] = fields,
+                  no_fit: dict[str, str] = no_fit) -> str | None:
             value, err = _parse(h.kind, text)
             if err:
                 return err
@@ -661,8 +698,9 @@ def round_hyperparameters(ctx: RoundContext) -> None:
             if parallel:
                 valid = _valid_choices(a, h, fields, relax)
                 if not valid:
-                    # No value of this question fixes it (a given value is at fault): accept, and let the
-                    # whole-spec check after the rounds re-ask the round with every value.
+                    # No value of this question fixes it (another answer is at fault): accept, say so, and let
+                    # the whole-spec check after the rounds reopen the rounds that can fix it.
+                    no_fit[h.path] = reason
                     return None
                 short = h.label.split("(")[-1].rstrip(")")
                 return f"{short} {value} refused (valid {short} here: {', '.join(map(str, valid))}): {reason}"
@@ -672,6 +710,9 @@ def round_hyperparameters(ctx: RoundContext) -> None:
         text = p.text(h.label, default=_fmt(cur), check=check)
         value, _ = _parse(h.kind, text)
         a.set(h.path, value)
+        if h.path in no_fit and a.check({h.path: value}, fields, relax, tolerate_prefilled=False) is not None:
+            ctx.note(f"no {h.label} fits the other answers ({no_fit[h.path]}): accepted for now; the check "
+                     "after the rounds reopens the rounds that can fix it")
 
 
 def _valid_choices(a: Answers, h: Hyper, fields: tuple[str, ...], relax: dict[str, Any]) -> list[int]:
@@ -697,6 +738,20 @@ ROUND_OF_PREFIX: tuple[tuple[str, int], ...] = (
     ("cluster.", 0), ("paths.", 0), ("container.", 1), ("logging.", 2), ("features", 3), ("device", 3),
     ("strategy", 3), ("train.", 4),
 )
+
+
+ROUND_TITLES = ("basic", "container", "SwanLab", "features", "hyperparameters")
+FEATURES_ROUND, HYPER_ROUND = 3, 4
+
+
+def rounds_for(finding: Any) -> set[int]:
+    """The rounds to reopen for a refused value: the round owning its field and, when features take part (a
+    feature's prerequisite such as vpp's PP > 1, the vpp split of layers), the features round and the round of
+    the parallel sizes they constrain: the fix may be in either."""
+    out = {i for i in (round_for(finding.field),) if i is not None}
+    if "feature" in finding.code or "vpp" in finding.code or (finding.field or "").startswith("features"):
+        out |= {FEATURES_ROUND, HYPER_ROUND}
+    return out
 
 
 def round_for(field: str | None) -> int | None:

@@ -1,7 +1,7 @@
 """Write the answers as a run spec YAML that ``verlctl launch -c FILE --yes`` repeats.
 
 The file holds every value that did not come from a default or a derivation (typed, detected, file, env,
-flag), so it does not depend on this machine's detection or this shell's variables. It never holds the
+flag), and every answer (also one equal to a default), so it does not depend on this machine's detection or this shell's variables. It never holds the
 SwanLab API key (the launcher writes that only into the run's 0600 env file; a later launch reads it from
 ``SWANLAB_API_KEY``), nor a proxy URL with credentials in it. Written with mode 0644, atomically, and an
 existing file is replaced only when ``overwrite`` says so.
@@ -43,7 +43,7 @@ def spec_document(resolved: ResolvedSpec) -> tuple[dict[str, Any], list[str]]:
     notes: list[str] = []
     for path, value in resolved.leaves().items():
         origin = resolved.origin(path)
-        if origin.source not in KEPT_SOURCES:
+        if origin.source not in KEPT_SOURCES and path not in resolved.answered:
             continue
         if path in SECRET_PATHS or isinstance(value, SecretStr):
             if isinstance(value, SecretStr) and value.get_secret_value():
@@ -80,35 +80,79 @@ def spec_yaml(resolved: ResolvedSpec, target: Path | None = None) -> tuple[str, 
     header = [
         "# verlctl run spec (written by the verlctl wizard).",
         f"# Repeat this run with: verlctl launch -c {name} --yes",
-        "# Values left at their defaults are not listed; `verlctl plan -c FILE` shows every value and its source.",
+        "# Values not asked and left at their defaults are not listed; `verlctl plan -c FILE` shows every value.",
     ]
     header += [f"# note: {n}" for n in notes]
     body = yaml.dump(doc, Dumper=dumper_cls, sort_keys=False, default_flow_style=False, allow_unicode=True) if doc else "{}\n"
     return "\n".join(header) + "\n" + body, notes
 
 
-def save_spec(path: Path, resolved: ResolvedSpec, overwrite: Callable[[Path], bool] | None = None) -> list[str]:
-    """Write the spec to ``path`` (mode 0644). An existing file is replaced only if ``overwrite(path)`` is
-    true; otherwise nothing is written and a one-line error is raised. Returns the notes."""
-    path = Path(path)
+class SpecFileExists(VerlctlError):
+    """The file exists and overwriting it was declined: nothing was written."""
+
+
+def target_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be the spec file (a directory, a missing directory), or None."""
     if path.is_dir():
-        raise VerlctlError(f"{path} is a directory: give a file name, e.g. {path / 'run.yaml'}")
+        return f"{path} is a directory: give a file name, e.g. {path / 'run.yaml'}"
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        raise VerlctlError(f"cannot write {path}: directory {parent} does not exist")
+        return f"cannot write {path}: directory {parent} does not exist"
+    return None
+
+
+def save_spec(path: Path, resolved: ResolvedSpec, overwrite: Callable[[Path], bool] | None = None) -> list[str]:
+    """Write the spec to ``path`` (mode 0644). An existing file is replaced only if ``overwrite(path)`` is
+    true; otherwise nothing is written and :class:`SpecFileExists` is raised. Any write error is a one-line
+    :class:`VerlctlError`. Returns the notes."""
+    path = Path(path)
+    problem = target_problem(path)
+    if problem:
+        raise VerlctlError(problem)
     exists = path.exists() or path.is_symlink()
     if exists and (overwrite is None or not overwrite(path)):
-        raise VerlctlError(f"{path} exists: nothing was written (choose another file with -o, or agree to "
-                           "overwrite it)")
+        raise SpecFileExists(f"{path} exists: nothing was written (choose another file with -o, or agree to "
+                             "overwrite it)")
     text, notes = spec_yaml(resolved, path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    _write_atomic(path, text, 0o644)
+    return notes
+
+
+def _write_atomic(path: Path, text: str, mode: int) -> None:
+    parent = path.parent if str(path.parent) else Path(".")
+    tmp: str | None = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)  # replaces a symlink itself, never writes through it
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise VerlctlError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return notes
+
+
+def recovery_dir() -> Path:
+    from verlctl.runtime.records import state_root
+
+    return state_root() / "wizard"
+
+
+def save_recovery(resolved: ResolvedSpec) -> Path:
+    """Keep the answers when the spec file cannot be written: a spec (no secrets) in the state directory, or,
+    when that cannot be written either, in the temporary directory. Raises VerlctlError if neither works."""
+    import time
+
+    text, _ = spec_yaml(resolved, None)
+    name = f"answers-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.yaml"
+    reasons = []
+    for d in (recovery_dir(), Path(tempfile.gettempdir())):
+        try:
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _write_atomic(d / name, text, 0o600)
+            return d / name
+        except (OSError, VerlctlError) as exc:
+            reasons.append(exc.message if isinstance(exc, VerlctlError) else f"{d}: {exc.strerror or exc}")
+    raise VerlctlError("; ".join(reasons))
