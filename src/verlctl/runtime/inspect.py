@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -9,8 +10,8 @@ import time
 from typing import Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
-from verlctl.runtime.executor import DockerExecutor, Executor, HostExecutor
-from verlctl.runtime.records import RunRecord, all_runs, resolve_run
+from verlctl.runtime.executor import DockerExecutor, Executor, GroupRef, HostExecutor
+from verlctl.runtime.records import RunRecord, all_runs, resolve_run, scan_runs
 
 TAIL_BYTES = 4 * 1024 * 1024
 
@@ -27,7 +28,8 @@ def target(record: RunRecord, client: Any = None) -> tuple[Executor | None, dict
         c = client.containers.get(record.container_id or record.container_name)
     except docker.errors.NotFound:
         return None, {"name": record.container_name, "id": record.container_id, "state": "removed"}
-    info = {"name": c.name, "id": c.id[:12], "state": c.status, "image": (c.image.tags or [c.image.id])[0]}
+    info = {"name": c.name, "id": c.id[:12], "state": c.status, "image": (c.image.tags or [c.image.id])[0],
+            "started_at": c.attrs.get("State", {}).get("StartedAt")}
     if c.status != "running":
         return None, info
     return DockerExecutor(client, c.id, c.name), info
@@ -89,7 +91,9 @@ def watcher_alive(record: RunRecord) -> bool:
 def run_status(run_id: str | None) -> dict[str, Any]:
     record = resolve_run(run_id)
     ex, container = target(record)
-    alive = bool(ex and record.pgid and ex.group_alive(record.pgid))
+    ref = record.ref
+    verdict = ex.verdict(ref) if ex is not None and ref is not None else None
+    alive = bool(verdict and verdict["owned"])
     doc: dict[str, Any] = {
         "run_id": record.run_id,
         "experiment": record.experiment,
@@ -98,6 +102,7 @@ def run_status(run_id: str | None) -> dict[str, Any]:
         "pgid": record.pgid,
         "alive": alive,
         "state": "running" if alive else ("stopped" if record.stopped else "not running"),
+        "identity": (verdict or {}).get("reason") or None,
         "attempts": [a.model_dump() for a in record.attempts],
         "run_log": record.run_log,
         "train_log": record.train_log,
@@ -112,7 +117,7 @@ def run_status(run_id: str | None) -> dict[str, Any]:
     if record.workers:
         doc["head"] = record.head_address
         doc["workers"] = [
-            {**info, "pgid": w.pgid, "alive": bool(ex and w.pgid and ex.group_alive(w.pgid))}
+            {**info, "pgid": w.pgid, "alive": bool(ex and w.ref is not None and ex.group_alive(w.ref))}
             for w, ex, info in worker_targets(record)
         ]
     live = record.read_status()
@@ -166,6 +171,8 @@ def print_status(doc: dict[str, Any]) -> None:
         console.print(f"  container {c.get('name')} ({c.get('state')})", highlight=False)
     console.print(f"  process group {doc['pgid']}, attempts {len(doc['attempts'])}, log {doc['run_log']}",
                   highlight=False)
+    if doc.get("identity") and not doc["alive"]:
+        console.print(f"  process check: {doc['identity']}", highlight=False, markup=False)
     if doc.get("progress"):
         p = doc["progress"]
         console.print(f"  progress: step {p.get('step')}/{p.get('total')}", highlight=False)
@@ -216,42 +223,66 @@ def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
                 idle = 0.0
             else:
                 idle += 0.5
-                if idle >= 5 and not (record.pgid and ex.group_alive(record.pgid)):
+                if idle >= 5 and not (record.ref is not None and ex.group_alive(record.ref)):
                     return 0
             time.sleep(0.5)
     except KeyboardInterrupt:
         return 0
 
 
-def stop_groups(groups: list[tuple[Executor, int, str]], grace: float) -> list[tuple[Executor, int, str]]:
-    """SIGTERM every group at once, wait (one shared grace period), SIGKILL what is left; fail if any stays."""
+Group = tuple[Executor, GroupRef, str]
+
+
+def stop_groups(groups: list[Group], grace: float) -> list[Group]:
+    """SIGTERM every verified group (and the processes of its attempt in other groups, e.g. Ray workers) at
+    once, wait (one shared grace period), SIGKILL what is left; fail if any stays. Each signal is sent only
+    after the group's identity is verified again, in the target's PID namespace."""
     import signal
 
-    for gex, pgid, _ in groups:
-        gex.signal_group(pgid, signal.SIGTERM)
+    for gex, ref, _ in groups:
+        gex.signal_group(ref, signal.SIGTERM)
     deadline = time.monotonic() + grace
     alive = list(groups)
     while alive and time.monotonic() < deadline:
         alive = [g for g in alive if g[0].group_alive(g[1])]
         if alive:
-            time.sleep(0.5)
-    for gex, pgid, _ in alive:
-        gex.signal_group(pgid, signal.SIGKILL)
+            time.sleep(0.2)
+    for gex, ref, _ in alive:
+        gex.signal_group(ref, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while alive and time.monotonic() < deadline:
         alive = [g for g in alive if g[0].group_alive(g[1])]
         if alive:
-            time.sleep(0.25)
+            time.sleep(0.2)
     if alive:
-        raise RuntimeFailure(f"process group {alive[0][1]} in {alive[0][2]} did not stop")
+        raise RuntimeFailure(f"process group {alive[0][1].pgid} in {alive[0][2]} did not stop")
     return groups
+
+
+def _describe_wait(verdict: dict[str, Any], ref: GroupRef, where: str) -> str:
+    n_group = len(verdict.get("group") or [])
+    n_strays = len(verdict.get("strays") or [])
+    text = f"process group {ref.pgid} in {where} ({n_group} process{'es' if n_group != 1 else ''})"
+    if n_strays:
+        text += f" and {n_strays} process{'es' if n_strays != 1 else ''} of the run in other groups (Ray workers)"
+    return text
 
 
 def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     record = resolve_run(run_id)
+    # Mark the run stopped before anything else can fail: a watcher then never restarts it.
+    record.stopped = True
+    try:
+        record.save()
+    except OSError as exc:
+        raise VerlctlError(
+            f"cannot mark run {record.run_id} stopped ({exc.strerror or exc}: {record.dir}): nothing was signalled",
+            hint="make the run's record directory writable, then run `verlctl stop` again",
+        ) from None
     ex, container = target(record)
     if record.watcher_pid and watcher_alive(record):
         try:
@@ -259,52 +290,132 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
             console.print(f"stopped the watcher (pid {record.watcher_pid})", highlight=False)
         except ProcessLookupError:
             pass
-    groups: list[tuple[Executor, int, str]] = []
-    if ex is not None and record.pgid:
-        if ex.group_alive(record.pgid):
-            groups.append((ex, record.pgid, ex.describe()))
-        else:
-            console.print(f"process group {record.pgid} had already ended", highlight=False)
-    else:
+    groups: list[Group] = []
+    waits: list[str] = []
+    ref = record.ref
+    if ref is None:
+        console.print("nothing to stop: no process group was recorded for this run", highlight=False)
+    elif ex is None:
         console.print(f"nothing to stop: the container is {container.get('state')}", highlight=False)
+    else:
+        verdict = ex.verdict(ref)
+        if verdict["owned"]:
+            groups.append((ex, ref, ex.describe()))
+            waits.append(_describe_wait(verdict, ref, ex.describe()))
+        else:
+            console.print(f"nothing signalled: {escape(verdict['reason'])}", highlight=False)
     for w, wex, _info in worker_targets(record):
-        if wex is not None and w.pgid and wex.group_alive(w.pgid):
-            groups.append((wex, w.pgid, f"{wex.describe()}"))
-    for _gex, pgid, where in stop_groups(groups, grace):
-        console.print(f"stopped process group {pgid} in {where}", highlight=False)
-    record.stopped = True
-    record.event("stopped", pgid=record.pgid)
-    record.save()
+        wref = w.ref
+        if wex is not None and wref is not None:
+            wverdict = wex.verdict(wref)
+            if wverdict["owned"]:
+                groups.append((wex, wref, wex.describe()))
+                waits.append(_describe_wait(wverdict, wref, wex.describe()))
+    if waits:
+        console.print(f"waiting up to {grace:g}s (SIGTERM, then SIGKILL) for: {escape('; '.join(waits))}",
+                      highlight=False)
+    for _gex, gref, where in stop_groups(groups, grace):
+        console.print(f"stopped process group {gref.pgid} in {escape(where)}", highlight=False)
+    _remove_key_files(record, ex, console)
+    try:
+        record.event("stopped", pgid=record.pgid)
+    except OSError as exc:
+        console.print(f"warning: the stop event was not appended to events.jsonl: {exc.strerror or exc}",
+                      highlight=False, markup=False)
     if remove_container:
         if record.runtime != "docker":
             console.print("no container to remove (host runtime)")
-        elif not record.container_created:
-            console.print(f"container {record.container_name} was not created by this run: left in place",
-                          highlight=False)
         else:
-            from verlctl.runtime import containers
-
-            client = _client_for(record, record.head_address)
-            c = containers.find_container(client, record.container_id or record.container_name or "")
-            if c is not None:
-                c.remove(force=True)
-                console.print(f"removed container {record.container_name}", highlight=False)
-                record.event("container_removed", container=record.container_name)
-            for w in record.workers:
-                if w.container_created:
-                    wc = containers.find_container(_client_for(record, w.address), w.container_id or "")
-                    if wc is not None:
-                        wc.remove(force=True)
-                        console.print(f"removed container {w.container_name} on {w.address}", highlight=False)
+            _remove_own_containers(record, console)
     return 0
 
 
+def _remove_key_files(record: RunRecord, ex: Executor | None, console: Any) -> None:
+    """The run's 0600 env file (it holds the SwanLab key): nothing needs it once the run is stopped."""
+    from verlctl.render.render import ENV_FILE
+
+    targets: list[Executor] = [ex] if ex is not None else []
+    targets += [wex for _w, wex, _ in worker_targets(record) if wex is not None]
+    for t in targets:
+        res = t.run(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], timeout=30)
+        if not res.ok:
+            console.print(f"warning: could not remove {record.scripts_dir}/{ENV_FILE} in {t.describe()}: "
+                          f"{res.err.strip()[:200]}", highlight=False, markup=False)
+
+
+def container_users(record: RunRecord, container: Any, client: Any) -> list[str]:
+    """Why ``container`` must not be removed for ``record``: other runs that use it (recorded, or with a
+    process inside). Empty when only this run uses it."""
+    from verlctl.runtime.executor import DockerExecutor
+
+    reasons: list[str] = []
+    if container.status == "running":
+        ex = DockerExecutor(client, container.id, container.name)
+        for p in ex.marked_processes():
+            owner = str(p.get("marker", "")).split(".", 1)[0] if p.get("marker") else "?"
+            marker = str(p.get("marker", ""))
+            if not marker.startswith(f"{record.run_id}."):
+                reasons.append(f"run {owner} has a process in it (pid {p.get('pid')}: {str(p.get('cmd'))[:60]})")
+                break
+        for other in all_runs():
+            if other.run_id == record.run_id or other.container_id != container.id or other.stopped:
+                continue
+            oref = other.ref
+            if oref is not None and ex.group_alive(oref):
+                reasons.append(f"run {other.run_id} is running in it")
+    return reasons
+
+
+def _remove_one(record: RunRecord, client: Any, cid: str | None, name: str | None, created: bool,
+                where: str, console: Any) -> None:
+    from verlctl.runtime import containers
+
+    label = f"{containers.LABEL_PREFIX}.run"
+    c = containers.find_container(client, cid or "") if cid else None
+    shown = f"{name}{where}"
+    if c is None:
+        console.print(f"container {shown} is already gone", highlight=False, markup=False)
+        return
+    if not created or (c.labels or {}).get(label) != record.run_id:
+        owner = (c.labels or {}).get(label)
+        console.print(f"container {shown} was not created by this run "
+                      f"({'created by run ' + owner if owner else 'not created by verlctl'}): left in place",
+                      highlight=False, markup=False)
+        return
+    users = container_users(record, c, client)
+    if users:
+        console.print(f"container {shown} is in use ({users[0]}): left in place", highlight=False, markup=False)
+        return
+    c.remove(force=True)
+    console.print(f"removed container {shown}", highlight=False, markup=False)
+    with contextlib.suppress(OSError):
+        record.event("container_removed", container=name, node=where.strip() or None)
+
+
+def _remove_own_containers(record: RunRecord, console: Any) -> None:
+    """Remove the containers this run created (label checked), when no other run uses them."""
+    client = _client_for(record, record.head_address)
+    _remove_one(record, client, record.container_id, record.container_name, record.container_created, "",
+                console)
+    for w in record.workers:
+        try:
+            wclient = _client_for(record, w.address)
+        except VerlctlError as exc:
+            console.print(f"container {w.container_name} on {w.address}: {exc.message}", highlight=False,
+                          markup=False)
+            continue
+        _remove_one(record, wclient, w.container_id, w.container_name, w.container_created, f" on {w.address}",
+                    console)
+
+
 def list_runs(as_json: bool) -> int:
-    runs = all_runs()
+    runs, damaged = scan_runs()
     if as_json:
-        sys.stdout.write(json.dumps([r.model_dump() for r in runs], indent=2, default=str) + "\n")
+        docs = [r.model_dump() for r in runs] + [{"run_id": d.run_id, "damaged": d.reason} for d in damaged]
+        sys.stdout.write(json.dumps(docs, indent=2, default=str) + "\n")
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="verlctl runs", title_justify="left", header_style="bold")
@@ -319,5 +430,7 @@ def list_runs(as_json: bool) -> int:
             str(len(r.attempts)),
             "yes" if r.stopped else "no",
         )
+    for d in damaged:
+        table.add_row(escape(d.run_id), "-", "-", "-", "-", f"damaged: {escape(d.reason)}")
     Console().print(table)
     return 0
