@@ -4,6 +4,7 @@ killed by it at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -70,10 +71,8 @@ def procs():  # type: ignore[no-untyped-def]
 
     yield start
     for p in started:
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(p.pid, signal.SIGKILL)
-        except OSError:
-            pass
         p.wait()
 
 
@@ -155,7 +154,5 @@ def test_the_host_executor_starts_groups_with_an_identity_it_verifies(tmp_path: 
         assert ex.stop_group(ref, grace_s=10)
         assert not alive(ref.pgid)
     finally:
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(ref.pgid, signal.SIGKILL)
-        except OSError:
-            pass
