@@ -33,8 +33,8 @@ def attempt_marker(run_id: str, attempt: int, node: str | None = None) -> str:
     """The identity every process of one attempt carries in its environment (random: never guessed)."""
     import secrets
 
-    where = f".{node}" if node else ""
-    return f"{run_id}.{attempt}{where}.{secrets.token_hex(8)}"
+    where = f"@{node}" if node else ""
+    return f"{run_id}/{attempt}{where}/{secrets.token_hex(8)}"  # '/' is never in a run id
 
 
 @dataclass
