@@ -156,3 +156,30 @@ def test_the_host_executor_starts_groups_with_an_identity_it_verifies(tmp_path: 
     finally:
         with contextlib.suppress(OSError):
             os.killpg(ref.pgid, signal.SIGKILL)
+
+
+def test_stop_signals_the_recorded_watcher_pid_only_if_it_is_the_runs_watcher(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
+    # A process at the recorded watcher pid that merely mentions the run id is not the watcher.
+    d = write_record(tmp_path, 4242, marker=None)
+    (d / "events.jsonl").write_text("")
+    decoy = procs(["tail", "-f", str(d / "events.jsonl")])
+    doc = json.loads((d / "run.json").read_text())
+    doc.update(watcher_pid=decoy.pid, pgid=None, attempts=[])
+    (d / "run.json").write_text(json.dumps(doc))
+    res = cli(tmp_path, "stop", RUN)
+    assert res.code == 0, res.err
+    assert "stopped the watcher" not in res.out
+    time.sleep(0.5)
+    assert alive(decoy.pid)
+    # the real watcher's command line is recognised
+    from verlctl.runtime.inspect import watcher_alive
+    from verlctl.runtime.records import RunRecord
+
+    # (a stand-in with the watcher's argv: `python -c <sleep> -m verlctl watch <run>`)
+    watcher = procs([sys.executable, "-c", "import time; time.sleep(600)", "-m", "verlctl", "watch", RUN])
+    rec = RunRecord.model_validate({**doc, "watcher_pid": watcher.pid})
+    deadline = time.monotonic() + 10
+    while not watcher_alive(rec) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert watcher_alive(rec)
+    assert not watcher_alive(RunRecord.model_validate({**doc, "watcher_pid": decoy.pid}))

@@ -78,14 +78,20 @@ def read_tail(ex: Executor, path: str, max_bytes: int = TAIL_BYTES) -> str:
 
 
 def watcher_alive(record: RunRecord) -> bool:
+    """The recorded watcher pid is still `verlctl watch <this run>`, run by this user (not any process that
+    merely mentions the run id, e.g. `tail -f .../<run id>/events.jsonl`)."""
     if not record.watcher_pid:
         return False
     try:
         with open(f"/proc/{record.watcher_pid}/cmdline", "rb") as fh:
-            cmd = fh.read().decode(errors="replace")
+            argv = [a.decode(errors="replace") for a in fh.read(65536).split(b"\0")]
+        uid = os.stat(f"/proc/{record.watcher_pid}").st_uid
     except OSError:
         return False
-    return record.run_id in cmd
+    if uid != os.getuid() or "watch" not in argv or record.run_id not in argv:
+        return False
+    i = argv.index("watch")
+    return i > 0 and (argv[i - 1] == "verlctl" or argv[i - 1].endswith("/verlctl")) and argv.index(record.run_id) > i
 
 
 def run_status(run_id: str | None) -> dict[str, Any]:
