@@ -13,8 +13,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import FIXTURES, fixture_text
 from test_check_cli import bare_env, run_check_cli, write_spec
+
+from conftest import FIXTURES, fixture_text
 
 CAPTURE = "info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt"
 RUN = "20260101-000000-stale-abcd"
