@@ -130,9 +130,11 @@ def test_misspelled_override_is_stopped_by_the_preflight(lenv: LaunchEnv, docker
     assert err[0].startswith("error: preflight compose failed")
     assert "Could not override 'actor_rollout_ref.actor.megatron.virtual_pipeline_parallel_size'" in err[0]
     assert bad in err[0]
-    container = docker_engine.containers.get(lenv.name)
-    ps = container.exec_run(["ps", "-eo", "args"]).output.decode()
-    assert "start_verl.sh" not in ps and "raylet" not in ps and "main_dapo" not in ps
+    # The failed launch removed the container it created (with everything it started in it).
+    import docker
+
+    with pytest.raises(docker.errors.NotFound):
+        docker_engine.containers.get(lenv.name)
     # No training process ever started: the stand-in records every start, and the log has no trainer line.
     assert lenv.argv_log == []
     logs = "".join(p.read_text() for p in (lenv.root / "logs").glob("*.log"))
@@ -167,7 +169,10 @@ def test_training_dying_during_verification_is_reported(lenv: LaunchEnv) -> None
     assert res.err.startswith("error: the training process exited during start-up")
     events = [json.loads(x) for x in next((lenv.state / "runs").iterdir()).joinpath("events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events][-2:] == ["failure", "launch_failed"]
-    assert status(lenv)["state"] == "failed (exit 1)"
+    assert events[-1]["removed_containers"] == [lenv.name]  # the container this launch created
+    st = status(lenv)
+    assert st["container"]["state"] == "removed"
+    assert st["last_error"]["reason"].startswith("the training process exited during start-up")
 
 
 @pytest.mark.parametrize("fault", ["engine", "image", "name_taken", "unmountable"])

@@ -50,9 +50,12 @@ def test_cloud_key_is_absent_everywhere_but_the_0600_env_file(senv: LaunchEnv, d
     run_dir = next((senv.state / "runs").iterdir())
     assert (run_dir / "events.jsonl").exists()
     assert KEY not in _all_text(run_dir)
-    # the container's create-time environment
-    container = docker_engine.containers.get(senv.name)
-    assert not any(KEY in e for e in container.attrs["Config"]["Env"])
+    # the failed launch removed the container it created, with the 0600 env file in it (D27)
+    import docker
+
+    with pytest.raises(docker.errors.NotFound):
+        docker_engine.containers.get(senv.name)
+    assert "removed container" in res.out
     # every exec's argv (the engine's exec_create events carry the full command line)
     execs = list(docker_engine.events(since=since, until=until, decode=True,
                                       filters={"container": senv.name, "event": "exec_create"}))
@@ -60,14 +63,6 @@ def test_cloud_key_is_absent_everywhere_but_the_0600_env_file(senv: LaunchEnv, d
     assert not any(KEY in json.dumps(ev) for ev in execs)
     # logs on the host side (the run log dir) and the test's own files
     assert KEY not in _all_text(senv.root / "logs") if (senv.root / "logs").exists() else True
-    # ... and the key is where it belongs: the 0600 env file beside the scripts, in the container.
-    scripts_dir = json.loads((run_dir / "run.json").read_text())["scripts_dir"]
-    stat = container.exec_run(["stat", "-c", "%a", f"{scripts_dir}/verlctl.env"]).output.decode().strip()
-    assert stat == "600"
-    content = container.exec_run(["cat", f"{scripts_dir}/verlctl.env"]).output.decode()
-    assert f"SWANLAB_API_KEY={KEY}" in content
-    # nothing was saved by the login check either
-    assert container.exec_run(["test", "-e", "/root/.swanlab/.netrc"]).exit_code != 0
 
 
 def test_offline_mode_writes_records_under_the_log_dir_without_a_key(senv: LaunchEnv) -> None:

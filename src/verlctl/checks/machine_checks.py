@@ -467,12 +467,17 @@ def _device_missing(kind: str, tool: str, dev: int, present: list[int]) -> Findi
 
 
 def _device_busy(kind: str, dev: int, procs: list[tuple[int, str]]) -> Finding:
+    from verlctl.runtime.inspect import describe_device_holder
+
     listed = ", ".join(f"{pid} ({name or '?'})" for pid, name in procs)
+    # Whose they are (an earlier run still holding the devices, Ascend's EJ0001): verlctl offers to stop
+    # only the processes of runs it recorded.
+    holders = "; ".join(describe_device_holder(pid) for pid, _ in procs[:4])
     return warning(
         "device_busy",
         f"{kind} {dev} is in use by {len(procs)} process(es): {listed}",
         "cluster.devices",
-        "stop those processes, or choose free devices: training on a busy device runs out of memory",
+        "stop those processes, or choose free devices: training on a busy device runs out of memory. " + holders,
     )
 
 

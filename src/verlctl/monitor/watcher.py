@@ -140,7 +140,7 @@ class Watcher:
 
     def watch_attempt(self) -> AttemptOutcome:
         attempt = self.record.attempts[-1]
-        pgid = attempt.pgid
+        pgid = attempt.ref  # identity verified before every liveness verdict and signal
         classifier = Classifier()
         parser = LogParser(classifier)
         live = LiveStatus(attempt=attempt.number)
@@ -304,14 +304,14 @@ class Watcher:
         from verlctl.spec.resolve import load_spec
 
         attempt = self.record.attempts[-1]
-        if self.ex.group_alive(attempt.pgid):
-            self.ex.stop_group(attempt.pgid, grace_s=20)
+        if self.ex.group_alive(attempt.ref):
+            self.ex.stop_group(attempt.ref, grace_s=20)
         if self.record.workers:
             from verlctl.runtime.inspect import worker_targets
 
             for w, wex, _ in worker_targets(self.record):
-                if wex is not None and w.pgid and wex.group_alive(w.pgid):
-                    wex.stop_group(w.pgid, grace_s=20)
+                if wex is not None and w.ref is not None and wex.group_alive(w.ref):
+                    wex.stop_group(w.ref, grace_s=20)
         self._wait_memory_released()
         if decision.add_feature:
             self.history.oom_retries += 1

@@ -271,7 +271,16 @@ def plan_container(client: Any, spec: RunSpec, allow_pull: bool, image_explicit:
 
 
 def labels_for(run_id: str, experiment: str) -> dict[str, str]:
-    return {f"{LABEL_PREFIX}.run": run_id, f"{LABEL_PREFIX}.experiment": experiment, f"{LABEL_PREFIX}.managed": "1"}
+    """Labels of a container verlctl creates: the run that created it (only that run may remove it) and who."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return {f"{LABEL_PREFIX}.run": run_id, f"{LABEL_PREFIX}.experiment": experiment, f"{LABEL_PREFIX}.managed": "1",
+            f"{LABEL_PREFIX}.created-by": f"{user}@{socket.gethostname()}"}
 
 
 def create_container(client: Any, spec: RunSpec, plan: ContainerPlan, labels: dict[str, str],

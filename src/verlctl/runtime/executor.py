@@ -35,6 +35,25 @@ class ExecResult:
 
 
 @dataclass(frozen=True)
+class GroupRef:
+    """A process group verlctl started, with the identity that is verified before any signal or verdict:
+    the per-attempt marker in its environment, the leader's start time, and (docker) the container's start
+    time: a container restarted since then means the attempt has ended, whatever its pids are now."""
+
+    pgid: int
+    marker: str | None = None
+    start: int | None = None
+    container_started_at: str | None = None
+
+    def __str__(self) -> str:
+        return str(self.pgid)
+
+
+def as_ref(group: GroupRef | int) -> GroupRef:
+    return group if isinstance(group, GroupRef) else GroupRef(int(group))
+
+
+@dataclass(frozen=True)
 class FileSpec:
     content: bytes
     mode: int = 0o644
@@ -68,30 +87,63 @@ class Executor(abc.ABC):
         """Bytes of a file in the target from ``offset`` (None when it does not exist)."""
 
     @abc.abstractmethod
-    def group_alive(self, pgid: int) -> bool:
-        """True while any process of the group is alive."""
+    def _act(self, ref: GroupRef, sig: int) -> dict[str, Any]:
+        """Run :func:`procscan.act` in the target's PID namespace: verify ``ref`` now, signal it if ``sig``."""
 
     @abc.abstractmethod
-    def signal_group(self, pgid: int, sig: int) -> bool:
-        """Send a signal to the process group; False when the group is gone."""
+    def leader_start(self, pid: int) -> int | None:
+        """Start time (clock ticks since boot) of ``pid`` in the target, None when it is gone."""
 
-    def stop_group(self, pgid: int, grace_s: float = 20.0) -> bool:
+    def marked_processes(self) -> list[dict[str, Any]]:
+        """Live processes in the target that carry some verlctl attempt marker (any run's)."""
+        from verlctl.runtime import procscan
+
+        return procscan.markers()
+
+    def verdict(self, group: GroupRef | int, sig: int = 0) -> dict[str, Any]:
+        """Whether the group is still the attempt verlctl started (identity checked now), and its processes.
+        With ``sig``, signal them, only when verified."""
+        from verlctl.runtime import procscan
+
+        ref = as_ref(group)
+        if not procscan.valid_pgid(ref.pgid):
+            return {"owned": False, "reason": f"process group id {ref.pgid} is out of range: not signalled",
+                    "group": [], "strays": []}
+        return self._act(ref, sig)
+
+    def group_alive(self, group: GroupRef | int) -> bool:
+        """True while a verified process of the attempt is alive."""
+        return bool(self.verdict(group)["owned"])
+
+    def signal_group(self, group: GroupRef | int, sig: int) -> bool:
+        """Signal the attempt's processes after verifying them; False when nothing of it is alive."""
+        return bool(self.verdict(group, int(sig))["owned"])
+
+    def start_group(self, argv: list[str], log_path: str, marker: str, cwd: str | None = None,
+                    env: Mapping[str, str] | None = None) -> GroupRef:
+        """:meth:`start_detached` with the attempt's marker in the environment; the identity to record."""
+        from verlctl.runtime.procscan import MARKER_VAR
+
+        pgid = self.start_detached(argv, log_path, cwd=cwd, env={**(env or {}), MARKER_VAR: marker})
+        return GroupRef(pgid, marker, self.leader_start(pgid))
+
+    def stop_group(self, group: GroupRef | int, grace_s: float = 20.0) -> bool:
         """SIGTERM the group, wait up to ``grace_s``, then SIGKILL. Returns True when it is gone."""
-        if not self.group_alive(pgid):
+        if not self.group_alive(group):
             return True
-        self.signal_group(pgid, signal.SIGTERM)
+        self.signal_group(group, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline:
-            if not self.group_alive(pgid):
+            if not self.group_alive(group):
                 return True
             time.sleep(0.25)
-        self.signal_group(pgid, signal.SIGKILL)
+        self.signal_group(group, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if not self.group_alive(pgid):
+            if not self.group_alive(group):
                 return True
             time.sleep(0.25)
-        return not self.group_alive(pgid)
+        return not self.group_alive(group)
 
     def file_size(self, path: str) -> int | None:
         res = self.run(["stat", "-c", "%s", path], timeout=30)
@@ -167,46 +219,24 @@ class HostExecutor(Executor):
         except FileNotFoundError:
             return None
 
-    def group_alive(self, pgid: int) -> bool:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        # A zombie leader still counts for killpg; reap our own children if any.
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pgid, os.WNOHANG)
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        return _group_has_live_member(pgid)
+    def _act(self, ref: GroupRef, sig: int) -> dict[str, Any]:
+        from verlctl.runtime import procscan
 
-    def signal_group(self, pgid: int, sig: int) -> bool:
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return False
-        return True
+        # A leader that is our own child (started by this process) stays a zombie until reaped.
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(ref.pgid, os.WNOHANG)
+        return procscan.act(ref.pgid, ref.marker, ref.start, sig)
+
+    def leader_start(self, pid: int) -> int | None:
+        from verlctl.runtime import procscan
+
+        return procscan.leader_start(pid)
 
     def file_size(self, path: str) -> int | None:
         try:
             return os.stat(path).st_size
         except OSError:
             return None
-
-
-def _group_has_live_member(pgid: int) -> bool:
-    import psutil
-
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(p.info["pid"]) == pgid and p.status() != psutil.STATUS_ZOMBIE:
-                return True
-        except (ProcessLookupError, psutil.Error, OSError):
-            continue
-    return False
 
 
 # ---------------------------------------------------------------------------------------- docker
@@ -333,19 +363,47 @@ class DockerExecutor(Executor):
             return None
         return out or b""
 
-    def group_alive(self, pgid: int) -> bool:
-        # A process group is alive while a non-zombie member exists (ps: stat not starting with Z).
-        res = self.run(["ps", "-eo", "pgid=,stat="], timeout=30)
-        if not res.ok:
-            return self.run(["kill", "-0", "--", f"-{pgid}"], timeout=30).ok
-        for line in res.out.splitlines():
-            parts = line.split()
-            if len(parts) >= 2 and parts[0] == str(pgid) and not parts[1].startswith("Z"):
-                return True
-        return False
+    def started_at(self) -> str | None:
+        """The container's State.StartedAt (changes on every restart)."""
+        try:
+            return str(self.api.inspect_container(self.container_id)["State"]["StartedAt"])
+        except Exception as exc:
+            raise RuntimeFailure(f"{self.describe()}: cannot inspect the container: {_docker_message(exc)}") from None
 
-    def signal_group(self, pgid: int, sig: int) -> bool:
-        return self.run(["kill", f"-{int(sig)}", "--", f"-{pgid}"], timeout=30).ok
+    def start_group(self, argv: list[str], log_path: str, marker: str, cwd: str | None = None,
+                    env: Mapping[str, str] | None = None) -> GroupRef:
+        ref = super().start_group(argv, log_path, marker, cwd=cwd, env=env)
+        return GroupRef(ref.pgid, ref.marker, ref.start, self.started_at())
+
+    def _procscan(self, args: list[str]) -> Any:
+        import json
+
+        from verlctl.runtime import procscan
+
+        source = Path(procscan.__file__).read_text(encoding="utf-8")
+        res = self.run(["python3", "-c", source, *args], timeout=60)
+        try:
+            return json.loads(res.out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise RuntimeFailure(
+                f"{self.describe()}: cannot check the run's processes: {(res.err or res.out).strip()[:200]}"
+            ) from None
+
+    def _act(self, ref: GroupRef, sig: int) -> dict[str, Any]:
+        if ref.container_started_at is not None and self.started_at() != ref.container_started_at:
+            return {"owned": False, "group": [], "strays": [],
+                    "reason": "the container restarted after the attempt started: the attempt has ended"}
+        verdict: dict[str, Any] = self._procscan([str(ref.pgid), ref.marker or "-",
+                                                  "-" if ref.start is None else str(ref.start), str(int(sig))])
+        return verdict
+
+    def marked_processes(self) -> list[dict[str, Any]]:
+        value = self._procscan(["--markers"])
+        return value if isinstance(value, list) else []
+
+    def leader_start(self, pid: int) -> int | None:
+        value = self._procscan(["--start", str(pid)])
+        return int(value) if isinstance(value, int) else None
 
 
 def _docker_message(exc: BaseException) -> str:

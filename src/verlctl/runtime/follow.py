@@ -3,6 +3,7 @@ no CPU while the file is quiet), cheap polling of ``stat`` on the host."""
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Iterator
@@ -10,10 +11,38 @@ from collections.abc import Iterator
 from verlctl.runtime.executor import DockerExecutor, Executor
 
 
-def follow(ex: Executor, path: str, offset: int, stop: threading.Event) -> Iterator[str]:
+class _Tail:
+    """The container-side identity of one follower exec: its PID *in the container* and a token in its
+    environment (``ExecInspect.Pid`` is a host PID: meaningless inside the container)."""
+
+    def __init__(self) -> None:
+        import secrets
+
+        self.token = secrets.token_hex(8)
+        self.pid: int | None = None
+        self.ex: DockerExecutor | None = None
+        self.stopped = False
+
+    def kill(self) -> None:
+        """Stop our own tail: by its container PID, after checking the token in its environment, in the
+        container's PID namespace (one exec)."""
+        self.stopped = True
+        if self.ex is None or self.pid is None:
+            return
+        script = ('tr "\\0" "\\n" < "/proc/$1/environ" 2>/dev/null | grep -qxF "$FOLLOW_VAR=$2" '
+                  '&& kill -- "$1"; exit 0')
+        self.ex.run(["sh", "-c", script, "verlctl-unfollow", str(self.pid), self.token],
+                    env={"FOLLOW_VAR": FOLLOW_VAR}, timeout=20)
+        self.pid = None
+
+
+FOLLOW_VAR = "VERLCTL_FOLLOW"
+
+
+def follow(ex: Executor, path: str, offset: int, stop: threading.Event, tail: _Tail | None = None) -> Iterator[str]:
     """New text of ``path`` from ``offset`` on, as it is written; ends when ``stop`` is set."""
     if isinstance(ex, DockerExecutor):
-        yield from _follow_docker(ex, path, offset, stop)
+        yield from _follow_docker(ex, path, offset, stop, tail or _Tail())
     else:
         yield from _follow_polling(ex, path, offset, stop)
 
@@ -32,15 +61,33 @@ def _follow_polling(ex: Executor, path: str, offset: int, stop: threading.Event,
             stop.wait(every)
 
 
-def _follow_docker(ex: DockerExecutor, path: str, offset: int, stop: threading.Event) -> Iterator[str]:
+def _follow_docker(ex: DockerExecutor, path: str, offset: int, stop: threading.Event, tail: _Tail) -> Iterator[str]:
     """One streaming ``tail -F`` exec: no polling, no CPU while the log is quiet. A TTY exec carries raw
-    bytes (no stream framing); the TTY's CRLF is turned back into LF."""
-    cmd = ["tail", "-c", f"+{offset + 1}", "-F", "--", path]
-    eid = ex.api.exec_create(ex.container_id, cmd, tty=True, stdout=True, stderr=False)["Id"]
+    bytes (no stream framing); the TTY's CRLF is turned back into LF. The exec first prints its own PID
+    (container side) on a line of its own, then becomes ``tail``: that PID is what :meth:`_Tail.kill` stops."""
+    script = 'echo "@@pid $$"; exec tail -c "+$1" -F -- "$2"'
+    cmd = ["sh", "-c", script, "verlctl-follow", str(offset + 1), path]
+    eid = ex.api.exec_create(ex.container_id, cmd, tty=True, stdout=True, stderr=False,
+                             environment={FOLLOW_VAR: tail.token})["Id"]
+    tail.ex = ex
     stream = ex.api.exec_start(eid, stream=True, tty=True)
     pending_cr = False
+    head = b""
     try:
         for chunk in stream:
+            if tail.pid is None and not tail.stopped:
+                head += chunk
+                if b"\n" not in head:
+                    continue
+                first, _, chunk = head.partition(b"\n")
+                word = first.strip().decode(errors="replace").removeprefix("@@pid ")
+                if word.isdigit():
+                    tail.pid = int(word)
+                if tail.stopped or stop.is_set():  # stopped while the exec was starting
+                    tail.kill()
+                    break
+                if not chunk:
+                    continue
             if stop.is_set():
                 break
             text = chunk.decode("utf-8", errors="replace")
@@ -51,12 +98,8 @@ def _follow_docker(ex: DockerExecutor, path: str, offset: int, stop: threading.E
                 text, pending_cr = text[:-1], True
             yield text.replace("\r\n", "\n")
     finally:
-        try:
-            info = ex.api.exec_inspect(eid)
-            if info.get("Running") and info.get("Pid"):
-                ex.run(["kill", str(info["Pid"])], timeout=10)
-        except Exception:  # noqa: BLE001 - best effort clean-up of our own tail
-            pass
+        with contextlib.suppress(Exception):  # best effort clean-up of our own tail
+            tail.kill()
 
 
 class Follower:
@@ -64,6 +107,7 @@ class Follower:
 
     def __init__(self, ex: Executor, path: str, offset: int = 0) -> None:
         self._stop = threading.Event()
+        self._tail = _Tail()
         self._queue: queue.Queue[str | None] = queue.Queue()
         self.ended = False
         self._thread = threading.Thread(target=self._pump, args=(ex, path, offset), daemon=True,
@@ -72,7 +116,7 @@ class Follower:
 
     def _pump(self, ex: Executor, path: str, offset: int) -> None:
         try:
-            for text in follow(ex, path, offset, self._stop):
+            for text in follow(ex, path, offset, self._stop, self._tail):
                 self._queue.put(text)
         except Exception as exc:  # noqa: BLE001 - reported through the queue
             self._queue.put(f"\n[verlctl] log follower stopped: {exc}\n")
@@ -100,4 +144,9 @@ class Follower:
         return "".join(parts)
 
     def stop(self) -> None:
+        """Stop following now: the container's ``tail`` is stopped from here (the reading thread may be
+        blocked on a quiet log), so nothing outlives the follower."""
         self._stop.set()
+        with contextlib.suppress(Exception):  # best effort: the thread's own clean-up tries again
+            self._tail.kill()
+        self._thread.join(timeout=15)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -9,8 +10,8 @@ import time
 from typing import Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
-from verlctl.runtime.executor import DockerExecutor, Executor, HostExecutor
-from verlctl.runtime.records import RunRecord, all_runs, resolve_run
+from verlctl.runtime.executor import DockerExecutor, Executor, GroupRef, HostExecutor
+from verlctl.runtime.records import RunRecord, all_runs, resolve_run, scan_runs
 
 TAIL_BYTES = 4 * 1024 * 1024
 
@@ -27,7 +28,8 @@ def target(record: RunRecord, client: Any = None) -> tuple[Executor | None, dict
         c = client.containers.get(record.container_id or record.container_name)
     except docker.errors.NotFound:
         return None, {"name": record.container_name, "id": record.container_id, "state": "removed"}
-    info = {"name": c.name, "id": c.id[:12], "state": c.status, "image": (c.image.tags or [c.image.id])[0]}
+    info = {"name": c.name, "id": c.id[:12], "state": c.status, "image": (c.image.tags or [c.image.id])[0],
+            "started_at": c.attrs.get("State", {}).get("StartedAt")}
     if c.status != "running":
         return None, info
     return DockerExecutor(client, c.id, c.name), info
@@ -76,20 +78,28 @@ def read_tail(ex: Executor, path: str, max_bytes: int = TAIL_BYTES) -> str:
 
 
 def watcher_alive(record: RunRecord) -> bool:
+    """The recorded watcher pid is still `verlctl watch <this run>`, run by this user (not any process that
+    merely mentions the run id, e.g. `tail -f .../<run id>/events.jsonl`)."""
     if not record.watcher_pid:
         return False
     try:
         with open(f"/proc/{record.watcher_pid}/cmdline", "rb") as fh:
-            cmd = fh.read().decode(errors="replace")
+            argv = [a.decode(errors="replace") for a in fh.read(65536).split(b"\0")]
+        uid = os.stat(f"/proc/{record.watcher_pid}").st_uid
     except OSError:
         return False
-    return record.run_id in cmd
+    if uid != os.getuid() or "watch" not in argv or record.run_id not in argv:
+        return False
+    i = argv.index("watch")
+    return i > 0 and (argv[i - 1] == "verlctl" or argv[i - 1].endswith("/verlctl")) and argv.index(record.run_id) > i
 
 
 def run_status(run_id: str | None) -> dict[str, Any]:
     record = resolve_run(run_id)
     ex, container = target(record)
-    alive = bool(ex and record.pgid and ex.group_alive(record.pgid))
+    ref = record.ref
+    verdict = ex.verdict(ref) if ex is not None and ref is not None else None
+    alive = bool(verdict and verdict["owned"])
     doc: dict[str, Any] = {
         "run_id": record.run_id,
         "experiment": record.experiment,
@@ -98,6 +108,7 @@ def run_status(run_id: str | None) -> dict[str, Any]:
         "pgid": record.pgid,
         "alive": alive,
         "state": "running" if alive else ("stopped" if record.stopped else "not running"),
+        "identity": (verdict or {}).get("reason") or None,
         "attempts": [a.model_dump() for a in record.attempts],
         "run_log": record.run_log,
         "train_log": record.train_log,
@@ -112,7 +123,7 @@ def run_status(run_id: str | None) -> dict[str, Any]:
     if record.workers:
         doc["head"] = record.head_address
         doc["workers"] = [
-            {**info, "pgid": w.pgid, "alive": bool(ex and w.pgid and ex.group_alive(w.pgid))}
+            {**info, "pgid": w.pgid, "alive": bool(ex and w.ref is not None and ex.group_alive(w.ref))}
             for w, ex, info in worker_targets(record)
         ]
     live = record.read_status()
@@ -168,6 +179,8 @@ def print_status(doc: dict[str, Any]) -> None:
         console.print(f"  container {c.get('name')} ({c.get('state')})", highlight=False, markup=False)
     console.print(f"  process group {doc['pgid']}, attempts {len(doc['attempts'])}, log {doc['run_log']}",
                   highlight=False, markup=False)
+    if doc.get("identity") and not doc["alive"]:
+        console.print(f"  process check: {doc['identity']}", highlight=False, markup=False)
     if doc.get("progress"):
         p = doc["progress"]
         console.print(f"  progress: step {p.get('step')}/{p.get('total')}", highlight=False, markup=False)
@@ -219,42 +232,66 @@ def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
                 idle = 0.0
             else:
                 idle += 0.5
-                if idle >= 5 and not (record.pgid and ex.group_alive(record.pgid)):
+                if idle >= 5 and not (record.ref is not None and ex.group_alive(record.ref)):
                     return 0
             time.sleep(0.5)
     except KeyboardInterrupt:
         return 0
 
 
-def stop_groups(groups: list[tuple[Executor, int, str]], grace: float) -> list[tuple[Executor, int, str]]:
-    """SIGTERM every group at once, wait (one shared grace period), SIGKILL what is left; fail if any stays."""
+Group = tuple[Executor, GroupRef, str]
+
+
+def stop_groups(groups: list[Group], grace: float) -> list[Group]:
+    """SIGTERM every verified group (and the processes of its attempt in other groups, e.g. Ray workers) at
+    once, wait (one shared grace period), SIGKILL what is left; fail if any stays. Each signal is sent only
+    after the group's identity is verified again, in the target's PID namespace."""
     import signal
 
-    for gex, pgid, _ in groups:
-        gex.signal_group(pgid, signal.SIGTERM)
+    for gex, ref, _ in groups:
+        gex.signal_group(ref, signal.SIGTERM)
     deadline = time.monotonic() + grace
     alive = list(groups)
     while alive and time.monotonic() < deadline:
         alive = [g for g in alive if g[0].group_alive(g[1])]
         if alive:
-            time.sleep(0.5)
-    for gex, pgid, _ in alive:
-        gex.signal_group(pgid, signal.SIGKILL)
+            time.sleep(0.2)
+    for gex, ref, _ in alive:
+        gex.signal_group(ref, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while alive and time.monotonic() < deadline:
         alive = [g for g in alive if g[0].group_alive(g[1])]
         if alive:
-            time.sleep(0.25)
+            time.sleep(0.2)
     if alive:
-        raise RuntimeFailure(f"process group {alive[0][1]} in {alive[0][2]} did not stop")
+        raise RuntimeFailure(f"process group {alive[0][1].pgid} in {alive[0][2]} did not stop")
     return groups
+
+
+def _describe_wait(verdict: dict[str, Any], ref: GroupRef, where: str) -> str:
+    n_group = len(verdict.get("group") or [])
+    n_strays = len(verdict.get("strays") or [])
+    text = f"process group {ref.pgid} in {where} ({n_group} process{'es' if n_group != 1 else ''})"
+    if n_strays:
+        text += f" and {n_strays} process{'es' if n_strays != 1 else ''} of the run in other groups (Ray workers)"
+    return text
 
 
 def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     record = resolve_run(run_id)
+    # Mark the run stopped before anything else can fail: a watcher then never restarts it.
+    record.stopped = True
+    try:
+        record.save()
+    except OSError as exc:
+        raise VerlctlError(
+            f"cannot mark run {record.run_id} stopped ({exc.strerror or exc}: {record.dir}): nothing was signalled",
+            hint="make the run's record directory writable, then run `verlctl stop` again",
+        ) from None
     ex, container = target(record)
     if record.watcher_pid and watcher_alive(record):
         try:
@@ -262,50 +299,128 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
             console.print(f"stopped the watcher (pid {record.watcher_pid})", highlight=False, markup=False)
         except ProcessLookupError:
             pass
-    groups: list[tuple[Executor, int, str]] = []
-    if ex is not None and record.pgid:
-        if ex.group_alive(record.pgid):
-            groups.append((ex, record.pgid, ex.describe()))
-        else:
-            console.print(f"process group {record.pgid} had already ended", highlight=False, markup=False)
+    groups: list[Group] = []
+    waits: list[str] = []
+    ref = record.ref
+    if ref is None:
+        console.print("nothing to stop: no process group was recorded for this run", highlight=False)
+    elif ex is None:
+        console.print(f"nothing to stop: the container is {container.get('state')}", highlight=False)
     else:
-        console.print(f"nothing to stop: the container is {container.get('state')}", highlight=False, markup=False)
+        verdict = ex.verdict(ref)
+        if verdict["owned"]:
+            groups.append((ex, ref, ex.describe()))
+            waits.append(_describe_wait(verdict, ref, ex.describe()))
+        else:
+            console.print(f"nothing signalled: {escape(verdict['reason'])}", highlight=False)
     for w, wex, _info in worker_targets(record):
-        if wex is not None and w.pgid and wex.group_alive(w.pgid):
-            groups.append((wex, w.pgid, f"{wex.describe()}"))
-    for _gex, pgid, where in stop_groups(groups, grace):
-        console.print(f"stopped process group {pgid} in {where}", highlight=False, markup=False)
-    record.stopped = True
-    record.event("stopped", pgid=record.pgid)
-    record.save()
+        wref = w.ref
+        if wex is not None and wref is not None:
+            wverdict = wex.verdict(wref)
+            if wverdict["owned"]:
+                groups.append((wex, wref, wex.describe()))
+                waits.append(_describe_wait(wverdict, wref, wex.describe()))
+    if waits:
+        console.print(f"waiting up to {grace:g}s (SIGTERM, then SIGKILL) for: {escape('; '.join(waits))}",
+                      highlight=False)
+    for _gex, gref, where in stop_groups(groups, grace):
+        console.print(f"stopped process group {gref.pgid} in {escape(where)}", highlight=False)
+    _remove_key_files(record, ex, console)
+    try:
+        record.event("stopped", pgid=record.pgid)
+    except OSError as exc:
+        console.print(f"warning: the stop event was not appended to events.jsonl: {exc.strerror or exc}",
+                      highlight=False, markup=False)
     if remove_container:
         if record.runtime != "docker":
             console.print("no container to remove (host runtime)")
-        elif not record.container_created:
-            console.print(f"container {record.container_name} was not created by this run: left in place",
-                          highlight=False, markup=False)
         else:
-            from verlctl.runtime import containers
-
-            client = _client_for(record, record.head_address)
-            c = containers.find_container(client, record.container_id or record.container_name or "")
-            if c is not None:
-                c.remove(force=True)
-                console.print(f"removed container {record.container_name}", highlight=False, markup=False)
-                record.event("container_removed", container=record.container_name)
-            for w in record.workers:
-                if w.container_created:
-                    wc = containers.find_container(_client_for(record, w.address), w.container_id or "")
-                    if wc is not None:
-                        wc.remove(force=True)
-                        console.print(f"removed container {w.container_name} on {w.address}", highlight=False, markup=False)
+            _remove_own_containers(record, console)
     return 0
 
 
+def _remove_key_files(record: RunRecord, ex: Executor | None, console: Any) -> None:
+    """The run's 0600 env file (it holds the SwanLab key): nothing needs it once the run is stopped."""
+    from verlctl.render.render import ENV_FILE
+
+    targets: list[Executor] = [ex] if ex is not None else []
+    targets += [wex for _w, wex, _ in worker_targets(record) if wex is not None]
+    for t in targets:
+        res = t.run(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], timeout=30)
+        if not res.ok:
+            console.print(f"warning: could not remove {record.scripts_dir}/{ENV_FILE} in {t.describe()}: "
+                          f"{res.err.strip()[:200]}", highlight=False, markup=False)
+
+
+def container_users(record: RunRecord, container: Any, client: Any) -> list[str]:
+    """Why ``container`` must not be removed for ``record``: other runs that use it (recorded, or with a
+    process inside). Empty when only this run uses it."""
+    from verlctl.runtime.executor import DockerExecutor
+
+    reasons: list[str] = []
+    if container.status == "running":
+        ex = DockerExecutor(client, container.id, container.name)
+        for p in ex.marked_processes():
+            owner = str(p.get("marker") or "?").split("/", 1)[0]  # markers are <run id>/<attempt>/<token>
+            if owner != record.run_id:
+                reasons.append(f"run {owner} has a process in it (pid {p.get('pid')}: {str(p.get('cmd'))[:60]})")
+                break
+        for other in all_runs():
+            if other.run_id == record.run_id or other.container_id != container.id or other.stopped:
+                continue
+            oref = other.ref
+            if oref is not None and ex.group_alive(oref):
+                reasons.append(f"run {other.run_id} is running in it")
+    return reasons
+
+
+def _remove_one(record: RunRecord, client: Any, cid: str | None, name: str | None, created: bool,
+                where: str, console: Any) -> None:
+    from verlctl.runtime import containers
+
+    label = f"{containers.LABEL_PREFIX}.run"
+    c = containers.find_container(client, cid or "") if cid else None
+    shown = f"{name}{where}"
+    if c is None:
+        console.print(f"container {shown} is already gone", highlight=False, markup=False)
+        return
+    if not created or (c.labels or {}).get(label) != record.run_id:
+        owner = (c.labels or {}).get(label)
+        console.print(f"container {shown} was not created by this run "
+                      f"({'created by run ' + owner if owner else 'not created by verlctl'}): left in place",
+                      highlight=False, markup=False)
+        return
+    users = container_users(record, c, client)
+    if users:
+        console.print(f"container {shown} is in use ({users[0]}): left in place", highlight=False, markup=False)
+        return
+    c.remove(force=True)
+    console.print(f"removed container {shown}", highlight=False, markup=False)
+    with contextlib.suppress(OSError):
+        record.event("container_removed", container=name, node=where.strip() or None)
+
+
+def _remove_own_containers(record: RunRecord, console: Any) -> None:
+    """Remove the containers this run created (label checked), when no other run uses them."""
+    client = _client_for(record, record.head_address)
+    _remove_one(record, client, record.container_id, record.container_name, record.container_created, "",
+                console)
+    for w in record.workers:
+        try:
+            wclient = _client_for(record, w.address)
+        except VerlctlError as exc:
+            console.print(f"container {w.container_name} on {w.address}: {exc.message}", highlight=False,
+                          markup=False)
+            continue
+        _remove_one(record, wclient, w.container_id, w.container_name, w.container_created, f" on {w.address}",
+                    console)
+
+
 def list_runs(as_json: bool) -> int:
-    runs = all_runs()
+    runs, damaged = scan_runs()
     if as_json:
-        sys.stdout.write(json.dumps([r.model_dump() for r in runs], indent=2, default=str) + "\n")
+        docs = [r.model_dump() for r in runs] + [{"run_id": d.run_id, "damaged": d.reason} for d in damaged]
+        sys.stdout.write(json.dumps(docs, indent=2, default=str) + "\n")
         return 0
     from rich.console import Console
     from rich.markup import escape
@@ -323,5 +438,65 @@ def list_runs(as_json: bool) -> int:
             str(len(r.attempts)),
             "yes" if r.stopped else "no",
         )
+    for d in damaged:
+        table.add_row(escape(d.run_id), "-", "-", "-", "-", f"damaged: {escape(d.reason)}")
     Console().print(table)
     return 0
+
+
+def device_holder(pid: int) -> dict[str, Any]:
+    """Who holds a device, for the stale-process check: the process on this host, and whether it belongs to a
+    run recorded here (by the attempt marker in its environment). Never signals anything."""
+    from verlctl.runtime import procscan
+
+    doc: dict[str, Any] = {"pid": pid, "alive": False, "run_id": None, "recorded": False, "container": None}
+    st = procscan.leader_start(pid) if procscan.valid_pgid(pid) else None
+    if st is None:
+        return doc
+    doc["alive"] = True
+    doc["cmd"] = procscan._cmd_of(pid)[:120]
+    try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        uid = -1
+    doc["uid"] = uid
+    try:
+        import pwd
+
+        doc["user"] = pwd.getpwuid(uid).pw_name
+    except (KeyError, OSError):
+        doc["user"] = None
+    doc["container"] = _container_of(pid)
+    marker = procscan._marker_of(pid)
+    if marker:
+        run_id = marker.split("/", 1)[0]
+        doc["run_id"] = run_id
+        doc["recorded"] = any(r.run_id == run_id for r in all_runs())
+    return doc
+
+
+def _container_of(pid: int) -> str | None:
+    import re
+
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as fh:
+            text = fh.read(65536)
+    except OSError:
+        return None
+    m = re.search(r"(?:docker[-/]|/containers?/)([0-9a-f]{64})", text)
+    return m.group(1)[:12] if m else None
+
+
+def describe_device_holder(pid: int) -> str:
+    """One line: what holds a device and whose it is; the `verlctl stop` offer only for runs recorded here."""
+    h = device_holder(pid)
+    if not h["alive"]:
+        return f"pid {pid}: no such process on this host (it ended, or runs in another PID namespace)"
+    where = f" in container {h['container']}" if h["container"] else ""
+    owner = f"owner uid {h['uid']}" + (f" ({h['user']})" if h["user"] else "")
+    what = f"pid {pid} ({h['cmd'] or '?'}){where}"
+    if h["run_id"] and h["recorded"]:
+        return f"{what} is verlctl run {h['run_id']}: `verlctl stop {h['run_id']}` frees the device"
+    if h["run_id"]:
+        return f"{what} is verlctl run {h['run_id']}, not recorded here ({owner}): ask its owner to stop it"
+    return f"{what} is not a verlctl run: {owner}; verlctl does not stop it, ask its owner"

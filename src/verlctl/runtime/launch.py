@@ -22,11 +22,19 @@ from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
 from verlctl.plan import Plan, make_plan
 from verlctl.render.render import ENV_FILE, START_SCRIPT, TRAIN_SCRIPT, Rendered
 from verlctl.runtime import preflight
-from verlctl.runtime.executor import Executor, FileSpec
+from verlctl.runtime.executor import Executor, FileSpec, GroupRef
 from verlctl.runtime.records import Attempt, RunRecord, new_run_id
 from verlctl.spec.resolve import ResolvedSpec
 
 TRAINING_MARKER = "[verlctl] training starts"
+
+
+def attempt_marker(run_id: str, attempt: int, node: str | None = None) -> str:
+    """The identity every process of one attempt carries in its environment (random: never guessed)."""
+    import secrets
+
+    where = f"@{node}" if node else ""
+    return f"{run_id}/{attempt}{where}/{secrets.token_hex(8)}"  # '/' is never in a run id
 
 
 @dataclass
@@ -317,6 +325,7 @@ class Launcher:
             # once the gate opens (and stops, with everything it started, if the checks fail).
             gate = f"{scripts_dir}/gate"
             pgid = self.start(self.executor, record, the_plan, reason="launch", gate=gate)
+            group = record.attempts[-1].ref
             try:
                 self._preflight(self.executor, the_plan, scripts_dir, workdir)
                 if spec.logging.swanlab.enabled:
@@ -328,18 +337,55 @@ class Launcher:
                             swanlab.setup(w.executor, self.resolved, scripts_dir, self.report, login=False)
             except VerlctlError:
                 self.executor.run(["touch", f"{gate}.fail"], timeout=30)
-                self.executor.stop_group(pgid, grace_s=20)
+                self.executor.stop_group(group, grace_s=20)
                 self.stop_workers(record)
                 record.event("stopped", pgid=pgid, reason="checks failed before training")
                 raise
             self.executor.run(["touch", f"{gate}.ok"], timeout=30)
-            self.verify(self.executor, record, pgid, the_plan.command.entry.module)
+            self.verify(self.executor, record, group, the_plan.command.entry.module)
         except VerlctlError as exc:
-            record.event("launch_failed", error=exc.message)
+            cleaned = self._clean_up_failed(record)
+            record.event("launch_failed", error=exc.message, **cleaned)
             record.save()
             raise
         record.save()
         return record
+
+    def _clean_up_failed(self, record: RunRecord) -> dict[str, Any]:
+        """After a failed launch: stop what it started (verified), remove the key file it placed, and
+        remove the containers it created (only those, and only when no other run uses them)."""
+        from verlctl.runtime.executor import DockerExecutor
+
+        done: dict[str, Any] = {}
+        targets: list[tuple[Executor | None, Any, Any, bool, str]] = [
+            (self.executor, self.client, record.container_id, record.container_created, "")]
+        targets += [(w.executor, w.client, h.container_id, h.container_created, f" on {w.address}")
+                    for w, h in zip(self.workers, record.workers, strict=False)]
+        ref = record.ref
+        for i, (ex, client, cid, created, where) in enumerate(targets):
+            if ex is None and not (created and cid):
+                continue
+            try:
+                if ex is not None:
+                    group = ref if i == 0 else record.workers[i - 1].ref
+                    if group is not None and ex.group_alive(group):
+                        ex.stop_group(group, grace_s=20)
+                    ex.run(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], timeout=30)
+                if created and cid and record.runtime == "docker":
+                    from verlctl.runtime import containers
+                    from verlctl.runtime.inspect import container_users
+
+                    c = containers.find_container(client, cid)
+                    label = (c.labels or {}).get(f"{containers.LABEL_PREFIX}.run") if c is not None else None
+                    if c is not None and label == record.run_id and not container_users(record, c, client):
+                        c.remove(force=True)
+                        self.report.step(f"removed container {c.name}{where} (created by this failed launch)")
+                        done.setdefault("removed_containers", []).append(c.name)
+                        if isinstance(ex, DockerExecutor) and i == 0:
+                            self.executor = None
+            except Exception as exc:  # noqa: BLE001 - clean-up must not hide the launch error
+                self.report.warn(f"clean-up after the failed launch{where}: {exc}")
+        return done
 
     # ------------------------------------------------------------------------------- the target
 
@@ -430,17 +476,20 @@ class Launcher:
             if w.executor is None:
                 continue
             self.report.step(f"start {START_SCRIPT} on {w.address} (Ray worker, {reason})")
-            handle.pgid = w.executor.start_detached(
-                ["bash", f"{record.scripts_dir}/{START_SCRIPT}"], record.run_log, cwd=record.workdir,
+            ref = w.executor.start_group(
+                ["bash", f"{record.scripts_dir}/{START_SCRIPT}"], record.run_log,
+                attempt_marker(record.run_id, len(record.attempts) + 1, w.address), cwd=record.workdir,
                 env={"VERLCTL_ROLE": "worker"},
             )
+            handle.pgid, handle.marker, handle.leader_start = ref.pgid, ref.marker, ref.start
+            handle.container_started_at = ref.container_started_at
             record.event("worker_started", node=w.address, pgid=handle.pgid, reason=reason)
         record.save()
 
     def stop_workers(self, record: RunRecord) -> None:
         for w, handle in zip(self.workers, record.workers, strict=False):
-            if w.executor is not None and handle.pgid:
-                w.executor.stop_group(handle.pgid, grace_s=20)
+            if w.executor is not None and handle.ref is not None:
+                w.executor.stop_group(handle.ref, grace_s=20)
 
     def _readiness(self, ex: Executor) -> Readiness:
         spec = self.resolved.spec
@@ -583,12 +632,14 @@ class Launcher:
         if record.workers:
             env["VERLCTL_ROLE"] = "head"
         log_offset = ex.file_size(record.run_log) or 0
-        pgid = ex.start_detached(["bash", f"{record.scripts_dir}/{START_SCRIPT}"], record.run_log,
-                                 cwd=record.workdir, env=env)
+        ref = ex.start_group(["bash", f"{record.scripts_dir}/{START_SCRIPT}"], record.run_log,
+                             attempt_marker(record.run_id, len(record.attempts) + 1), cwd=record.workdir, env=env)
+        pgid = ref.pgid
         features = [n for n, s in the_plan.command.features.items() if s.on and s.applicable]
         record.attempts.append(Attempt(number=len(record.attempts) + 1, pgid=pgid, started_at=time.time(),
                                        features=features, reason=reason, resumed_from=resumed_from,
-                                       log_offset=log_offset))
+                                       log_offset=log_offset, marker=ref.marker, leader_start=ref.start,
+                                       container_started_at=ref.container_started_at))
         record.pgid = pgid
         record.save()
         record.event("started", pgid=pgid, attempt=len(record.attempts), reason=reason, features=features,
@@ -596,7 +647,7 @@ class Launcher:
         self.report.note(f"process group {pgid}, log {record.run_log}")
         return pgid
 
-    def verify(self, ex: Executor, record: RunRecord, pgid: int, module: str) -> None:
+    def verify(self, ex: Executor, record: RunRecord, group: GroupRef, module: str) -> None:
         """Wait (bounded) until the training command runs and has printed; fail with the reason if it dies.
 
         The log is followed as a stream (no re-reading); liveness is checked every couple of seconds, so the
@@ -623,11 +674,11 @@ class Launcher:
                 first_line = next((ln for ln in after.splitlines() if ln.strip()), None)
                 # Training progress proves the trainer started (what happens later is the watcher's job).
                 started = first_line is not None and _has_progress(after)
-                if not started and not ex.group_alive(pgid):
+                if not started and not ex.group_alive(group):
                     text += follower.get(timeout=1.0)
                     self._fail_verify(record, text, "the training process exited during start-up")
                 if not started and first_line is not None and now - seen_marker_at >= self.options.settle_s:  # type: ignore[operator]
-                    started = _module_running(ex, pgid, module)
+                    started = _module_running(ex, group.pgid, module)
                 if started and first_line is not None:
                     record.event("verified", first_line=first_line[:300])
                     self.report.note(f"training is running: {first_line.strip()[:160]}")

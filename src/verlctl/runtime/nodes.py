@@ -63,7 +63,8 @@ class SshTunnel:
             cmd += ["-p", str(self.port)]
         if self.config:
             cmd += ["-F", self.config]
-        return [*cmd, self.target]
+        # `--`: the destination is never read as an option (a node named `-oProxyCommand=...`).
+        return [*cmd, "--", self.target]
 
     def open(self, timeout: float = 30.0) -> str:
         try:

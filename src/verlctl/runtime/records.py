@@ -11,17 +11,36 @@ Layout of ``$XDG_STATE_HOME/verlctl/runs/<run id>/`` (``VERLCTL_STATE_DIR`` over
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import errno
 import json
 import os
+import re
 import secrets
+import stat
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from verlctl.errors import VerlctlError
+from verlctl.runtime.procscan import PID_MAX_LIMIT
+
+if TYPE_CHECKING:
+    from verlctl.runtime.executor import GroupRef
+
+RUN_ID_RE = re.compile(r"[A-Za-z0-9_.-]+")
+MAX_RECORD_BYTES = 4 * 1024 * 1024  # a run.json is a few kB: anything larger is damaged, not read
+# A process group id that names one group: not 0 (the caller's own), not 1 (kill(-1): every process), not < 0.
+Pgid = Annotated[int, Field(gt=1, le=PID_MAX_LIMIT)]
+
+
+def valid_run_id(run_id: str) -> bool:
+    return bool(RUN_ID_RE.fullmatch(run_id)) and run_id not in (".", "..")
 
 
 def state_root() -> Path:
@@ -45,12 +64,21 @@ class Attempt(BaseModel):
     """One start of the training (the first launch, or a recovery restart)."""
 
     number: int
-    pgid: int
+    pgid: Pgid
     started_at: float
+    marker: str | None = None  # VERLCTL_ATTEMPT in the environment of every process of this attempt
+    leader_start: int | None = None  # the group leader's start time (clock ticks since boot)
+    container_started_at: str | None = None  # docker: the container's StartedAt when the attempt started
     features: list[str] = Field(default_factory=list, description="features on for this attempt")
     reason: str = "launch"
     resumed_from: str | None = None  # checkpoint dir the trainer should resume from
     log_offset: int = 0  # size of the run log when this attempt started
+
+    @property
+    def ref(self) -> GroupRef:
+        from verlctl.runtime.executor import GroupRef
+
+        return GroupRef(self.pgid, self.marker, self.leader_start, self.container_started_at)
 
 
 class NodeHandle(BaseModel):
@@ -60,7 +88,18 @@ class NodeHandle(BaseModel):
     container_id: str | None = None
     container_name: str | None = None
     container_created: bool = False
-    pgid: int | None = None
+    pgid: Pgid | None = None
+    marker: str | None = None
+    leader_start: int | None = None
+    container_started_at: str | None = None
+
+    @property
+    def ref(self) -> GroupRef | None:
+        from verlctl.runtime.executor import GroupRef
+
+        if self.pgid is None:
+            return None
+        return GroupRef(self.pgid, self.marker, self.leader_start, self.container_started_at)
 
 
 class RunRecord(BaseModel):
@@ -78,7 +117,7 @@ class RunRecord(BaseModel):
     checkpoints: str
     experiment: str
     verl_version: str
-    pgid: int | None = None
+    pgid: Pgid | None = None
     attempts: list[Attempt] = Field(default_factory=list)
     head_address: str | None = None  # multi-node: the head node (None: this machine)
     workers: list[NodeHandle] = Field(default_factory=list)  # multi-node: the other nodes
@@ -86,22 +125,49 @@ class RunRecord(BaseModel):
     ssh_port: int | None = None
     remote_docker_socket: str = "/var/run/docker.sock"
     ssh_config: str | None = None
-    watcher_pid: int | None = None
+    watcher_pid: Pgid | None = None
     stopped: bool = False
     swanlab_url: str | None = None
     spec_file: str = "spec.resolved.yaml"
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_is_a_name(cls, v: str) -> str:
+        if not valid_run_id(v):
+            raise ValueError(f"run_id {v!r} is not a plain name ([A-Za-z0-9_.-]+)")
+        return v
+
+    @property
+    def ref(self) -> GroupRef | None:
+        """The identity of the current attempt's process group (None when nothing was started)."""
+        from verlctl.runtime.executor import GroupRef
+
+        if self.pgid is None:
+            return None
+        for a in reversed(self.attempts):
+            if a.pgid == self.pgid:
+                return a.ref
+        return GroupRef(self.pgid)
 
     # ------------------------------------------------------------------ persistence
 
     @property
     def dir(self) -> Path:
+        if not valid_run_id(self.run_id):  # never leaves the state directory
+            raise VerlctlError(f"run id {self.run_id!r} is not a plain name: refused")
         return runs_dir() / self.run_id
 
     def save(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / "run.json.tmp"
-        tmp.write_text(self.model_dump_json(indent=2), encoding="utf-8")
-        os.replace(tmp, self.dir / "run.json")
+        fd, tmp = tempfile.mkstemp(prefix=".run.json.", dir=self.dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(self.model_dump_json(indent=2))
+            os.replace(tmp, self.dir / "run.json")
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def event(self, kind: str, **data: Any) -> dict[str, Any]:
         """Append one event to events.jsonl (never rewritten)."""
@@ -113,10 +179,12 @@ class RunRecord(BaseModel):
 
     def events(self) -> list[dict[str, Any]]:
         p = self.dir / "events.jsonl"
-        if not p.exists():
+        try:
+            text = p.read_text(encoding="utf-8", errors="replace")
+        except OSError:
             return []
         out = []
-        for line in p.read_text(encoding="utf-8").splitlines():
+        for line in text.splitlines():
             try:
                 out.append(json.loads(line))
             except json.JSONDecodeError:
@@ -124,56 +192,151 @@ class RunRecord(BaseModel):
         return out
 
     def write_status(self, status: dict[str, Any]) -> None:
-        tmp = self.dir / "status.json.tmp"
-        tmp.write_text(json.dumps(status, default=str), encoding="utf-8")
-        os.replace(tmp, self.dir / "status.json")
+        fd, tmp = tempfile.mkstemp(prefix=".status.json.", dir=self.dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(status, default=str))
+            os.replace(tmp, self.dir / "status.json")
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def read_status(self) -> dict[str, Any] | None:
         p = self.dir / "status.json"
         try:
-            data: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
-            return data
-        except (OSError, json.JSONDecodeError):
+            data = json.loads(_read_bounded(p).decode("utf-8", errors="replace"))
+        except (OSError, ValueError):
             return None
+        return data if isinstance(data, dict) else None
+
+
+@dataclass
+class DamagedRecord:
+    """A run directory whose run.json cannot be used; listed, never acted on."""
+
+    run_id: str  # the directory name
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"run record {runs_dir() / self.run_id / 'run.json'} is damaged: {self.reason}"
+
+
+def _read_bounded(p: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
+    """A regular file's bytes (never through a symlink, never more than ``limit``); OSError/ValueError else."""
+    fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > limit:
+            raise ValueError(f"larger than {limit // (1024 * 1024)} MiB")
+        chunks = []
+        size = 0
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > limit:
+                raise ValueError(f"larger than {limit // (1024 * 1024)} MiB")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _load_dir(d: Path) -> RunRecord | DamagedRecord:
+    name = d.name
+    if not valid_run_id(name):
+        return DamagedRecord(name, "the directory name is not a plain run id")
+    p = d / "run.json"
+    try:
+        raw = _read_bounded(p)
+    except FileNotFoundError:
+        return DamagedRecord(name, "run.json is missing")
+    except OSError as exc:
+        why = "a symlink" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+        return DamagedRecord(name, f"run.json cannot be read ({why})")
+    except ValueError as exc:
+        return DamagedRecord(name, f"run.json is {exc}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return DamagedRecord(name, "run.json is not UTF-8 text")
+    if not text.strip():
+        return DamagedRecord(name, "run.json is empty")
+    try:
+        record = RunRecord.model_validate_json(text)
+    except ValueError as exc:
+        first = str(exc).splitlines()
+        detail = "; ".join(x.strip() for x in first[1:3]) if len(first) > 1 else (first[0] if first else "invalid")
+        return DamagedRecord(name, f"run.json is invalid: {detail[:200]}")
+    if record.run_id != name:
+        return DamagedRecord(name, f"run.json names run {record.run_id!r}, not its directory {name!r}")
+    return record
+
+
+def scan_runs() -> tuple[list[RunRecord], list[DamagedRecord]]:
+    """Every recorded run, and the run directories whose record is damaged (one bad record spoils nothing)."""
+    root = runs_dir()
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except FileNotFoundError:
+        return [], []
+    except OSError as exc:
+        raise VerlctlError(f"cannot read the run records under {root}: {exc.strerror or exc}") from None
+    good: list[RunRecord] = []
+    bad: list[DamagedRecord] = []
+    for e in entries:
+        try:
+            if not e.is_dir(follow_symlinks=False):
+                continue
+        except OSError:
+            continue
+        loaded = _load_dir(Path(e.path))
+        (good if isinstance(loaded, RunRecord) else bad).append(loaded)  # type: ignore[arg-type]
+    return sorted(good, key=lambda r: r.created_at), bad
 
 
 def load_run(run_id: str) -> RunRecord:
-    p = runs_dir() / run_id / "run.json"
-    try:
-        return RunRecord.model_validate_json(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise VerlctlError(f"no run {run_id!r} under {runs_dir()} (see `verlctl list`)") from None
-    except ValueError as exc:
-        raise VerlctlError(f"run record {p} is damaged: {str(exc).splitlines()[0]}") from None
+    if not valid_run_id(run_id):
+        raise VerlctlError(f"no run {run_id!r} under {runs_dir()} (see `verlctl list`)")
+    loaded = _load_dir(runs_dir() / run_id)
+    if isinstance(loaded, DamagedRecord):
+        if loaded.reason == "run.json is missing" and not (runs_dir() / run_id).is_dir():
+            raise VerlctlError(f"no run {run_id!r} under {runs_dir()} (see `verlctl list`)")
+        raise VerlctlError(loaded.message)
+    return loaded
 
 
 def all_runs() -> list[RunRecord]:
-    root = runs_dir()
-    if not root.is_dir():
-        return []
-    out = []
-    for d in root.iterdir():
-        if (d / "run.json").is_file():
-            try:
-                out.append(RunRecord.model_validate_json((d / "run.json").read_text(encoding="utf-8")))
-            except ValueError:
-                continue
-    return sorted(out, key=lambda r: r.created_at)
+    return scan_runs()[0]
 
 
 def resolve_run(run_id: str | None) -> RunRecord:
-    """A run by id (or unique prefix); the newest run when none is given."""
-    runs = all_runs()
-    if not runs:
+    """A run by id (or unique prefix); the newest run when none is given. A damaged record is named."""
+    runs, damaged = scan_runs()
+    if not runs and not damaged:
         raise VerlctlError(f"no runs recorded under {runs_dir()}: start one with `verlctl launch`")
     if run_id is None:
+        if not runs:
+            raise VerlctlError(damaged[-1].message, hint="see `verlctl list`")
         return runs[-1]
     exact = [r for r in runs if r.run_id == run_id]
     if exact:
         return exact[0]
-    matches = [r for r in runs if r.run_id.startswith(run_id)]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
+    bad_exact = [d for d in damaged if d.run_id == run_id]
+    if bad_exact:
+        raise VerlctlError(bad_exact[0].message, hint="repair or remove that directory")
+    matches = [r.run_id for r in runs if r.run_id.startswith(run_id)]
+    bad = [d for d in damaged if d.run_id.startswith(run_id)]
+    if len(matches) == 1 and not bad:
+        return next(r for r in runs if r.run_id == matches[0])
+    if len(bad) == 1 and not matches:
+        raise VerlctlError(bad[0].message, hint="repair or remove that directory")
+    if not matches and not bad:
         raise VerlctlError(f"no run {run_id!r} (see `verlctl list`)")
-    raise VerlctlError(f"run id {run_id!r} is ambiguous: {', '.join(r.run_id for r in matches[:5])}")
+    names = matches + [d.run_id for d in bad]
+    raise VerlctlError(f"run id {run_id!r} is ambiguous: {', '.join(names[:5])}")

@@ -170,6 +170,39 @@ class ClusterSpec(_Strict):
             raise ValueError(f"nodes repeat: {v}")
         return v
 
+    @field_validator("nodes", "master_addr")
+    @classmethod
+    def _hosts(cls, v: list[str] | str | None) -> list[str] | str | None:
+        # These reach `ssh` and `ray start`: a host name or an IP address, never an option (`-oProxyCommand=`).
+        for host in [v] if isinstance(v, str) else v or []:
+            if not _is_host(host):
+                raise ValueError(f"{host!r} is not a host name or IP address")
+        return v
+
+    @field_validator("ssh_user")
+    @classmethod
+    def _ssh_user(cls, v: str | None) -> str | None:
+        if v is not None and not _SSH_USER.fullmatch(v):
+            raise ValueError(f"{v!r} is not a user name (letters, digits, '_', '.', '-'; not starting with '-')")
+        return v
+
+
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+_SSH_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+
+
+def _is_host(host: str) -> bool:
+    """A DNS name / ssh host alias (labels of letters, digits, '_' and inner '-') or an IPv4/IPv6 address."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    name = host[:-1] if host.endswith(".") else host
+    return 0 < len(name) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in name.split("."))
+
 
 class PathsSpec(_Strict):
     """Paths as seen by the training process (bind-mounted at the same path in the container).

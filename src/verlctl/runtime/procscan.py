@@ -1,0 +1,191 @@
+"""Verify and signal the processes of one attempt, in the namespace where they run.
+
+Self-contained (standard library only, Python >= 3.8): the host runtime calls :func:`main` in-process, the
+docker runtime sends this file's source to ``python3 -`` inside the container, so that what is checked and
+what is signalled are seen in the same PID namespace, within one process.
+
+An attempt's identity (recorded when verlctl started it):
+
+* ``pgid``   the process group (= session) id: the pid of ``start_verl.sh``, the group leader;
+* ``marker`` a random per-attempt token, in the environment of every process it starts (``VERLCTL_ATTEMPT``);
+* ``start``  the leader's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22).
+
+A group is the attempt's when its leader has the recorded start time and marker, or (leader gone) when a
+member carries the marker: a pgid cannot be reused while one of its members lives. Other processes that carry
+the marker (Ray workers that made their own process group) are the attempt's too. Nothing else is signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+
+MARKER_VAR = "VERLCTL_ATTEMPT"
+PID_MAX_LIMIT = 4194304  # the kernel's PID_MAX_LIMIT on 64-bit
+
+
+def pid_max() -> int:
+    try:
+        with open("/proc/sys/kernel/pid_max") as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return PID_MAX_LIMIT
+
+
+def valid_pgid(pgid: object) -> bool:
+    """Only ids that name one process group: never 0 (own group), 1 (kill(-1): everything) or negatives."""
+    return isinstance(pgid, int) and not isinstance(pgid, bool) and 1 < pgid <= pid_max()
+
+
+def _stat(pid: int) -> dict | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    rest = raw[raw.rfind(")") + 2:].split()
+    if len(rest) < 20:
+        return None
+    # rest[0] is field 3 (state): field N is rest[N - 3]
+    return {"pid": pid, "state": rest[0], "ppid": int(rest[1]), "pgid": int(rest[2]), "sid": int(rest[3]),
+            "start": int(rest[19])}
+
+
+def _marker_of(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            env = fh.read()
+    except OSError:
+        return None
+    prefix = (MARKER_VAR + "=").encode()
+    for item in env.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode("utf-8", "replace")
+    return None
+
+
+def _cmd_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def scan() -> list[dict]:
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        st = _stat(int(name))
+        if st is None:
+            continue
+        st["marker"] = _marker_of(st["pid"])
+        try:
+            st["uid"] = os.stat("/proc/" + name).st_uid
+        except OSError:
+            st["uid"] = -1
+        st["cmd"] = _cmd_of(st["pid"])
+        out.append(st)
+    return out
+
+
+def verify(procs: list[dict], pgid: int, marker: str | None, start: int | None) -> dict:
+    """{"owned": bool, "reason": str, "group": [pids], "strays": [pids]} for the attempt's identity."""
+    verdict: dict = {"owned": False, "reason": "", "group": [], "strays": []}
+    if not valid_pgid(pgid):
+        verdict["reason"] = f"process group id {pgid!r} is out of range"
+        return verdict
+    if not marker:
+        verdict["reason"] = "the record has no process identity (made by an older verlctl): nothing is signalled"
+        return verdict
+    live = [p for p in procs if p["state"][:1] not in ("Z", "X")]
+    members = [p for p in live if p["pgid"] == pgid]
+    verdict["strays"] = [p["pid"] for p in live if p["marker"] == marker and p["pgid"] != pgid]
+    leader = next((p for p in live if p["pid"] == pgid), None)
+    if leader is not None:
+        if start is not None and leader["start"] != start:
+            verdict["reason"] = f"pid {pgid} is another process now (not the one the run started)"
+            ours = False
+        elif leader["marker"] != marker:
+            verdict["reason"] = f"process group {pgid} is not this run's (its leader lacks the run's marker)"
+            ours = False
+        else:
+            ours = True
+    else:
+        ours = any(p["marker"] == marker for p in members)
+        if members and not ours:
+            verdict["reason"] = f"process group {pgid} is not this run's (no member carries the run's marker)"
+    if ours:
+        verdict["group"] = [p["pid"] for p in members]
+    verdict["owned"] = bool(verdict["group"] or verdict["strays"])
+    if not verdict["owned"] and not verdict["reason"]:
+        verdict["reason"] = f"process group {pgid} has ended"
+    return verdict
+
+
+def _signal_pid(pid: int, start: int, sig: int) -> None:
+    """Signal one process, only if it is still the one scanned (pidfd: no reuse between check and kill)."""
+    if hasattr(os, "pidfd_open"):
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return
+        try:
+            st = _stat(pid)
+            if st is not None and st["start"] == start:
+                import signal as _signal
+
+                _signal.pidfd_send_signal(fd, sig)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return
+    st = _stat(pid)
+    if st is not None and st["start"] == start:
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+
+
+def act(pgid: int, marker: str | None, start: int | None, sig: int) -> dict:
+    """Verify the attempt's identity now; with ``sig`` > 0 signal its group and its stray processes."""
+    procs = scan()
+    verdict = verify(procs, pgid, marker, start)
+    if sig and verdict["owned"]:
+        if verdict["group"] and valid_pgid(pgid):
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, sig)
+        starts = {p["pid"]: p["start"] for p in procs}
+        for pid in verdict["strays"]:
+            _signal_pid(pid, starts[pid], sig)
+        verdict["signalled"] = True
+    return verdict
+
+
+def main(argv: list[str]) -> dict:
+    """``act`` from command-line words: PGID MARKER START SIG ('-' for none)."""
+    pgid, marker, start, sig = argv[:4]
+    return act(int(pgid), None if marker == "-" else marker, None if start == "-" else int(start), int(sig))
+
+
+def leader_start(pid: int) -> int | None:
+    st = _stat(pid)
+    return None if st is None else int(st["start"])
+
+
+def markers() -> list[dict]:
+    """The live processes that carry a verlctl attempt marker (pid, marker, command)."""
+    return [{"pid": p["pid"], "marker": p["marker"], "cmd": p["cmd"][:200]} for p in scan()
+            if p["marker"] and p["state"][:1] not in ("Z", "X")]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--start"]:
+        print(json.dumps(leader_start(int(sys.argv[2]))))
+    elif sys.argv[1:2] == ["--markers"]:
+        print(json.dumps(markers()))
+    else:
+        print(json.dumps(main(sys.argv[1:])))
