@@ -66,7 +66,7 @@ OTHER_MODULES = [SRC / "verl" / "compose.py", SRC / "commands" / "check.py"]
 #: A finding re-emitted with the code of another finding (``Finding(code=f.code, ...)``): the function
 #: that does it, and the module whose codes it relays (the parquet schema check's ``dataset.*`` codes).
 RELAYS = {("machine_checks.py", "_schema_findings"): SRC / "detect" / "datasets.py"}
-CONSTRUCTORS = {"error", "warning", "info", "Finding"}
+CONSTRUCTORS = {"error", "warning", "info", "Finding", "finding"}
 
 
 def rule_modules() -> list[Path]:
@@ -243,6 +243,9 @@ def scan_codes(path: Path) -> Scan:
             if id(call) in seen or not isinstance(call, ast.Call):
                 continue
             callee = call.func.id if isinstance(call.func, ast.Name) else None
+            func_of = call.func.value if isinstance(call.func, ast.Attribute) else None
+            if isinstance(func_of, ast.Name) and func_of.id == "findings":  # `findings.error(...)`
+                callee = call.func.attr  # type: ignore[attr-defined]
             if callee not in ctors:
                 continue
             seen.add(id(call))
@@ -878,6 +881,10 @@ def tabled(problem):
 
 def opaque(f):
     return info(f.name, "m")
+
+def qualified():
+    from verlctl.checks import findings
+    return [findings.warning("mod_code", "m"), log.info("not a finding")]
 '''
 
 
@@ -885,7 +892,7 @@ def test_the_collector_reads_literals_keywords_fstrings_tables_and_aliases(tmp_p
     path = tmp_path / "rules_example.py"
     path.write_text(RULES_SOURCE)
     scan = scan_codes(path)
-    assert scan.codes == {"lit_code", "kw_code", "npu_smi_gone", "nvidia_smi_gone", "tab_one", "tab_two"}
+    assert scan.codes == {"lit_code", "kw_code", "npu_smi_gone", "nvidia_smi_gone", "tab_one", "tab_two", "mod_code"}
     assert [u.split(": ", 1)[1] for u in scan.unresolved] == ["f.name"]
 
 
