@@ -92,3 +92,43 @@ def test_a_match_is_immutable() -> None:
     m = match_of(OOM)
     with pytest.raises(dataclasses.FrozenInstanceError):
         m.start = 1  # type: ignore[misc]
+
+
+HYDRA_A = "Key 'foo' is not in struct"
+HYDRA_B = "Key 'bar' is not in struct"
+
+
+def test_a_line_fold_window_lines_later_is_the_same_incident() -> None:
+    c = Classifier()
+    assert c.feed_line(1, HYDRA_A) is not None
+    assert c.feed_line(1 + Classifier.fold_window, HYDRA_B) is None  # 10 lines later: folded
+    assert [f.line for f in c.findings()] == [1]
+    later = Classifier()
+    assert later.feed_line(1, HYDRA_A) is not None
+    assert later.feed_line(2 + Classifier.fold_window, HYDRA_B) is not None  # 11 lines later: a new incident
+    assert [f.line for f in later.findings()] == [1, 2 + Classifier.fold_window]
+
+
+def test_the_fold_window_moves_with_each_line_of_the_incident() -> None:
+    c = Classifier()
+    assert c.feed_line(1, HYDRA_A) is not None
+    assert c.feed_line(9, HYDRA_B) is None
+    assert c.feed_line(18, "Key 'baz' is not in struct") is None  # 9 after the last line, 17 after the first
+    assert len(c.findings()) == 1
+
+
+def test_a_line_numbered_before_the_incident_is_not_folded_into_it() -> None:
+    c = Classifier()
+    assert c.feed_line(20, HYDRA_A) is not None
+    assert c.feed_line(19, HYDRA_B) is not None
+    assert sorted(f.line for f in c.findings()) == [19, 20]
+
+
+def test_add_counts_one_sighting_by_default() -> None:
+    c = Classifier()
+    m = Matcher().match(OOM)
+    assert m is not None
+    f = c.add(5, m)
+    assert f is not None and (f.line, f.count) == (5, 1)
+    assert c.add(6, m) is None and f.count == 2
+    assert c.add(7, m, repeats=3) is None and f.count == 6
