@@ -1,0 +1,177 @@
+"""verl/compose.py and verl/features.py: values that still compose but would be wrong, and the bookkeeping
+around the overrides (issue 16, ``reference/mutation.md``): the attention setting per device × strategy ×
+flash_attn on/off, FSDP recompute, the batched-token floor, an extra override replacing a built-in key,
+notes kept on their own lines, config-group keys, feature reasons, ``verl_version: auto`` with a container
+version, and the immutable feature tables."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from verlctl.spec.resolve import load_spec
+from verlctl.verl.compose import TrainingCommand, build_command
+from verlctl.verl.entrypoints import DEFAULT_VERSION
+from verlctl.verl.features import BY_NAME, CONFLICTS, mask_legend
+
+from conftest import BASE_PATHS
+
+AR = "actor_rollout_ref"
+OTC = f"{AR}.actor.megatron.override_transformer_config"
+
+
+def command(container_version: str | None = None, **flags: Any) -> TrainingCommand:
+    return build_command(load_spec(None, flags={**BASE_PATHS, **flags}, environ={}), container_version)
+
+
+def attention(cmd: TrainingCommand) -> list[str]:
+    return [o.text for o in cmd.overrides if "attn" in o.key or "attention" in o.key]
+
+
+ATTENTION = {
+    # (device, strategy, flash_attn on): the attention overrides
+    ("npu", "megatron", True): [f"+{OTC}.use_flash_attn=True"],
+    ("npu", "megatron", False): [f"+{OTC}.use_flash_attn=False"],
+    ("npu", "fsdp", True): [],  # transformers' NPU flash-attention integration, verl's default
+    ("npu", "fsdp", False): [f"+{AR}.model.override_config.attn_implementation=eager"],
+    ("npu", "fsdp2", True): [],
+    ("npu", "fsdp2", False): [f"+{AR}.model.override_config.attn_implementation=eager"],
+    ("gpu", "megatron", True): [f"{OTC}.attention_backend=flash"],
+    ("gpu", "megatron", False): [f"{OTC}.attention_backend=unfused"],
+    ("gpu", "fsdp", True): [f"+{AR}.model.override_config.attn_implementation=flash_attention_2"],
+    ("gpu", "fsdp", False): [f"+{AR}.model.override_config.attn_implementation=sdpa"],
+    ("gpu", "fsdp2", True): [f"+{AR}.model.override_config.attn_implementation=flash_attention_2"],
+    ("gpu", "fsdp2", False): [f"+{AR}.model.override_config.attn_implementation=sdpa"],
+}
+
+
+@pytest.mark.parametrize("version", ["0.7.0", "0.9.1"])
+@pytest.mark.parametrize(("device", "strategy", "on"), list(ATTENTION), ids=lambda v: str(v))
+def test_attention_setting_per_device_strategy_and_flash_attn(version: str, device: str, strategy: str, on: bool) -> None:
+    flags: dict[str, Any] = {"verl_version": version, "device": device, "strategy": strategy}
+    if not on:
+        flags["features.disable"] = ["flash_attn"]
+    assert attention(command(**flags)) == ATTENTION[(device, strategy, on)]
+
+
+@pytest.mark.parametrize("strategy", ["fsdp", "fsdp2"])
+def test_fsdp_recompute_turns_on_gradient_and_entropy_checkpointing(strategy: str) -> None:
+    texts = command(strategy=strategy, **{"features.enable": ["recompute"]}).override_texts()
+    assert f"{AR}.model.enable_gradient_checkpointing=True" in texts
+    assert f"{AR}.actor.entropy_checkpointing=True" in texts
+    assert f"{AR}.actor.entropy_checkpointing=False" not in texts
+
+
+@pytest.mark.parametrize(("prompt", "response", "tokens"), [(512, 1024, 8192), (2048, 8192, 10240), (4096, 4096, 8192)])
+def test_batched_tokens_hold_a_whole_sequence_and_at_least_8192(prompt: int, response: int, tokens: int) -> None:
+    texts = command(**{"train.max_prompt_length": prompt, "train.max_response_length": response}).override_texts()
+    assert [t for t in texts if "max_num_batched_tokens" in t] == [f"{AR}.rollout.max_num_batched_tokens={tokens}"]
+
+
+@pytest.mark.parametrize("raw", ["trainer.total_training_steps=7", "~trainer.total_training_steps=7"])
+def test_an_extra_override_replaces_a_built_in_key(raw: str) -> None:
+    base = command()
+    assert [o.text for o in base.overrides if o.key == "trainer.total_training_steps"] == [
+        "trainer.total_training_steps=4"
+    ]
+    cmd = command(extra_overrides=[raw])
+    same = [o for o in cmd.overrides if o.key == "trainer.total_training_steps"]
+    assert [(o.text, o.section) for o in same] == [(raw, "extra")]
+    assert len(cmd.overrides) == len(base.overrides)
+
+
+def test_an_extra_override_of_a_new_key_is_added_last() -> None:
+    cmd = command(extra_overrides=["+trainer.verlctl_test_key=1"])
+    assert cmd.override_texts()[-1] == "+trainer.verlctl_test_key=1"
+    assert cmd.overrides[-1].key == "trainer.verlctl_test_key"
+
+
+def notes(cmd: TrainingCommand) -> dict[str, str | None]:
+    return {o.key: o.note for o in cmd.overrides}
+
+
+RECOMPUTE_NOTE = "the keys exist with null defaults, so they are set without '+' (a typo then fails to compose)"
+DAPO_NOTE = "DAPO: no KL, clip-higher (0.2 / 0.28), token-level loss"
+
+
+@pytest.mark.parametrize("version", ["0.7.0", "0.9.1"])
+def test_each_note_stays_on_the_lines_of_its_own_setting(version: str) -> None:
+    cmd = command(verl_version=version, **{"features.enable": ["offload", "recompute"]})
+    by_key = notes(cmd)
+    recompute_keys = [f"{OTC}.recompute_granularity", f"{OTC}.recompute_method", f"{OTC}.recompute_num_layers"]
+    assert [k for k, n in by_key.items() if n and RECOMPUTE_NOTE in n] == recompute_keys
+    assert all(by_key[k] == RECOMPUTE_NOTE for k in recompute_keys)
+    dapo = [k for k, n in by_key.items() if n and DAPO_NOTE in n]
+    assert dapo and all(by_key[k] == DAPO_NOTE for k in dapo)
+    assert by_key[f"{AR}.rollout.max_num_batched_tokens"] == (
+        "without chunked prefill one batch must hold a whole prompt+response"
+    )
+    assert not [k for k, n in by_key.items() if n and "None" in n]
+    assert "" not in by_key  # a note-only row is no override of its own
+
+
+def test_a_note_only_row_lands_on_exactly_one_line() -> None:
+    # verl 0.9.1 has no actor.megatron.grad_offload: the offload feature says so on the next line
+    cmd = command(verl_version="0.9.1", **{"features.enable": ["offload"]})
+    carrying = [o.key for o in cmd.overrides if o.note and "has no actor.megatron.grad_offload" in o.note]
+    assert len(carrying) == 1
+    assert "grad_offload" not in " ".join(cmd.override_texts())
+    assert not [o for o in command(verl_version="0.7.0", **{"features.enable": ["offload"]}).overrides
+                if o.note and "has no actor.megatron.grad_offload" in o.note]  # fmt: skip
+
+
+def test_a_config_group_override_is_keyed_by_its_group() -> None:
+    groups = [o for o in command(verl_version="0.9.1").overrides if o.section == "config group"]
+    assert groups and all(o.text.startswith(f"{o.key}=") for o in groups)
+    assert [(o.key, o.text) for o in groups] == [("model_engine", "model_engine=megatron")]
+
+
+def test_feature_reasons_name_where_the_state_comes_from() -> None:
+    reasons = {n: s.reason for n, s in command(**{"features.enable": ["vpp"]}).features.items()}
+    assert reasons["remove_padding"] == "default (performance feature)"
+    assert reasons["offload"] == "default off (memory feature, added on out-of-memory)"
+    assert reasons["recompute"] == "default off (memory feature, added on out-of-memory)"
+    assert reasons["prefix_cache"] == "default off (optional feature)"
+    assert reasons["vpp"] == "enabled (flag)"
+
+
+def test_a_feature_on_by_default_is_not_explicit() -> None:
+    states = command().features
+    assert not [n for n, s in states.items() if s.explicit_on]
+    # gradient_checkpointing is on by default and not applicable to Megatron: no "you asked for it" note
+    assert states["gradient_checkpointing"].applicable is False
+    assert not [f for f in command().findings if f.code == "feature_not_applicable"]
+
+
+def test_auto_version_takes_the_container_version() -> None:
+    cmd = command("0.7.0", verl_version="auto")
+    assert cmd.version == "0.7.0" and cmd.findings == []
+    planned = command(verl_version="auto")
+    assert planned.version == DEFAULT_VERSION
+    assert [f.code for f in planned.findings] == ["verl_version_auto"]
+    assert command("0.7.0", verl_version="0.9.1").version == "0.9.1"  # an explicit version wins
+
+
+def test_swanlab_key_unused_only_outside_cloud_mode() -> None:
+    swan = {"logging.swanlab.enabled": True, "logging.swanlab.host": "http://192.0.2.1:8000",
+            "logging.swanlab.api_key": "k"}  # fmt: skip
+    codes = lambda **f: [x.code for x in command(**{**swan, **f}).findings]  # noqa: E731
+    assert codes(**{"logging.swanlab.mode": "cloud"}) == []
+    assert codes(**{"logging.swanlab.mode": "local"}) == ["swanlab_key_unused"]
+    assert codes(**{"logging.swanlab.mode": "offline"}) == ["swanlab_key_unused"]
+    assert codes(**{"logging.swanlab.mode": "local", "logging.swanlab.enabled": False}) == []
+
+
+def test_the_mask_legend_names_the_seven_bits_in_order() -> None:
+    assert mask_legend() == "RemovePadding DynamicBatchSize Offload PrefixCache Recompute SwapOptimizer VPP"
+
+
+def test_the_feature_tables_are_immutable() -> None:
+    """They are module-level and shared by every plan: a change through one reference would change them all."""
+    vpp = BY_NAME["vpp"]
+    for obj, attr in ((vpp, "default_on"), (vpp.emits[0], "note"), (vpp.requires[0], "message"),
+                      (CONFLICTS[0], "notice")):  # fmt: skip
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, attr, None)

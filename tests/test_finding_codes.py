@@ -1,0 +1,916 @@
+"""Every finding code verlctl's checks can emit: a spec (and, for machine checks, real files, real probes
+and real captures) that triggers it, and a near-identical one that does not (issue 16).
+
+The set of codes is collected from the rule modules themselves, never kept by hand: a module's rule
+objects with a ``codes`` attribute declare theirs; otherwise (and in addition) the code arguments of
+every ``error(...)``/``warning(...)``/``info(...)``/``Finding(...)`` call are read with :mod:`ast`. A new
+code without a row in :data:`ROWS` fails :func:`test_every_code_has_a_row`; a row whose code no module can
+emit any more fails it too.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import itertools
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from verlctl.checks.findings import Finding, Severity
+from verlctl.checks.machine_checks import (
+    CHECKPOINT_BYTES_PER_PARAM,
+    CheckpointProbe,
+    DatasetCheck,
+    DockerFacts,
+    FileProbe,
+    check_checkpoints,
+    check_dataset_file,
+    check_datasets,
+    check_devices,
+    check_docker,
+    check_model_fit,
+    check_model_path,
+    check_network,
+    probe_checkpoint_dir,
+)
+from verlctl.commands.check import spec_findings
+from verlctl.detect.common import UnavailableCode, unavailable
+from verlctl.detect.gpu import parse_nvidia_smi, probe_gpu
+from verlctl.detect.machine import MachineState
+from verlctl.detect.models import inspect_model
+from verlctl.detect.network import NetworkInfo, host_ips, parse_ip_addr, probe_network
+from verlctl.detect.npu import parse_npu_smi_info, probe_npu
+from verlctl.spec.model import RunSpec
+from verlctl.spec.resolve import load_spec
+
+from conftest import BASE_PATHS, FIXTURES, ROOT, fixture_text
+from launch_support import write_model, write_parquet, write_run_files
+
+ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
+SRC = ROOT / "src" / "verlctl"
+
+# --------------------------------------------------------------------------------------------------
+# Collecting the codes from the rule modules
+# --------------------------------------------------------------------------------------------------
+
+#: The rule modules: every module under checks/ (a rules module split out of spec_checks.py included).
+RULE_DIRS = [SRC / "checks"]
+#: Other modules whose findings `verlctl plan` / `verlctl check` report: feature resolution and the
+#: required paths of `check`.
+OTHER_MODULES = [SRC / "verl" / "compose.py", SRC / "commands" / "check.py"]
+#: A finding re-emitted with the code of another finding (``Finding(code=f.code, ...)``): the function
+#: that does it, and the module whose codes it relays (the parquet schema check's ``dataset.*`` codes).
+RELAYS = {("machine_checks.py", "_schema_findings"): SRC / "detect" / "datasets.py"}
+CONSTRUCTORS = {"error", "warning", "info", "Finding", "finding"}
+
+
+def rule_modules() -> list[Path]:
+    return sorted(p for d in RULE_DIRS for p in d.rglob("*.py")) + OTHER_MODULES
+
+
+def _module_name(path: Path) -> str:
+    """The dotted name of a module file: its stem, then every enclosing package (a dir with __init__.py)."""
+    parts = [path.stem]
+    parent = path.parent
+    while (parent / "__init__.py").exists():
+        parts.insert(0, parent.name)
+        parent = parent.parent
+    return ".".join(parts)
+
+
+def declared_codes(path: Path) -> set[str]:
+    """Codes from the ``codes`` attribute of the module's rule objects (classes or instances, also inside a
+    module-level list, tuple or dict of rules)."""
+    module = importlib.import_module(_module_name(path))
+    found: set[str] = set()
+
+    def look(obj: Any) -> None:
+        codes = getattr(obj, "codes", None)
+        if isinstance(codes, (list, tuple, set, frozenset)) and codes and all(isinstance(c, str) for c in codes):
+            found.update(codes)
+
+    for obj in vars(module).values():
+        if getattr(obj, "__module__", module.__name__) != module.__name__ and not isinstance(obj, (list, tuple, dict)):
+            continue  # imported from elsewhere: collected where it is defined
+        look(obj)
+        if isinstance(obj, (list, tuple)):
+            for item in obj:
+                look(item)
+        elif isinstance(obj, dict):
+            for item in obj.values():
+                look(item)
+    return found
+
+
+class _Scope:
+    """Assignments visible from a call: the enclosing function's, then the module's."""
+
+    def __init__(self, *bodies: ast.AST) -> None:
+        self.bodies = bodies
+
+    def assignments(self, name: str) -> Iterator[tuple[ast.expr, int | None]]:
+        """(value, index) for ``name = value`` (index None) and ``a, name = value`` (index 1)."""
+        for body in self.bodies:
+            for node in ast.walk(body):
+                targets: list[ast.expr] = []
+                value: ast.expr | None = None
+                if isinstance(node, ast.Assign):
+                    targets, value = node.targets, node.value
+                elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                    targets, value = [node.target], node.value
+                elif isinstance(node, (ast.For, ast.comprehension)):
+                    targets, value = [node.target], node.iter
+                    if isinstance(value, (ast.Tuple, ast.List)):  # for code, text in ((..), (..)): each item
+                        for item in value.elts:
+                            yield from _bind(node.target, item, name)
+                    continue
+                for target in targets:
+                    yield from _bind(target, value, name)
+
+
+def _bind(target: ast.expr, value: ast.expr | None, name: str) -> Iterator[tuple[ast.expr, int | None]]:
+    if value is None:
+        return
+    if isinstance(target, ast.Name) and target.id == name:
+        yield value, None
+    elif isinstance(target, ast.Tuple):
+        for i, elt in enumerate(target.elts):
+            if isinstance(elt, ast.Name) and elt.id == name:
+                yield value, i
+
+
+def _values(expr: ast.expr, scope: _Scope, depth: int = 0) -> set[str] | None:
+    """Every string ``expr`` can evaluate to, or None when that cannot be read from the source."""
+    if depth > 8:
+        return None
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return {expr.value}
+    if isinstance(expr, ast.IfExp):
+        a, b = _values(expr.body, scope, depth + 1), _values(expr.orelse, scope, depth + 1)
+        return None if a is None or b is None else a | b
+    if isinstance(expr, ast.JoinedStr):
+        parts: list[set[str]] = []
+        for v in expr.values:
+            if isinstance(v, ast.FormattedValue) and v.format_spec is None and v.conversion == -1:
+                got = _values(v.value, scope, depth + 1)
+            else:
+                got = _values(v, scope, depth + 1) if isinstance(v, ast.Constant) else None
+            if got is None:
+                return None
+            parts.append(got)
+        return {"".join(p) for p in itertools.product(*parts)}
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "replace"
+        and len(expr.args) == 2
+        and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in expr.args)
+    ):
+        base = _values(expr.func.value, scope, depth + 1)
+        old, new = (a.value for a in expr.args)  # type: ignore[attr-defined]
+        return None if base is None else {b.replace(old, new) for b in base}
+    if isinstance(expr, ast.Name):
+        out: set[str] = set()
+        found = False
+        for value, index in scope.assignments(expr.id):
+            found = True
+            items = [value] if index is None else _unpacked(value, index, scope)
+            if items is None:
+                return None
+            for item in items:
+                got = _values(item, scope, depth + 1)
+                if got is None:
+                    return None
+                out |= got
+        return out if found else None
+    return None
+
+
+def _unpacked(value: ast.expr, index: int, scope: _Scope) -> list[ast.expr] | None:
+    """The ``index``-th element of each tuple ``value`` can be: a tuple, or ``table[key]`` of a dict of tuples."""
+    if isinstance(value, ast.Tuple):
+        return [value.elts[index]]
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+        tables = [v for v, i in scope.assignments(value.value.id) if i is None]
+        items: list[ast.expr] = []
+        for table in tables:
+            if not isinstance(table, ast.Dict):
+                return None
+            for v in table.values:
+                if not isinstance(v, ast.Tuple):
+                    return None
+                items.append(v.elts[index])
+        return items or None
+    return None
+
+
+def _constructor_names(func: ast.AST) -> set[str]:
+    """The finding constructors, and local aliases such as ``make = error if explicit else warning``."""
+    names = set(CONSTRUCTORS)
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            options = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+            if all(isinstance(o, ast.Name) and o.id in CONSTRUCTORS for o in options):
+                names.add(node.targets[0].id)
+    return names
+
+
+@dataclass
+class Scan:
+    codes: set[str]
+    unresolved: list[str]  # "file:line: the code expression" that could not be read
+
+
+def scan_codes(path: Path) -> Scan:
+    tree = ast.parse(path.read_text(), str(path))
+    codes: set[str] = set()
+    unresolved: list[str] = []
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    seen: set[int] = set()
+    for func in [*functions, tree]:
+        if getattr(func, "name", None) in CONSTRUCTORS:  # the constructors themselves (checks/findings.py)
+            seen.update(id(n) for n in ast.walk(func))
+            continue
+        ctors = _constructor_names(func)
+        scope = _Scope(func, tree)
+        for call in ast.walk(func):
+            if id(call) in seen or not isinstance(call, ast.Call):
+                continue
+            callee = call.func.id if isinstance(call.func, ast.Name) else None
+            func_of = call.func.value if isinstance(call.func, ast.Attribute) else None
+            if isinstance(func_of, ast.Name) and func_of.id == "findings":  # `findings.error(...)`
+                callee = call.func.attr  # type: ignore[attr-defined]
+            if callee not in ctors:
+                continue
+            seen.add(id(call))
+            expr = next((k.value for k in call.keywords if k.arg == "code"), call.args[0] if call.args else None)
+            if expr is None:
+                unresolved.append(f"{path.name}:{call.lineno}: no code argument")
+                continue
+            relay = RELAYS.get((path.name, getattr(func, "name", "")))
+            if relay is not None and isinstance(expr, ast.Attribute):
+                codes |= scan_codes(relay).codes
+                continue
+            got = _values(expr, scope)
+            if got is None:
+                unresolved.append(f"{path.name}:{call.lineno}: {ast.unparse(expr)}")
+            else:
+                codes |= got
+    return Scan(codes, unresolved)
+
+
+def collect_codes(paths: Iterable[Path] | None = None) -> tuple[set[str], list[str]]:
+    """Every code the rule modules can emit, and the code arguments that could not be read."""
+    codes: set[str] = set()
+    unresolved: list[str] = []
+    for path in rule_modules() if paths is None else paths:
+        declared = declared_codes(path)
+        scan = scan_codes(path)
+        codes |= declared | scan.codes
+        if not declared:  # rules that declare their codes may build them any way they like
+            unresolved += scan.unresolved
+    return codes, unresolved
+
+
+# --------------------------------------------------------------------------------------------------
+# The rows
+# --------------------------------------------------------------------------------------------------
+
+Findings = Callable[[Path], list[Finding]]
+
+
+@dataclass
+class Row:
+    code: str
+    severity: Severity
+    field: str
+    trigger: Findings  # gives exactly one finding with the code
+    clear: Findings  # the near-identical case: none with the code
+    note: str = ""
+
+
+def resolve(**flags: Any) -> Any:
+    return load_spec(None, flags=flags, environ={})
+
+
+def plan(**flags: Any) -> Findings:
+    """The spec findings of `verlctl plan` / `verlctl check` for the default spec plus ``flags``."""
+    return lambda _tmp: spec_findings(resolve(**{**BASE_PATHS, **flags}))[0]
+
+
+def spec_row(code: str, severity: Severity, field: str, trigger: dict[str, Any], clear: dict[str, Any],
+             note: str = "") -> Row:  # fmt: skip
+    return Row(code, severity, field, plan(**trigger), plan(**clear), note)
+
+
+OSO8 = {"mode": "one_step_off_policy", "cluster.devices": list(range(8))}
+FSDP = {"strategy": "fsdp"}
+TP1 = {"train.tensor_parallel": 1, "train.pipeline_parallel": 1}
+SWAN = {"logging.swanlab.enabled": True, "logging.swanlab.host": "http://192.0.2.1:8000"}
+
+SPEC_ROWS = [
+    spec_row("device_split", ERROR, "train.trainer_devices",
+             {**OSO8, "train.trainer_devices": 5, "train.rollout_devices": 4},
+             {**OSO8, "train.trainer_devices": 4, "train.rollout_devices": 4}),
+    spec_row("parallel_divisibility", ERROR, "train.tensor_parallel",
+             {"train.tensor_parallel": 3, "train.pipeline_parallel": 1},
+             {"train.tensor_parallel": 2, "train.pipeline_parallel": 1}),
+    spec_row("parallel_divisibility", ERROR, "train.tensor_parallel",
+             {"train.tensor_parallel": 4, "train.pipeline_parallel": 4},
+             {"train.tensor_parallel": 4, "train.pipeline_parallel": 2},
+             "TP*PP = 16 on one node of 8 devices"),
+    spec_row("parallel_divisibility", ERROR, "train.tensor_parallel",
+             {**OSO8, "train.trainer_devices": 4, "train.rollout_devices": 4, "train.tensor_parallel": 4,
+              "train.pipeline_parallel": 2},
+             {**OSO8, "train.trainer_devices": 4, "train.rollout_devices": 4, "train.tensor_parallel": 2,
+              "train.pipeline_parallel": 2},
+             "one-step-off: the trainer has 4 of the 8 devices"),
+    spec_row("seed_rule_tp_pp_per_node", INFO, "train.tensor_parallel",
+             {"train.tensor_parallel": 2, "train.pipeline_parallel": 1},
+             {"train.tensor_parallel": 4, "train.pipeline_parallel": 2}),
+    spec_row("rollout_divisibility", ERROR, "train.rollout_tensor_parallel",
+             {"train.rollout_tensor_parallel": 3}, {"train.rollout_tensor_parallel": 2}),
+    spec_row("rollout_divisibility", ERROR, "train.rollout_tensor_parallel",
+             {**OSO8, **FSDP, "train.trainer_devices": 4, "train.rollout_devices": 4, "train.rollout_tensor_parallel": 8},
+             {**OSO8, **FSDP, "train.trainer_devices": 4, "train.rollout_devices": 4, "train.rollout_tensor_parallel": 4},
+             "one-step-off: the rollout has 4 devices"),
+    spec_row("rollout_replica_nodes", ERROR, "train.rollout_tensor_parallel",
+             {"train.rollout_tensor_parallel": 12}, {"train.rollout_tensor_parallel": 16}),
+    spec_row("rollout_replica_nodes", ERROR, "train.rollout_tensor_parallel",
+             {**OSO8, **FSDP, "train.trainer_devices": 4, "train.rollout_devices": 3, "train.rollout_tensor_parallel": 4},
+             {**OSO8, **FSDP, "train.trainer_devices": 4, "train.rollout_devices": 4, "train.rollout_tensor_parallel": 4},
+             "one-step-off: a TP 4 replica does not fit the 3 rollout devices of a node"),
+    spec_row("seed_rule_gen_tp", INFO, "train.rollout_tensor_parallel",
+             {"train.rollout_tensor_parallel": 2}, {"train.rollout_tensor_parallel": 4}),
+    spec_row("seed_rule_gen_tp", INFO, "train.rollout_tensor_parallel",
+             {"train.rollout_tensor_parallel": 2}, {**FSDP, "train.rollout_tensor_parallel": 2},
+             "FSDP has no training TP to compare with"),
+    spec_row("rollout_n", ERROR, "train.responses_per_prompt",
+             {"train.responses_per_prompt": 1}, {"train.responses_per_prompt": 2}),
+    spec_row("mini_batch_size", ERROR, "train.mini_batch_size",
+             {"train.mini_batch_size": 64}, {"train.mini_batch_size": 32}),
+    spec_row("mini_batch_uneven", WARNING, "train.mini_batch_size",
+             {"train.mini_batch_size": 24}, {"train.mini_batch_size": 16}),
+    spec_row("batch_dp_divisibility", ERROR, "train.train_batch_size",
+             {**FSDP, "train.train_batch_size": 5, "train.responses_per_prompt": 4},
+             {**FSDP, "train.train_batch_size": 6, "train.responses_per_prompt": 4}),
+    spec_row("mini_batch_normalized", ERROR, "train.mini_batch_size",
+             {**FSDP, "train.mini_batch_size": 1, "train.responses_per_prompt": 2},
+             {**FSDP, "train.mini_batch_size": 4, "train.responses_per_prompt": 2}),
+    spec_row("micro_batch_divisibility", ERROR, "train.micro_batch_size_per_device",
+             {**FSDP, "features.disable": ["dynamic_batch"], "train.micro_batch_size_per_device": 3},
+             {**FSDP, "features.disable": ["dynamic_batch"], "train.micro_batch_size_per_device": 4}),
+    spec_row("micro_batch_divisibility", ERROR, "train.micro_batch_size_per_device",
+             {**FSDP, "features.disable": ["dynamic_batch"], "train.micro_batch_size_per_device": 3},
+             {**FSDP, "train.micro_batch_size_per_device": 3},
+             "dynamic batch sizing has no fixed micro batch"),
+    spec_row("batch_micro_divisibility", ERROR, "train.train_batch_size",
+             {**TP1, "features.disable": ["dynamic_batch"], "train.train_batch_size": 12, "train.mini_batch_size": 8,
+              "train.responses_per_prompt": 2, "train.micro_batch_size_per_device": 2},
+             {**TP1, **FSDP, "features.disable": ["dynamic_batch"], "train.train_batch_size": 12,
+              "train.mini_batch_size": 8, "train.responses_per_prompt": 2, "train.micro_batch_size_per_device": 2},
+             "a Megatron-only rule (verl validate_config)"),
+    spec_row("batch_micro_divisibility", ERROR, "train.train_batch_size",
+             {**TP1, "features.disable": ["dynamic_batch"], "train.train_batch_size": 12, "train.mini_batch_size": 8,
+              "train.responses_per_prompt": 2, "train.micro_batch_size_per_device": 2},
+             {**TP1, "features.disable": ["dynamic_batch"], "train.train_batch_size": 16, "train.mini_batch_size": 8,
+              "train.responses_per_prompt": 2, "train.micro_batch_size_per_device": 2}),
+    spec_row("oso_dapo_sampling", INFO, "mode", {**OSO8, **FSDP}, {**OSO8, **FSDP, "algorithm": "grpo"}),
+    spec_row("oso_dapo_sampling", INFO, "mode", {**OSO8, **FSDP}, {**FSDP}, "sync DAPO keeps dynamic sampling"),
+    spec_row("oso_batch_rule", WARNING, "train.train_batch_size",
+             {**OSO8, **FSDP, "train.train_batch_size": 3, "train.responses_per_prompt": 2},
+             {**OSO8, **FSDP, "train.train_batch_size": 2, "train.responses_per_prompt": 2}),
+    spec_row("oso_batch_rule", WARNING, "train.train_batch_size",
+             {**OSO8, **FSDP, "train.train_batch_size": 3, "train.responses_per_prompt": 2},
+             {**FSDP, "train.train_batch_size": 3, "train.responses_per_prompt": 2},
+             "a one-step-off rule only"),
+    spec_row("master_not_a_node", WARNING, "cluster.master_addr",
+             {"cluster.nodes": ["192.0.2.1", "192.0.2.2"], "cluster.master_addr": "192.0.2.9"},
+             {"cluster.nodes": ["192.0.2.1", "192.0.2.2"], "cluster.master_addr": "192.0.2.2"}),
+    spec_row("master_not_a_node", WARNING, "cluster.master_addr",
+             {"cluster.nodes": ["192.0.2.1", "192.0.2.2"], "cluster.master_addr": "192.0.2.9"},
+             {"cluster.master_addr": "192.0.2.9"}, "a single node has no node list to compare with"),
+    spec_row("ports", ERROR, "cluster.dashboard_port",
+             {"cluster.ray_port": 6379, "cluster.dashboard_port": 6379},
+             {"cluster.ray_port": 6379, "cluster.dashboard_port": 6380}),
+    spec_row("no_checkpoints", WARNING, "train.save_freq", {"train.save_freq": -1}, {"train.save_freq": 2}),
+    spec_row("swanlab_host", ERROR, "logging.swanlab.host",
+             {"logging.swanlab.enabled": True, "logging.swanlab.api_key": "k"},
+             {**SWAN, "logging.swanlab.api_key": "k"}),
+    spec_row("swanlab_api_key", ERROR, "logging.swanlab.api_key", SWAN, {**SWAN, "logging.swanlab.api_key": "k"}),
+    spec_row("swanlab_api_key", ERROR, "logging.swanlab.api_key", SWAN, {**SWAN, "logging.swanlab.mode": "local"},
+             "local mode logs in with no key"),
+    spec_row("logger_console", INFO, "logging.console", {"logging.console": False}, {"logging.console": True}),
+    spec_row("logger_console", INFO, "logging.console", {"logging.console": False},
+             {**SWAN, "logging.console": False, "logging.swanlab.mode": "local"}, "SwanLab is a logger"),
+    spec_row("restart_category", ERROR, "recovery.restart_on",
+             {"recovery.restart_on": ["hccl_timout"]}, {"recovery.restart_on": ["hccl_timeout"]}),
+    # feature resolution (verl/compose.py)
+    spec_row("verl_version_auto", INFO, "verl_version", {"verl_version": "auto"}, {"verl_version": "0.9.1"}),
+    spec_row("unknown_feature", ERROR, "features.enable", {"features.enable": ["vppp"]}, {"features.enable": ["vpp"]}),
+    spec_row("unknown_feature", ERROR, "features.disable", {"features.disable": ["ofload"]},
+             {"features.disable": ["offload"]}),
+    spec_row("feature_enable_disable", ERROR, "features",
+             {"features.enable": ["offload"], "features.disable": ["offload"]}, {"features.enable": ["offload"]}),
+    spec_row("feature_mask_disable", ERROR, "features",
+             {"features.mask": "1100000", "features.disable": ["remove_padding"]},
+             {"features.mask": "0100000", "features.disable": ["remove_padding"]}),
+    spec_row("feature_not_applicable", INFO, "features",
+             {"features.enable": ["gradient_checkpointing"]}, {**FSDP, "features.enable": ["gradient_checkpointing"]}),
+    spec_row("feature_prerequisite", ERROR, "train.pipeline_parallel",
+             {"features.enable": ["vpp"], "train.pipeline_parallel": 1, "train.tensor_parallel": 8},
+             {"features.enable": ["vpp"], "train.pipeline_parallel": 2, "train.tensor_parallel": 4}),
+    spec_row("feature_prerequisite", ERROR, "device",
+             {"features.enable": ["swap_optimizer"], "device": "gpu"},
+             {"features.enable": ["swap_optimizer"], "device": "npu"}),
+    spec_row("feature_conflict", WARNING, "features",
+             {"features.enable": ["swap_optimizer", "offload"]}, {"features.enable": ["swap_optimizer"]}),
+    spec_row("swanlab_key_unused", INFO, "logging.swanlab.api_key",
+             {**SWAN, "logging.swanlab.mode": "local", "logging.swanlab.api_key": "k"},
+             {**SWAN, "logging.swanlab.mode": "local"}),
+    Row("required_path", ERROR, "paths.val_files",
+        lambda t: spec_findings(resolve(**{k: v for k, v in BASE_PATHS.items() if k != "paths.val_files"}))[0], plan()),
+]
+
+
+# ---- machine checks: real files, real probes, real captures -------------------------------------
+
+
+def files(tmp: Path) -> dict[str, Any]:
+    """Real model dir and parquet files (launch_support.write_run_files), once per test."""
+    if not (tmp / "models").exists():
+        write_run_files(tmp)
+    return {
+        "paths.model": str(tmp / "models" / "Qwen3-tiny"),
+        "paths.train_files": str(tmp / "data" / "train.parquet"),
+        "paths.val_files": str(tmp / "data" / "val.parquet"),
+        "container.runtime": "host",
+    }
+
+
+def spec_at(tmp: Path, **flags: Any) -> RunSpec:
+    return resolve(**{**files(tmp), **flags}).spec
+
+
+def model_findings(make: Callable[[Path], str]) -> Findings:
+    """check_model_path on the real directory ``make`` builds (its path as paths.model)."""
+
+    def run(tmp: Path) -> list[Finding]:
+        path = make(tmp)
+        return check_model_path(spec_at(tmp, **{"paths.model": path}), inspect_model(path))
+
+    return run
+
+
+def good_model(tmp: Path) -> str:
+    return files(tmp)["paths.model"]
+
+
+def loop(tmp: Path) -> str:
+    """A symbolic link to itself: stat/scandir fail with ELOOP (also for root, unlike mode bits)."""
+    link = tmp / "loop"
+    if not link.is_symlink():
+        link.symlink_to(link)
+    return str(link)
+
+
+def weight_is_a_directory(tmp: Path) -> str:
+    path = Path(good_model(tmp))
+    (path / "model-00002-of-00002.safetensors").mkdir()
+    return str(path)
+
+
+def model_without_config(tmp: Path) -> str:
+    path = Path(good_model(tmp))
+    (path / "config.json").unlink()
+    return str(path)
+
+
+def dataset_findings(make: Callable[[Path], str]) -> Findings:
+    def run(tmp: Path) -> list[Finding]:
+        return check_datasets([check_dataset_file("paths.train_files", make(tmp), 10.0)], None, "host")
+
+    return run
+
+
+def good_parquet(tmp: Path) -> str:
+    return files(tmp)["paths.train_files"]
+
+
+def parquet(columns: dict[str, list[Any]]) -> Callable[[Path], str]:
+    def make(tmp: Path) -> str:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = tmp / "custom.parquet"
+        pq.write_table(pa.table(columns), path)
+        return str(path)
+
+    return make
+
+
+_ROW = {
+    "data_source": ["math_dapo"],
+    "prompt": [[{"role": "user", "content": "1+1?"}]],
+    "ability": ["MATH"],
+    "reward_model": [{"style": "rule", "ground_truth": "2"}],
+    "extra_info": [{"index": 0}],
+}
+
+
+def without(name: str, **replace: list[Any]) -> Callable[[Path], str]:
+    cols = {k: v for k, v in _ROW.items() if k != name}
+    cols.update(replace)
+    return parquet(cols)
+
+
+def text_file(tmp: Path) -> str:
+    (tmp / "notes.parquet").write_text("prompt,answer\n")
+    return str(tmp / "notes.parquet")
+
+
+def corrupt_parquet(tmp: Path) -> str:
+    (tmp / "corrupt.parquet").write_bytes(b"PAR1" + b"\0" * 64)  # the magic, then no footer
+    return str(tmp / "corrupt.parquet")
+
+
+def empty_parquet(tmp: Path) -> str:
+    write_parquet(tmp / "empty.parquet", rows=0)
+    return str(tmp / "empty.parquet")
+
+
+def schema_result(code: UnavailableCode) -> Findings:
+    """A file that was read, and a schema check that could not run (``code``): as collect_facts records it."""
+
+    def run(tmp: Path) -> list[Finding]:
+        path = good_parquet(tmp)
+        check = DatasetCheck(field="paths.train_files", path=path, file=FileProbe(path=path, size_bytes=1),
+                             verl_schema=unavailable("datasets", code, f"{path}: {code.value}"))  # fmt: skip
+        return check_datasets([check], None, "host")
+
+    return run
+
+
+def checkpoint_findings(path: Callable[[Path], str], params: Callable[[int], int | None] | None = None,
+                        probe: Callable[[Path, str], Any] | None = None) -> Findings:  # fmt: skip
+    """check_checkpoints on the real probe of ``path``; ``params(free bytes)`` sizes a real model for it."""
+
+    def run(tmp: Path) -> list[Finding]:
+        where = path(tmp)
+        result = probe(tmp, where) if probe else probe_checkpoint_dir(where)
+        model: Any = None
+        if params is not None and isinstance(result, CheckpointProbe) and result.free_bytes is not None:
+            count = params(result.free_bytes)
+            model = inspect_model(big_model(tmp, count)) if count else None
+        return check_checkpoints(spec_at(tmp, **{"paths.checkpoints": where}), result, model)
+
+    return run
+
+
+def big_model(tmp: Path, params: int) -> str:
+    """A model dir whose safetensors header declares ``params`` parameters (the data is not written)."""
+    d = tmp / "models" / f"big-{params}"
+    write_model(d)
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [params], "data_offsets": [0, 2 * params]}}).encode()
+    (d / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
+    assert inspect_model(str(d)).param_count == params
+    return str(d)
+
+
+def ckpt_dir(tmp: Path) -> str:
+    return str(tmp / "ckpt" / "exp")
+
+
+def in_proc(tmp: Path) -> str:
+    return "/proc/verlctl-no-such-dir/ckpt"  # /proc cannot take a new file, not even from root
+
+
+def a_file(tmp: Path) -> str:
+    (tmp / "plain").write_text("x")
+    return str(tmp / "plain")
+
+
+ONE = CHECKPOINT_BYTES_PER_PARAM
+
+
+def devices(state: Callable[[], MachineState], devs: list[int], device: str = "npu") -> Findings:
+    return lambda tmp: check_devices(resolve(**{"cluster.devices": devs, "device": device}).spec, state())
+
+
+def npu_capture(name: str) -> Callable[[], MachineState]:
+    return lambda: MachineState(npu=parse_npu_smi_info(fixture_text(FIXTURES / "npu-smi" / name)))
+
+
+def gpu_capture(name: str) -> Callable[[], MachineState]:
+    return lambda: MachineState(gpu=parse_nvidia_smi(fixture_text(FIXTURES / "nvidia-smi" / name)))
+
+
+BUSY_910B = npu_capture("info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt")  # NPUs 0 and 7, both busy
+IDLE_910B = npu_capture("info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
+WARN_910A = npu_capture("info-910A-1card-WARNING-health-23.0.rc3-modelarts.txt")  # NPU 1, health Warning
+IDLE_H200 = gpu_capture("default-580-1gpu-h200-idle-verlctl-device-check.txt")
+BUSY_H200 = gpu_capture("default-580-1gpu-h200-busy-1proc-verlctl-device-check.txt")
+
+
+def model_fit(config: dict[str, Any], vpp_on: bool = False, **flags: Any) -> Findings:
+    def run(tmp: Path) -> list[Finding]:
+        d = tmp / "models" / "shaped"
+        write_model(d)
+        cfg = json.loads((d / "config.json").read_text())
+        cfg.update(config)
+        (d / "config.json").write_text(json.dumps(cfg))
+        return check_model_fit(spec_at(tmp, **{"paths.model": str(d), **flags}), inspect_model(str(d)), vpp_on)
+
+    return run
+
+
+def captured_network() -> NetworkInfo:
+    text = fixture_text(FIXTURES / "network" / "ip-addr-multi-nic-bond-partial-sglang-issue3514.txt")
+    interfaces, warnings = parse_ip_addr(text)
+    return NetworkInfo(interfaces=interfaces, host_ips=host_ips(interfaces), warnings=warnings)
+
+
+def network(flags: dict[str, Any], master_ips: list[str] | None = None, net: str = "captured") -> Findings:
+    """check_network on the captured ``ip addr`` (no IPv4 addresses), or on this machine's ("live")."""
+
+    def run(tmp: Path) -> list[Finding]:
+        info: Any = {"captured": captured_network, "live": live_network, "down": lambda: NETWORK_DOWN}[net]()
+        given = {k: (v() if callable(v) else v) for k, v in flags.items()}
+        ips = [ip() if callable(ip) else ip for ip in master_ips] if master_ips is not None else None
+        return check_network(resolve(**given).spec, info, ips)
+
+    return run
+
+
+def live_network() -> NetworkInfo:
+    found = probe_network()
+    assert isinstance(found, NetworkInfo)
+    if _carrier(found) is None:
+        pytest.skip("no up interface with an IPv4 address here")
+    return found
+
+
+def _carrier(net: NetworkInfo) -> Any:
+    return next((i for i in net.interfaces if not i.is_loopback and i.is_up and i.ipv4_addresses), None)
+
+
+def IFACE() -> str:  # noqa: N802 - a value, looked up when a row runs
+    return str(_carrier(live_network()).name)
+
+
+def ADDR() -> str:  # noqa: N802
+    return str(_carrier(live_network()).ipv4_addresses[0])
+
+
+NETWORK_DOWN = unavailable("network", UnavailableCode.NOT_FOUND, "ip: not found")
+
+
+def docker(explicit: bool = False, **facts: Any) -> Findings:
+    """check_docker on what the engine answered (DockerFacts, as collect_docker records it)."""
+    base = {"image": "example/verl:1", "container": "verlctl-codes"}
+    pull = facts.pop("pull", False)
+
+    def run(tmp: Path) -> list[Finding]:
+        spec = resolve(**{"container.image": "example/verl:1", "container.name": "verlctl-codes",
+                          "container.pull": pull}).spec  # fmt: skip
+        return check_docker(spec, DockerFacts(**{**base, **facts}), explicit)
+
+    return run
+
+
+MACHINE_ROWS = [
+    # paths.model
+    Row("model_missing", ERROR, "paths.model", model_findings(lambda t: str(t / "models" / "absent")),
+        model_findings(good_model)),
+    Row("model_not_dir", ERROR, "paths.model", model_findings(good_parquet), model_findings(good_model)),
+    Row("model_unreadable", ERROR, "paths.model", model_findings(loop), model_findings(good_model)),
+    Row("model_incomplete", ERROR, "paths.model", model_findings(model_without_config), model_findings(good_model)),
+    Row("model_warnings", WARNING, "paths.model", model_findings(weight_is_a_directory), model_findings(good_model)),
+    Row("model_unchecked", WARNING, "paths.model",
+        lambda t: check_model_path(spec_at(t), unavailable("models", UnavailableCode.TIMEOUT, "timed out")),
+        lambda t: check_model_path(spec_at(t), inspect_model(good_model(t)))),
+    # paths.train_files / paths.val_files
+    Row("dataset_missing", ERROR, "paths.train_files", dataset_findings(lambda t: str(t / "absent.parquet")),
+        dataset_findings(good_parquet)),
+    Row("dataset_not_file", ERROR, "paths.train_files", dataset_findings(lambda t: str(t)), dataset_findings(good_parquet)),
+    Row("dataset_not_parquet", ERROR, "paths.train_files", dataset_findings(text_file), dataset_findings(good_parquet)),
+    Row("dataset_unreadable", ERROR, "paths.train_files", dataset_findings(loop), dataset_findings(good_parquet)),
+    Row("dataset_schema_unchecked", WARNING, "paths.train_files", schema_result(UnavailableCode.TIMEOUT),
+        dataset_findings(good_parquet)),
+    Row("dataset_schema_skipped", WARNING, "paths.train_files", schema_result(UnavailableCode.MISSING_DEPENDENCY),
+        dataset_findings(good_parquet)),
+    Row("dataset.unreadable", ERROR, "paths.train_files", dataset_findings(corrupt_parquet),
+        dataset_findings(good_parquet)),
+    Row("dataset.prompt_missing", ERROR, "paths.train_files", dataset_findings(without("prompt")),
+        dataset_findings(parquet(_ROW))),
+    Row("dataset.prompt_not_chat", ERROR, "paths.train_files", dataset_findings(without("prompt", prompt=["1+1?"])),
+        dataset_findings(parquet(_ROW))),
+    Row("dataset.data_source_missing", ERROR, "paths.train_files", dataset_findings(without("data_source")),
+        dataset_findings(parquet(_ROW))),
+    Row("dataset.data_source_type", WARNING, "paths.train_files",
+        dataset_findings(without("data_source", data_source=[7])), dataset_findings(parquet(_ROW))),
+    Row("dataset.reward_model_missing", ERROR, "paths.train_files", dataset_findings(without("reward_model")),
+        dataset_findings(parquet(_ROW))),
+    Row("dataset.reward_model_not_struct", ERROR, "paths.train_files",
+        dataset_findings(without("reward_model", reward_model=["2"])), dataset_findings(parquet(_ROW))),
+    Row("dataset.ground_truth_missing", ERROR, "paths.train_files",
+        dataset_findings(without("reward_model", reward_model=[{"style": "rule"}])), dataset_findings(parquet(_ROW))),
+    Row("dataset.ability_missing", INFO, "paths.train_files", dataset_findings(without("ability")),
+        dataset_findings(parquet(_ROW))),
+    Row("dataset.extra_info_missing", INFO, "paths.train_files", dataset_findings(without("extra_info")),
+        dataset_findings(parquet(_ROW))),
+    Row("dataset.empty", ERROR, "paths.train_files", dataset_findings(empty_parquet), dataset_findings(good_parquet)),
+    # paths.checkpoints
+    Row("checkpoint_not_dir", ERROR, "paths.checkpoints", checkpoint_findings(a_file), checkpoint_findings(ckpt_dir)),
+    Row("checkpoint_not_writable", ERROR, "paths.checkpoints", checkpoint_findings(in_proc),
+        checkpoint_findings(ckpt_dir)),
+    Row("checkpoint_unchecked", WARNING, "paths.checkpoints",
+        checkpoint_findings(ckpt_dir, probe=lambda t, p: unavailable("checkpoints", UnavailableCode.TIMEOUT, "slow")),
+        checkpoint_findings(ckpt_dir)),
+    Row("checkpoint_space_unknown", WARNING, "paths.checkpoints",
+        checkpoint_findings(ckpt_dir, probe=lambda t, p: CheckpointProbe(path=p, checked_path=str(t), exists=False,
+                                                                          writable=True)),
+        checkpoint_findings(ckpt_dir, params=lambda free: 1000)),
+    Row("checkpoint_size_unknown", INFO, "paths.checkpoints", checkpoint_findings(ckpt_dir),
+        checkpoint_findings(ckpt_dir, params=lambda free: 1000), "no model: the size of a checkpoint is unknown"),
+    Row("checkpoint_space", ERROR, "paths.checkpoints",
+        checkpoint_findings(ckpt_dir, params=lambda free: free // ONE + 1),
+        checkpoint_findings(ckpt_dir, params=lambda free: free // ONE)),
+    Row("checkpoint_space_low", WARNING, "paths.checkpoints",
+        checkpoint_findings(ckpt_dir, params=lambda free: free // (2 * ONE)),
+        checkpoint_findings(ckpt_dir, params=lambda free: free // (3 * ONE))),
+    # cluster.devices
+    Row("npu_smi_missing", ERROR, "device",
+        lambda t: check_devices(resolve().spec, MachineState(npu=probe_npu(binary=str(t / "no-npu-smi")))),
+        devices(IDLE_910B, [0])),
+    Row("npu_smi_failed", ERROR, "device",
+        lambda t: check_devices(resolve().spec, MachineState(npu=probe_npu(binary="false"))),
+        devices(IDLE_910B, [0])),
+    Row("nvidia_smi_missing", ERROR, "device",
+        lambda t: check_devices(resolve(device="gpu").spec, MachineState(gpu=probe_gpu(binary=str(t / "no-smi")))),
+        devices(IDLE_H200, [0], "gpu")),
+    Row("nvidia_smi_failed", ERROR, "device",
+        lambda t: check_devices(resolve(device="gpu").spec, MachineState(gpu=probe_gpu(binary="false"))),
+        devices(IDLE_H200, [0], "gpu")),
+    Row("device_missing", ERROR, "cluster.devices", devices(BUSY_910B, [1]), devices(IDLE_910B, [1])),
+    Row("device_missing", ERROR, "cluster.devices", devices(IDLE_H200, [1], "gpu"), devices(IDLE_H200, [0], "gpu")),
+    Row("device_busy", WARNING, "cluster.devices", devices(BUSY_910B, [7]), devices(IDLE_910B, [7])),
+    Row("device_busy", WARNING, "cluster.devices", devices(BUSY_H200, [0], "gpu"), devices(IDLE_H200, [0], "gpu")),
+    Row("device_unhealthy", ERROR, "cluster.devices", devices(WARN_910A, [1]), devices(IDLE_910B, [1])),
+    # the model's shape against TP / PP / VPP (write_model: 8 heads, 4 KV heads, 8 layers)
+    Row("model_tp_heads", ERROR, "train.tensor_parallel",
+        model_fit({}, **{"train.tensor_parallel": 8, "train.pipeline_parallel": 1}),
+        model_fit({}, **{"train.tensor_parallel": 4, "train.pipeline_parallel": 1})),
+    Row("model_rollout_tp_heads", ERROR, "train.rollout_tensor_parallel",
+        model_fit({"num_attention_heads": 12, "num_key_value_heads": 12}, **{"train.rollout_tensor_parallel": 8}),
+        model_fit({"num_attention_heads": 12, "num_key_value_heads": 12}, **{"train.rollout_tensor_parallel": 4})),
+    Row("model_layers_pp", ERROR, "train.pipeline_parallel",
+        model_fit({"num_hidden_layers": 28}, **{"train.pipeline_parallel": 3, "train.tensor_parallel": 1}),
+        model_fit({"num_hidden_layers": 28}, **{"train.pipeline_parallel": 4, "train.tensor_parallel": 1})),
+    Row("model_layers_vpp", ERROR, "features.vpp_size",
+        model_fit({"num_hidden_layers": 28}, True, **{"train.pipeline_parallel": 2, "features.vpp_size": 4}),
+        model_fit({"num_hidden_layers": 28}, True, **{"train.pipeline_parallel": 2, "features.vpp_size": 7})),
+    # cluster.socket_ifname / cluster.master_addr (a real `ip addr` capture)
+    Row("socket_ifname_unknown", ERROR, "cluster.socket_ifname", network({"cluster.socket_ifname": "verlctl-nope0"}),
+        network({"cluster.socket_ifname": "ens8f0np0"})),
+    Row("socket_ifname_down", ERROR, "cluster.socket_ifname", network({"cluster.socket_ifname": "ens16f0"}),
+        network({"cluster.socket_ifname": "enp151s0f0np0"}), "up, by its altname"),
+    Row("master_addr_unresolved", ERROR, "cluster.master_addr", network({"cluster.master_addr": "head.invalid"}, []),
+        network({"cluster.master_addr": "head.invalid"}, ["127.0.0.1"])),
+    Row("master_addr_not_local", ERROR, "cluster.master_addr",
+        network({"cluster.master_addr": "192.0.2.254"}, net="live"), network({"cluster.master_addr": ADDR}, net="live")),
+    Row("master_addr_not_on_ifname", ERROR, "cluster.master_addr",
+        network({"cluster.socket_ifname": IFACE, "cluster.master_addr": "127.0.0.1"}, net="live"),
+        network({"cluster.socket_ifname": IFACE, "cluster.master_addr": ADDR}, net="live")),
+    Row("not_head", INFO, "cluster.master_addr",
+        network({"cluster.nodes": ["192.0.2.10", "192.0.2.11"], "cluster.master_addr": "192.0.2.10"}, ["192.0.2.10"],
+                net="live"),
+        network({"cluster.nodes": ["192.0.2.10", "192.0.2.11"], "cluster.master_addr": "127.0.0.1"}, ["127.0.0.1"],
+                net="live"), "a node that has the master address is the head"),
+    Row("network_unchecked", WARNING, "cluster.socket_ifname", network({"cluster.socket_ifname": "ens8f0np0"}, net="down"),
+        network({"cluster.socket_ifname": "ens8f0np0"})),
+    # container.runtime / container.image / container.name (what the engine answered)
+    Row("docker_engine", ERROR, "container.runtime", docker(error="the engine at /var/run/docker.sock is not running"),
+        docker(image_present=True)),
+    Row("container_absent", INFO, "container.name", docker(image_present=True),
+        docker(exists=True, state="running", container_image="example/verl:1")),
+    Row("image_missing", ERROR, "container.image", docker(image_present=False), docker(image_present=True)),
+    Row("image_pull", INFO, "container.image", docker(image_present=False, pull=True), docker(image_present=True, pull=True)),
+    Row("container_state", INFO, "container.name", docker(exists=True, state="exited", container_image="example/verl:1"),
+        docker(image_present=True)),
+    Row("container_image", WARNING, "container.image",
+        docker(exists=True, state="running", container_image="other/verl:2", image_note="container runs other/verl:2"),
+        docker(exists=True, state="running", container_image="example/verl:1")),
+    Row("container_image", ERROR, "container.image",
+        docker(True, exists=True, state="running", container_image="other/verl:2", image_note="runs other/verl:2"),
+        docker(True, exists=True, state="running", container_image="example/verl:1"),
+        "an image the user chose is an error, a default one a warning"),
+    Row("container_mount_missing", ERROR, "paths.model",
+        docker(exists=True, state="running", container_image="example/verl:1",
+               missing_mounts=[("paths.model", "/mnt/models")]),
+        docker(exists=True, state="running", container_image="example/verl:1")),
+]
+
+ROWS = SPEC_ROWS + MACHINE_ROWS
+
+
+def _ids(rows: Iterable[Row]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for r in rows:
+        seen[r.code] = seen.get(r.code, 0) + 1
+        out.append(r.code if seen[r.code] == 1 else f"{r.code}-{seen[r.code]}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The tests
+# --------------------------------------------------------------------------------------------------
+
+
+def test_every_code_has_a_row() -> None:
+    codes, unresolved = collect_codes()
+    assert not unresolved, (
+        "finding codes the collector cannot read from the source (use a literal, or declare them in a rule's "
+        f"`codes` attribute): {unresolved}"
+    )
+    rows = {r.code for r in ROWS}
+    assert sorted(codes - rows) == [], "finding codes without a trigger / no-trigger row in ROWS"
+    assert sorted(rows - codes) == [], "rows for codes no rule module emits any more"
+
+
+@pytest.mark.parametrize("row", ROWS, ids=_ids(ROWS))
+def test_code_triggered_and_not(row: Row, tmp_path: Path) -> None:
+    (tmp_path / "on").mkdir()
+    (tmp_path / "off").mkdir()
+    hits = [f for f in row.trigger(tmp_path / "on") if f.code == row.code]
+    assert len(hits) == 1, f"{row.code}: expected exactly one, got {[f.line() for f in hits]}"
+    assert (hits[0].severity, hits[0].field) == (row.severity, row.field), hits[0].line()
+    assert hits[0].message
+    near = [f.line() for f in row.clear(tmp_path / "off") if f.code == row.code]
+    assert near == [], f"{row.code} in the near-identical case{f' ({row.note})' if row.note else ''}"
+
+
+# --------------------------------------------------------------------------------------------------
+# The collector itself (so that a split of spec_checks.py into rules keeps being counted)
+# --------------------------------------------------------------------------------------------------
+
+RULES_SOURCE = '''
+from verlctl.checks.findings import error, info, warning
+
+TOOLS = ("a-b",)
+
+def plain(x):
+    return [error("lit_code", "m"), warning(code="kw_code", message="m")]
+
+def formatted(dev):
+    tool = "npu-smi" if dev == "npu" else "nvidia-smi"
+    return error(f"{tool.replace('-', '_')}_gone", "m")
+
+def tabled(problem):
+    table = {"x": ("tab_one", "m1"), "y": ("tab_two", "m2")}
+    code, message = table[problem]
+    make = error if problem else warning
+    return make(code, message)
+
+def opaque(f):
+    return info(f.name, "m")
+
+def qualified():
+    from verlctl.checks import findings
+    return [findings.warning("mod_code", "m"), log.info("not a finding")]
+'''
+
+
+def test_the_collector_reads_literals_keywords_fstrings_tables_and_aliases(tmp_path: Path) -> None:
+    path = tmp_path / "rules_example.py"
+    path.write_text(RULES_SOURCE)
+    scan = scan_codes(path)
+    assert scan.codes == {"lit_code", "kw_code", "npu_smi_gone", "nvidia_smi_gone", "tab_one", "tab_two", "mod_code"}
+    assert [u.split(": ", 1)[1] for u in scan.unresolved] == ["f.name"]
+
+
+def test_the_collector_prefers_declared_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rules module whose rule objects declare ``codes``: those count, and its code arguments may be any
+    expression (here a parameter the AST scan cannot read)."""
+    pkg = tmp_path / "rulespkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "rules.py").write_text(
+        "from verlctl.checks.findings import error\n"
+        "class DeviceSplit:\n    codes = ('device_split', 'device_overlap')\n"
+        "    def __call__(self, spec, code):\n        return [error(code, 'm')]\n"
+        "RULES = [DeviceSplit()]\n"
+    )
+    (pkg / "plain.py").write_text("from verlctl.checks.findings import error\ndef f(c):\n    return error(c, 'm')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert scan_codes(pkg / "rules.py").unresolved  # the AST alone cannot read it
+    assert collect_codes([pkg / "rules.py"]) == ({"device_split", "device_overlap"}, [])
+    codes, unresolved = collect_codes([pkg / "plain.py"])  # no declaration: the unreadable code is reported
+    assert codes == set() and [u.split(": ", 1)[1] for u in unresolved] == ["c"]
