@@ -99,3 +99,25 @@ def launch_env(tmp_path: Path, docker_engine, test_image):  # type: ignore[no-un
     yield env
     remove_container(docker_engine, env.name)
     docker_support._slot.release()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One id for this test run, shared by its xdist workers (PYTEST_XDIST_TESTRUNUID): what the run creates
+    on the machine (device nodes) is tagged with it and removed at its end."""
+    if hasattr(config, "workerinput"):
+        return
+    import uuid
+
+    uid = getattr(config.option, "testrunuid", None) or uuid.uuid4().hex
+    if hasattr(config.option, "testrunuid"):
+        config.option.testrunuid = uid
+    os.environ["PYTEST_XDIST_TESTRUNUID"] = uid
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The run's controller (not an xdist worker) removes the /dev/davinci* nodes this run created."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from launch_support import remove_created_device_nodes, test_run_uid
+
+    remove_created_device_nodes(test_run_uid())

@@ -22,13 +22,58 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: The device nodes this test run created, one path a line, tagged with the run (all xdist workers of one
+#: pytest run share PYTEST_XDIST_TESTRUNUID); removed when the run ends (conftest.pytest_sessionfinish).
+CREATED_NODES = Path("/tmp/verlctl-test-device-nodes.txt")
+
+
+def test_run_uid() -> str:
+    return os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+
+
 def ensure_npu_device_nodes(n: int = 8) -> None:
     """Device nodes at the Ascend paths (char 1:3, like /dev/null): exercise the device mapping on a host
-    without NPUs. What needs a real NPU is verified by the parsers against real captures."""
+    without NPUs. What needs a real NPU is verified by the parsers against real captures. The nodes this run
+    creates are recorded and removed at its end; nodes that were there before are never touched."""
+    import fcntl
+
     paths = [f"/dev/davinci{i}" for i in range(n)] + ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
-    for p in paths:
-        if not os.path.exists(p):
-            os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    with open(CREATED_NODES, "a", encoding="utf-8") as log:
+        fcntl.flock(log, fcntl.LOCK_EX)
+        for p in paths:
+            if not os.path.exists(p):
+                os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+                log.write(f"{test_run_uid()} {p}\n")
+
+
+def remove_created_device_nodes(run_uid: str) -> list[str]:
+    """Remove the device nodes the run ``run_uid`` created (only char 1:3 nodes, as created); keep the rest."""
+    import fcntl
+
+    removed: list[str] = []
+    try:
+        log = open(CREATED_NODES, "r+", encoding="utf-8")  # noqa: SIM115 - closed below, under the lock
+    except FileNotFoundError:
+        return removed
+    with log:
+        fcntl.flock(log, fcntl.LOCK_EX)
+        keep = []
+        for line in log.read().splitlines():
+            uid, _, path = line.partition(" ")
+            if uid != run_uid:
+                keep.append(line)
+                continue
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3):
+                os.unlink(path)
+                removed.append(path)
+        log.seek(0)
+        log.truncate()
+        log.write("".join(f"{k}\n" for k in keep))
+    return removed
 
 
 def write_parquet(path: Path, rows: int = 8) -> None:

@@ -147,11 +147,17 @@ def test_dry_run_changes_nothing(lenv: LaunchEnv, docker_engine) -> None:  # typ
     import docker
 
     out = lenv.root / "dry"
-    before = {c.id for c in docker_engine.containers.list(all=True)}
+    def ours() -> list[str]:
+        # sparse: no per-container inspect, which races with other tests removing their containers (a 404);
+        # only this run's names count, since other tests create containers on the shared engine meanwhile
+        names = [(c.attrs.get("Names") or [""])[0].lstrip("/") for c in docker_engine.containers.list(all=True, sparse=True)]
+        return [n for n in names if n == lenv.name or n.startswith(f"{lenv.name}-")]
+
+    assert ours() == []
     res = lenv.cli("launch", "-c", str(lenv.spec_file), "--dry-run", "-o", str(out))
     assert res.code == 0, res.err
     assert "create container" in res.out and "preflight" in res.out and "start `bash" in res.out
-    assert {c.id for c in docker_engine.containers.list(all=True)} == before
+    assert ours() == []
     with pytest.raises(docker.errors.NotFound):
         docker_engine.containers.get(lenv.name)
     assert not lenv.state.exists()
