@@ -73,3 +73,31 @@ def test_npu_container_maps_only_the_chosen_devices_or_runs_privileged(tmp_path:
         assert c.attrs["HostConfig"]["Privileged"] is True
     finally:
         remove_container(docker_engine, spec.container.name)
+
+
+def test_a_container_under_the_default_name_is_reused_only_if_it_is_this_users(tmp_path: Path, docker_engine, test_image) -> None:  # type: ignore[no-untyped-def]
+    """On a shared server the default container name may be a colleague's: without an explicit
+    container.name, verlctl reuses only a container it created for this user on this host."""
+    from verlctl.errors import VerlctlError
+
+    spec = _spec(tmp_path, test_image, device="gpu")
+    name = spec.container.name
+    try:
+        # someone else's container (no verlctl labels), under the name the spec would use by default
+        docker_engine.containers.create(test_image, ["sleep", "60"], name=name)
+        with pytest.raises(VerlctlError) as err:
+            containers.plan_container(docker_engine, spec, allow_pull=False, name_explicit=False)
+        assert "was not created by verlctl" in err.value.message and "container.name" in (err.value.hint or "")
+        assert containers.plan_container(docker_engine, spec, allow_pull=False, name_explicit=True).exists
+        remove_container(docker_engine, name)
+        # one verlctl created for another user
+        docker_engine.containers.create(test_image, ["sleep", "60"], name=name,
+                                        labels={"io.verlctl.created-by": "colleague@" + containers.creator().split("@")[1]})
+        with pytest.raises(VerlctlError, match="was created by colleague@"):
+            containers.plan_container(docker_engine, spec, allow_pull=False, name_explicit=False)
+        remove_container(docker_engine, name)
+        # this user's own
+        docker_engine.containers.create(test_image, ["sleep", "60"], name=name, labels=containers.labels_for("r1", "e"))
+        assert containers.plan_container(docker_engine, spec, allow_pull=False, name_explicit=False).exists
+    finally:
+        remove_container(docker_engine, name)

@@ -208,11 +208,22 @@ def container_image_names(container: Any) -> set[str]:
 
 
 def plan_container(client: Any, spec: RunSpec, allow_pull: bool, image_explicit: bool = False,
-                   name: str | None = None) -> ContainerPlan:
+                   name: str | None = None, name_explicit: bool = True) -> ContainerPlan:
     """What to do about the container. A name taken by a container of another image is reused (with a
-    warning) unless the spec names its image explicitly: then it is an error."""
+    warning) unless the spec names its image explicitly: then it is an error. A container found under the
+    *default* name (``name_explicit`` false) is reused only if verlctl created it for this user on this host:
+    on a shared server the default name may be a colleague's container."""
     c = spec.container.model_copy(update={"name": name}) if name else spec.container
     existing = find_container(client, c.name)
+    if existing is not None and not name_explicit:
+        owner = (existing.labels or {}).get(f"{LABEL_PREFIX}.created-by")
+        if owner != creator():
+            who = f"was created by {owner}" if owner else "was not created by verlctl"
+            raise VerlctlError(
+                f"a container named {c.name} already exists and {who}: verlctl does not reuse it by default",
+                hint=f"to reuse it deliberately, name it: --set container.name={c.name} (or container.name in the "
+                "spec); otherwise choose another container.name",
+            )
     if existing is not None:
         plan = ContainerPlan(
             c.name,
@@ -270,8 +281,8 @@ def plan_container(client: Any, spec: RunSpec, allow_pull: bool, image_explicit:
     return plan
 
 
-def labels_for(run_id: str, experiment: str) -> dict[str, str]:
-    """Labels of a container verlctl creates: the run that created it (only that run may remove it) and who."""
+def creator() -> str:
+    """``user@host`` of whoever runs verlctl now (the ``created-by`` label of the containers it creates)."""
     import getpass
     import socket
 
@@ -279,8 +290,13 @@ def labels_for(run_id: str, experiment: str) -> dict[str, str]:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
+
+
+def labels_for(run_id: str, experiment: str) -> dict[str, str]:
+    """Labels of a container verlctl creates: the run that created it (only that run may remove it) and who."""
     return {f"{LABEL_PREFIX}.run": run_id, f"{LABEL_PREFIX}.experiment": experiment, f"{LABEL_PREFIX}.managed": "1",
-            f"{LABEL_PREFIX}.created-by": f"{user}@{socket.gethostname()}"}
+            f"{LABEL_PREFIX}.created-by": creator()}
 
 
 def create_container(client: Any, spec: RunSpec, plan: ContainerPlan, labels: dict[str, str],

@@ -218,13 +218,14 @@ class Launcher:
             from verlctl.runtime.nodes import node_client
 
             explicit_image = self.resolved.explicit("container.image")
+            explicit_name = self.resolved.explicit("container.name")
             c = spec.cluster
             head = c.master_addr if multi else None
             self.client = (
                 node_client(head, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config) if head else containers.connect()
             )
             self.container_plan = containers.plan_container(
-                self.client, spec, allow_pull=opts.pull, image_explicit=explicit_image
+                self.client, spec, allow_pull=opts.pull, image_explicit=explicit_image, name_explicit=explicit_name
             )
             engines = {_engine_id(self.client)}
             for i, address in enumerate(n for n in c.nodes if multi and n != head):
@@ -235,7 +236,7 @@ class Launcher:
                 name = f"{spec.container.name}-node{i + 1}" if engine in engines else None
                 engines.add(engine)
                 plan = containers.plan_container(client, spec, allow_pull=opts.pull, image_explicit=explicit_image,
-                                                 name=name)
+                                                 name=name, name_explicit=explicit_name)
                 self.workers.append(NodeTarget(address, client, plan))
         the_plan = self.plan()
         if multi:
