@@ -318,3 +318,17 @@ def test_bundle_of_a_host_run_names_what_it_could_not_collect(tmp_path: Path) ->
     manifest = json.loads(files["manifest.json"])
     assert "scripts/start_verl.sh" in manifest["unavailable"]  # this hand-made record has no scripts
     assert manifest["files"] == sorted(f for f in files if f != "manifest.json")
+
+
+def test_status_plot_charts_the_steps_in_the_terminal(tmp_path: Path) -> None:
+    run_id = _make_run(tmp_path, steps=30)
+    r = run_cli("status", run_id, "--plot", env={**_env(tmp_path), "COLUMNS": "80"})
+    assert r.code == 0, r.err
+    for title in ("Score (mean)", "Response length (mean) (tokens)", "Throughput (tokens/s/device)", "Step time (s)"):
+        assert title in r.out
+    assert "step 1 … 30" in r.out and "█" in r.out
+    j = run_cli("status", run_id, "--plot", "--json", env=_env(tmp_path))
+    assert j.code == 0, j.err
+    charts_doc = json.loads(j.out)["charts"]
+    assert charts_doc["available"] is True
+    assert [p[0] for p in charts_doc["series"]["score"]] == list(range(1, 31))

@@ -57,15 +57,28 @@ def quickstart(
                        verify_timeout=300.0, ask_all=False)
 
 
-def status(run: RunId = None, as_json: JsonOut = False) -> int:
+def status(
+    run: RunId = None,
+    as_json: JsonOut = False,
+    plot: Annotated[
+        bool, typer.Option("--plot", help="Also chart score, response length, throughput and step time over the steps.")
+    ] = False,
+) -> int:
     """Container state, process alive, last progress and step metrics, last error."""
-    from verlctl.runtime.inspect import print_status, run_status
+    import shutil
+
+    from verlctl.runtime.inspect import print_plots, print_status, run_status, step_series
 
     doc = run_status(run)
+    charts = step_series(run) if plot else None
     if as_json:
+        if charts is not None:
+            doc["charts"] = charts
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
     else:
         print_status(doc)
+        if charts is not None:
+            print_plots(charts, width=max(20, min(120, shutil.get_terminal_size((80, 24)).columns - 16)))
     return 0
 
 

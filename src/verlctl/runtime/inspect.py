@@ -500,3 +500,37 @@ def describe_device_holder(pid: int) -> str:
     if h["run_id"]:
         return f"{what} is verlctl run {h['run_id']}, not recorded here ({owner}): ask its owner to stop it"
     return f"{what} is not a verlctl run: {owner}; verlctl does not stop it, ask its owner"
+
+
+#: The most of a run's log that ``status --plot`` reads (its newest part).
+PLOT_BYTES = 64 * 1024 * 1024
+
+
+def step_series(run_id: str | None) -> dict[str, Any]:
+    """The charted metrics over the steps in the newest PLOT_BYTES of the run's log (``status --plot``)."""
+    from verlctl.monitor.charts import SeriesSink
+    from verlctl.monitor.diagnose import diagnose_bytes
+
+    record = resolve_run(run_id)
+    ex, container = target(record)
+    if ex is None:
+        return {"available": False, "why": f"the run's container is {container.get('state')}", "series": {}}
+    text = read_tail(ex, record.run_log, PLOT_BYTES)
+    sink = SeriesSink()
+    diagnose_bytes(text.encode("utf-8", errors="replace"), sink)
+    return {"available": True, "why": None, "series": sink.series()}
+
+
+def print_plots(doc: dict[str, Any], width: int) -> None:
+    from rich.console import Console
+
+    from verlctl.monitor.charts import CHARTS, text_chart
+
+    console = Console()
+    if not doc["available"]:
+        console.print(f"no charts: {doc['why']}", highlight=False, markup=False)
+        return
+    for spec in CHARTS:
+        console.print(text_chart(spec, doc["series"].get(spec.name, []), width=width), highlight=False, markup=False)
+        console.print()
+
