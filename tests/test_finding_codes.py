@@ -14,6 +14,7 @@ import ast
 import importlib
 import itertools
 import json
+import socket
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +22,11 @@ from typing import Any
 
 import pytest
 
+from verlctl.checks.field_checks import memory_and_field_findings, ports_in_use
 from verlctl.checks.findings import Finding, Severity
 from verlctl.checks.machine_checks import (
     CHECKPOINT_BYTES_PER_PARAM,
+    CheckFacts,
     CheckpointProbe,
     DatasetCheck,
     DockerFacts,
@@ -38,13 +41,15 @@ from verlctl.checks.machine_checks import (
     check_network,
     probe_checkpoint_dir,
 )
+from verlctl.checks.storage import check_checkpoint_storage, collect_storage, mount_of
 from verlctl.commands.check import spec_findings
 from verlctl.detect.common import UnavailableCode, unavailable
 from verlctl.detect.gpu import parse_nvidia_smi, probe_gpu
-from verlctl.detect.machine import MachineState
+from verlctl.detect.machine import MachineState, SystemInfo
 from verlctl.detect.models import inspect_model
 from verlctl.detect.network import NetworkInfo, host_ips, parse_ip_addr, probe_network
 from verlctl.detect.npu import parse_npu_smi_info, probe_npu
+from verlctl.detect.system import DiskSpace, shm_space
 from verlctl.spec.model import RunSpec
 from verlctl.spec.resolve import load_spec
 
@@ -289,7 +294,7 @@ Findings = Callable[[Path], list[Finding]]
 class Row:
     code: str
     severity: Severity
-    field: str
+    field: str | None
     trigger: Findings  # gives exactly one finding with the code
     clear: Findings  # the near-identical case: none with the code
     note: str = ""
@@ -817,7 +822,218 @@ MACHINE_ROWS = [
         docker(exists=True, state="running", container_image="example/verl:1")),
 ]
 
-ROWS = SPEC_ROWS + MACHINE_ROWS
+# ---- multi-node checkpoint storage, memory fit and field failures (checks/storage.py, memory.py, field_checks.py)
+
+
+def storage(nodes: list[str], where: Callable[[Path], str], mountinfo: str | None = None) -> Findings:
+    """check_checkpoint_storage on the facts collect_storage gathers here (this machine's addresses, the real
+    file system of ``where``), or, with ``mountinfo``, on a captured /proc/self/mountinfo for the mount."""
+
+    def run(tmp: Path) -> list[Finding]:
+        spec = resolve(**{"cluster.nodes": nodes, "paths.checkpoints": where(tmp)}).spec
+        facts = collect_storage(spec)
+        if mountinfo is not None and facts is not None:
+            found = mount_of(facts.path, mountinfo)
+            assert found is not None
+            facts = facts.model_copy(update=dict(zip(("mountpoint", "fstype", "source"), found, strict=True)))
+        return check_checkpoint_storage(spec, facts)
+
+    return run
+
+
+TWO_NODES = ["192.0.2.1", "192.0.2.2"]  # TEST-NET-1: never this machine
+NODES_HERE = ["127.0.0.1", "127.0.0.2"]  # loopback: both "nodes" are this machine
+#: /proc/self/mountinfo lines of a machine with an NFS export and a local disk mounted below it (NFS cannot be
+#: served here; the format is proc(5)'s: type and source after " - ", octal escapes for spaces).
+MOUNTINFO = """\
+22 1 253:0 / / rw,relatime shared:1 - ext4 /dev/vda1 rw
+45 22 0:40 / /mnt/nfs rw,relatime shared:30 - nfs4 fileserver:/export/ckpt rw,vers=4.2
+46 45 0:41 / /mnt/nfs/local\\040scratch rw,relatime shared:31 - xfs /dev/sdb1 rw
+"""
+
+# Qwen/Qwen3-8B's config.json sizes (also in verl-project/verl@7de1304f tests/utils/test_flops_counter.py).
+QWEN3_8B = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "tie_word_embeddings": False,
+            "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36, "head_dim": 128,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 151936}
+#: npu-smi info of 8 x Ascend 910B4 (32768 MB of HBM each): the device memory the fit is checked against.
+NPU_910B4 = "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt"
+OFFLOAD = {"features.enable": ["offload"]}  # Qwen3-8B then fits 8 x 910B4 at the default lengths
+
+
+def qwen3_8b(tmp: Path) -> str:
+    d = tmp / "models" / "Qwen3-8B"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps(QWEN3_8B))
+    return str(d)
+
+
+def field_facts(tmp: Path, machine: MachineState | None = None, train: str | None = None,
+                docker_facts: DockerFacts | None = None) -> CheckFacts:  # fmt: skip
+    """What collect_facts records: the machine, and the real probe of the train file."""
+    datasets = [check_dataset_file("paths.train_files", train, 20.0)] if train else []
+    return CheckFacts(machine=machine or MachineState(), datasets=datasets, docker=docker_facts)
+
+
+def memory(flags: dict[str, Any], model: Callable[[Path], str] = qwen3_8b, npu: str | None = NPU_910B4) -> Findings:
+    """memory_and_field_findings (what `verlctl check` runs) for a real model dir and an npu-smi capture."""
+
+    def run(tmp: Path) -> list[Finding]:
+        state = MachineState(npu=parse_npu_smi_info(fixture_text(FIXTURES / "npu-smi" / npu))) if npu else None
+        resolved = resolve(**{**BASE_PATHS, "paths.model": model(tmp), **flags})
+        return memory_and_field_findings(resolved, field_facts(tmp, state))[1]
+
+    return run
+
+
+def no_config(tmp: Path) -> str:
+    d = tmp / "models" / "weights-only"
+    d.mkdir(parents=True, exist_ok=True)
+    return str(d)
+
+
+def shm(ram_per_shm: float) -> Findings:
+    """check_shm through memory_and_field_findings on this host's real /dev/shm, with host RAM (given in the
+    spec) ``ram_per_shm`` times its size: Ray wants 30 % of RAM."""
+
+    def run(tmp: Path) -> list[Finding]:
+        real = shm_space()
+        assert isinstance(real, DiskSpace), real  # Docker and Debian both mount a tmpfs there
+        flags = {"container.runtime": "host", "cluster.host_memory_gib": real.total_bytes * ram_per_shm / 2**30}
+        facts = field_facts(tmp, MachineState(system=SystemInfo(shm=real)))
+        return memory_and_field_findings(resolve(**{**BASE_PATHS, **flags}), facts)[1]
+
+    return run
+
+
+def dataset_rows(rows: int) -> Findings:
+    """A real train file of ``rows`` rows, probed by check_dataset_file, against a batch of 32 prompts."""
+
+    def run(tmp: Path) -> list[Finding]:
+        path = tmp / "train.parquet"
+        write_parquet(path, rows=rows)
+        flags = {"paths.train_files": str(path), "train.train_batch_size": 32, "container.runtime": "host"}
+        return memory_and_field_findings(resolve(**{**BASE_PATHS, **flags}), field_facts(tmp, train=str(path)))[1]
+
+    return run
+
+
+def hccl_ports(held: bool, width: int = 1) -> Findings:
+    """A port range whose first port a real listening socket holds (``held``) or that was just released."""
+
+    def run(tmp: Path) -> list[Finding]:
+        holder, first = _free_ports(width)
+        try:
+            if not held:
+                holder.close()
+            env = {"HCCL_HOST_SOCKET_PORT_RANGE": f"{first}-{first + width - 1}", "HCCL_NPU_SOCKET_PORT_RANGE": "auto"}
+            resolved = resolve(**{**BASE_PATHS, "device": "npu", "env": env})
+            return memory_and_field_findings(resolved, field_facts(tmp))[1]
+        finally:
+            holder.close()
+
+    return run
+
+
+def _free_ports(width: int) -> tuple[socket.socket, int]:
+    """A listening socket on a port P chosen by the kernel, with P+1 .. P+width-1 free right now."""
+    for _ in range(50):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("0.0.0.0", 0))
+        sock.listen(1)
+        port = sock.getsockname()[1]
+        rest = range(port + 1, port + width)
+        if port + width - 1 <= 65535 and not ports_in_use(rest):
+            return sock, port
+        sock.close()
+    raise AssertionError(f"no {width} free ports in a row")
+
+
+CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
+          "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def tokenizer_model(tmp: Path) -> str:
+    """A model dir with a real (tiny, word-level) tokenizer.json written by the tokenizers library and a ChatML
+    chat template: a prompt of n words is n + 5 tokens."""
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+
+    d = tmp / "models" / "tokenized"
+    vocab = {"[UNK]": 0, "<|im_start|>": 1, "<|im_end|>": 2, "user": 3, "assistant": 4, "what": 5}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.add_special_tokens([AddedToken("<|im_start|>", special=True), AddedToken("<|im_end|>", special=True)])
+    d.mkdir(parents=True, exist_ok=True)
+    tok.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps({"chat_template": CHATML}))
+    return str(d)
+
+
+def without_tokenizer(tmp: Path) -> str:
+    d = Path(tokenizer_model(tmp))
+    (d / "tokenizer.json").unlink()
+    return str(d)
+
+
+def prompts(limit: int, model: Callable[[Path], str] = tokenizer_model, **flags: Any) -> Findings:
+    """Three real prompts of 10, 20 and 100 words (15, 25, 105 tokens) counted against ``limit``."""
+
+    def run(tmp: Path) -> list[Finding]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = tmp / "prompts.parquet"
+        pq.write_table(pa.table({"prompt": [[{"role": "user", "content": " ".join(["what"] * n)}]
+                                            for n in (10, 20, 100)]}), path)  # fmt: skip
+        spec = {**BASE_PATHS, "paths.model": model(tmp), "paths.train_files": str(path), "train.train_batch_size": 1,
+                "train.max_prompt_length": limit, "container.runtime": "host", **flags}
+        return memory_and_field_findings(resolve(**spec), field_facts(tmp, train=str(path)))[1]
+
+    return run
+
+
+BUCKET = "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
+
+FIELD_ROWS = [
+    # paths.checkpoints on a multi-node run: storage every node sees
+    Row("checkpoints_not_shared", ERROR, "paths.checkpoints", storage(TWO_NODES, ckpt_dir), storage(NODES_HERE, ckpt_dir),
+        "nodes that are all this machine share its disk"),
+    Row("checkpoints_not_shared", ERROR, "paths.checkpoints", storage(NODES_HERE, lambda t: "/verl/checkpoints/exp"),
+        storage(NODES_HERE, ckpt_dir), "under the container work dir: inside each node's own container"),
+    Row("checkpoints_shared", INFO, "paths.checkpoints", storage(TWO_NODES, lambda t: "/mnt/nfs/team/exp", MOUNTINFO),
+        storage(TWO_NODES, lambda t: "/mnt/nfs/local scratch/exp", MOUNTINFO), "a local disk mounted below the NFS one"),
+    # the memory fit against a real npu-smi capture (8 x 910B4, 32 GiB) and a real config.json (Qwen3-8B)
+    Row("memory_device_fit", ERROR, "features", memory({**OFFLOAD, "train.max_response_length": 32768}),
+        memory(OFFLOAD), "the update phase: 32k responses"),
+    Row("memory_device_fit", ERROR, "train.rollout_memory_utilization",
+        memory({**OFFLOAD, "train.rollout_memory_utilization": 0.95}),
+        memory({**OFFLOAD, "train.rollout_memory_utilization": 0.9}), "the rollout phase: vLLM's budget + runtime"),
+    Row("memory_kv_cache", ERROR, "train.rollout_memory_utilization",
+        memory({**OFFLOAD, "train.rollout_memory_utilization": 0.17}),
+        memory({**OFFLOAD, "train.rollout_memory_utilization": 0.18}), "about 3.7k and 13k tokens for a 10k sequence"),
+    Row("memory_kv_cache_queue", INFO, "train.rollout_memory_utilization", memory(OFFLOAD),
+        memory({**OFFLOAD, "train.responses_per_prompt": 2})),
+    Row("memory_host_fit", WARNING, "cluster.host_memory_gib", memory({**OFFLOAD, "cluster.host_memory_gib": 200}),
+        memory({**OFFLOAD, "cluster.host_memory_gib": 210}), "196 GiB needed: 95 % of 200 GiB is short, of 210 not"),
+    Row("memory_estimate_partial", INFO, "cluster.device_memory_gib", memory(OFFLOAD, npu=None), memory(OFFLOAD),
+        "no npu-smi answer: device memory unknown"),
+    Row("memory_estimate_skipped", INFO, "paths.model", memory(OFFLOAD, model=no_config), memory(OFFLOAD)),
+    # field failures (reference/field-failures-and-scale-out.md §1)
+    Row("weight_bucket_too_small", ERROR, "extra_overrides", memory({"verl_version": "0.9.1"}),
+        memory({"verl_version": "0.9.1", "extra_overrides": [f"{BUCKET}=4096"]}), "the embedding in fp32: 2.3 GiB"),
+    Row("shm_too_small", WARNING, None, shm(1.01 / 0.3), shm(0.99 / 0.3), "Ray wants 1 % more, 1 % less"),
+    Row("dataset_smaller_than_batch", ERROR, "train.train_batch_size", dataset_rows(8), dataset_rows(32)),
+    Row("hccl_ports_in_use", ERROR, "env", hccl_ports(held=True), hccl_ports(held=False)),
+    Row("hccl_ports_in_use", WARNING, "env", hccl_ports(held=True, width=2), hccl_ports(held=False, width=2),
+        "one of the two ports busy"),
+    Row("prompt_too_long", ERROR, "train.max_prompt_length", prompts(64, algorithm="grpo"),
+        prompts(105, algorithm="grpo"), "105 tokens fit a limit of 105"),
+    Row("prompt_too_long", WARNING, "train.max_prompt_length", prompts(64, algorithm="dapo"),
+        prompts(105, algorithm="dapo"), "DAPO truncates from the left"),
+    Row("prompt_length_unchecked", INFO, "train.max_prompt_length", prompts(105, model=without_tokenizer),
+        prompts(105)),
+]
+
+ROWS = SPEC_ROWS + MACHINE_ROWS + FIELD_ROWS
 
 
 def _ids(rows: Iterable[Row]) -> list[str]:
