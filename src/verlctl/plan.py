@@ -35,5 +35,5 @@ def make_plan(resolved: ResolvedSpec, container_version: str | None = None) -> P
     resolved.require_complete()
     command = build_command(resolved, container_version)
     findings = list(command.findings)
-    findings += check_spec(resolved, command.features)
+    findings += check_spec(resolved, command.features, command.version)
     return Plan(resolved, command, sorted_findings(findings))

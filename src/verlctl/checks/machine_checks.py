@@ -538,7 +538,7 @@ def _rollout_tp(spec: RunSpec, model: ModelInfo, heads: int, kv: int) -> list[Fi
     ]
 
 
-def _layers(spec: RunSpec, model: ModelInfo, layers: int, vpp_on: bool) -> list[Finding]:
+def _layers(spec: RunSpec, model: ModelInfo, layers: int, vpp_on: bool, recompute_on: bool = False) -> list[Finding]:
     pp = spec.train.pipeline_parallel
     name = model.name or model.path
     if layers % pp:
@@ -553,6 +553,23 @@ def _layers(spec: RunSpec, model: ModelInfo, layers: int, vpp_on: bool) -> list[
             )
         ]
     vpp = spec.features.vpp_size
+    recompute = spec.features.recompute_num_layers
+    if recompute_on and spec.features.recompute_method == "uniform" and layers % (pp * (vpp if vpp_on else 1)) == 0:
+        # Megatron's uniform recompute splits each pipeline stage's (model chunk's) layers into groups of
+        # recompute_num_layers (verl v0.9.0 docs/ascend_tutorial/feature_support/npu_advance_features.md:219).
+        chunk = layers // pp // (vpp if vpp_on else 1)
+        if chunk % recompute:
+            where = f"{chunk} per pipeline stage (PP {pp})" + (f", per virtual stage (vpp {vpp})" if vpp_on else "")
+            return [
+                error(
+                    "model_recompute_layers",
+                    f"{name} has {layers} layers, {where}: recompute_method uniform needs recompute_num_layers "
+                    f"({recompute}) to divide them",
+                    "features.recompute_num_layers",
+                    f"valid recompute_num_layers: {_ids([d for d in range(1, chunk + 1) if chunk % d == 0])}, "
+                    "or recompute_method block",
+                )
+            ]
     if vpp_on and layers % (pp * vpp):
         sizes = [v for v in range(2, layers // pp + 1) if (layers // pp) % v == 0]
         pps = _valid(min(layers, total_devices(spec)), lambda p: layers % (p * vpp) == 0)
@@ -568,7 +585,9 @@ def _layers(spec: RunSpec, model: ModelInfo, layers: int, vpp_on: bool) -> list[
     return []
 
 
-def check_model_fit(spec: RunSpec, model: ModelInfo | Unavailable | None, vpp_on: bool = False) -> list[Finding]:
+def check_model_fit(
+    spec: RunSpec, model: ModelInfo | Unavailable | None, vpp_on: bool = False, recompute_on: bool = False
+) -> list[Finding]:
     """Heads and KV heads divisible by the training TP (Megatron) and the rollout TP (vLLM); layers by PP
     (by PP × vpp_size with the vpp feature on). Nothing when the model's shape is unknown."""
     if not isinstance(model, ModelInfo):
@@ -582,7 +601,7 @@ def check_model_fit(spec: RunSpec, model: ModelInfo | Unavailable | None, vpp_on
         out += _rollout_tp(spec, model, heads, kv)
     uneven = any(k in o for o in spec.extra_overrides for k in UNEVEN_PP_KEYS)
     if megatron and layers and not uneven:
-        out += _layers(spec, model, layers, vpp_on)
+        out += _layers(spec, model, layers, vpp_on, recompute_on)
     return out
 
 
@@ -786,6 +805,14 @@ def _existing_container(spec: RunSpec, docker: DockerFacts, image_explicit: bool
 # --------------------------------------------------------------------------------------------------
 
 
+def _recompute_on(resolved: ResolvedSpec) -> bool:
+    from verlctl.verl.compose import effective_version, resolve_features
+
+    states, _ = resolve_features(resolved, effective_version(resolved)[0])
+    st = states.get("recompute")
+    return bool(st and st.on and st.applicable)
+
+
 def machine_findings(resolved: ResolvedSpec, facts: CheckFacts, vpp_on: bool = False) -> list[Finding]:
     """Every machine check of one spec, from the facts :func:`collect_facts` gathered (or a test built)."""
     spec = resolved.spec
@@ -794,7 +821,7 @@ def machine_findings(resolved: ResolvedSpec, facts: CheckFacts, vpp_on: bool = F
     out += check_datasets(facts.datasets, facts.docker, spec.container.runtime)
     out += check_checkpoints(spec, facts.checkpoint, facts.model)
     out += check_devices(spec, facts.machine)
-    out += check_model_fit(spec, facts.model, vpp_on)
+    out += check_model_fit(spec, facts.model, vpp_on, _recompute_on(resolved))
     out += check_network(spec, facts.machine.network, facts.master_ips)
     out += check_docker(spec, facts.docker, resolved.explicit("container.image"))
     return out
