@@ -389,3 +389,23 @@ def test_save_freq_beyond_the_last_step_is_reported() -> None:
     f = only(plan(**{"train.steps": 4, "train.save_freq": 10}), "checkpoints_after_last_step")
     assert f.severity is Severity.WARNING and f.field == "train.save_freq"
     assert "checkpoints_after_last_step" not in codes(plan(**{"train.steps": 4, "train.save_freq": 2}))
+
+
+def test_m1_check_probes_the_recipe_entry_in_the_work_dir(tmp_path) -> None:
+    from verlctl.checks.machine_checks import check_recipe, collect_recipe
+
+    workdir = tmp_path / "verl"
+    workdir.mkdir()
+    flags = {**BASE_PATHS, "container.runtime": "host", "container.workdir": str(workdir)}
+    resolved = load_spec(None, flags=flags, environ={})
+    missing = collect_recipe(resolved, None, 5)
+    assert missing == "recipe/dapo/main_dapo.py"
+    [f] = check_recipe(resolved.spec, missing)
+    assert f.severity is Severity.ERROR and f.field == "container.workdir"
+    assert "git submodule update --init recipe" in (f.hint or "")
+    (workdir / "recipe" / "dapo").mkdir(parents=True)
+    (workdir / "recipe" / "dapo" / "main_dapo.py").write_text("")
+    assert collect_recipe(resolved, None, 5) is None
+    # verl.trainer.main_ppo is in the wheel: nothing to probe.
+    grpo = load_spec(None, flags={**flags, "algorithm": "grpo"}, environ={})
+    assert collect_recipe(grpo, None, 5) is None

@@ -128,6 +128,7 @@ class CheckFacts(BaseModel):
     checkpoint: CheckpointProbe | Unavailable | None = None
     docker: DockerFacts | None = None  # None with container.runtime: host
     master_ips: list[str] = []  # cluster.master_addr resolved to IPv4 addresses
+    recipe_missing: str | None = None  # the recipe entry file the work dir lacks (0.7.0 DAPO / one-step-off)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -824,6 +825,7 @@ def machine_findings(resolved: ResolvedSpec, facts: CheckFacts, vpp_on: bool = F
     out += check_model_fit(spec, facts.model, vpp_on, _recompute_on(resolved))
     out += check_network(spec, facts.machine.network, facts.master_ips)
     out += check_docker(spec, facts.docker, resolved.explicit("container.image"))
+    out += check_recipe(spec, facts.recipe_missing)
     return out
 
 
@@ -1069,6 +1071,40 @@ def _collect_checkpoint(spec: RunSpec, docker: _Docker | None, timeout: float) -
     return parse_checkpoint_probe(res.out, f"container {ex.name}")
 
 
+def collect_recipe(resolved: ResolvedSpec, docker: _Docker | None, timeout: float) -> str | None:
+    """The recipe entry file (e.g. recipe/dapo/main_dapo.py) when the work dir lacks it; None when present,
+    not needed, or not checkable (the container is not running)."""
+    from verlctl.verl.compose import effective_version
+    from verlctl.verl.entrypoints import entry_for
+
+    spec = resolved.spec
+    entry = entry_for(effective_version(resolved)[0], spec.algorithm, spec.mode, spec.strategy)
+    if entry.source_file is None:
+        return None
+    path = f"{spec.container.workdir.rstrip('/')}/{entry.source_file}"
+    if spec.container.runtime == "host":
+        return None if os.path.isfile(path) else entry.source_file
+    ex = docker.executor() if docker is not None else None
+    if ex is None:
+        return None
+    from verlctl.errors import VerlctlError
+
+    try:
+        res = ex.run(["test", "-f", path], timeout=timeout)
+    except VerlctlError:
+        return None
+    return None if res.ok else entry.source_file
+
+
+def check_recipe(spec: RunSpec, missing: str | None) -> list[Finding]:
+    from verlctl.verl.entrypoints import RECIPE_HINT
+
+    if missing is None:
+        return []
+    return [error("recipe_missing", f"no {missing} in the work dir {spec.container.workdir}", "container.workdir",
+                  RECIPE_HINT)]
+
+
 def _resolve_ipv4(addr: str | None, timeout: float) -> list[str]:
     if not addr:
         return []
@@ -1141,6 +1177,7 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
         if docker is not None:
             _container_datasets(datasets, docker, budget_s)
         checkpoint = _collect_checkpoint(spec, docker, budget_s)
+        recipe_missing = collect_recipe(resolved, docker, budget_s)
     finally:
         if docker is not None:
             docker.close()
@@ -1151,6 +1188,7 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
         checkpoint=checkpoint,
         docker=docker.facts if docker is not None else None,
         master_ips=got["ips"] if isinstance(got["ips"], list) else [],
+        recipe_missing=recipe_missing,
     )
 
 
