@@ -8,7 +8,6 @@ import itertools
 import os
 import re
 from functools import cache
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,6 @@ from verlctl.verl.effects import EFFECTS, VERSIONS, readers
 import verlcompose
 from conftest import BASE_PATHS
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "verl-source"
-
 
 def _need(version: str) -> None:
     if not verlcompose.available(version):
@@ -29,18 +26,7 @@ def _need(version: str) -> None:
         pytest.skip(f"verl {version} not under {verlcompose.CACHE}")
 
 
-@cache
-def source_lines(version: str, path: str) -> list[str] | None:
-    """The file's lines as in the verl source of ``version``; recipe fixtures lose their one-line header."""
-    if path.startswith("recipe/"):
-        p = FIXTURES / f"v{version}" / f"{path}.txt"  # .txt: kept out of the linters
-        if not p.is_file():
-            return None
-        lines = p.read_text(encoding="utf-8").splitlines()
-        assert lines[0].startswith("# verlctl test fixture: github.com/volcengine/verl tag v"), p
-        return lines[1:]
-    p = verlcompose.verl_root(version) / path
-    return p.read_text(encoding="utf-8").splitlines() if p.is_file() else None
+source_lines = cache(verlcompose.source_lines)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -383,6 +383,7 @@ def _mini_dp(ctx: RuleCtx) -> Iterable[Finding]:
     "mini_batch_normalized",
     ("mini_batch_normalized",),
     Severity.ERROR,
+    versions=(V070,),  # 0.9.1: covered by mini_batch_dp (mini*n divisible by DP)
     cites=(Cite(V070, "verl/workers/fsdp_workers.py", 244, "assert self.config.actor.ppo_mini_batch_size > 0"),),
 )
 def _mini_norm(ctx: RuleCtx) -> Iterable[Finding]:
@@ -405,6 +406,7 @@ def _mini_norm(ctx: RuleCtx) -> Iterable[Finding]:
     cites=(
         Cite(V070, "verl/workers/fsdp_workers.py", 256,
              "assert self.config.actor.ppo_mini_batch_size % self.config.actor.ppo_micro_batch_size_per_gpu == 0"),
+        Cite(V091, "verl/workers/config/actor.py", 233, "if self.ppo_mini_batch_size % self.ppo_micro_batch_size != 0:"),
     ),
 )
 def _micro(ctx: RuleCtx) -> Iterable[Finding]:
