@@ -292,7 +292,8 @@ FEATURES: tuple[Feature, ...] = (
                     Ov(f"{MT}.use_distributed_optimizer", True),
                 ),
                 states=(True,),
-                note="a MindSpeed flag, not a verl key: needs '+', and the distributed optimizer",
+                note="a MindSpeed flag, not a verl key: needs '+', and the distributed optimizer (verl's default); "
+                "unverified outside verl's r1_ascend recipe (the only official user)",
             ),
         ),
         requires=(
