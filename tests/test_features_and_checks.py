@@ -409,3 +409,20 @@ def test_m1_check_probes_the_recipe_entry_in_the_work_dir(tmp_path) -> None:
     # verl.trainer.main_ppo is in the wheel: nothing to probe.
     grpo = load_spec(None, flags={**flags, "algorithm": "grpo"}, environ={})
     assert collect_recipe(grpo, None, 5) is None
+
+
+def test_m5_one_step_off_split_by_whole_nodes() -> None:
+    nodes = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
+    flags = {"mode": "one_step_off_policy", "cluster.nodes": nodes, "train.rollout_nodes": 2,
+             "train.tensor_parallel": 4, "train.pipeline_parallel": 2}
+    p = plan(**flags)
+    assert p.ok, [f.line() for f in p.findings]
+    ov = overrides(p)
+    for o in ("trainer.nnodes=2", "trainer.n_gpus_per_node=8", "rollout.nnodes=2", "rollout.n_gpus_per_node=8"):
+        assert o in ov
+    # With one rollout node the trainer has 3 nodes x 8 devices: TP4*PP2 leaves DP 3, which 256 sequences
+    # do not split over: the batch rules use the trainer's own world.
+    assert "batch_dp_divisibility" in codes(plan(**{**flags, "train.rollout_nodes": 1}))
+    f = only(plan(**{**flags, "train.rollout_nodes": 4}), "node_split")
+    assert f.field == "train.rollout_nodes" and f.severity is Severity.ERROR
+    assert "device_split" in codes(plan(**{**flags, "train.rollout_devices": 9}))

@@ -60,6 +60,20 @@ class RuleCtx:
         return max(1, len(self.spec.cluster.nodes))
 
     @property
+    def node_split(self) -> bool:
+        return self.oso and self.spec.train.rollout_nodes is not None
+
+    @property
+    def trainer_nnodes(self) -> int:
+        rn = self.spec.train.rollout_nodes
+        return max(1, self.nnodes - rn) if self.node_split and rn else self.nnodes
+
+    @property
+    def rollout_nnodes(self) -> int:
+        rn = self.spec.train.rollout_nodes
+        return rn if self.node_split and rn else self.nnodes
+
+    @property
     def per_node(self) -> int:
         return len(self.spec.cluster.devices)
 
@@ -71,11 +85,11 @@ class RuleCtx:
     @property
     def total(self) -> int:
         """Training devices (the trainer's world size)."""
-        return self.nnodes * self.train_per_node
+        return self.trainer_nnodes * self.train_per_node
 
     @property
     def rollout_total(self) -> int:
-        return self.nnodes * (self.spec.train.rollout_devices or 0) if self.oso else self.total
+        return self.rollout_nnodes * (self.spec.train.rollout_devices or 0) if self.oso else self.total
 
     @property
     def rollout_tp(self) -> int:
@@ -163,10 +177,28 @@ def _cited(ctx: RuleCtx, name: str) -> str:
 # ------------------------------------------------------------------------------------------------ devices
 
 
-@rule("device_split", ("device_split",), Severity.ERROR)
+@rule("device_split", ("device_split", "node_split"), Severity.ERROR)
 def _device_split(ctx: RuleCtx) -> Iterable[Finding]:
-    """One-step-off: the trainer and the rollout share each node's devices."""
+    """One-step-off: the trainer and the rollout share each node's devices, or split the nodes."""
     t = ctx.spec.train
+    if ctx.node_split:
+        rn = t.rollout_nodes or 0
+        if rn >= ctx.nnodes:
+            yield error(
+                "node_split",
+                f"rollout_nodes ({rn}) must leave at least one of the {ctx.nnodes} nodes in cluster.nodes for training",
+                "train.rollout_nodes",
+                f"use rollout_nodes <= {ctx.nnodes - 1}, or list more nodes",
+            )
+        for name, value in (("trainer_devices", t.trainer_devices), ("rollout_devices", t.rollout_devices)):
+            if (value or 0) > ctx.per_node:
+                yield error(
+                    "device_split",
+                    f"{name} ({value}) exceeds the {ctx.per_node} devices per node in cluster.devices",
+                    f"train.{name}",
+                    f"use at most {ctx.per_node}",
+                )
+        return
     if ctx.oso and (t.trainer_devices or 0) + (t.rollout_devices or 0) > ctx.per_node:
         yield error(
             "device_split",

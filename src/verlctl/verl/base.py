@@ -230,10 +230,10 @@ ROWS: tuple[Row, ...] = (
         when(modes=OSO),
         (
             Ov(f"{AR}.hybrid_engine", False),
-            Ov("rollout.nnodes", lambda c: c.nnodes),
+            Ov("rollout.nnodes", lambda c: c.rollout_nnodes),
             Ov("rollout.n_gpus_per_node", lambda c: c.spec.train.rollout_devices),
         ),
-        note="trainer and rollout on separate devices of each node",
+        note="trainer and rollout on separate devices of each node, or on separate whole nodes (rollout_nodes)",
     ),
     Row(
         "trainer",
@@ -242,7 +242,7 @@ ROWS: tuple[Row, ...] = (
             Ov("trainer.logger", _logger),
             Ov("trainer.project_name", lambda c: c.spec.logging.project),
             Ov("trainer.experiment_name", lambda c: c.spec.logging.experiment),
-            Ov("trainer.nnodes", lambda c: c.nnodes),
+            Ov("trainer.nnodes", lambda c: c.trainer_nnodes),
             Ov("trainer.n_gpus_per_node", lambda c: c.train_devices_per_node),
             Ov("trainer.device", lambda c: "npu" if c.npu else "cuda"),
             Ov("trainer.total_training_steps", lambda c: c.spec.train.steps),
