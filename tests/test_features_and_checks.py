@@ -426,3 +426,13 @@ def test_m5_one_step_off_split_by_whole_nodes() -> None:
     f = only(plan(**{**flags, "train.rollout_nodes": 4}), "node_split")
     assert f.field == "train.rollout_nodes" and f.severity is Severity.ERROR
     assert "device_split" in codes(plan(**{**flags, "train.rollout_devices": 9}))
+
+
+def test_s5_chunked_prefill_off_on_0_9_1_bounds_max_model_len() -> None:
+    flags = {"verl_version": "0.9.1", "features.disable": ["chunked_prefill"]}
+    ov = overrides(plan(**flags))
+    assert "actor_rollout_ref.rollout.max_model_len=10240" in ov  # 2048 + 8192, not max_position_embeddings
+    assert "actor_rollout_ref.rollout.max_num_batched_tokens=10240" in ov
+    short = overrides(plan(**flags, **{"train.max_prompt_length": 512, "train.max_response_length": 512}))
+    assert "actor_rollout_ref.rollout.max_model_len=1024" in short
+    assert "actor_rollout_ref.rollout.max_num_batched_tokens=8192" in short  # never below verl's default

@@ -365,12 +365,13 @@ FEATURES: tuple[Feature, ...] = (
                 when(versions={"0.9.1"}),
                 (
                     Ov(f"{AR}.rollout.max_model_len", lambda c: c.max_seq_len),
-                    Ov(f"{AR}.rollout.max_num_batched_tokens", lambda c: c.max_seq_len),
+                    Ov(f"{AR}.rollout.max_num_batched_tokens", lambda c: max(8192, c.max_seq_len)),
                 ),
                 states=(False,),
                 note="without chunked prefill vLLM needs max_num_batched_tokens >= max_model_len, and verl 0.9.1 "
                 "sets an unset max_model_len to the model's max_position_embeddings (raising the batch to it): "
-                "both are set to prompt+response, as the official DAPO NPU scripts do",
+                "max_model_len is prompt+response, as the official DAPO NPU scripts set it, and the batch at "
+                "least that (never below verl's default 8192, which also covers vLLM's max_num_seqs)",
             ),
         ),
         applies=when(test=_vllm),
