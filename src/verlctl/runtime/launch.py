@@ -469,7 +469,8 @@ class Launcher:
             raise VerlctlError(
                 f"preflight compose failed: {outcome.message}"
                 + (f" (override: {outcome.override})" if outcome.override else ""),
-                hint="fix the key (spelling, or the '+' prefix for keys verl does not define) in the spec",
+                hint="fix the key (spelling, or the '+' prefix for keys verl does not define) in the spec"
+                if outcome.override else None,
             )
         self.report.note("all overrides compose")
         if outcome.validation:
