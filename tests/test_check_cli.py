@@ -140,9 +140,17 @@ def test_runtime_host_skips_every_docker_check(tmp_path: Path) -> None:
     assert res.json()["machine"]["docker"] == {"status": "not_used (container.runtime: host)"}
 
 
+def verl_checkout(tmp_path: Path) -> str:
+    """A work dir holding the 0.7.0 DAPO recipe entry file (`check` probes that it is there)."""
+    workdir = tmp_path / "verl"
+    (workdir / "recipe" / "dapo").mkdir(parents=True)
+    (workdir / "recipe" / "dapo" / "main_dapo.py").write_text("")
+    return str(workdir)
+
+
 def test_exit_0_when_nothing_is_wrong(tmp_path: Path) -> None:
     bindir = npu_smi_double(tmp_path, "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
-    spec = write_spec(tmp_path, container={"runtime": "host"})
+    spec = write_spec(tmp_path, container={"runtime": "host", "workdir": verl_checkout(tmp_path)})
     res = run_check_cli("-c", str(spec), env=bare_env(tmp_path, PATH=str(bindir)))
     assert res.code == 0, res.out + res.err
     assert "npu-smi: 8 device(s)" in res.out and "error" not in res.out
@@ -150,7 +158,8 @@ def test_exit_0_when_nothing_is_wrong(tmp_path: Path) -> None:
 
 def test_warnings_do_not_fail_the_check(tmp_path: Path) -> None:
     bindir = npu_smi_double(tmp_path, "info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt")
-    spec = write_spec(tmp_path, container={"runtime": "host"}, cluster={"devices": [0, 7]},
+    spec = write_spec(tmp_path, container={"runtime": "host", "workdir": verl_checkout(tmp_path)},
+                      cluster={"devices": [0, 7]},
                       train={"tensor_parallel": 2, "pipeline_parallel": 1})
     res = run_check_cli("-c", str(spec), "--json", env=bare_env(tmp_path, PATH=str(bindir)))
     assert res.code == 0, res.out + res.err

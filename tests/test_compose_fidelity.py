@@ -124,7 +124,8 @@ def test_composed_values_are_what_the_features_mean(version: str) -> None:
     assert mt["override_transformer_config"]["recompute_method"] == "block"
     assert mt["override_transformer_config"]["recompute_num_layers"] == 8
     assert mt["virtual_pipeline_model_parallel_size"] == 2
-    assert mt["use_mbridge"] is False  # NPU: VPP and mbridge cannot be on together
+    # NPU: the Ascend docs turn mbridge off for VPP; only 0.7.0's worker accepts that (F1).
+    assert mt["use_mbridge"] is (version != "0.7.0")
     assert mt["use_remove_padding"] is True
     assert mt["tensor_model_parallel_size"] == 4 and mt["pipeline_model_parallel_size"] == 2
     assert cfg["actor_rollout_ref"]["rollout"]["enable_prefix_caching"] is True
@@ -143,7 +144,8 @@ def test_composed_values_are_what_the_features_mean(version: str) -> None:
     cfg = _composed(version, plan_for(version, "megatron", "dapo", "sync", "0000000"))
     mt = cfg["actor_rollout_ref"]["actor"]["megatron"]
     assert mt["param_offload"] is False and mt["use_remove_padding"] is False
-    assert cfg["actor_rollout_ref"]["rollout"]["enable_prefix_caching"] is False
+    # A default-off feature emits nothing: verl's default (prefix caching on) stands (D1).
+    assert cfg["actor_rollout_ref"]["rollout"]["enable_prefix_caching"] is True
     assert mt["virtual_pipeline_model_parallel_size"] is None
 
     cfg = _composed(version, plan_for(version, "fsdp", "grpo", "one_step_off_policy", "0010100"))
@@ -172,3 +174,38 @@ def test_composition_catches_bad_keys(version: str) -> None:
     plan = plan_for(version, "megatron", "grpo", "sync", "0000000", extra_overrides=seed_key)
     [err] = verlcompose.compose_many(version, e.config_dir, e.config_name, [plan.command.override_texts()])
     assert (err is None) == (version == "0.7.0")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_audit_findings_in_the_composed_config(version: str) -> None:
+    """The composed values behind the audit's findings (reference/fidelity-audit.md), per version."""
+    _need(version)
+    # F3: 0.7.0 one-step-off asserts actor.strategy == critic.strategy.
+    cfg = _composed(version, plan_for(version, "fsdp2", "grpo", "one_step_off_policy", "1100000"))
+    assert cfg["actor_rollout_ref"]["actor"]["strategy"] == "fsdp2"
+    if version == "0.7.0":
+        assert cfg["critic"]["strategy"] == "fsdp2"
+    # S2: torch.compile off where the FSDP code reads it.
+    cfg = _composed(version, plan_for(version, "fsdp", "grpo", "sync", "1100000"))
+    ar = cfg["actor_rollout_ref"]
+    if version == "0.9.1":
+        assert ar["actor"]["fsdp_config"]["use_torch_compile"] is False
+        assert ar["ref"]["fsdp_config"]["use_torch_compile"] is False
+    else:
+        assert ar["actor"]["use_torch_compile"] is False and ar["ref"]["use_torch_compile"] is False
+    # M3: GRPO drops over-long prompts instead of aborting on truncation 'error'.
+    assert cfg["data"]["filter_overlong_prompts"] is True and cfg["data"]["truncation"] == "error"
+    # D1/D2: left at their defaults, prefix caching and chunked prefill keep verl's defaults (on).
+    assert ar["rollout"]["enable_prefix_caching"] is True and ar["rollout"]["enable_chunked_prefill"] is True
+    # F2: sglang on NPU uses the Ascend attention backend.
+    cfg = _composed(version, plan_for(version, "fsdp", "grpo", "sync", "1100000", **{"train.rollout_engine": "sglang"}))
+    assert cfg["actor_rollout_ref"]["rollout"]["engine_kwargs"]["sglang"]["attention_backend"] == "ascend"
+    # S5: chunked prefill turned off explicitly on 0.9.1: max_model_len and the batch are prompt+response.
+    plan = plan_for(version, "megatron", "grpo", "sync", "1100000", **{"features.disable": ["chunked_prefill"]})
+    if version == "0.9.1":
+        ro = _composed(version, plan)["actor_rollout_ref"]["rollout"]
+        assert ro["enable_chunked_prefill"] is False
+        assert ro["max_model_len"] == ro["max_num_batched_tokens"] == 2048 + 8192
+    else:  # S1: 0.7.0 cannot turn it off: nothing is written and the plan says so
+        assert not any("chunked_prefill" in o for o in plan.command.override_texts())
+        assert plan.command.features["chunked_prefill"].label() == "verl default"

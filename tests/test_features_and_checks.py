@@ -219,3 +219,220 @@ def test_plan_with_errors_exits_2_and_writes_nothing(tmp_path) -> None:
     assert res.code == 2
     assert {f["code"] for f in res.json()["findings"] if f["severity"] == "error"} == {"feature_prerequisite"}
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- the fidelity audit's findings
+
+
+def only(p, code: str):
+    [f] = [f for f in p.findings if f.code == code]
+    return f
+
+
+def test_f1_vpp_on_0_9_1_keeps_mbridge_and_warns() -> None:
+    p = plan(**{"features.enable": ["vpp"], "verl_version": "0.9.1"})
+    assert not any("use_mbridge" in o for o in overrides(p))
+    f = only(p, "vpp_mbridge_unverified")
+    assert f.severity is Severity.WARNING and "use_mbridge must be True" in f.message
+    assert "transformer_impl.py:191" in f.message
+    assert "vpp_mbridge_unverified" not in codes(plan(**{"features.enable": ["vpp"], "verl_version": "0.7.0"}))
+
+
+def test_f2_sglang_on_npu_uses_the_ascend_attention_backend() -> None:
+    key = "+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=ascend"
+    assert key in overrides(plan(**{"train.rollout_engine": "sglang"}))
+    assert key not in overrides(plan(**{"train.rollout_engine": "sglang", "device": "gpu"}))
+    assert key not in overrides(plan())
+
+
+def test_f3_fsdp2_one_step_off_on_0_7_0_sets_the_critic_strategy() -> None:
+    p = plan(mode="one_step_off_policy", strategy="fsdp2", algorithm="grpo", verl_version="0.7.0")
+    assert "critic.strategy=fsdp2" in overrides(p)
+
+
+def test_f5_0_9_1_mini_batch_times_n_must_split_over_dp() -> None:
+    flags = {"verl_version": "0.9.1", "strategy": "fsdp", "algorithm": "grpo", "train.train_batch_size": 6,
+             "train.mini_batch_size": 3, "train.responses_per_prompt": 4}
+    f = only(plan(**flags), "mini_batch_dp")
+    assert f.severity is Severity.ERROR and "3*4 = 12" in f.message and "8 data-parallel" in f.message
+    assert "engine_workers.py:267" in f.message
+    assert "mini_batch_dp" not in codes(plan(**{**flags, "verl_version": "0.7.0"}))
+    assert "mini_batch_dp" not in codes(plan(**{**flags, "train.mini_batch_size": 2, "train.train_batch_size": 4}))
+
+
+def test_f6_0_7_0_fsdp_micro_rule_holds_with_dynamic_batching() -> None:
+    flags = {"strategy": "fsdp", "algorithm": "grpo", "train.micro_batch_size_per_device": 3}
+    p = plan(**flags)
+    assert p.command.features["dynamic_batch"].on
+    f = only(p, "micro_batch_divisibility")
+    assert "even with dynamic batching" in f.message and "fsdp_workers.py:256" in f.message
+    # 0.9.1 and Megatron do not assert it with dynamic batching.
+    assert "micro_batch_divisibility" not in codes(plan(**{**flags, "verl_version": "0.9.1"}))
+    assert "micro_batch_divisibility" not in codes(plan(**{**flags, "strategy": "megatron"}))
+
+
+def test_f8_0_7_0_agent_loop_needs_equal_chunks() -> None:
+    flags = {"algorithm": "grpo", "train.train_batch_size": 3, "train.responses_per_prompt": 5,
+             "train.mini_batch_size": 3, "cluster.devices": [0], "strategy": "fsdp"}
+    f = only(plan(**flags), "agent_loop_chunks")
+    assert f.severity is Severity.ERROR and "15 sequences" in f.message and "8 equal chunks" in f.message
+    assert "agent_loop_chunks" not in codes(plan(**{**flags, "verl_version": "0.9.1"}))
+    # The DAPO generation batch is what is chunked; an explicit num_workers is honoured.
+    dapo = {**flags, "algorithm": "dapo", "train.gen_batch_size": 3, "train.train_batch_size": 8}
+    assert only(plan(**dapo), "agent_loop_chunks").field == "train.gen_batch_size"
+    ok = {**flags, "extra_overrides": ["actor_rollout_ref.rollout.agent.num_workers=5"]}
+    assert "agent_loop_chunks" not in codes(plan(**ok))
+
+
+def test_f7_uniform_recompute_layers_must_divide_the_stage(tmp_path) -> None:
+    import json as _json
+
+    from verlctl.checks.machine_checks import check_model_fit
+    from verlctl.detect.models import inspect_model
+
+    from launch_support import write_model
+
+    d = tmp_path / "Qwen3-8B"
+    write_model(d)
+    cfg = _json.loads((d / "config.json").read_text())
+    cfg.update(num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8)
+    (d / "config.json").write_text(_json.dumps(cfg))
+    model = inspect_model(str(d))
+    flags = {"features.recompute_method": "uniform", "features.recompute_num_layers": 7,
+             "train.pipeline_parallel": 2, "train.tensor_parallel": 4}
+    spec = load_spec(None, flags={**BASE_PATHS, **flags}, environ={}).spec
+    [f] = [f for f in check_model_fit(spec, model, recompute_on=True) if f.code == "model_recompute_layers"]
+    assert "18 per pipeline stage" in f.message and f.field == "features.recompute_num_layers"
+    assert "1, 2, 3, 6, 9, 18" in (f.hint or "")
+    assert not check_model_fit(spec, model, recompute_on=False)
+    spec6 = load_spec(None, flags={**BASE_PATHS, **flags, "features.recompute_num_layers": 6}, environ={}).spec
+    assert not check_model_fit(spec6, model, recompute_on=True)
+
+
+def test_f9_noset_only_with_devices_0_to_n_minus_1() -> None:
+    noset = "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"
+    assert plan().command.env[noset] == "1"
+    sub = plan(**{"cluster.devices": [4, 5, 6, 7], "train.tensor_parallel": 4, "train.pipeline_parallel": 1})
+    assert noset not in sub.command.env
+    assert sub.command.env["ASCEND_RT_VISIBLE_DEVICES"] == "4,5,6,7"
+
+
+def test_s1_d1_d2_off_by_default_writes_nothing_and_0_7_0_cannot_turn_off() -> None:
+    p = plan(verl_version="0.9.1")
+    assert not any("prefix_caching" in o or "chunked_prefill" in o for o in overrides(p))
+    assert p.command.features["prefix_cache"].label() == "verl default"
+    off = plan(verl_version="0.9.1", **{"features.disable": ["prefix_cache", "chunked_prefill"]})
+    assert "actor_rollout_ref.rollout.enable_prefix_caching=False" in overrides(off)
+    assert "actor_rollout_ref.rollout.enable_chunked_prefill=False" in overrides(off)
+    assert off.command.features["prefix_cache"].label() == "off"
+    old = plan(verl_version="0.7.0", **{"features.disable": ["prefix_cache"]})
+    assert not any("prefix_caching" in o for o in overrides(old))
+    assert old.command.features["prefix_cache"].label() == "verl default"
+    f = only(old, "feature_cannot_turn_off")
+    assert "drops False" in f.message and f.severity is Severity.WARNING
+    # A mask's 0 bit for a default-off feature leaves verl's default; for a default-on one it turns it off.
+    m = plan(**{"features.mask": "0000000"})
+    assert not any("prefix_caching" in o for o in overrides(m))
+    assert "actor_rollout_ref.model.use_remove_padding=False" in overrides(m)
+
+
+def test_s3_0_9_1_dapo_drops_keys_its_trainer_ignores() -> None:
+    p = plan(verl_version="0.9.1", **{"train.gen_batch_size": 64})
+    assert not any("max_num_gen_batches" in o or "gen_batch_size" in o for o in overrides(p))
+    old = plan(verl_version="0.7.0", **{"train.gen_batch_size": 64})
+    assert "data.gen_batch_size=64" in overrides(old)
+    assert "algorithm.filter_groups.max_num_gen_batches=10" in overrides(old)
+
+
+def test_s4_vllm_only_features_are_na_with_sglang() -> None:
+    p = plan(**{"train.rollout_engine": "sglang", "features.enable": ["prefix_cache"]})
+    st = p.command.features["prefix_cache"]
+    assert st.label() == "n/a" and "sglang" in st.reason
+    assert p.command.features["chunked_prefill"].label() == "n/a"
+    assert not any("prefix_caching" in o or "batched_tokens" in o for o in overrides(p))
+
+
+def test_s2_torch_compile_keys_where_the_code_reads_them() -> None:
+    new = overrides(plan(verl_version="0.9.1", strategy="fsdp", algorithm="grpo"))
+    assert "actor_rollout_ref.actor.fsdp_config.use_torch_compile=False" in new
+    assert "actor_rollout_ref.actor.use_torch_compile=False" not in new
+    assert not any("use_torch_compile" in o for o in overrides(plan()))  # Megatron reads neither key
+
+
+def test_s7_a_note_stays_with_its_feature() -> None:
+    text = plan(verl_version="0.9.1", **{"features.enable": ["offload", "prefix_cache"]}).render().files["run_training.sh"]
+    pfx = text.index("# feature prefix_cache")
+    assert "has no actor.megatron.grad_offload" in text[:pfx]
+    assert "grad_offload" not in text[pfx:]
+
+
+def test_m3_grpo_filters_over_long_prompts() -> None:
+    assert "data.filter_overlong_prompts=True" in overrides(plan(algorithm="grpo"))
+    assert "data.truncation=left" in overrides(plan(algorithm="dapo"))
+
+
+def test_m4_the_official_npu_environment() -> None:
+    env = plan().command.env
+    assert env["HCCL_EXEC_TIMEOUT"] == "3600" and env["HCCL_CONNECT_TIMEOUT"] == "3600"
+    assert env["HCCL_ASYNC_ERROR_HANDLING"] == "0" and env["TASK_QUEUE_ENABLE"] == "1"
+    assert env["RAY_DEDUP_LOGS"] == "0" and env["HYDRA_FULL_ERROR"] == "1"
+    oso = plan(mode="one_step_off_policy", **{"train.tensor_parallel": 2}).command.env
+    assert oso["HCCL_EXEC_TIMEOUT"] == "60000" and oso["HCCL_CONNECT_TIMEOUT"] == "7200"
+    assert "HCCL_EXEC_TIMEOUT" not in plan(device="gpu").command.env
+    text = plan().render().files["start_verl.sh"]
+    assert "ulimit -n 32768" in text and '--node-ip-address="$NODE_IP"' in text
+    # The user's env still wins.
+    assert plan(env={"TASK_QUEUE_ENABLE": "2"}).command.env["TASK_QUEUE_ENABLE"] == "2"
+
+
+def test_save_freq_beyond_the_last_step_is_reported() -> None:
+    f = only(plan(**{"train.steps": 4, "train.save_freq": 10}), "checkpoints_after_last_step")
+    assert f.severity is Severity.WARNING and f.field == "train.save_freq"
+    assert "checkpoints_after_last_step" not in codes(plan(**{"train.steps": 4, "train.save_freq": 2}))
+
+
+def test_m1_check_probes_the_recipe_entry_in_the_work_dir(tmp_path) -> None:
+    from verlctl.checks.machine_checks import check_recipe, collect_recipe
+
+    workdir = tmp_path / "verl"
+    workdir.mkdir()
+    flags = {**BASE_PATHS, "container.runtime": "host", "container.workdir": str(workdir)}
+    resolved = load_spec(None, flags=flags, environ={})
+    missing = collect_recipe(resolved, None, 5)
+    assert missing == "recipe/dapo/main_dapo.py"
+    [f] = check_recipe(resolved.spec, missing)
+    assert f.severity is Severity.ERROR and f.field == "container.workdir"
+    assert "git submodule update --init recipe" in (f.hint or "")
+    (workdir / "recipe" / "dapo").mkdir(parents=True)
+    (workdir / "recipe" / "dapo" / "main_dapo.py").write_text("")
+    assert collect_recipe(resolved, None, 5) is None
+    # verl.trainer.main_ppo is in the wheel: nothing to probe.
+    grpo = load_spec(None, flags={**flags, "algorithm": "grpo"}, environ={})
+    assert collect_recipe(grpo, None, 5) is None
+
+
+def test_m5_one_step_off_split_by_whole_nodes() -> None:
+    nodes = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
+    flags = {"mode": "one_step_off_policy", "cluster.nodes": nodes, "train.rollout_nodes": 2,
+             "train.tensor_parallel": 4, "train.pipeline_parallel": 2}
+    p = plan(**flags)
+    assert p.ok, [f.line() for f in p.findings]
+    ov = overrides(p)
+    for o in ("trainer.nnodes=2", "trainer.n_gpus_per_node=8", "rollout.nnodes=2", "rollout.n_gpus_per_node=8"):
+        assert o in ov
+    # With one rollout node the trainer has 3 nodes x 8 devices: TP4*PP2 leaves DP 3, which 256 sequences
+    # do not split over: the batch rules use the trainer's own world.
+    assert "batch_dp_divisibility" in codes(plan(**{**flags, "train.rollout_nodes": 1}))
+    f = only(plan(**{**flags, "train.rollout_nodes": 4}), "node_split")
+    assert f.field == "train.rollout_nodes" and f.severity is Severity.ERROR
+    assert "device_split" in codes(plan(**{**flags, "train.rollout_devices": 9}))
+
+
+def test_s5_chunked_prefill_off_on_0_9_1_bounds_max_model_len() -> None:
+    flags = {"verl_version": "0.9.1", "features.disable": ["chunked_prefill"]}
+    ov = overrides(plan(**flags))
+    assert "actor_rollout_ref.rollout.max_model_len=10240" in ov  # 2048 + 8192, not max_position_embeddings
+    assert "actor_rollout_ref.rollout.max_num_batched_tokens=10240" in ov
+    short = overrides(plan(**flags, **{"train.max_prompt_length": 512, "train.max_response_length": 512}))
+    assert "actor_rollout_ref.rollout.max_model_len=1024" in short
+    assert "actor_rollout_ref.rollout.max_num_batched_tokens=8192" in short  # never below verl's default

@@ -52,9 +52,15 @@ def test_rendered_scripts_pass_bash_n_and_shellcheck(tmp_path: Path, variant: di
             assert not re.search(forbidden, code), forbidden
 
 
+def _verl_checkout(path: Path) -> Path:
+    """A work dir holding the DAPO recipe entry file (its content is never run: python3 is a double)."""
+    (path / "recipe" / "dapo").mkdir(parents=True)
+    (path / "recipe" / "dapo" / "main_dapo.py").write_text("# recipe entry of a verl v0.7.0 checkout\n")
+    return path
+
+
 def test_scripts_run_end_to_end_with_doubles(tmp_path: Path) -> None:
-    workdir = tmp_path / "verl"
-    workdir.mkdir()
+    workdir = _verl_checkout(tmp_path / "verl")
     rendered = render_from(
         {**BASE_PATHS, "container.workdir": str(workdir), "paths.logs": str(tmp_path / "logs"), "env": {"FOO": "bar"}}
     )
@@ -70,8 +76,7 @@ def test_scripts_run_end_to_end_with_doubles(tmp_path: Path) -> None:
 
 
 def test_head_times_out_with_a_clear_error_when_devices_do_not_join(tmp_path: Path) -> None:
-    workdir = tmp_path / "verl"
-    workdir.mkdir()
+    workdir = _verl_checkout(tmp_path / "verl")
     rendered = render_from({**BASE_PATHS, "container.workdir": str(workdir), "paths.logs": str(tmp_path / "l"),
                             "cluster.join_timeout_s": 3})
     rendered.write(tmp_path / "s")
@@ -82,12 +87,71 @@ def test_head_times_out_with_a_clear_error_when_devices_do_not_join(tmp_path: Pa
 
 
 def test_training_failure_propagates_exit_status(tmp_path: Path) -> None:
-    workdir = tmp_path / "verl"
-    workdir.mkdir()
+    workdir = _verl_checkout(tmp_path / "verl")
     rendered = render_from({**BASE_PATHS, "container.workdir": str(workdir), "paths.logs": str(tmp_path / "l")})
     rendered.write(tmp_path / "s")
     rec = run_start_script(tmp_path / "s", tmp_path / "rec", [], {"VERLCTL_TEST_EXIT": "3"})
     assert rec.proc.returncode == 3
+
+
+def test_recipe_entry_without_a_source_checkout_says_how_to_get_it(tmp_path: Path) -> None:
+    """M1: a 0.7.0 recipe entry point needs recipe/ in the work dir; the script says so before Python runs."""
+    workdir = tmp_path / "verl"
+    workdir.mkdir()
+    rendered = render_from({**BASE_PATHS, "container.workdir": str(workdir), "paths.logs": str(tmp_path / "l")})
+    rendered.write(tmp_path / "s")
+    rec = run_start_script(tmp_path / "s", tmp_path / "rec", [])
+    assert rec.proc.returncode == 1
+    assert "no recipe/dapo/main_dapo.py in" in rec.proc.stderr
+    assert "git clone --branch v0.7.0" in rec.proc.stderr and "git submodule update --init recipe" in rec.proc.stderr
+    assert rec.argv == []  # training never started
+
+
+VERL_CACHE = Path(__file__).resolve().parents[1] / ".cache" / "verl"
+
+
+def _compose_in(cwd: Path, version: str, config_dir: str, config_name: str, overrides: list[str]) -> str:
+    """Compose with Hydra in a fresh process whose working directory is ``cwd``; '' = OK, else the error."""
+    code = (
+        "import sys, json\n"
+        "from hydra import compose, initialize_config_dir\n"
+        "from omegaconf import OmegaConf\n"
+        "d, name, ov = json.loads(sys.argv[1])\n"
+        "try:\n"
+        "    with initialize_config_dir(config_dir=d, version_base=None):\n"
+        "        OmegaConf.to_container(compose(config_name=name, overrides=ov), resolve=True)\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    arg = json.dumps([str(VERL_CACHE / version / config_dir), config_name, overrides])
+    res = subprocess.run([sys.executable, "-c", code, arg], cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip()
+
+
+def test_0_9_1_one_step_off_command_composes_from_any_working_directory(tmp_path: Path) -> None:
+    """F4: the 0.9.1 one-step-off config searches file://verl/trainer/config (relative to the working
+    directory); the script adds the installed verl's config tree, so its argv composes from a work dir
+    without a verl source tree."""
+    if not (VERL_CACHE / "0.9.1" / "verl").is_dir():
+        pytest.skip("verl 0.9.1 not under .cache/verl (.ci/run installs it)")
+    workdir = tmp_path / "empty-workdir"
+    workdir.mkdir()
+    rendered = render_from({**BASE_PATHS, "verl_version": "0.9.1", "mode": "one_step_off_policy",
+                            "train.tensor_parallel": 2, "container.workdir": str(workdir),
+                            "paths.logs": str(tmp_path / "l")})
+    rendered.write(tmp_path / "s")
+    rec = run_start_script(tmp_path / "s", tmp_path / "rec", [], {"PYTHONPATH": str(VERL_CACHE / "0.9.1")})
+    assert rec.proc.returncode == 0, rec.proc.stdout + rec.proc.stderr
+    entry = rendered.command.entry
+    assert rec.argv[:4] == ["-m", entry.module, "--config-name", entry.config_name]
+    overrides = rec.argv[4:]
+    core = VERL_CACHE / "0.9.1" / "verl" / "trainer" / "config"
+    assert overrides[-1] == f"hydra.searchpath=['file://{core}']"
+    assert _compose_in(workdir, "0.9.1", entry.config_dir, entry.config_name, overrides) == ""
+    # Without the added search path the same command fails from this directory (what the audit reproduced).
+    err = _compose_in(workdir, "0.9.1", entry.config_dir, entry.config_name, overrides[:-1])
+    assert "Could not load 'ppo_trainer'" in err or "MissingConfigException" in err, err
 
 
 # --------------------------------------------------------------------------- hostile values
@@ -115,8 +179,7 @@ def _hydra_value(override: str) -> object:
 @example(a="$(touch pwned)", b="`id`", c="'; rm -rf . #", d="${oc.env:HOME} \\'\"")
 def test_hostile_values_round_trip_literally(tmp_path_factory, a: str, b: str, c: str, d: str) -> None:
     base = tmp_path_factory.mktemp("hostile")
-    workdir = base / f"w{a}"
-    workdir.mkdir()
+    workdir = _verl_checkout(base / f"w{a}")
     flags = {
         "paths.model": f"/models/{a}",
         "paths.train_files": [f"/data/{b}.parquet", f"/data/{c}"],

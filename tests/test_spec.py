@@ -97,7 +97,7 @@ def test_seed_environment_names_map_to_the_spec() -> None:
     r = load_spec(None, environ=env)
     s = r.spec
     assert s.paths.train_files == ["/d/dapo-math-17k.parquet"]
-    assert s.train.steps == 100 and s.strategy == "fsdp"
+    assert s.train.steps == 100 and s.strategy == "fsdp2"  # the second seed: FRAMEWORK=fsdp is FSDP2
     assert (s.train.trainer_devices, s.train.rollout_devices) == (6, 2)
     assert s.features.enable == ["prefix_cache", "chunked_prefill", "offload"]
     assert s.recovery.max_oom_retries == 3

@@ -21,6 +21,23 @@ def verl_root(version: str) -> Path:
     return CACHE / version
 
 
+FIXTURE_SOURCES = ROOT / "tests" / "fixtures" / "verl-source"
+
+
+def source_lines(version: str, path: str) -> list[str] | None:
+    """A verl source file's lines as in ``version``: ``verl/...`` from the wheel under .cache; ``recipe/...``
+    (not in the wheel) from ``tests/fixtures/verl-source/v<version>/<path>.txt``, less its one-line header."""
+    if path.startswith("recipe/"):
+        p = FIXTURE_SOURCES / f"v{version}" / f"{path}.txt"  # .txt: kept out of the linters
+        if not p.is_file():
+            return None
+        lines = p.read_text(encoding="utf-8").splitlines()
+        assert lines[0].startswith("# verlctl test fixture: github.com/volcengine/verl tag v"), p
+        return lines[1:]
+    p = verl_root(version) / path
+    return p.read_text(encoding="utf-8").splitlines() if p.is_file() else None
+
+
 def available(version: str) -> bool:
     return (verl_root(version) / "verl" / "trainer" / "config" / "ppo_trainer.yaml").is_file()
 

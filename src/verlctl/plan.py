@@ -37,7 +37,7 @@ def make_plan(resolved: ResolvedSpec, container_version: str | None = None) -> P
     resolved.require_complete()
     command = build_command(resolved, container_version)
     findings = list(command.findings)
-    findings += check_spec(resolved, command.features)
+    findings += check_spec(resolved, command.features, command.version)
     from verlctl.checks.memory import estimate_for_command, memory_findings
 
     memory, why = estimate_for_command(resolved, command)

@@ -130,6 +130,7 @@ class CheckFacts(BaseModel):
     docker: DockerFacts | None = None  # None with container.runtime: host
     master_ips: list[str] = []  # cluster.master_addr resolved to IPv4 addresses
     storage: StorageFacts | None = None  # multi-node: where the checkpoint directory lives
+    recipe_missing: str | None = None  # the recipe entry file the work dir lacks (0.7.0 DAPO / one-step-off)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -545,7 +546,7 @@ def _rollout_tp(spec: RunSpec, model: ModelInfo, heads: int, kv: int) -> list[Fi
     ]
 
 
-def _layers(spec: RunSpec, model: ModelInfo, layers: int, vpp_on: bool) -> list[Finding]:
+def _layers(spec: RunSpec, model: ModelInfo, layers: int, vpp_on: bool, recompute_on: bool = False) -> list[Finding]:
     pp = spec.train.pipeline_parallel
     name = model.name or model.path
     if layers % pp:
@@ -560,6 +561,23 @@ def _layers(spec: RunSpec, model: ModelInfo, layers: int, vpp_on: bool) -> list[
             )
         ]
     vpp = spec.features.vpp_size
+    recompute = spec.features.recompute_num_layers
+    if recompute_on and spec.features.recompute_method == "uniform" and layers % (pp * (vpp if vpp_on else 1)) == 0:
+        # Megatron's uniform recompute splits each pipeline stage's (model chunk's) layers into groups of
+        # recompute_num_layers (verl v0.9.0 docs/ascend_tutorial/feature_support/npu_advance_features.md:219).
+        chunk = layers // pp // (vpp if vpp_on else 1)
+        if chunk % recompute:
+            where = f"{chunk} per pipeline stage (PP {pp})" + (f", per virtual stage (vpp {vpp})" if vpp_on else "")
+            return [
+                error(
+                    "model_recompute_layers",
+                    f"{name} has {layers} layers, {where}: recompute_method uniform needs recompute_num_layers "
+                    f"({recompute}) to divide them",
+                    "features.recompute_num_layers",
+                    f"valid recompute_num_layers: {_ids([d for d in range(1, chunk + 1) if chunk % d == 0])}, "
+                    "or recompute_method block",
+                )
+            ]
     if vpp_on and layers % (pp * vpp):
         sizes = [v for v in range(2, layers // pp + 1) if (layers // pp) % v == 0]
         pps = _valid(min(layers, total_devices(spec)), lambda p: layers % (p * vpp) == 0)
@@ -575,7 +593,9 @@ def _layers(spec: RunSpec, model: ModelInfo, layers: int, vpp_on: bool) -> list[
     return []
 
 
-def check_model_fit(spec: RunSpec, model: ModelInfo | Unavailable | None, vpp_on: bool = False) -> list[Finding]:
+def check_model_fit(
+    spec: RunSpec, model: ModelInfo | Unavailable | None, vpp_on: bool = False, recompute_on: bool = False
+) -> list[Finding]:
     """Heads and KV heads divisible by the training TP (Megatron) and the rollout TP (vLLM); layers by PP
     (by PP × vpp_size with the vpp feature on). Nothing when the model's shape is unknown."""
     if not isinstance(model, ModelInfo):
@@ -589,7 +609,7 @@ def check_model_fit(spec: RunSpec, model: ModelInfo | Unavailable | None, vpp_on
         out += _rollout_tp(spec, model, heads, kv)
     uneven = any(k in o for o in spec.extra_overrides for k in UNEVEN_PP_KEYS)
     if megatron and layers and not uneven:
-        out += _layers(spec, model, layers, vpp_on)
+        out += _layers(spec, model, layers, vpp_on, recompute_on)
     return out
 
 
@@ -793,6 +813,14 @@ def _existing_container(spec: RunSpec, docker: DockerFacts, image_explicit: bool
 # --------------------------------------------------------------------------------------------------
 
 
+def _recompute_on(resolved: ResolvedSpec) -> bool:
+    from verlctl.verl.compose import effective_version, resolve_features
+
+    states, _ = resolve_features(resolved, effective_version(resolved)[0])
+    st = states.get("recompute")
+    return bool(st and st.on and st.applicable)
+
+
 def machine_findings(resolved: ResolvedSpec, facts: CheckFacts, vpp_on: bool = False) -> list[Finding]:
     """Every machine check of one spec, from the facts :func:`collect_facts` gathered (or a test built)."""
     spec = resolved.spec
@@ -801,10 +829,11 @@ def machine_findings(resolved: ResolvedSpec, facts: CheckFacts, vpp_on: bool = F
     out += check_datasets(facts.datasets, facts.docker, spec.container.runtime)
     out += check_checkpoints(spec, facts.checkpoint, facts.model)
     out += check_devices(spec, facts.machine)
-    out += check_model_fit(spec, facts.model, vpp_on)
+    out += check_model_fit(spec, facts.model, vpp_on, _recompute_on(resolved))
     out += check_network(spec, facts.machine.network, facts.master_ips)
     out += check_docker(spec, facts.docker, resolved.explicit("container.image"))
     out += check_checkpoint_storage(spec, facts.storage)
+    out += check_recipe(spec, facts.recipe_missing)
     return out
 
 
@@ -1050,6 +1079,40 @@ def _collect_checkpoint(spec: RunSpec, docker: _Docker | None, timeout: float) -
     return parse_checkpoint_probe(res.out, f"container {ex.name}")
 
 
+def collect_recipe(resolved: ResolvedSpec, docker: _Docker | None, timeout: float) -> str | None:
+    """The recipe entry file (e.g. recipe/dapo/main_dapo.py) when the work dir lacks it; None when present,
+    not needed, or not checkable (the container is not running)."""
+    from verlctl.verl.compose import effective_version
+    from verlctl.verl.entrypoints import entry_for
+
+    spec = resolved.spec
+    entry = entry_for(effective_version(resolved)[0], spec.algorithm, spec.mode, spec.strategy)
+    if entry.source_file is None:
+        return None
+    path = f"{spec.container.workdir.rstrip('/')}/{entry.source_file}"
+    if spec.container.runtime == "host":
+        return None if os.path.isfile(path) else entry.source_file
+    ex = docker.executor() if docker is not None else None
+    if ex is None:
+        return None
+    from verlctl.errors import VerlctlError
+
+    try:
+        res = ex.run(["test", "-f", path], timeout=timeout)
+    except VerlctlError:
+        return None
+    return None if res.ok else entry.source_file
+
+
+def check_recipe(spec: RunSpec, missing: str | None) -> list[Finding]:
+    from verlctl.verl.entrypoints import RECIPE_HINT
+
+    if missing is None:
+        return []
+    return [error("recipe_missing", f"no {missing} in the work dir {spec.container.workdir}", "container.workdir",
+                  RECIPE_HINT)]
+
+
 def _resolve_ipv4(addr: str | None, timeout: float) -> list[str]:
     if not addr:
         return []
@@ -1122,6 +1185,7 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
         if docker is not None:
             _container_datasets(datasets, docker, budget_s)
         checkpoint = _collect_checkpoint(spec, docker, budget_s)
+        recipe_missing = collect_recipe(resolved, docker, budget_s)
     finally:
         if docker is not None:
             docker.close()
@@ -1133,6 +1197,7 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
         docker=docker.facts if docker is not None else None,
         master_ips=got["ips"] if isinstance(got["ips"], list) else [],
         storage=collect_storage(spec),
+        recipe_missing=recipe_missing,
     )
 
 

@@ -14,7 +14,8 @@ from typing import Any
 from verlctl import __version__
 from verlctl.spec.resolve import ResolvedSpec
 from verlctl.verl.compose import OverrideLine, TrainingCommand
-from verlctl.verl.environment import CANN_ENV_SCRIPTS, ENV_ROWS
+from verlctl.verl.entrypoints import CORE_CONFIG_LOCATOR, RECIPE_HINT
+from verlctl.verl.environment import CANN_ENV_SCRIPTS, ENV_ROWS, NOFILE_LIMIT
 from verlctl.verl.hydra_syntax import shell_quote
 
 START_SCRIPT = "start_verl.sh"
@@ -135,6 +136,10 @@ def render(resolved: ResolvedSpec, command: TrainingCommand) -> Rendered:
         python="python3",
         groups=_groups(command.overrides),
         overrides_count=len(command.overrides),
+        source_file=command.entry.source_file,
+        recipe_hint=RECIPE_HINT,
+        core_searchpath=command.entry.core_searchpath,
+        locator=CORE_CONFIG_LOCATOR,
     )
     notes = {row.name: row.note for row in ENV_ROWS}
     npu = spec.device == "npu"
@@ -157,6 +162,7 @@ def render(resolved: ResolvedSpec, command: TrainingCommand) -> Rendered:
         ray_resource_args=resource_args,
         ray_start_args=spec.cluster.ray_start_args,
         ray_tmp=f"/tmp/verlctl-ray-{digest}",
+        nofile=NOFILE_LIMIT,
         socket_ifname=spec.cluster.socket_ifname,
         ifname_vars=("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
         if npu

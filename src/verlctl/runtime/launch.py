@@ -575,9 +575,12 @@ class Launcher:
             raise VerlctlError(
                 f"preflight compose failed: {outcome.message}"
                 + (f" (override: {outcome.override})" if outcome.override else ""),
-                hint="fix the key (spelling, or the '+' prefix for keys verl does not define) in the spec",
+                hint="fix the key (spelling, or the '+' prefix for keys verl does not define) in the spec"
+                if outcome.override else None,
             )
         self.report.note("all overrides compose")
+        if outcome.validation:
+            self.report.note(f"verl validate_config: {outcome.validation}")
 
     def _copy(self, ex: Executor, rendered: Rendered, scripts_dir: str, env_file: bool = True) -> None:
         names = f"{START_SCRIPT}, {TRAIN_SCRIPT}" + (f", {ENV_FILE}" if env_file else "")

@@ -361,6 +361,12 @@ class TrainSpec(_Strict):
     rollout_devices: PositiveInt | None = Field(
         default=None, description="one_step_off_policy: rollout devices per node (seed ROLLOUT_GPUS, default 4)."
     )
+    rollout_nodes: PositiveInt | None = Field(
+        default=None,
+        description="one_step_off_policy split by whole nodes: this many nodes run the rollout and the other nodes "
+        "of cluster.nodes train (rollout.nnodes / trainer.nnodes; verl docs/advance/one_step_off.md). "
+        "trainer_devices / rollout_devices then count per node of each side (default: all of cluster.devices).",
+    )
 
 
 class FeaturesSpec(_Strict):

@@ -248,7 +248,12 @@ def derive(resolved: ResolvedSpec) -> None:
         put("train.rollout_tensor_parallel", t.tensor_parallel, "= train.tensor_parallel")
     if spec.mode == "one_step_off_policy":
         n = len(spec.cluster.devices)
-        if t.trainer_devices is None and t.rollout_devices is None:
+        if t.rollout_nodes is not None:  # whole-node split: each side uses all devices of its nodes
+            if t.trainer_devices is None:
+                put("train.trainer_devices", n, "all of cluster.devices (rollout_nodes: whole-node split)")
+            if t.rollout_devices is None:
+                put("train.rollout_devices", n, "all of cluster.devices (rollout_nodes: whole-node split)")
+        elif t.trainer_devices is None and t.rollout_devices is None:
             put("train.trainer_devices", max(1, n // 2), "half of cluster.devices")
             put("train.rollout_devices", max(1, n - n // 2), "the other half of cluster.devices")
         elif t.trainer_devices is None and t.rollout_devices is not None:

@@ -312,6 +312,8 @@ def load_env_layer(environ: Mapping[str, str] | None = None, top_fields: Iterabl
             continue
         if path.startswith("container.proxy.") and value.strip().lower() in {"none", "无"}:
             continue
+        if name == "FRAMEWORK" and value.strip().lower() == "fsdp":
+            value = "fsdp2"  # the second seed: FRAMEWORK=fsdp means "the FSDP2 framework"
         flat[path] = value
         details[path] = name
     enable = list(_split(flat.get("features.enable", "")))

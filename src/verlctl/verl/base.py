@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verlctl.verl.table import AR, MEGATRON, Ctx, Ov, When, when
+from verlctl.verl.table import AR, FSDP, MEGATRON, Ctx, Ov, When, when
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,15 @@ ROWS: tuple[Row, ...] = (
     Row("data", when(algorithms=DAPO), (Ov("data.truncation", "left"),)),
     Row(
         "data",
-        when(algorithms=DAPO, modes=SYNC, test=lambda c: c.spec.train.gen_batch_size is not None),
+        when(algorithms=GRPO),
+        (Ov("data.filter_overlong_prompts", True),),
+        note="verl's default truncation is 'error': one over-long prompt would abort training; drop them instead",
+    ),
+    Row(
+        "data",
+        when(
+            algorithms=DAPO, modes=SYNC, versions={"0.7.0"}, test=lambda c: c.spec.train.gen_batch_size is not None
+        ),
         (Ov("data.gen_batch_size", lambda c: c.spec.train.gen_batch_size),),
     ),
     Row(
@@ -90,9 +98,25 @@ ROWS: tuple[Row, ...] = (
     Row("model", when(strategies={"fsdp2"}), (Ov(f"{AR}.actor.strategy", "fsdp2"),)),
     Row(
         "model",
-        when(devices={"npu"}),
+        when(strategies={"fsdp2"}, versions={"0.7.0"}, modes=OSO),
+        (Ov("critic.strategy", "fsdp2"),),
+        note="the 0.7.0 one-step-off entry asserts actor.strategy == critic.strategy",
+    ),
+    Row(
+        "model",
+        when(devices={"npu"}, strategies=FSDP, versions={"0.7.0"}),
         (Ov(f"{AR}.actor.use_torch_compile", False), Ov(f"{AR}.ref.use_torch_compile", False)),
         note="torch.compile is not supported by torch_npu for these models (official NPU scripts disable it)",
+    ),
+    Row(
+        "model",
+        when(devices={"npu"}, strategies=FSDP, versions={"0.9.1"}),
+        (
+            Ov(f"{AR}.actor.fsdp_config.use_torch_compile", False),
+            Ov(f"{AR}.ref.fsdp_config.use_torch_compile", False),
+        ),
+        note="torch.compile is not supported by torch_npu for these models; the 0.9.1 FSDP engine reads "
+        "fsdp_config.use_torch_compile (actor.use_torch_compile is ignored there)",
     ),
     Row(
         "parallelism",
@@ -115,6 +139,13 @@ ROWS: tuple[Row, ...] = (
             Ov(f"{AR}.rollout.tensor_model_parallel_size", lambda c: c.spec.train.rollout_tensor_parallel),
             Ov(f"{AR}.rollout.gpu_memory_utilization", lambda c: c.spec.train.rollout_memory_utilization),
         ),
+    ),
+    Row(
+        "rollout",
+        when(devices={"npu"}, test=lambda c: c.spec.train.rollout_engine == "sglang"),
+        (Ov(f"{AR}.rollout.engine_kwargs.sglang.attention_backend", "ascend", prefix="+"),),
+        note="without it verl's sglang server picks a CUDA attention backend (fa3 / flashinfer); the official "
+        "NPU sglang scripts all set ascend",
     ),
     Row("algorithm", when(), (Ov("algorithm.adv_estimator", "grpo"), Ov("algorithm.use_kl_in_reward", False))),
     Row(
@@ -143,12 +174,15 @@ ROWS: tuple[Row, ...] = (
     Row(
         "algorithm",
         when(algorithms=DAPO, modes=SYNC),
-        (
-            Ov("algorithm.filter_groups.enable", True),
-            Ov("algorithm.filter_groups.metric", "acc"),
-            Ov("algorithm.filter_groups.max_num_gen_batches", 10),
-        ),
+        (Ov("algorithm.filter_groups.enable", True), Ov("algorithm.filter_groups.metric", "acc")),
         note="DAPO dynamic sampling (filter groups whose rewards are all equal)",
+    ),
+    Row(
+        "algorithm",
+        when(algorithms=DAPO, modes=SYNC, versions={"0.7.0"}),
+        (Ov("algorithm.filter_groups.max_num_gen_batches", 10),),
+        note="0.7.0's DAPO trainer stops after this many generation batches per step (0.9.1's V1 trainer "
+        "ignores the key and bounds generation with max_inflight_gen_batches instead)",
     ),
     Row(
         "reward",
@@ -196,10 +230,10 @@ ROWS: tuple[Row, ...] = (
         when(modes=OSO),
         (
             Ov(f"{AR}.hybrid_engine", False),
-            Ov("rollout.nnodes", lambda c: c.nnodes),
+            Ov("rollout.nnodes", lambda c: c.rollout_nnodes),
             Ov("rollout.n_gpus_per_node", lambda c: c.spec.train.rollout_devices),
         ),
-        note="trainer and rollout on separate devices of each node",
+        note="trainer and rollout on separate devices of each node, or on separate whole nodes (rollout_nodes)",
     ),
     Row(
         "trainer",
@@ -208,7 +242,7 @@ ROWS: tuple[Row, ...] = (
             Ov("trainer.logger", _logger),
             Ov("trainer.project_name", lambda c: c.spec.logging.project),
             Ov("trainer.experiment_name", lambda c: c.spec.logging.experiment),
-            Ov("trainer.nnodes", lambda c: c.nnodes),
+            Ov("trainer.nnodes", lambda c: c.trainer_nnodes),
             Ov("trainer.n_gpus_per_node", lambda c: c.train_devices_per_node),
             Ov("trainer.device", lambda c: "npu" if c.npu else "cuda"),
             Ov("trainer.total_training_steps", lambda c: c.spec.train.steps),

@@ -30,10 +30,18 @@ class FeatureState:
     explicit_on: bool = False  # the user asked for it (mask bit 1, enable list)
     explicit_off: bool = False  # the user turned it off by name (disable list)
     applicable: bool = True
+    verl_default: str = ""  # off was asked for, but the target verl cannot turn it off: what stands instead
+
+    @property
+    def emits_off(self) -> bool:
+        """"Off" is written only when the user turned the feature off; otherwise verl's default stands."""
+        return not self.on and self.explicit_off and not self.verl_default
 
     def label(self) -> str:
         if not self.applicable:
             return "n/a"
+        if self.verl_default:
+            return "verl default"
         return "on" if self.on else "off"
 
 
@@ -115,8 +123,14 @@ def resolve_features(resolved: ResolvedSpec, version: str) -> tuple[dict[str, Fe
         for i in range(MASK_BITS):
             feat = BY_BIT[i]
             bit = fs.mask[i] == "1"
+            # A 0 bit turns a default-on feature off; for a default-off one it leaves verl's default (seed 1
+            # deletes the line).
             states[feat.name] = FeatureState(
-                feat.name, bit, f"mask {fs.mask} bit {i} = {int(bit)} ({src})", explicit_on=bit
+                feat.name,
+                bit,
+                f"mask {fs.mask} bit {i} = {int(bit)} ({src})",
+                explicit_on=bit,
+                explicit_off=not bit and feat.default_on,
             )
 
     def names(field_name: str, values: list[str]) -> list[str]:
@@ -170,6 +184,20 @@ def resolve_features(resolved: ResolvedSpec, version: str) -> tuple[dict[str, Fe
             if st.explicit_on:
                 findings.append(info("feature_not_applicable", f"{f.name}: {f.not_applicable}", "features"))
             continue
+        if st.explicit_off and f.cannot_turn_off is not None and f.cannot_turn_off.matches(ctx):
+            st.verl_default = f.cannot_turn_off_why
+            st.reason = f"{st.reason}; {f.cannot_turn_off_why}"
+            findings.append(
+                warning(
+                    "feature_cannot_turn_off",
+                    f"{f.name} stays at {f.cannot_turn_off_why}",
+                    "features",
+                    "drop it from features.disable, or use a verl version that can turn it off",
+                )
+            )
+        elif not st.on and not st.explicit_off and f.verl_default_on:
+            st.verl_default = "verl's default (on): nothing is written"
+            st.reason = f"{st.reason}; {st.verl_default}"
         if st.on:
             for req in f.requires:
                 if not req.ok.matches(ctx):
@@ -195,16 +223,20 @@ def build_overrides(resolved: ResolvedSpec, version: str, states: dict[str, Feat
                 lines.append(OverrideLine(ov.key, ov.resolve(ctx), ov.prefix, row.section, row.note))
     for f in FEATURES:
         st = states[f.name]
-        if not st.applicable:
-            continue
+        if not st.applicable or not (st.on or st.emits_off):
+            continue  # off by default: nothing is written, verl's default stands
         for emit in f.emits:
             if not emit.when.matches(ctx) or st.on not in emit.states:
                 continue
             for ov in emit.overrides:
                 lines.append(OverrideLine(ov.key, ov.resolve(ctx, st.on), ov.prefix, f"feature:{f.name}", emit.note))
             if not emit.overrides and emit.note:
-                # A note-only row (e.g. a seed key that this version lacks) is shown on the next line.
-                lines.append(OverrideLine("", None, "", f"feature:{f.name}", emit.note, raw=""))
+                # A note-only row (e.g. a seed key that this version lacks) joins the feature's own lines.
+                own = [line for line in lines if line.section == f"feature:{f.name}"]
+                if own:
+                    own[-1].note = f"{own[-1].note}; {emit.note}" if own[-1].note else emit.note
+                else:
+                    lines.append(OverrideLine("", None, "", f"feature:{f.name}", emit.note, raw=""))
     for raw in spec.extra_overrides:
         key = raw.split("=", 1)[0].lstrip("+~")
         lines.append(OverrideLine(key, None, "", "extra", None, raw=raw))
@@ -219,10 +251,13 @@ def _dedupe(lines: list[OverrideLine]) -> list[OverrideLine]:
             last[line.key] = i
     out: list[OverrideLine] = []
     pending_note: str | None = None
+    pending_section = ""
     for i, line in enumerate(lines):
         if not line.key:
-            pending_note = line.note
+            pending_note, pending_section = line.note, line.section
             continue
+        if line.section != pending_section:
+            pending_note = None  # a note stays within its own section
         if last[line.key] != i:
             continue
         if pending_note and line.note is None:

@@ -28,10 +28,42 @@ class Entry:
     config_dir: str  # relative to the verl work dir (or the installed package root for verl/*)
     group_overrides: tuple[str, ...] = ()  # defaults-list selections, placed first
     note: str = ""
+    # The config's own hydra.searchpath is ``file://verl/trainer/config``, relative to the working directory
+    # (0.9.1 one-step-off): the script points it at the installed verl's config tree instead (F4).
+    core_searchpath: bool = False
+    # Modules the entry imports that are not verl's own dependencies (0.9.1 main_ppo: ``import transfer_queue``).
+    imports: tuple[str, ...] = ()
 
     @property
     def needs_source_checkout(self) -> bool:
         return self.module.startswith("recipe.")
+
+    @property
+    def source_file(self) -> str | None:
+        """The module's file, relative to the work dir, when it comes from a verl source checkout."""
+        return self.module.replace(".", "/") + ".py" if self.needs_source_checkout else None
+
+
+#: Where to get ``recipe/`` when a 0.7.0 recipe entry point is missing from the work dir.
+RECIPE_HINT = (
+    "the 0.7.0 recipes are not in the verl wheel: container.workdir must be a verl v0.7.0 source checkout "
+    "(git clone --branch v0.7.0 https://github.com/volcengine/verl; on a newer checkout recipe/ is a submodule: "
+    "git submodule update --init recipe)"
+)
+
+#: What to do when an entry point's extra import fails in the target.
+IMPORT_HINTS: dict[str, str] = {
+    "transfer_queue": "verl 0.9.1's main_ppo imports it (trainer/main_ppo.py: import transfer_queue as tq); "
+    "install it in the image: pip install 'TransferQueue>=0.1.10' (verl's verl-core extra)",
+}
+
+#: Python (run by ``python3 -c`` from the work dir, as ``python3 -m`` would import) printing the config tree of
+#: the verl package that the entry point imports, without importing verl (its ``__init__`` loads torch).
+CORE_CONFIG_LOCATOR = (
+    "import importlib.util as u, os, sys; sys.path.insert(0, os.getcwd()); s = u.find_spec('verl'); "
+    "print(os.path.join(list(s.submodule_search_locations)[0], 'trainer', 'config') "
+    "if s and s.submodule_search_locations else '')"
+)
 
 
 def entry_for(version: str, algorithm: str, mode: str, strategy: str) -> Entry:
@@ -57,6 +89,7 @@ def entry_for(version: str, algorithm: str, mode: str, strategy: str) -> Entry:
                 "verl.experimental.one_step_off_policy.main_ppo",
                 name,
                 "verl/experimental/one_step_off_policy/config",
+                core_searchpath=True,
             )
         groups = ("model_engine=megatron",) if megatron else ()
         note = (
@@ -64,5 +97,6 @@ def entry_for(version: str, algorithm: str, mode: str, strategy: str) -> Entry:
             if algorithm == "dapo"
             else ""
         )
-        return Entry("verl.trainer.main_ppo", "ppo_trainer", "verl/trainer/config", groups, note)
+        # TaskRunnerV1.run does `import transfer_queue as tq` (0.9.1 trainer/main_ppo.py:137).
+        return Entry("verl.trainer.main_ppo", "ppo_trainer", "verl/trainer/config", groups, note, imports=("transfer_queue",))
     raise ValueError(f"unsupported verl version {version!r}")

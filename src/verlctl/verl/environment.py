@@ -1,4 +1,14 @@
-"""Environment variables the launch scripts export, per device (``reference/verl.md`` §5.2, §6)."""
+"""Environment variables the launch scripts export, per device (``reference/verl.md`` §5.2, §6).
+
+NPU rows follow verl's multi-node Ascend guide, v0.9.0
+``docs/ascend_tutorial/model_support/examples/multi-machine_task_startup_practice.rst`` ("the doc" below:
+its env block exports RAY_DEDUP_LOGS=0, HYDRA_FULL_ERROR=1, TASK_QUEUE_ENABLE=1,
+HCCL_ASYNC_ERROR_HANDLING=0, HCCL_EXEC_TIMEOUT=3600, HCCL_CONNECT_TIMEOUT=3600, the two HCCL port ranges,
+NOSET + ASCEND_RT_VISIBLE_DEVICES=0,...,7, the socket interfaces and ``ulimit -n 32768``), and the
+one-step-off NPU script (v0.7.0 and v0.9.0
+``recipe/one_step_off_policy/shell/grpo_qwen3_8b_gsm8k_fsdp2_8_8_npu.sh:4-6``: HCCL_EXEC_TIMEOUT=60000,
+HCCL_CONNECT_TIMEOUT=7200).
+"""
 
 from __future__ import annotations
 
@@ -27,6 +37,15 @@ def _ifname(c: Ctx) -> str | None:
     return c.spec.cluster.socket_ifname
 
 
+def _all_devices(c: Ctx) -> bool:
+    """cluster.devices is 0..n-1: Ray's accelerator ids are then also the ordinals each worker sees."""
+    return list(c.spec.cluster.devices) == list(range(len(c.spec.cluster.devices)))
+
+
+def _oso(c: Ctx) -> bool:
+    return c.spec.mode == "one_step_off_policy"
+
+
 NPU = {"npu"}
 GPU = {"gpu"}
 
@@ -35,20 +54,39 @@ ENV_ROWS: tuple[EnvRow, ...] = (
     EnvRow(
         "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
         "1",
-        when(devices=NPU),
-        "verl sets per-worker visibility itself (verl/utils/ray_utils.py)",
+        when(devices=NPU, test=_all_devices),
+        "verl sets each worker's device itself (single_controller/base/worker.py: set_device(ray accelerator id)); "
+        "only with devices 0..n-1, where that id is also the visible ordinal (a subset lets Ray set visibility)",
     ),
     EnvRow("CUDA_VISIBLE_DEVICES", _devices, when(devices=GPU), "devices verl may use on each node"),
     EnvRow("HCCL_SOCKET_IFNAME", _ifname, when(devices=NPU)),
     EnvRow("GLOO_SOCKET_IFNAME", _ifname, when()),
     EnvRow("TP_SOCKET_IFNAME", _ifname, when(devices=NPU)),
     EnvRow("NCCL_SOCKET_IFNAME", _ifname, when(devices=GPU)),
-    EnvRow("HCCL_CONNECT_TIMEOUT", "1500", when(devices=NPU), "seconds; the official NPU scripts' value"),
+    EnvRow(
+        "HCCL_CONNECT_TIMEOUT",
+        lambda c: "7200" if _oso(c) else "3600",
+        when(devices=NPU),
+        "seconds: 3600 (the doc), 7200 for one-step-off (its official NPU script)",
+    ),
+    EnvRow(
+        "HCCL_EXEC_TIMEOUT",
+        lambda c: "60000" if _oso(c) else "3600",
+        when(devices=NPU),
+        "seconds: 3600 (the doc), 60000 for one-step-off (its official NPU script)",
+    ),
+    EnvRow("HCCL_ASYNC_ERROR_HANDLING", "0", when(devices=NPU), "the doc's HCCL block"),
+    EnvRow("TASK_QUEUE_ENABLE", "1", when(devices=NPU), "Ascend task dispatch: 1 in graph mode, 2 in eager (the doc)"),
     EnvRow("HCCL_HOST_SOCKET_PORT_RANGE", "60000-60050", when(devices=NPU), "avoids port clashes between jobs"),
     EnvRow("HCCL_NPU_SOCKET_PORT_RANGE", "61000-61050", when(devices=NPU)),
+    EnvRow("RAY_DEDUP_LOGS", "0", when(), "every worker's log lines reach the training log (the doc)"),
+    EnvRow("HYDRA_FULL_ERROR", "1", when(), "full Hydra errors, for diagnosis (the doc)"),
     EnvRow("VLLM_USE_V1", "1", when()),
     EnvRow("VLLM_ASCEND_ENABLE_NZ", "0", when(devices=NPU, versions={"0.7.0"}), "as the 0.7.0 NPU scripts"),
 )
+
+#: ``ulimit -n`` the start script raises the open-file limit to (the doc).
+NOFILE_LIMIT = 32768
 
 #: CANN environment scripts sourced (when present) before anything else on NPU.
 CANN_ENV_SCRIPTS: tuple[str, ...] = (

@@ -63,6 +63,21 @@ class Feature:
     requires: tuple[Requirement, ...] = ()
     applies: When = field(default_factory=When)  # where the feature does anything at all
     not_applicable: str = ""  # why, when it does not apply
+    # Where the target verl cannot turn the feature off (its default then stands): what the plan says instead.
+    cannot_turn_off: When | None = None
+    cannot_turn_off_why: str = ""
+    verl_default_on: bool = False  # verl's own default is on: left off by default, verl's default stands
+
+
+def _vllm(c: Ctx) -> bool:
+    return c.spec.train.rollout_engine == "vllm"
+
+
+SGLANG_NA = "verl's sglang server does not read this vLLM setting (rollout_engine is sglang)"
+V070_VLLM_FALSE = (
+    "vLLM's default (on): verl 0.7.0 passes only True flags to `vllm serve` and drops False "
+    "(workers/rollout/vllm_rollout/vllm_async_server.py), so it cannot be turned off there"
+)
 
 
 def _megatron_offload(ctx: Ctx) -> bool:
@@ -222,9 +237,14 @@ FEATURES: tuple[Feature, ...] = (
             Emit(
                 when(),
                 (Ov(f"{AR}.rollout.enable_prefix_caching", STATE),),
-                note="verl's default is True; 'off' is written explicitly so that off means off",
+                note="verl's default is True: written only when the feature is set explicitly",
             ),
         ),
+        applies=when(test=_vllm),
+        not_applicable=SGLANG_NA,
+        verl_default_on=True,
+        cannot_turn_off=when(versions={"0.7.0"}),
+        cannot_turn_off_why=V070_VLLM_FALSE,
     ),
     Feature(
         name="recompute",
@@ -272,7 +292,8 @@ FEATURES: tuple[Feature, ...] = (
                     Ov(f"{MT}.use_distributed_optimizer", True),
                 ),
                 states=(True,),
-                note="a MindSpeed flag, not a verl key: needs '+', and the distributed optimizer",
+                note="a MindSpeed flag, not a verl key: needs '+', and the distributed optimizer (verl's default); "
+                "unverified outside verl's r1_ascend recipe (the only official user)",
             ),
         ),
         requires=(
@@ -305,10 +326,11 @@ FEATURES: tuple[Feature, ...] = (
                 states=(True,),
             ),
             Emit(
-                when(strategies=MEGATRON, devices={"npu"}),
+                when(strategies=MEGATRON, devices={"npu"}, versions={"0.7.0"}),
                 (Ov(f"{MT}.use_mbridge", False),),
                 states=(True,),
-                note="on Ascend, VPP and mbridge cannot be on together (verl Ascend docs)",
+                note="on Ascend, VPP and mbridge cannot be on together (verl Ascend docs); verl 0.7.0's "
+                "Megatron worker then loads weights itself",
             ),
         ),
         requires=(
@@ -334,13 +356,29 @@ FEATURES: tuple[Feature, ...] = (
         default_on=False,
         description="Split long prefills into chunks in the rollout engine.",
         emits=(
-            Emit(when(), (Ov(f"{AR}.rollout.enable_chunked_prefill", STATE),)),
             Emit(
                 when(),
-                (Ov(f"{AR}.rollout.max_num_batched_tokens", lambda c: max(8192, c.max_seq_len)),),
-                note="without chunked prefill one batch must hold a whole prompt+response",
+                (Ov(f"{AR}.rollout.enable_chunked_prefill", STATE),),
+                note="verl's default is True: written only when the feature is set explicitly",
+            ),
+            Emit(
+                when(versions={"0.9.1"}),
+                (
+                    Ov(f"{AR}.rollout.max_model_len", lambda c: c.max_seq_len),
+                    Ov(f"{AR}.rollout.max_num_batched_tokens", lambda c: max(8192, c.max_seq_len)),
+                ),
+                states=(False,),
+                note="without chunked prefill vLLM needs max_num_batched_tokens >= max_model_len, and verl 0.9.1 "
+                "sets an unset max_model_len to the model's max_position_embeddings (raising the batch to it): "
+                "max_model_len is prompt+response, as the official DAPO NPU scripts set it, and the batch at "
+                "least that (never below verl's default 8192, which also covers vLLM's max_num_seqs)",
             ),
         ),
+        applies=when(test=_vllm),
+        not_applicable=SGLANG_NA,
+        verl_default_on=True,
+        cannot_turn_off=when(versions={"0.7.0"}),
+        cannot_turn_off_why=V070_VLLM_FALSE,
     ),
 )
 

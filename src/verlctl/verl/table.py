@@ -50,6 +50,17 @@ class Ctx:
         return max(1, len(self.spec.cluster.nodes))
 
     @property
+    def rollout_nnodes(self) -> int:
+        """Nodes of the rollout: all of them, or ``rollout_nodes`` whole nodes (one-step-off node split)."""
+        rn = self.spec.train.rollout_nodes
+        return rn if self.spec.mode == "one_step_off_policy" and rn else self.nnodes
+
+    @property
+    def trainer_nnodes(self) -> int:
+        rn = self.spec.train.rollout_nodes
+        return max(1, self.nnodes - rn) if self.spec.mode == "one_step_off_policy" and rn else self.nnodes
+
+    @property
     def devices_per_node(self) -> int:
         return len(self.spec.cluster.devices)
 

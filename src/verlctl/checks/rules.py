@@ -1,0 +1,625 @@
+"""The spec rules as named units: each has its finding codes, severity, the verl versions it applies to and,
+where it mirrors a verl assert, the citation (file:line per version, with the assert's text).
+
+``RULES`` lists them in the order they report; :func:`verlctl.checks.spec_checks.check_spec` runs them.
+``tests/test_rule_parity.py`` checks every citation against the verl source under ``.cache/verl/<version>``.
+Sources: ``reference/verl.md`` §3.2, ``reference/fidelity-audit.md`` §2.5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+from verlctl.checks.findings import Finding, Severity, error, info, warning
+from verlctl.spec.model import RunSpec
+from verlctl.spec.resolve import ResolvedSpec
+from verlctl.verl.compose import FeatureState
+
+V070 = "0.7.0"
+V091 = "0.9.1"
+
+
+@dataclass(frozen=True)
+class Cite:
+    """A verl source line a rule mirrors: ``path`` under the version's wheel root, 1-based ``line``, and a
+    fragment of the text that this line holds."""
+
+    version: str
+    path: str
+    line: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"verl {self.version} {self.path}:{self.line}"
+
+
+@dataclass
+class RuleCtx:
+    """What a rule looks at: the spec, the feature states, the target verl version, derived sizes."""
+
+    resolved: ResolvedSpec
+    features: dict[str, FeatureState]
+    version: str
+
+    @property
+    def spec(self) -> RunSpec:
+        return self.resolved.spec
+
+    def on(self, name: str) -> bool:
+        st = self.features.get(name)
+        return bool(st and st.on and st.applicable)
+
+    @property
+    def oso(self) -> bool:
+        return self.spec.mode == "one_step_off_policy"
+
+    @property
+    def nnodes(self) -> int:
+        return max(1, len(self.spec.cluster.nodes))
+
+    @property
+    def node_split(self) -> bool:
+        return self.oso and self.spec.train.rollout_nodes is not None
+
+    @property
+    def trainer_nnodes(self) -> int:
+        rn = self.spec.train.rollout_nodes
+        return max(1, self.nnodes - rn) if self.node_split and rn else self.nnodes
+
+    @property
+    def rollout_nnodes(self) -> int:
+        rn = self.spec.train.rollout_nodes
+        return rn if self.node_split and rn else self.nnodes
+
+    @property
+    def per_node(self) -> int:
+        return len(self.spec.cluster.devices)
+
+    @property
+    def train_per_node(self) -> int:
+        t = self.spec.train
+        return (t.trainer_devices or self.per_node) if self.oso else self.per_node
+
+    @property
+    def total(self) -> int:
+        """Training devices (the trainer's world size)."""
+        return self.trainer_nnodes * self.train_per_node
+
+    @property
+    def rollout_total(self) -> int:
+        return self.rollout_nnodes * (self.spec.train.rollout_devices or 0) if self.oso else self.total
+
+    @property
+    def rollout_tp(self) -> int:
+        t = self.spec.train
+        return t.rollout_tensor_parallel or t.tensor_parallel
+
+    @property
+    def model_parallel(self) -> int:
+        t = self.spec.train
+        return t.tensor_parallel * t.pipeline_parallel * t.context_parallel if self.spec.strategy == "megatron" else 1
+
+    @cached_property
+    def dp(self) -> int:
+        """Data-parallel size of the trainer; 0 when TP*PP*CP does not divide the devices."""
+        mp = self.model_parallel
+        return self.total // mp if self.total % mp == 0 else 0
+
+    @property
+    def mini(self) -> int:
+        t = self.spec.train
+        return t.mini_batch_size or t.train_batch_size
+
+    @property
+    def sequences(self) -> int:
+        t = self.spec.train
+        return t.train_batch_size * t.responses_per_prompt
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    codes: tuple[str, ...]  # every finding code the rule can emit
+    severity: Severity  # the severity of its main finding
+    check: Callable[[RuleCtx], Iterable[Finding]]
+    versions: frozenset[str] | None = None  # None: every version
+    cites: tuple[Cite, ...] = ()  # the verl asserts it mirrors, per version
+    doc: str = ""
+
+    def applies(self, version: str) -> bool:
+        return self.versions is None or version in self.versions
+
+    def run(self, ctx: RuleCtx) -> list[Finding]:
+        if not self.applies(ctx.version):
+            return []
+        out = list(self.check(ctx))
+        unknown = {f.code for f in out} - set(self.codes)
+        assert not unknown, f"rule {self.name} emitted undeclared codes {unknown}"
+        return out
+
+
+RULES: list[Rule] = []
+
+
+def rule(
+    name: str,
+    codes: tuple[str, ...],
+    severity: Severity,
+    *,
+    versions: Iterable[str] | None = None,
+    cites: tuple[Cite, ...] = (),
+) -> Callable[[Callable[[RuleCtx], Iterable[Finding]]], Callable[[RuleCtx], Iterable[Finding]]]:
+    def register(fn: Callable[[RuleCtx], Iterable[Finding]]) -> Callable[[RuleCtx], Iterable[Finding]]:
+        RULES.append(
+            Rule(name, codes, severity, fn, frozenset(versions) if versions else None, cites, (fn.__doc__ or "").strip())
+        )
+        return fn
+
+    return register
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0) if n > 0 else "-"
+
+
+def _cited(ctx: RuleCtx, name: str) -> str:
+    """' (verl 0.9.1 path:line)' for the rule's citation of this version."""
+    for r in RULES:
+        if r.name == name:
+            lines = [f"{c.path}:{c.line}" for c in r.cites if c.version == ctx.version]
+            if lines:
+                return f" (verl {ctx.version} {', '.join(lines)})"
+    return ""
+
+
+# ------------------------------------------------------------------------------------------------ devices
+
+
+@rule("device_split", ("device_split", "node_split"), Severity.ERROR)
+def _device_split(ctx: RuleCtx) -> Iterable[Finding]:
+    """One-step-off: the trainer and the rollout share each node's devices, or split the nodes."""
+    t = ctx.spec.train
+    if ctx.node_split:
+        rn = t.rollout_nodes or 0
+        if rn >= ctx.nnodes:
+            yield error(
+                "node_split",
+                f"rollout_nodes ({rn}) must leave at least one of the {ctx.nnodes} nodes in cluster.nodes for training",
+                "train.rollout_nodes",
+                f"use rollout_nodes <= {ctx.nnodes - 1}, or list more nodes",
+            )
+        for name, value in (("trainer_devices", t.trainer_devices), ("rollout_devices", t.rollout_devices)):
+            if (value or 0) > ctx.per_node:
+                yield error(
+                    "device_split",
+                    f"{name} ({value}) exceeds the {ctx.per_node} devices per node in cluster.devices",
+                    f"train.{name}",
+                    f"use at most {ctx.per_node}",
+                )
+        return
+    if ctx.oso and (t.trainer_devices or 0) + (t.rollout_devices or 0) > ctx.per_node:
+        yield error(
+            "device_split",
+            f"trainer_devices ({t.trainer_devices}) + rollout_devices ({t.rollout_devices or 0}) exceed the "
+            f"{ctx.per_node} devices per node in cluster.devices",
+            "train.trainer_devices",
+            "lower trainer_devices/rollout_devices or list more devices",
+        )
+
+
+@rule(
+    "parallel_divisibility",
+    ("parallel_divisibility", "seed_rule_tp_pp_per_node"),
+    Severity.ERROR,
+    cites=(
+        Cite(V070, "verl/utils/config.py", 96, "n_gpus % (model_parallel_size * config.actor_rollout_ref.actor.megatron"),
+        Cite(V091, "verl/utils/config.py", 110, "n_gpus % (model_parallel_size * config.actor_rollout_ref.actor.megatron"),
+    ),
+)
+def _parallel(ctx: RuleCtx) -> Iterable[Finding]:
+    """Megatron: the training devices are divisible by TP*PP*CP; the seed's per-node rule is not verl's."""
+    if ctx.spec.strategy != "megatron":
+        return
+    t = ctx.spec.train
+    mp = ctx.model_parallel
+    if ctx.total % mp:
+        yield error(
+            "parallel_divisibility",
+            f"{ctx.total} training devices are not divisible by TP*PP*CP = "
+            f"{t.tensor_parallel}*{t.pipeline_parallel}*{t.context_parallel} = {mp}",
+            "train.tensor_parallel",
+            f"choose TP*PP*CP dividing {ctx.total}: {_divisors(ctx.total)}",
+        )
+    if (t.tensor_parallel * t.pipeline_parallel) % ctx.train_per_node:
+        yield info(
+            "seed_rule_tp_pp_per_node",
+            f"TP*PP = {t.tensor_parallel * t.pipeline_parallel} is not a multiple of the {ctx.train_per_node} "
+            "devices per node: fine — verl only requires the total device count to be divisible by "
+            "TP*PP*CP (the seed's rule is not enforced; official NPU scripts use e.g. TP4*PP2 on 16 NPUs)",
+            "train.tensor_parallel",
+        )
+
+
+@rule(
+    "rollout_divisibility",
+    ("rollout_divisibility",),
+    Severity.ERROR,
+    cites=(
+        Cite(V070, "verl/workers/megatron_workers.py", 506, "is not divisible by infer_world_size"),
+        Cite(V070, "verl/workers/fsdp_workers.py", 619, "is not divisible by infer_world_size"),
+        Cite(V091, "verl/workers/engine_workers.py", 660, "is not divisible by infer_world_size"),
+    ),
+)
+def _rollout_div(ctx: RuleCtx) -> Iterable[Finding]:
+    """The rollout TP divides the rollout devices."""
+    rtp, total = ctx.rollout_tp, ctx.rollout_total
+    if total and total % rtp:
+        yield error(
+            "rollout_divisibility",
+            f"rollout world size {total} is not divisible by the rollout TP {rtp} "
+            f"(verl: 'rollout world_size ... is not divisible by infer_world_size'){_cited(ctx, 'rollout_divisibility')}",
+            "train.rollout_tensor_parallel",
+            f"choose a rollout TP dividing {total}: {_divisors(total)}",
+        )
+
+
+@rule(
+    "rollout_replica_nodes",
+    ("rollout_replica_nodes",),
+    Severity.ERROR,
+    cites=(
+        Cite(V070, "verl/workers/rollout/replica.py", 101, "assert self.world_size % self.gpus_per_node == 0"),
+        Cite(V091, "verl/workers/rollout/replica.py", 114, "assert self.world_size % self.gpus_per_replica_node == 0"),
+    ),
+)
+def _replica_nodes(ctx: RuleCtx) -> Iterable[Finding]:
+    """A rollout replica spanning nodes uses whole nodes."""
+    t = ctx.spec.train
+    per = (t.rollout_devices or ctx.per_node) if ctx.oso else ctx.per_node
+    rtp = ctx.rollout_tp
+    if rtp > per and rtp % per:
+        yield error(
+            "rollout_replica_nodes",
+            f"a rollout replica of TP {rtp} spans nodes but is not a multiple of the {per} devices per node"
+            + _cited(ctx, "rollout_replica_nodes"),
+            "train.rollout_tensor_parallel",
+            f"use a rollout TP <= {per} or a multiple of it",
+        )
+
+
+@rule("seed_rule_gen_tp", ("seed_rule_gen_tp",), Severity.INFO)
+def _gen_tp(ctx: RuleCtx) -> Iterable[Finding]:
+    """The seed's gen_tp == train_tp is not a verl rule (verl reshards)."""
+    t = ctx.spec.train
+    if ctx.spec.strategy == "megatron" and ctx.rollout_tp != t.tensor_parallel:
+        yield info(
+            "seed_rule_gen_tp",
+            f"rollout TP {ctx.rollout_tp} differs from training TP {t.tensor_parallel}: fine — verl reshards "
+            "weights between the two meshes; the seed's 'gen_tp == train_tp' rule is not enforced by verl",
+            "train.rollout_tensor_parallel",
+        )
+
+
+@rule(
+    "vpp_mbridge",
+    ("vpp_mbridge_unverified",),
+    Severity.WARNING,
+    versions=(V091,),
+    cites=(Cite(V091, "verl/workers/engine/megatron/transformer_impl.py", 191, 'use_mbridge, "use_mbridge must be True"'),),
+)
+def _vpp_mbridge(ctx: RuleCtx) -> Iterable[Finding]:
+    """0.9.1 asserts use_mbridge; the Ascend docs say VPP needs it off: mbridge stays on, unverified on NPU."""
+    if ctx.on("vpp") and ctx.spec.device == "npu" and ctx.spec.strategy == "megatron":
+        yield warning(
+            "vpp_mbridge_unverified",
+            "vpp on Ascend with verl 0.9.1: the Ascend docs say VPP needs use_mbridge=False, but 0.9.1's Megatron "
+            f"engine asserts 'use_mbridge must be True'{_cited(ctx, 'vpp_mbridge')}, so mbridge stays on: "
+            "VPP with mbridge is unverified on NPU",
+            "features",
+            "turn vpp off if the actor fails to build its model, or use verl 0.7.0",
+        )
+
+
+# ------------------------------------------------------------------------------------------------ batches
+
+
+@rule("rollout_n", ("rollout_n",), Severity.ERROR)
+def _rollout_n(ctx: RuleCtx) -> Iterable[Finding]:
+    """GRPO/DAPO need several responses per prompt (verlctl is stricter than verl here)."""
+    t = ctx.spec.train
+    if t.responses_per_prompt < 2:
+        yield error(
+            "rollout_n",
+            f"{ctx.spec.algorithm.upper()} needs responses_per_prompt > 1 (got {t.responses_per_prompt}): "
+            "group-relative advantages of a single response are zero",
+            "train.responses_per_prompt",
+            "use 4, 8 or 16",
+        )
+
+
+@rule(
+    "mini_batch_size",
+    ("mini_batch_size", "mini_batch_uneven"),
+    Severity.ERROR,
+    cites=(
+        Cite(V070, "verl/workers/config/actor.py", 201, "if train_batch_size < self.ppo_mini_batch_size:"),
+        Cite(V091, "verl/workers/config/actor.py", 225, "if train_batch_size < self.ppo_mini_batch_size:"),
+    ),
+)
+def _mini(ctx: RuleCtx) -> Iterable[Finding]:
+    """train_batch_size >= mini_batch_size (verl checks it without dynamic batching; verlctl always)."""
+    t = ctx.spec.train
+    if t.train_batch_size < ctx.mini:
+        yield error(
+            "mini_batch_size",
+            f"train_batch_size ({t.train_batch_size}) must be >= mini_batch_size ({ctx.mini})",
+            "train.mini_batch_size",
+            f"use a mini batch <= {t.train_batch_size}",
+        )
+    elif t.train_batch_size % ctx.mini:
+        yield warning(
+            "mini_batch_uneven",
+            f"train_batch_size ({t.train_batch_size}) is not a multiple of mini_batch_size ({ctx.mini}): "
+            "the last mini batch of every step is smaller",
+            "train.mini_batch_size",
+        )
+
+
+@rule(
+    "batch_dp_divisibility",
+    ("batch_dp_divisibility",),
+    Severity.ERROR,
+    cites=(
+        Cite(V070, "verl/protocol.py", 886, "only support equal chunk"),
+        Cite(V091, "verl/protocol.py", 872, "only support equal chunk"),
+    ),
+)
+def _batch_dp(ctx: RuleCtx) -> Iterable[Finding]:
+    """train_batch_size*n splits evenly over the data-parallel ranks."""
+    if ctx.dp and ctx.sequences % ctx.dp:
+        yield error(
+            "batch_dp_divisibility",
+            f"train_batch_size*responses_per_prompt = {ctx.sequences} sequences cannot be split evenly over "
+            f"{ctx.dp} data-parallel ranks (verl: 'only support equal chunk'){_cited(ctx, 'batch_dp_divisibility')}",
+            "train.train_batch_size",
+            "make train_batch_size*responses_per_prompt a multiple of the data-parallel size",
+        )
+
+
+@rule(
+    "mini_batch_dp",
+    ("mini_batch_dp",),
+    Severity.ERROR,
+    versions=(V091,),
+    cites=(
+        Cite(V091, "verl/workers/engine_workers.py", 267, "assert mini_batch_size % self.engine.get_data_parallel_size() == 0"),
+    ),
+)
+def _mini_dp(ctx: RuleCtx) -> Iterable[Finding]:
+    """0.9.1 engine workers: the mini batch (ppo_mini_batch_size*n sequences) splits over the DP ranks."""
+    n = ctx.spec.train.responses_per_prompt
+    if ctx.dp and (ctx.mini * n) % ctx.dp:
+        yield error(
+            "mini_batch_dp",
+            f"mini_batch_size*responses_per_prompt = {ctx.mini}*{n} = {ctx.mini * n} sequences are not divisible "
+            f"by the {ctx.dp} data-parallel ranks (verl: 'assert mini_batch_size % "
+            f"self.engine.get_data_parallel_size() == 0'){_cited(ctx, 'mini_batch_dp')}",
+            "train.mini_batch_size",
+            f"make mini_batch_size*responses_per_prompt a multiple of {ctx.dp}",
+        )
+
+
+@rule(
+    "mini_batch_normalized",
+    ("mini_batch_normalized",),
+    Severity.ERROR,
+    versions=(V070,),  # 0.9.1: covered by mini_batch_dp (mini*n divisible by DP)
+    cites=(Cite(V070, "verl/workers/fsdp_workers.py", 244, "assert self.config.actor.ppo_mini_batch_size > 0"),),
+)
+def _mini_norm(ctx: RuleCtx) -> Iterable[Finding]:
+    """mini*n/DP > 0 after the worker's normalisation."""
+    n = ctx.spec.train.responses_per_prompt
+    if ctx.dp and ctx.mini * n // ctx.dp <= 0:
+        yield error(
+            "mini_batch_normalized",
+            f"mini_batch_size*responses_per_prompt/DP = {ctx.mini}*{n}/{ctx.dp} is 0 "
+            "(verl: 'ppo_mini_batch_size ... should be larger than 0 after normalization')",
+            "train.mini_batch_size",
+            "raise mini_batch_size or responses_per_prompt, or use fewer data-parallel ranks",
+        )
+
+
+@rule(
+    "micro_batch_divisibility",
+    ("micro_batch_divisibility",),
+    Severity.ERROR,
+    cites=(
+        Cite(V070, "verl/workers/fsdp_workers.py", 256,
+             "assert self.config.actor.ppo_mini_batch_size % self.config.actor.ppo_micro_batch_size_per_gpu == 0"),
+        Cite(V091, "verl/workers/config/actor.py", 233, "if self.ppo_mini_batch_size % self.ppo_micro_batch_size != 0:"),
+    ),
+)
+def _micro(ctx: RuleCtx) -> Iterable[Finding]:
+    """The normalized mini batch (mini*n/DP) is divisible by the micro batch. verl 0.7.0's FSDP worker asserts
+    it whenever the micro size is set (verlctl always sets it), even with dynamic batching."""
+    t = ctx.spec.train
+    norm = ctx.mini * t.responses_per_prompt // ctx.dp if ctx.dp else 0
+    always = ctx.version == V070 and ctx.spec.strategy in ("fsdp", "fsdp2")
+    if norm > 0 and (always or not ctx.on("dynamic_batch")) and norm % t.micro_batch_size_per_device:
+        why = " (verl 0.7.0's FSDP worker asserts it even with dynamic batching)" if ctx.on("dynamic_batch") else ""
+        yield error(
+            "micro_batch_divisibility",
+            f"normalized mini batch {norm} (mini*n/DP) is not divisible by micro_batch_size_per_device "
+            f"{t.micro_batch_size_per_device}{why}{_cited(ctx, 'micro_batch_divisibility')}",
+            "train.micro_batch_size_per_device",
+            f"use a micro batch dividing {norm}: {_divisors(norm)}",
+        )
+
+
+@rule(
+    "batch_micro_divisibility",
+    ("batch_micro_divisibility",),
+    Severity.ERROR,
+    cites=(
+        Cite(V070, "verl/utils/config.py", 110, "assert real_train_batch_size % minimal_bsz == 0"),
+        Cite(V091, "verl/utils/config.py", 124, "assert real_train_batch_size % minimal_bsz == 0"),
+    ),
+)
+def _batch_micro(ctx: RuleCtx) -> Iterable[Finding]:
+    """Megatron without dynamic batching: train_batch_size*n divisible by DP*micro (validate_config)."""
+    t = ctx.spec.train
+    micro = t.micro_batch_size_per_device
+    if ctx.spec.strategy == "megatron" and ctx.dp and not ctx.on("dynamic_batch") and ctx.sequences % (ctx.dp * micro):
+        yield error(
+            "batch_micro_divisibility",
+            f"{ctx.sequences} sequences are not divisible by DP*micro = {ctx.dp}*{micro} "
+            f"(verl validate_config: real_train_batch_size % minimal_bsz){_cited(ctx, 'batch_micro_divisibility')}",
+            "train.train_batch_size",
+        )
+
+
+@rule(
+    "agent_loop_chunks",
+    ("agent_loop_chunks",),
+    Severity.ERROR,
+    versions=(V070,),
+    cites=(
+        Cite(V070, "verl/experimental/agent_loop/agent_loop.py", 949, "prompts.chunk(len(self.agent_loop_workers))"),
+        Cite(V070, "verl/protocol.py", 886, "only support equal chunk"),
+        Cite(V070, "verl/trainer/config/rollout/rollout.yaml", 209, "num_workers: 8"),
+    ),
+)
+def _agent_chunks(ctx: RuleCtx) -> Iterable[Finding]:
+    """0.7.0 sync: the generation batch (train or DAPO gen batch, x n) splits into agent.num_workers equal chunks."""
+    if ctx.oso:
+        return
+    t = ctx.spec.train
+    workers = _agent_workers(ctx.spec)
+    gen = ctx.spec.algorithm == "dapo" and t.gen_batch_size is not None
+    name = "gen_batch_size" if gen else "train_batch_size"
+    batch = t.gen_batch_size if gen and t.gen_batch_size else t.train_batch_size
+    seqs = batch * t.responses_per_prompt
+    if seqs % workers:
+        yield error(
+            "agent_loop_chunks",
+            f"{name}*responses_per_prompt = {batch}*{t.responses_per_prompt} = {seqs} sequences cannot be split "
+            f"into {workers} equal chunks for the agent-loop workers (actor_rollout_ref.rollout.agent.num_workers; "
+            f"verl: 'only support equal chunk'){_cited(ctx, 'agent_loop_chunks')}",
+            f"train.{name}",
+            f"make {name}*responses_per_prompt a multiple of {workers}",
+        )
+
+
+def _agent_workers(spec: RunSpec) -> int:
+    for raw in spec.extra_overrides:
+        key, _, value = raw.partition("=")
+        if key.lstrip("+~") == "actor_rollout_ref.rollout.agent.num_workers":
+            try:
+                return max(1, int(value))
+            except ValueError:
+                break
+    return 8
+
+
+@rule("oso_notes", ("oso_dapo_sampling", "oso_batch_rule"), Severity.WARNING)
+def _oso(ctx: RuleCtx) -> Iterable[Finding]:
+    """One-step-off: DAPO without dynamic sampling; the docs' batch rule."""
+    if not ctx.oso:
+        return
+    if ctx.spec.algorithm == "dapo":
+        yield info(
+            "oso_dapo_sampling",
+            "one_step_off_policy DAPO: clip-higher, token-level loss and overlong shaping are used; "
+            "dynamic sampling (filter_groups) is not (the one-step-off trainer does not implement it)",
+            "mode",
+        )
+    if ctx.rollout_total and ctx.total and ctx.sequences % ctx.total:
+        yield warning(
+            "oso_batch_rule",
+            "one-step-off: responses_per_prompt*train_batch_size should be divisible by the training "
+            f"devices ({ctx.total}) (verl docs/advance/one_step_off.md)",
+            "train.train_batch_size",
+        )
+
+
+# ------------------------------------------------------------------------------------------------ the rest
+
+
+@rule("cluster", ("master_not_a_node", "ports"), Severity.ERROR)
+def _cluster(ctx: RuleCtx) -> Iterable[Finding]:
+    """The head is one of the nodes; Ray's two ports differ."""
+    c = ctx.spec.cluster
+    if c.nodes and c.master_addr and c.master_addr not in c.nodes:
+        yield warning(
+            "master_not_a_node",
+            f"master_addr {c.master_addr} is not in cluster.nodes; the first node is usually the head",
+            "cluster.master_addr",
+        )
+    if c.ray_port == c.dashboard_port:
+        yield error("ports", "ray_port and dashboard_port must differ", "cluster.dashboard_port")
+
+
+@rule("checkpoints", ("no_checkpoints", "checkpoints_after_last_step"), Severity.WARNING)
+def _checkpoints(ctx: RuleCtx) -> Iterable[Finding]:
+    """A run without checkpoints restarts from step 0 after an automatic restart."""
+    t = ctx.spec.train
+    if t.save_freq == -1:
+        yield warning(
+            "no_checkpoints",
+            "checkpoints are saved never: an automatic restart (OOM recovery) starts again from step 0",
+            "train.save_freq",
+            "set train.save_freq to a positive number of steps",
+        )
+    elif t.save_freq > t.steps:
+        yield warning(
+            "checkpoints_after_last_step",
+            f"checkpoints are saved every {t.save_freq} steps (> {t.steps} steps): only the final step is saved "
+            "(verl also saves at the last step), so an automatic restart (OOM recovery) starts again from step 0",
+            "train.save_freq",
+            f"set train.save_freq to at most {t.steps}",
+        )
+
+
+@rule("swanlab", ("swanlab_host", "swanlab_api_key", "logger_console"), Severity.ERROR)
+def _swanlab(ctx: RuleCtx) -> Iterable[Finding]:
+    """SwanLab cloud mode needs a host and an API key."""
+    sw = ctx.spec.logging.swanlab
+    if sw.enabled and sw.mode == "cloud":
+        if not sw.host:
+            yield error(
+                "swanlab_host",
+                "SwanLab cloud mode needs a host",
+                "logging.swanlab.host",
+                "set SWANLAB_HOST=http://HOST:PORT, logging.swanlab.host, or use --no-swanlab",
+            )
+        if sw.api_key is None or not sw.api_key.get_secret_value():
+            yield error(
+                "swanlab_api_key",
+                "SwanLab cloud mode needs an API key",
+                "logging.swanlab.api_key",
+                "export SWANLAB_API_KEY (kept out of files and argv), or use mode offline/local",
+            )
+    if not ctx.spec.logging.console and not sw.enabled:
+        yield info("logger_console", "no logger selected: console logging is kept on", "logging.console")
+
+
+@rule("restart_category", ("restart_category",), Severity.ERROR)
+def _restart(ctx: RuleCtx) -> Iterable[Finding]:
+    """Recovery categories must be known ones."""
+    from verlctl.failures import CATEGORIES
+
+    for cat in ctx.spec.recovery.restart_on:
+        if cat not in CATEGORIES:
+            yield error(
+                "restart_category",
+                f"unknown failure category {cat!r}",
+                "recovery.restart_on",
+                f"known: {', '.join(CATEGORIES)}",
+            )
+
+
+def all_codes() -> set[str]:
+    return {c for r in RULES for c in r.codes}
+

@@ -1,0 +1,115 @@
+"""The in-container preflight (runtime/preflight.py), run here with the real verl config trees of .cache/verl.
+
+It must compose exactly the command run_training.sh runs, from the script's work dir, so that it can never say
+OK for a command that fails (F4), say how to get recipe/ (M1), probe the imports an entry point needs (M2), and
+report verl's own validate_config as run or "skipped: <why>".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verlctl.plan import make_plan
+from verlctl.runtime import preflight
+from verlctl.spec.resolve import load_spec
+
+import verlcompose
+from conftest import BASE_PATHS
+
+
+def _plan(**flags):
+    p = make_plan(load_spec(None, flags={**BASE_PATHS, **flags}, environ={}))
+    assert p.ok, [f.line() for f in p.findings]
+    return p
+
+
+def run_preflight(tmp_path: Path, command, workdir: Path, pythonpath: str | None, payload: dict | None = None):
+    """Run the preflight script as launch does (python3 SCRIPT PAYLOAD), from a directory that is not the
+    work dir; returns the interpreted outcome and the raw output."""
+    doc = payload if payload is not None else json.loads(preflight.payload(command, str(workdir)))
+    (tmp_path / preflight.PAYLOAD).write_text(json.dumps(doc))
+    (tmp_path / preflight.SCRIPT).write_text(preflight.SOURCE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    res = subprocess.run(
+        [sys.executable, str(tmp_path / preflight.SCRIPT), str(tmp_path / preflight.PAYLOAD)],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300,
+    )
+    out = res.stdout + res.stderr
+    return preflight.interpret(res.returncode, out, command.override_texts()), out
+
+
+def _need(version: str) -> str:
+    if not verlcompose.available(version):
+        if os.environ.get("CI"):
+            pytest.fail(f"verl {version} missing under {verlcompose.CACHE}")
+        pytest.skip(f"verl {version} not under {verlcompose.CACHE}")
+    return str(verlcompose.verl_root(version))
+
+
+def test_0_9_1_one_step_off_composes_from_a_work_dir_without_verl_and_fails_without_the_searchpath(
+    tmp_path: Path,
+) -> None:
+    root = _need("0.9.1")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    cmd = _plan(verl_version="0.9.1", mode="one_step_off_policy", **{"train.tensor_parallel": 2}).command
+    outcome, out = run_preflight(tmp_path, cmd, workdir, root)
+    assert outcome.ok and not outcome.skipped, out
+    assert outcome.validation.startswith("skipped: verl.experimental.one_step_off_policy.main_ppo does not call")
+    # The command the old script ran (no search path): the preflight now reports the failure it would hit.
+    doc = json.loads(preflight.payload(cmd, str(workdir)))
+    doc["core_searchpath"] = False
+    outcome, out = run_preflight(tmp_path, cmd, workdir, root, doc)
+    assert not outcome.ok and "MissingConfigException" in outcome.message, out
+
+
+def test_0_7_0_recipe_entry_without_recipe_says_how_to_get_it(tmp_path: Path) -> None:
+    root = _need("0.7.0")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    outcome, out = run_preflight(tmp_path, _plan(verl_version="0.7.0").command, workdir, root)
+    assert not outcome.ok, out
+    assert "no recipe/dapo/main_dapo.py in" in outcome.message
+    assert "git clone --branch v0.7.0" in outcome.message
+
+
+def test_0_9_1_main_ppo_needs_transfer_queue(tmp_path: Path) -> None:
+    root = _need("0.9.1")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    try:
+        import transfer_queue  # noqa: F401
+
+        pytest.skip("transfer_queue is installed here")
+    except ImportError:
+        pass
+    cmd = _plan(verl_version="0.9.1", algorithm="grpo").command
+    outcome, out = run_preflight(tmp_path, cmd, workdir, root)
+    assert not outcome.ok, out
+    assert outcome.message.startswith("transfer_queue does not import")
+    assert "TransferQueue>=0.1.10" in outcome.message
+
+
+def test_0_7_0_main_ppo_composes_and_reports_why_validate_config_was_skipped(tmp_path: Path) -> None:
+    root = _need("0.7.0")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    cmd = _plan(verl_version="0.7.0", algorithm="grpo").command
+    outcome, out = run_preflight(tmp_path, cmd, workdir, root)
+    assert outcome.ok and not outcome.skipped, out
+    # verl's __init__ needs torch, which this machine lacks: the validator is reported as skipped, with why.
+    assert outcome.validation.startswith("skipped: verl does not import here ("), out
+    # A bad key still fails: the preflight composes the real list.
+    bad = _plan(verl_version="0.7.0", algorithm="grpo", extra_overrides=["actor_rollout_ref.actor.nope=1"]).command
+    outcome, out = run_preflight(tmp_path, bad, workdir, root)
+    assert not outcome.ok and outcome.override == "actor_rollout_ref.actor.nope=1", out
