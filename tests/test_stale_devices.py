@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from test_check_cli import bare_env, run_check_cli, write_spec
+from test_check_cli import bare_env, run_check_cli, verl_checkout, write_spec
 
 from conftest import FIXTURES, fixture_text
 
@@ -43,7 +43,8 @@ def test_busy_devices_name_their_holder_and_offer_stop_only_for_recorded_runs(tm
         tool = bindir / "npu-smi"
         tool.write_text(f"#!/bin/sh\nexec {shutil.which('cat')} '{bindir / 'capture.txt'}'\n")
         tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
-        spec = write_spec(tmp_path, container={"runtime": "host"}, cluster={"devices": [0, 7]})
+        spec = write_spec(tmp_path, container={"runtime": "host", "workdir": verl_checkout(tmp_path)},
+                          cluster={"devices": [0, 7]})
         res = run_check_cli("-c", str(spec), "--json",
                             env=bare_env(tmp_path, PATH=str(bindir), VERLCTL_STATE_DIR=str(state)))
         assert res.code == 0, res.out + res.err
