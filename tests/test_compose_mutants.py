@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from verlctl.spec.resolve import load_spec
-from verlctl.verl.compose import TrainingCommand, build_command
+from verlctl.verl import compose
+from verlctl.verl.compose import OverrideLine, TrainingCommand, _dedupe, build_command
 from verlctl.verl.entrypoints import DEFAULT_VERSION
-from verlctl.verl.features import BY_NAME, CONFLICTS, mask_legend
+from verlctl.verl.features import BY_NAME, CONFLICTS, FEATURES, Emit, mask_for, mask_legend
+from verlctl.verl.table import MEGATRON, STATE, Ov, when
 
 from conftest import BASE_PATHS
 
@@ -207,6 +209,11 @@ def test_the_mask_legend_names_the_seven_bits_in_order() -> None:
     assert mask_legend() == "RemovePadding DynamicBatchSize Offload PrefixCache Recompute SwapOptimizer VPP"
 
 
+def test_the_mask_of_some_states_counts_the_missing_ones_off() -> None:
+    assert mask_for({"vpp": True, "offload": False}) == "0000001"
+    assert mask_for({}) == "0000000"
+
+
 def test_the_feature_tables_are_immutable() -> None:
     """They are module-level and shared by every plan: a change through one reference would change them all."""
     vpp = BY_NAME["vpp"]
@@ -244,3 +251,64 @@ def test_a_zero_mask_bit_writes_off_only_for_a_feature_on_by_default(version: st
     assert f"{AR}.model.use_remove_padding=False" in texts  # remove_padding is on by default
     assert f"{AR}.actor.use_dynamic_bsz=False" in texts
     assert not [t for t in texts if "enable_prefix_caching" in t or "param_offload" in t or "recompute_" in t]
+
+
+def test_a_note_only_row_without_lines_of_its_own_goes_to_its_sections_next_line() -> None:
+    """_dedupe: a note-only line (a feature with no override of its own before it) lands on the next line of
+    the same section, joined to that line's own note, and never crosses into another section."""
+    def lines() -> list[OverrideLine]:
+        return [OverrideLine("", None, "", "feature:a", "A-note", raw=""), OverrideLine("a.x", 1, "", "feature:a"),
+                OverrideLine("a.y", 2, "", "feature:a"), OverrideLine("", None, "", "feature:b", "B-note", raw=""),
+                OverrideLine("b.x", 3, "", "feature:b", "own"), OverrideLine("", None, "", "feature:c", "C-note", raw=""),
+                OverrideLine("d.x", 4, "", "feature:d")]  # fmt: skip
+    assert [(o.key, o.note) for o in _dedupe(lines())] == [
+        ("a.x", "A-note"), ("a.y", None), ("b.x", "own; B-note"), ("d.x", None)
+    ]
+
+
+def test_feature_aliases_and_the_hint_for_an_unknown_name() -> None:
+    cmd = command(verl_version="0.9.1", **{"features.enable": ["Prefix-Caching", "recomputation"],
+                                           "features.disable": ["DYNBSZ"]})  # fmt: skip
+    assert cmd.findings == []
+    assert [(n, s.on, s.explicit_on, s.explicit_off) for n, s in cmd.features.items()
+            if n in ("prefix_cache", "recompute", "dynamic_batch")] == [
+        ("dynamic_batch", False, False, True), ("prefix_cache", True, True, False), ("recompute", True, True, False)
+    ]  # fmt: skip
+    assert f"{AR}.rollout.enable_prefix_caching=True" in cmd.override_texts()
+    close = [f for f in command(**{"features.enable": ["vppp"]}).findings if f.code == "unknown_feature"]
+    assert [(f.message, f.hint) for f in close] == [("unknown feature 'vppp'", "did you mean 'vpp'?")]
+    far = [f for f in command(**{"features.disable": ["zzz"]}).findings if f.code == "unknown_feature"]
+    assert [(f.message, f.hint) for f in far] == [("unknown feature 'zzz'", f"known: {', '.join(sorted(BY_NAME))}")]
+
+
+def test_a_note_only_row_joins_the_note_of_its_features_last_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The note-only row (as verl 0.9.1's missing grad_offload) is appended to the feature's last line, after
+    that line's own note. The shipped tables have no such last line with a note, so this one is built here."""
+    emits = (
+        Emit(when(strategies=MEGATRON), (Ov(f"{AR}.actor.megatron.param_offload", STATE),)),
+        Emit(when(strategies=MEGATRON), (Ov(f"{AR}.actor.megatron.optimizer_offload", STATE),), note="own note"),
+        Emit(when(strategies=MEGATRON), note="the note-only row"),
+    )
+    table = tuple(dataclasses.replace(f, emits=emits) if f.name == "offload" else f for f in FEATURES)
+    monkeypatch.setattr(compose, "FEATURES", table)
+    cmd = command(**{"features.enable": ["offload"]})
+    assert [(o.key, o.note) for o in cmd.overrides if o.section == "feature:offload"] == [
+        (f"{AR}.actor.megatron.param_offload", None),
+        (f"{AR}.actor.megatron.optimizer_offload", "own note; the note-only row"),
+    ]
+
+
+def test_dynamic_batch_sets_the_token_budget_only_when_on() -> None:
+    def budget(**flags: Any) -> list[str]:
+        texts = command(**{"train.max_prompt_length": 1024, "train.max_response_length": 3072, **flags}).override_texts()
+        return [t for t in texts if "max_token_len" in t or "dynamic_bsz" in t]
+
+    assert budget() == [
+        f"{AR}.actor.use_dynamic_bsz=True", f"{AR}.ref.log_prob_use_dynamic_bsz=True",
+        f"{AR}.rollout.log_prob_use_dynamic_bsz=True", f"{AR}.actor.ppo_max_token_len_per_gpu=4096",
+        f"{AR}.ref.log_prob_max_token_len_per_gpu=4096", f"{AR}.rollout.log_prob_max_token_len_per_gpu=4096",
+    ]  # fmt: skip
+    assert budget(**{"features.disable": ["dynamic_batch"]}) == [
+        f"{AR}.actor.use_dynamic_bsz=False", f"{AR}.ref.log_prob_use_dynamic_bsz=False",
+        f"{AR}.rollout.log_prob_use_dynamic_bsz=False",
+    ]  # fmt: skip
