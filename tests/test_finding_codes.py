@@ -39,6 +39,8 @@ from verlctl.checks.machine_checks import (
     check_model_fit,
     check_model_path,
     check_network,
+    check_recipe,
+    collect_recipe,
     probe_checkpoint_dir,
 )
 from verlctl.checks.storage import check_checkpoint_storage, collect_storage, mount_of
@@ -315,6 +317,7 @@ def spec_row(code: str, severity: Severity, field: str, trigger: dict[str, Any],
 
 
 OSO8 = {"mode": "one_step_off_policy", "cluster.devices": list(range(8))}
+V091 = {"verl_version": "0.9.1"}
 FSDP = {"strategy": "fsdp"}
 TP1 = {"train.tensor_parallel": 1, "train.pipeline_parallel": 1}
 SWAN = {"logging.swanlab.enabled": True, "logging.swanlab.host": "http://192.0.2.1:8000"}
@@ -323,6 +326,18 @@ SPEC_ROWS = [
     spec_row("device_split", ERROR, "train.trainer_devices",
              {**OSO8, "train.trainer_devices": 5, "train.rollout_devices": 4},
              {**OSO8, "train.trainer_devices": 4, "train.rollout_devices": 4}),
+    spec_row("node_split", ERROR, "train.rollout_nodes",
+             {**OSO8, "cluster.nodes": ["192.0.2.1", "192.0.2.2"], "train.rollout_nodes": 2},
+             {**OSO8, "cluster.nodes": ["192.0.2.1", "192.0.2.2"], "train.rollout_nodes": 1}),
+    spec_row("node_split", ERROR, "train.rollout_nodes",
+             {**OSO8, "cluster.nodes": ["192.0.2.1", "192.0.2.2"], "train.rollout_nodes": 2},
+             {"cluster.devices": list(range(8)), "cluster.nodes": ["192.0.2.1", "192.0.2.2"],
+              "train.rollout_nodes": 2}, "a one-step-off setting only"),
+    spec_row("device_split", ERROR, "train.rollout_devices",
+             {**OSO8, "cluster.nodes": ["192.0.2.1", "192.0.2.2"], "train.rollout_nodes": 1,
+              "train.rollout_devices": 9},
+             {**OSO8, "cluster.nodes": ["192.0.2.1", "192.0.2.2"], "train.rollout_nodes": 1,
+              "train.rollout_devices": 8}, "split by nodes: each side may use a whole node"),
     spec_row("parallel_divisibility", ERROR, "train.tensor_parallel",
              {"train.tensor_parallel": 3, "train.pipeline_parallel": 1},
              {"train.tensor_parallel": 2, "train.pipeline_parallel": 1}),
@@ -372,9 +387,35 @@ SPEC_ROWS = [
              {**FSDP, "features.disable": ["dynamic_batch"], "train.micro_batch_size_per_device": 3},
              {**FSDP, "features.disable": ["dynamic_batch"], "train.micro_batch_size_per_device": 4}),
     spec_row("micro_batch_divisibility", ERROR, "train.micro_batch_size_per_device",
-             {**FSDP, "features.disable": ["dynamic_batch"], "train.micro_batch_size_per_device": 3},
+             {**FSDP, **V091, "features.disable": ["dynamic_batch"], "train.micro_batch_size_per_device": 3},
+             {**FSDP, **V091, "train.micro_batch_size_per_device": 3},
+             "verl 0.9.1 checks the micro batch only without dynamic batch sizing"),
+    spec_row("micro_batch_divisibility", ERROR, "train.micro_batch_size_per_device",
              {**FSDP, "train.micro_batch_size_per_device": 3},
-             "dynamic batch sizing has no fixed micro batch"),
+             {**FSDP, **V091, "train.micro_batch_size_per_device": 3},
+             "verl 0.7.0's FSDP worker asserts it even with dynamic batch sizing, 0.9.1 does not"),
+    spec_row("mini_batch_dp", ERROR, "train.mini_batch_size",
+             {**FSDP, **V091, "train.mini_batch_size": 3, "train.responses_per_prompt": 2},
+             {**FSDP, **V091, "train.mini_batch_size": 4, "train.responses_per_prompt": 2}),
+    spec_row("mini_batch_dp", ERROR, "train.mini_batch_size",
+             {**FSDP, **V091, "train.mini_batch_size": 3, "train.responses_per_prompt": 2},
+             {**FSDP, "train.mini_batch_size": 3, "train.responses_per_prompt": 2},
+             "a verl 0.9.1 engine-worker assert"),
+    spec_row("agent_loop_chunks", ERROR, "train.train_batch_size",
+             {"train.train_batch_size": 5, "train.responses_per_prompt": 3},
+             {"train.train_batch_size": 8, "train.responses_per_prompt": 3}),
+    spec_row("agent_loop_chunks", ERROR, "train.train_batch_size",
+             {"train.train_batch_size": 5, "train.responses_per_prompt": 3},
+             {"train.train_batch_size": 5, "train.responses_per_prompt": 3,
+              "extra_overrides": ["actor_rollout_ref.rollout.agent.num_workers=5"]},
+             "as many agent-loop workers as the override says"),
+    spec_row("agent_loop_chunks", ERROR, "train.gen_batch_size",
+             {"train.train_batch_size": 8, "train.gen_batch_size": 5, "train.responses_per_prompt": 3},
+             {"train.train_batch_size": 8, "train.gen_batch_size": 16, "train.responses_per_prompt": 3},
+             "DAPO generates gen_batch_size prompts"),
+    spec_row("agent_loop_chunks", ERROR, "train.train_batch_size",
+             {"train.train_batch_size": 5, "train.responses_per_prompt": 3},
+             {**V091, "train.train_batch_size": 5, "train.responses_per_prompt": 3}, "a verl 0.7.0 rule"),
     spec_row("batch_micro_divisibility", ERROR, "train.train_batch_size",
              {**TP1, "features.disable": ["dynamic_batch"], "train.train_batch_size": 12, "train.mini_batch_size": 8,
               "train.responses_per_prompt": 2, "train.micro_batch_size_per_device": 2},
@@ -405,6 +446,8 @@ SPEC_ROWS = [
              {"cluster.ray_port": 6379, "cluster.dashboard_port": 6379},
              {"cluster.ray_port": 6379, "cluster.dashboard_port": 6380}),
     spec_row("no_checkpoints", WARNING, "train.save_freq", {"train.save_freq": -1}, {"train.save_freq": 2}),
+    spec_row("checkpoints_after_last_step", WARNING, "train.save_freq",
+             {"train.steps": 4, "train.save_freq": 5}, {"train.steps": 4, "train.save_freq": 4}),
     spec_row("swanlab_host", ERROR, "logging.swanlab.host",
              {"logging.swanlab.enabled": True, "logging.swanlab.api_key": "k"},
              {**SWAN, "logging.swanlab.api_key": "k"}),
@@ -434,6 +477,19 @@ SPEC_ROWS = [
     spec_row("feature_prerequisite", ERROR, "device",
              {"features.enable": ["swap_optimizer"], "device": "gpu"},
              {"features.enable": ["swap_optimizer"], "device": "npu"}),
+    spec_row("feature_cannot_turn_off", WARNING, "features",
+             {"features.disable": ["prefix_cache"]}, {**V091, "features.disable": ["prefix_cache"]},
+             "verl 0.9.1 writes --no-enable-prefix-caching"),
+    spec_row("feature_cannot_turn_off", WARNING, "features",
+             {"features.disable": ["chunked_prefill"]}, {"features.enable": ["chunked_prefill"]}),
+    spec_row("vpp_mbridge_unverified", WARNING, "features",
+             {**V091, "features.enable": ["vpp"], "train.pipeline_parallel": 2, "train.tensor_parallel": 4},
+             {"features.enable": ["vpp"], "train.pipeline_parallel": 2, "train.tensor_parallel": 4},
+             "verl 0.7.0 turns mbridge off for VPP on Ascend"),
+    spec_row("vpp_mbridge_unverified", WARNING, "features",
+             {**V091, "features.enable": ["vpp"], "train.pipeline_parallel": 2, "train.tensor_parallel": 4},
+             {**V091, "features.enable": ["vpp"], "train.pipeline_parallel": 2, "train.tensor_parallel": 4,
+              "device": "gpu"}, "an Ascend-only concern"),
     spec_row("feature_conflict", WARNING, "features",
              {"features.enable": ["swap_optimizer", "offload"]}, {"features.enable": ["swap_optimizer"]}),
     spec_row("swanlab_key_unused", INFO, "logging.swanlab.api_key",
@@ -623,14 +679,28 @@ IDLE_H200 = gpu_capture("default-580-1gpu-h200-idle-verlctl-device-check.txt")
 BUSY_H200 = gpu_capture("default-580-1gpu-h200-busy-1proc-verlctl-device-check.txt")
 
 
-def model_fit(config: dict[str, Any], vpp_on: bool = False, **flags: Any) -> Findings:
+def model_fit(config: dict[str, Any], vpp_on: bool = False, recompute_on: bool = False, **flags: Any) -> Findings:
     def run(tmp: Path) -> list[Finding]:
         d = tmp / "models" / "shaped"
         write_model(d)
         cfg = json.loads((d / "config.json").read_text())
         cfg.update(config)
         (d / "config.json").write_text(json.dumps(cfg))
-        return check_model_fit(spec_at(tmp, **{"paths.model": str(d), **flags}), inspect_model(str(d)), vpp_on)
+        spec = spec_at(tmp, **{"paths.model": str(d), **flags})
+        return check_model_fit(spec, inspect_model(str(d)), vpp_on, recompute_on)
+
+    return run
+
+
+def recipe(entry: str | None, **flags: Any) -> Findings:
+    """check_recipe on a real probe of a host work dir (``runtime: host``), holding ``entry`` or nothing."""
+
+    def run(tmp: Path) -> list[Finding]:
+        if entry:
+            (tmp / entry).parent.mkdir(parents=True)
+            (tmp / entry).write_text("")
+        resolved = resolve(**{"container.runtime": "host", "container.workdir": str(tmp), **flags})
+        return check_recipe(resolved.spec, collect_recipe(resolved, None, 10.0))
 
     return run
 
@@ -781,6 +851,31 @@ MACHINE_ROWS = [
     Row("model_layers_vpp", ERROR, "features.vpp_size",
         model_fit({"num_hidden_layers": 28}, True, **{"train.pipeline_parallel": 2, "features.vpp_size": 4}),
         model_fit({"num_hidden_layers": 28}, True, **{"train.pipeline_parallel": 2, "features.vpp_size": 7})),
+    Row("model_recompute_layers", ERROR, "features.recompute_num_layers",
+        model_fit({"num_hidden_layers": 28}, recompute_on=True, **{"train.pipeline_parallel": 2,
+                  "train.tensor_parallel": 1, "features.recompute_method": "uniform",
+                  "features.recompute_num_layers": 4}),
+        model_fit({"num_hidden_layers": 28}, recompute_on=True, **{"train.pipeline_parallel": 2,
+                  "train.tensor_parallel": 1, "features.recompute_method": "uniform",
+                  "features.recompute_num_layers": 7})),
+    Row("model_recompute_layers", ERROR, "features.recompute_num_layers",
+        model_fit({"num_hidden_layers": 28}, recompute_on=True, **{"train.pipeline_parallel": 2,
+                  "train.tensor_parallel": 1, "features.recompute_method": "uniform",
+                  "features.recompute_num_layers": 4}),
+        model_fit({"num_hidden_layers": 28}, recompute_on=True, **{"train.pipeline_parallel": 2,
+                  "train.tensor_parallel": 1, "features.recompute_method": "block",
+                  "features.recompute_num_layers": 4}), "block recompute takes any number of layers"),
+    Row("model_recompute_layers", ERROR, "features.recompute_num_layers",
+        model_fit({"num_hidden_layers": 28}, True, True, **{"train.pipeline_parallel": 2, "features.vpp_size": 7,
+                  "train.tensor_parallel": 1, "features.recompute_method": "uniform",
+                  "features.recompute_num_layers": 7}),
+        model_fit({"num_hidden_layers": 28}, True, True, **{"train.pipeline_parallel": 2, "features.vpp_size": 7,
+                  "train.tensor_parallel": 1, "features.recompute_method": "uniform",
+                  "features.recompute_num_layers": 2}), "with vpp, per virtual stage (2 layers)"),
+    # container.workdir: the verl 0.7.0 recipe entry file (the DAPO entry is recipe/dapo/main_dapo.py)
+    Row("recipe_missing", ERROR, "container.workdir", recipe(None), recipe("recipe/dapo/main_dapo.py")),
+    Row("recipe_missing", ERROR, "container.workdir", recipe(None), recipe(None, verl_version="0.9.1"),
+        "verl 0.9.1 ships its entry points in the package"),
     # cluster.socket_ifname / cluster.master_addr (a real `ip addr` capture)
     Row("socket_ifname_unknown", ERROR, "cluster.socket_ifname", network({"cluster.socket_ifname": "verlctl-nope0"}),
         network({"cluster.socket_ifname": "ens8f0np0"})),

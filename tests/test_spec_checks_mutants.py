@@ -5,9 +5,13 @@ however the rules module is organised."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import pytest
+
 from verlctl.checks.findings import Finding
+from verlctl.checks.rules import RULES
 from verlctl.commands.check import spec_findings
 from verlctl.spec.resolve import load_spec
 
@@ -77,3 +81,43 @@ def test_an_unknown_restart_category_lists_the_known_ones() -> None:
     f = only("restart_category", **{"recovery.restart_on": ["device_oom", "hccl_timout"]})
     assert "'hccl_timout'" in f.message
     assert f.hint == f"known: {', '.join(CATEGORIES)}"
+
+
+TWO_NODES = {"mode": "one_step_off_policy", "cluster.devices": list(range(8)), "strategy": "fsdp",
+             "cluster.nodes": ["192.0.2.1", "192.0.2.2"], "train.train_batch_size": 10,
+             "train.responses_per_prompt": 2}  # fmt: skip
+
+
+def test_a_node_split_trains_on_the_nodes_the_rollout_leaves() -> None:
+    # rollout_nodes 1 of 2: the trainer has one node's 8 devices (not 16)
+    split = only("oso_batch_rule", **TWO_NODES, **{"train.rollout_nodes": 1})
+    assert "divisible by the training devices (8)" in split.message
+    assert "over 8 data-parallel ranks" in only("batch_dp_divisibility", **TWO_NODES, **{"train.rollout_nodes": 1}).message
+    # no node split: both share every node, the trainer has trainer_devices (4) on each of the 2 nodes
+    assert "divisible by the training devices (8)" in only("oso_batch_rule", **TWO_NODES).message
+    three = {**TWO_NODES, "cluster.nodes": ["192.0.2.1", "192.0.2.2", "192.0.2.3"], "train.train_batch_size": 12}
+    assert "divisible by the training devices (16)" in only("oso_batch_rule", **three, **{"train.rollout_nodes": 1}).message
+    f = only("node_split", **TWO_NODES, **{"train.rollout_nodes": 2})
+    assert f.message.startswith("rollout_nodes (2) must leave at least one of the 2 nodes")
+    assert f.hint == "use rollout_nodes <= 1, or list more nodes"
+
+
+def test_rules_that_divide_by_the_data_parallel_size_survive_a_layout_that_does_not_divide() -> None:
+    # TP 3 does not divide 8 devices (DP is then 0): the layout error is reported, nothing divides by 0
+    for version in ("0.7.0", "0.9.1"):
+        f = only("parallel_divisibility", verl_version=version, **{"train.tensor_parallel": 3,
+                 "train.pipeline_parallel": 1})  # fmt: skip
+        assert f.message.startswith("8 training devices are not divisible by TP*PP*CP = 3*1*1 = 3")
+
+
+def test_zero_agent_loop_workers_do_not_break_the_check() -> None:
+    found = spec_findings(load_spec(None, flags={**BASE_PATHS, "extra_overrides": [
+        "actor_rollout_ref.rollout.agent.num_workers=0"]}, environ={}))[0]  # fmt: skip
+    assert not [f for f in found if f.code == "agent_loop_chunks"]
+
+
+def test_the_rule_table_is_immutable() -> None:
+    """RULES is module-level and shared by every check: a rule changed through one reference changes them all."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        attr = "versions"  # (an assignment would not type-check: the fields are read-only)
+        setattr(RULES[0], attr, None)
