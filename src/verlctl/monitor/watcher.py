@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from verlctl.errors import VerlctlError
 from verlctl.monitor.catalogue import Classifier, Finding
 from verlctl.monitor.events import ErrorFound, LogParser, Phase, PhaseKind, Progress, StepMetrics, TotalSteps
 from verlctl.monitor.recovery import Decision, History, decide
@@ -45,6 +46,7 @@ class LiveStatus:
     last_progress_at: float = field(default_factory=time.time)
     step_times: list[float] = field(default_factory=list)
     updated_at: float = field(default_factory=time.time)
+    max_step: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         m = self.last_metrics
@@ -68,6 +70,8 @@ class AttemptOutcome:
     finding: Finding | None = None
     findings: list[Finding] = field(default_factory=list)
     detail: str = ""
+    max_step: int | None = None  # the highest training step seen in this attempt
+    total: int | None = None
 
 
 # ----------------------------------------------------------------------------------------------- watcher
@@ -111,10 +115,16 @@ class Watcher:
     # --------------------------------------------------------------------------------- the loop
 
     def run(self) -> int:
+        self.say(self.started_line())
         self.emit("watch_started", pid=_own_pid())
         while True:
             outcome = self.watch_attempt()
             if outcome.kind == "finished":
+                failure = self._resume_failure(outcome)
+                if failure is not None:
+                    self.emit("resume_failed", reason=failure, attempt=len(self.record.attempts))
+                    self._give_up(Decision(False, failure), "resume_no_progress")
+                    return 1
                 self.emit("finished", attempt=len(self.record.attempts))
                 self.record.write_status({**(self.record.read_status() or {}), "phase": "finished"})
                 return 0
@@ -130,7 +140,41 @@ class Watcher:
             if not decision.restart:
                 self._give_up(decision, category)
                 return 1
-            self._restart(decision, category)
+            try:
+                self._restart(decision, category)
+            except VerlctlError as exc:
+                self._give_up(Decision(False, f"gave up: cannot relaunch: {exc.message}",
+                                       advice=[exc.hint] if exc.hint else []), category)
+                return 1
+
+    def started_line(self) -> str:
+        """What the watcher follows, and that it stays quiet while the run is healthy."""
+        r = self.record
+        attempt = r.attempts[-1] if r.attempts else None
+        where = f"container {r.container_name}" if r.runtime == "docker" else "this host"
+        group = f"process group {attempt.pgid} (attempt {attempt.number})" if attempt else "no process group"
+        nodes = f", {len(r.workers)} worker node(s)" if r.workers else ""
+        return (f"verlctl watch: watching run {r.run_id}: {group} in {where}{nodes}, log {r.run_log}. "
+                "Silent while healthy: only errors, recoveries, stalls and the end are printed here; "
+                f"progress: `verlctl status {r.run_id}`")
+
+    def _resume_failure(self, outcome: AttemptOutcome) -> str | None:
+        """A resumed attempt that ended "successfully" without training a step past its checkpoint (verl
+        resuming at an epoch boundary ran 0 steps and exited 0) is a failure, not the end of training."""
+        attempt = self.record.attempts[-1]
+        resumed = _checkpoint_step(attempt.resumed_from)
+        if resumed is None:
+            return None
+        if outcome.total is not None and resumed >= outcome.total:
+            return None  # the checkpoint was the last step: nothing was left to train
+        if outcome.max_step is not None and outcome.max_step > resumed:
+            return None
+        seen = "no step" if outcome.max_step is None else f"step {outcome.max_step}"
+        return (f"gave up: attempt {attempt.number} resumed from {attempt.resumed_from} and exited 0 having "
+                f"trained 0 steps (last seen: {seen}"
+                + (f" of {outcome.total}" if outcome.total else "")
+                + "): check trainer.total_training_steps / total_epochs against the checkpoint, or move the "
+                "checkpoint away to start fresh")
 
     def _features(self) -> dict[str, Any]:
         from verlctl.verl.compose import resolve_features
@@ -192,7 +236,11 @@ class Watcher:
                             if finished:
                                 # start_verl.sh says "training finished" only when the training command
                                 # exited 0: whatever the log matched on the way was not fatal.
-                                return AttemptOutcome("finished", None, findings)
+                                return AttemptOutcome("finished", None, findings, max_step=live.max_step,
+                                                      total=live.total)
+                            if exit_status == "137" and (root is None or root.category != "device_oom"):
+                                root = _killed_finding(root)
+                                findings = [root, *findings]
                             if root is not None and not alerted:
                                 alerted = True
                                 self._alert(root, attempt.number)
@@ -230,18 +278,25 @@ class Watcher:
             elif live.step is None:
                 live.last_progress_at = now
             live.step = ev.step
+            live.max_step = max(ev.step, live.max_step or 0)
             live.total = ev.total or live.total
             live.eta_s = ev.remaining_s
             live.seconds_per_step = ev.seconds_per_step
             live.phase = "training"
             if resumed_from and ev.step > 0:
                 self._check_resumed(ev.step, resumed_from)
+        if isinstance(ev, Progress | StepMetrics) and resumed_from and not self._advance_seen:
+            resumed = _checkpoint_step(resumed_from)
+            if resumed is not None and ev.step > resumed:
+                self._advance_seen = True
+                self.emit("resume_advanced", resumed_from=resumed_from, step=ev.step)
         elif isinstance(ev, StepMetrics):
             if live.step is None or ev.step > live.step:
                 if live.step is not None:
                     live.step_times.append(now - live.last_progress_at)
                 live.last_progress_at = now
                 live.step = ev.step
+            live.max_step = max(ev.step, live.max_step or 0)
             live.last_metrics = {k: float(v) for k, v in ev.metrics.items()}
             live.phase = "training"
         elif isinstance(ev, TotalSteps):
@@ -255,6 +310,7 @@ class Watcher:
                 live.phase = "workers starting"
 
     _resume_checked = False
+    _advance_seen = False
 
     def _check_resumed(self, initial_step: int, resumed_from: str) -> None:
         if self._resume_checked:
@@ -291,11 +347,12 @@ class Watcher:
     # ------------------------------------------------------------------------------ recovery
 
     def _give_up(self, decision: Decision, category: str | None) -> None:
-        self.say(f"verlctl watch: {decision.reason}")
+        reason = decision.reason if decision.reason.startswith("gave up:") else f"gave up: {decision.reason}"
+        self.say(f"verlctl watch: {reason}")
         for a in decision.advice:
             self.say(f"  advice: {a}")
-        self.emit("gave_up", category=category, reason=decision.reason, advice=decision.advice)
-        self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": decision.reason})
+        self.emit("gave_up", category=category, reason=reason, advice=decision.advice)
+        self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
 
     def _restart(self, decision: Decision, category: str | None) -> None:
         from rich.console import Console
@@ -329,6 +386,7 @@ class Watcher:
         launcher = Launcher(resolved, LaunchOptions(yes=True), Console(stderr=True, quiet=True))
         launcher.relaunch(self.ex, self.record, reason=decision.reason, resumed_from=resumed_from)
         self._resume_checked = False
+        self._advance_seen = False
         self.current = resolved
 
     def _latest_checkpoint(self) -> str | None:
@@ -355,6 +413,30 @@ class Watcher:
             time.sleep(2)
         self.say("verlctl watch: warning: device memory still in use after the wait; relaunching anyway")
         self.record.event("memory_release_timeout")
+
+
+def _checkpoint_step(path: str | None) -> int | None:
+    if not path:
+        return None
+    step = path.rstrip("/").rsplit("global_step_", 1)[-1]
+    return int(step) if "global_step_" in path and step.isdigit() else None
+
+
+def _killed_finding(root: Finding | None) -> Finding:
+    """Exit 137 (SIGKILL) without a device out-of-memory error: the kernel OOM killer (host RAM) is the
+    usual sender; never a reason to add offload (which moves memory *to* the host)."""
+    from verlctl.monitor.catalogue import CATALOGUE
+
+    host = next(c for c in CATALOGUE if c.name == "host_oom")
+    also = f" (the log also shows {root.category} at line {root.line})" if root is not None else ""
+    return Finding(
+        category="host_oom",
+        line=root.line if root is not None else 0,
+        excerpt="start_verl.sh exits with status 137",
+        message="the training was killed with SIGKILL (exit 137) and the log has no device out-of-memory "
+        f"error: most likely the kernel OOM killer (host RAM){also}",
+        hint=host.hint + "; check `dmesg` / `journalctl -k` for 'Out of memory: Killed process'",
+    )
 
 
 def _busy_devices(device: str, text: str) -> set[int]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verlctl.checks.findings import Finding, has_errors
+from verlctl.checks.findings import Finding, Severity, has_errors
 from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
 from verlctl.plan import Plan, make_plan
 from verlctl.render.render import ENV_FILE, START_SCRIPT, TRAIN_SCRIPT, Rendered
@@ -137,6 +137,7 @@ class Launcher:
             if sw.mode == "cloud":
                 acts.append(f"SwanLab: check the login to {sw.host} with the key from the 0600 env file "
                             "(nothing saved)")
+        acts.append(resume_action(spec.paths.checkpoints))
         acts.append(f"verify within {int(self.options.verify_timeout)}s that {the_plan.command.entry.module} runs")
         acts.append(f"record the run (id {run_id}) under the state dir")
         return acts
@@ -260,7 +261,8 @@ class Launcher:
             # Ray comes up while verlctl checks the overrides and SwanLab; the script starts training only
             # once the gate opens (and stops, with everything it started, if the checks fail).
             gate = f"{scripts_dir}/gate"
-            pgid = self.start(self.executor, record, the_plan, reason="launch", gate=gate)
+            pgid = self.start(self.executor, record, the_plan, reason="launch", gate=gate,
+                              resumed_from=resume_point(spec.paths.checkpoints))
             try:
                 self._preflight(self.executor, the_plan, scripts_dir, workdir)
                 if spec.logging.swanlab.enabled:
@@ -491,8 +493,10 @@ class Launcher:
         secrets)."""
         container_version = record.verl_version if self.resolved.spec.verl_version == "auto" else None
         the_plan = make_plan(self.resolved, container_version=container_version)
+        the_plan.findings = _without_secrets_in_target(ex, record, the_plan.findings)
         if has_errors(the_plan.findings):
-            raise VerlctlError("the changed spec has errors: " + the_plan.findings[0].message)
+            first = next(f for f in the_plan.findings if f.severity is Severity.ERROR)
+            raise VerlctlError("the changed spec has errors: " + first.message)
         rendered = the_plan.render()
         self._preflight(ex, the_plan, record.scripts_dir, record.workdir)
         self._copy(ex, rendered, record.scripts_dir, env_file=False)
@@ -597,6 +601,50 @@ class Launcher:
         record.event("failure", category=result.findings[0].category if result.findings else None, reason=reason)
         record.save()
         raise RuntimeFailure(reason, hint=hint, code=EXIT_FAILURE)
+
+
+def resume_point(checkpoints: str | None) -> str | None:
+    """The checkpoint ``trainer.resume_mode=auto`` resumes from: verl reads
+    ``<default_local_dir>/latest_checkpointed_iteration.txt`` and loads ``global_step_<N>``
+    (``RayPPOTrainer._load_checkpoint`` -> ``find_latest_ckpt_path``, verl 0.7.0 and 0.9.1). Read on this
+    host: the checkpoint directory is mounted into the container at the same path."""
+    if not checkpoints:
+        return None
+    d = Path(checkpoints)
+    try:
+        step = (d / "latest_checkpointed_iteration.txt").read_text(encoding="utf-8", errors="replace").strip()
+    except (OSError, ValueError):
+        return None
+    if not step.isdigit() or not (d / f"global_step_{step}").is_dir():
+        return None
+    return f"{checkpoints.rstrip('/')}/global_step_{step}"
+
+
+def resume_action(checkpoints: str | None) -> str:
+    point = resume_point(checkpoints)
+    if point is not None:
+        return (f"training resumes from {point.rsplit('/', 1)[-1]} in {checkpoints} (trainer.resume_mode=auto "
+                "finds it): move it away first to start fresh")
+    return f"training starts fresh (no checkpoint in {checkpoints or 'the checkpoint directory'})"
+
+
+def _without_secrets_in_target(ex: Executor, record: RunRecord, findings: list[Finding]) -> list[Finding]:
+    """A relaunch keeps the 0600 env file already in the target; the recorded spec has no secrets. Drop
+    the "needs an API key" error when that file holds the key (checked inside the target: the key is
+    never read back, printed or passed in argv)."""
+    if not any(f.code == "swanlab_api_key" for f in findings):
+        return findings
+    from verlctl.render.render import ENV_FILE
+
+    env_file = f"{record.scripts_dir}/{ENV_FILE}"
+    res = ex.run(["bash", "-c", 'set -a; . "$1" >/dev/null 2>&1 || exit 3; [ -n "${SWANLAB_API_KEY:-}" ]',
+                  "verlctl-key-check", env_file], timeout=30)
+    if not res.ok:
+        raise VerlctlError(
+            f"SwanLab cloud mode needs an API key and the run's env file {env_file} in {ex.describe()} has none",
+            hint="relaunch by hand with SWANLAB_API_KEY exported (`verlctl launch`), or use mode offline",
+        )
+    return [f for f in findings if f.code != "swanlab_api_key"]
 
 
 def _engine_id(client: Any) -> str:
