@@ -85,9 +85,9 @@ class Watcher:
         resolved: Any,
         notify_cmd: str | None = None,
         say: Callable[[str], None] = print,
-        liveness_every_s: float = 5.0,
+        liveness_every_s: float = 2.5,
         error_grace_s: float = 60.0,
-        alert_delay_s: float = 5.0,
+        alert_delay_s: float = 3.0,
     ) -> None:
         self.record = record
         self.ex = executor
@@ -99,6 +99,9 @@ class Watcher:
         self.error_grace_s = error_grace_s
         self.alert_delay_s = alert_delay_s
         self.history = History()
+        self.engine_wait_s = 60.0  # how long to wait for a restarting Docker engine before giving up
+        self._worker_ex: dict[str, Executor | None] | None = None
+        self._nodes_down: set[str] = set()
 
     # -------------------------------------------------------------------------------- reporting
 
@@ -131,6 +134,10 @@ class Watcher:
             if outcome.kind == "stopped":
                 self.emit("watch_stopped", detail=outcome.detail)
                 return 0
+            if outcome.kind == "lost":
+                self._give_up(Decision(False, f"gave up: {outcome.detail}"), outcome.finding.category
+                              if outcome.finding else None)
+                return 1
             category = outcome.finding.category if outcome.finding else ("stalled" if outcome.kind == "stalled" else None)
             features_on = {n: s.on and s.applicable for n, s in self._features().items()}
             decision = decide(category, self.resolved.spec, features_on, self.history)
@@ -224,9 +231,15 @@ class Watcher:
                     last_status_write = now
                 if self._user_stopped():
                     return AttemptOutcome("stopped", detail="the run was stopped with `verlctl stop`")
-                if now - last_liveness >= self.liveness_every_s or (text == "" and dead_since is not None):
+                if now - last_liveness >= self.liveness_every_s or (
+                    text == "" and (dead_since is not None or follower.ended)
+                ):
                     last_liveness = now
-                    alive = self.ex.group_alive(pgid)
+                    try:
+                        alive = self.ex.group_alive(pgid)
+                    except VerlctlError as exc:
+                        return self._target_lost(exc, attempt.number, classifier.findings())
+                    self._check_workers()
                     if not alive:
                         dead_since = dead_since or now
                         # Read what the process wrote while dying before deciding.
@@ -262,6 +275,68 @@ class Watcher:
                     return AttemptOutcome("stalled", detail=stalled)
         finally:
             follower.stop()
+
+    # ----------------------------------------------------------------- the target and the nodes
+
+    def _target_lost(self, exc: VerlctlError, attempt: int, findings: list[Finding]) -> AttemptOutcome:
+        """The run's container (or its engine) stopped answering: say so at once, with the container's
+        state; wait (bounded) for an engine that is restarting, then report what became of the container."""
+        state = target_state(self.ex)
+        self.say(f"verlctl watch: lost the run's {self.ex.describe()}: {state['state']} ({exc.message})")
+        self.emit("target_lost", attempt=attempt, error=exc.message, **state)
+        self.record.write_status({**(self.record.read_status() or {}), "phase": "target lost",
+                                  "target": state})
+        if state["state"] == "engine unreachable":
+            deadline = time.monotonic() + self.engine_wait_s
+            while time.monotonic() < deadline and state["state"] == "engine unreachable":
+                time.sleep(1.0)
+                state = target_state(self.ex)
+            if state["state"] != "engine unreachable":
+                self.emit("engine_back", attempt=attempt, **state)
+        what = state["state"]
+        if state.get("exit_code") is not None and what not in ("running", "engine unreachable"):
+            what += f" (exit code {state['exit_code']}" + (", OOM-killed" if state.get("oom_killed") else "") + ")"
+        root = findings[0] if findings else None
+        if state.get("oom_killed"):
+            root = _killed_finding(root)
+        detail = (f"the run's {self.ex.describe()} is {what}: the training cannot continue there; checkpoints "
+                  f"are kept in {self.record.checkpoints or 'the checkpoint directory'}")
+        if state["state"] == "running":
+            detail = f"cannot reach the run's process group in {self.ex.describe()}: {exc.message}"
+        return AttemptOutcome("lost", root, findings, detail)
+
+    def _check_workers(self) -> None:
+        """Multi-node: each worker node's process group, through its engine (ssh). An unreachable node is
+        reported once when it goes and once when it comes back; the head's training decides the outcome."""
+        if not self.record.workers:
+            return
+        if self._worker_ex is None:
+            from verlctl.runtime.inspect import worker_targets
+
+            try:
+                self._worker_ex = {w.address: wex for w, wex, _ in worker_targets(self.record)}
+            except VerlctlError as exc:
+                self._worker_ex = {}
+                self.say(f"verlctl watch: cannot reach the worker nodes: {exc.message}")
+        for w in self.record.workers:
+            wex = self._worker_ex.get(w.address)
+            problem = None
+            if wex is None:
+                problem = "its container is not running or its engine cannot be reached"
+            elif w.pgid:
+                try:
+                    if not wex.group_alive(w.pgid):
+                        problem = f"its process group {w.pgid} ended"
+                except VerlctlError as exc:
+                    problem = f"unreachable: {exc.message}"
+            if problem and w.address not in self._nodes_down:
+                self._nodes_down.add(w.address)
+                self.say(f"verlctl watch: worker node {w.address}: {problem}")
+                self.emit("node_unreachable" if "unreachable" in problem or wex is None else "node_ended",
+                          node=w.address, reason=problem)
+            elif problem is None and w.address in self._nodes_down:
+                self._nodes_down.discard(w.address)
+                self.emit("node_back", node=w.address)
 
     def _alert(self, f: Finding, attempt: int) -> None:
         self.say(f"verlctl watch: {f.category} at log line {f.line}: {f.message}")
@@ -413,6 +488,24 @@ class Watcher:
             time.sleep(2)
         self.say("verlctl watch: warning: device memory still in use after the wait; relaunching anyway")
         self.record.event("memory_release_timeout")
+
+
+def target_state(ex: Executor) -> dict[str, Any]:
+    """The state of an executor's container as the engine reports it (``engine unreachable`` when it does
+    not answer); ``{"state": "host"}`` for the host."""
+    from verlctl.runtime.executor import DockerExecutor
+
+    if not isinstance(ex, DockerExecutor):
+        return {"state": "host"}
+    try:
+        info = ex.api.inspect_container(ex.container_id)
+    except Exception as exc:  # noqa: BLE001 - docker.errors.NotFound, APIError, transport errors
+        if type(exc).__name__ == "NotFound":
+            return {"state": "removed"}
+        return {"state": "engine unreachable", "error": " ".join(str(exc).split())[:300]}
+    st = info.get("State") or {}
+    return {"state": str(st.get("Status") or "unknown"), "exit_code": st.get("ExitCode"),
+            "oom_killed": bool(st.get("OOMKilled")), "finished_at": st.get("FinishedAt")}
 
 
 def _checkpoint_step(path: str | None) -> int | None:

@@ -363,13 +363,13 @@ class DockerExecutor(Executor):
     def group_alive(self, pgid: int) -> bool:
         # A process group is alive while a non-zombie member exists (ps: stat not starting with Z).
         res = self.run(["ps", "-eo", "pgid=,stat="], timeout=30)
-        if not res.ok:
-            return self.run(["kill", "-0", "--", f"-{pgid}"], timeout=30).ok
-        for line in res.out.splitlines():
-            parts = line.split()
-            if len(parts) >= 2 and parts[0] == str(pgid) and not parts[1].startswith("Z"):
-                return True
-        return False
+        rows = [line.split() for line in res.out.splitlines() if line.strip()]
+        if res.ok and rows:  # ps lists at least itself: no rows means its output was lost on the way
+            return any(len(r) >= 2 and r[0] == str(pgid) and not r[1].startswith("Z") for r in rows)
+        probe = self.run(["kill", "-0", "--", f"-{pgid}"], timeout=30)
+        # Dead only when kill says so: when neither answered (a loaded engine, lost output), a live group is
+        # never called dead on a guess.
+        return probe.ok or "No such process" not in probe.err
 
     def signal_group(self, pgid: int, sig: int) -> bool:
         return self.run(["kill", f"-{int(sig)}", "--", f"-{pgid}"], timeout=30).ok

@@ -573,7 +573,8 @@ class Launcher:
                 started = first_line is not None and _has_progress(after)
                 if not started and not ex.group_alive(pgid):
                     text += follower.get(timeout=1.0)
-                    self._fail_verify(record, text, "the training process exited during start-up")
+                    self._fail_verify(record, text, "the training process exited during start-up (process group "
+                                      f"{pgid} is no longer in {ex.describe()})")
                 if not started and first_line is not None and now - seen_marker_at >= self.options.settle_s:  # type: ignore[operator]
                     started = _module_running(ex, pgid, module)
                 if started and first_line is not None:
