@@ -61,3 +61,15 @@ def test_a_detached_start_returns_the_group_of_the_started_process(container_fac
     pgid = ex.start_detached(["sleep", "30"], "/tmp/x/run.log")
     assert ex.group_alive(pgid)
     assert ex.stop_group(pgid, grace_s=5)
+
+
+def test_read_file_tells_empty_from_missing_and_reads_slices(container_factory) -> None:  # type: ignore[no-untyped-def]
+    c = container_factory()
+    ex = DockerExecutor(container_factory.client, c.id, c.name)
+    container_factory.exec(c, ["bash", "-c", "printf '0123456789' > /tmp/ten; : > /tmp/empty"])
+    assert ex.read_file("/tmp/ten") == b"0123456789"
+    assert ex.read_file("/tmp/ten", offset=3, max_bytes=4) == b"3456"
+    assert ex.read_file("/tmp/ten", offset=8) == b"89"
+    assert ex.read_file("/tmp/empty") == b""
+    assert ex.read_file("/tmp/missing") is None
+    assert ex.file_size("/tmp/ten") == 10 and ex.file_size("/tmp/missing") is None

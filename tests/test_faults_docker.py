@@ -197,3 +197,43 @@ def test_ray_head_killed(fenv: LaunchEnv, docker_engine) -> None:  # type: ignor
     st = status(fenv)
     assert st["alive"] is False and st["gave_up"] is not None, st
     nothing_lost(fenv, before)
+
+
+@pytest.fixture
+def ssh_home(tmp_path: Path):  # type: ignore[no-untyped-def]
+    from test_multinode_docker import private_sshd
+
+    yield from private_sshd(tmp_path)
+
+
+def test_a_worker_node_becomes_unreachable(launch_env: LaunchEnv, ssh_home: Path) -> None:
+    import psutil
+
+    from test_multinode_docker import WORKER, _local_ip
+
+    env = launch_env
+    env.spec["cluster"].update({"nodes": [_local_ip(), WORKER], "devices": [0, 1, 2, 3],
+                                "ssh_config": str(ssh_home / ".ssh" / "config")})
+    env.spec["train"].update({"steps": 600})
+    watch = launch_and_watch(env)
+    try:
+        before = wait_for(lambda: (c := checkpoints(env)) and len(c) >= 2 and c, 240, "two checkpoints")
+        # The node's sshd goes away (listener and the sessions it forked: what a node off the network is to ssh).
+        sshd = psutil.Process(int((ssh_home.parent / "sshd" / "sshd.pid").read_text()))
+        t_fault = time.time()
+        for p in [*sshd.children(recursive=True), sshd]:
+            p.kill()
+        ev = wait_event(env, "node_unreachable", 60)
+        latency = ev["time"] - t_fault
+        print(f"worker node unreachable -> node_unreachable event: {latency:.2f} s")
+        assert latency <= REPORT_WITHIN_S, latency
+        assert ev["node"] == WORKER and "unreachable" in ev["reason"], ev
+        st = status(env)
+        [worker] = st["workers"]
+        assert worker["state"].startswith("unreachable"), st
+        assert st["alive"] is True, st  # the head trains on: Ray's own traffic does not go through ssh
+        nothing_lost(env, before)
+    finally:
+        env.cli("stop")
+        code, out = finish_watch(watch)
+    assert code == 0 and f"worker node {WORKER}" in out, out

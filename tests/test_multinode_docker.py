@@ -38,7 +38,12 @@ def _local_ip() -> str:
 
 @pytest.fixture
 def ssh_home(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """A private sshd on 127.0.0.2 (started and stopped by this fixture) and a HOME whose ssh config reaches it."""
+    yield from private_sshd(tmp_path)
+
+
+def private_sshd(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A private sshd on 127.0.0.2 (started and stopped by this fixture) and a HOME whose ssh config reaches it.
+    Its pid is in ``<tmp_path>/sshd/sshd.pid``."""
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not os.path.exists(sshd):
         if os.environ.get("CI"):

@@ -335,30 +335,41 @@ class DockerExecutor(Executor):
         return int(pid)
 
     def read_file(self, path: str, offset: int = 0, max_bytes: int | None = None) -> bytes | None:
-        if offset == 0 and max_bytes is None:
-            cmd = ["cat", "--", path]
-        else:
-            cmd = ["tail", "-c", f"+{offset + 1}", "--", path]
-            if max_bytes is not None:
-                cmd = ["bash", "-c", 'tail -c "+$1" -- "$2" | head -c "$3"', "read", str(offset + 1), path,
-                       str(max_bytes)]
+        # The output ends with a marker: on a loaded engine an exec's output can arrive empty although the
+        # command ran and exited 0 (seen for the start pid file), and empty must not be read as "no data".
+        script = ('[ -r "$1" ] || exit 1; if [ -n "$3" ]; then tail -c "+$2" -- "$1" | head -c "$3"; '
+                  'else tail -c "+$2" -- "$1"; fi; printf %s "$4"')
+        cmd = ["bash", "-c", script, "read", path, str(offset + 1), "" if max_bytes is None else str(max_bytes),
+               _READ_END]
+        marker = _READ_END.encode()
         for attempt in range(3):
             try:
                 eid = self.api.exec_create(self.container_id, cmd, stdout=True, stderr=False)["Id"]
-                out = self.api.exec_start(eid)
+                out = self.api.exec_start(eid) or b""
             except ValueError:  # lost stream framing (see run): read again
                 if attempt < 2:
                     continue
                 raise RuntimeFailure(f"{self.describe()}: cannot read {path}: the output stream was garbled") from None
             except Exception as exc:
                 raise RuntimeFailure(f"{self.describe()}: cannot read {path}: {_docker_message(exc)}") from None
-            break
-        code = self._exit_code(eid)
-        if code == EXEC_STILL_RUNNING:
-            raise RuntimeFailure(f"{self.describe()}: cannot read {path}: the read did not finish")
-        if code != 0:
-            return None
-        return out or b""
+            code = self._exit_code(eid)
+            if code == EXEC_STILL_RUNNING:
+                raise RuntimeFailure(f"{self.describe()}: cannot read {path}: the read did not finish")
+            if code != 0:
+                return None
+            if out.endswith(marker):
+                return out[: -len(marker)]
+        raise RuntimeFailure(f"{self.describe()}: cannot read {path}: its output was lost 3 times (engine overloaded?)")
+
+    def file_size(self, path: str) -> int | None:
+        for _ in range(3):
+            res = self.run(["stat", "-c", "%s", "--", path], timeout=30)
+            if not res.ok:
+                return None
+            if res.out.strip().isdigit():
+                return int(res.out.strip())
+            # exit 0 with no number: the output was lost on the way; ask again
+        return None
 
     def group_alive(self, pgid: int) -> bool:
         # A process group is alive while a non-zombie member exists (ps: stat not starting with Z).
@@ -376,6 +387,7 @@ class DockerExecutor(Executor):
 
 
 EXEC_STILL_RUNNING = -1
+_READ_END = "\x1e@@verlctl-read-end@@"
 
 
 def _exit_wait(timeout: float | None) -> float:
