@@ -232,7 +232,7 @@ class Watcher:
                 if self._user_stopped():
                     return AttemptOutcome("stopped", detail="the run was stopped with `verlctl stop`")
                 if now - last_liveness >= self.liveness_every_s or (
-                    text == "" and (dead_since is not None or follower.ended)
+                    text == "" and (dead_since is not None or follower.ended or first_error_at is not None)
                 ):
                     last_liveness = now
                     try:
@@ -243,7 +243,7 @@ class Watcher:
                     if not alive:
                         dead_since = dead_since or now
                         # Read what the process wrote while dying before deciding.
-                        if now - dead_since >= 2.0:
+                        if now - dead_since >= 1.0:
                             findings = classifier.findings()
                             root = findings[0] if findings else None
                             if finished:
@@ -430,11 +430,50 @@ class Watcher:
         self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
 
     def _restart(self, decision: Decision, category: str | None) -> None:
+        import concurrent.futures
+
         from rich.console import Console
 
         from verlctl.runtime.launch import Launcher, LaunchOptions
         from verlctl.spec.resolve import load_spec
 
+        added = [*self.history.added, decision.add_feature] if decision.add_feature else list(self.history.added)
+        enable = list(self.resolved.spec.features.enable) + [f for f in added
+                                                             if f not in self.resolved.spec.features.enable]
+
+        def prepare() -> tuple[Any, Any, Any]:
+            resolved = load_spec(self.record.dir / "spec.resolved.yaml", use_env=False,
+                                 recovery={"features.enable": enable} if added else None)
+            launcher = Launcher(resolved, LaunchOptions(yes=True), Console(stderr=True, quiet=True))
+            return resolved, launcher, launcher.prepare_relaunch(self.ex, self.record)
+
+        # The next attempt is checked and composed in the target while the failed one is torn down (which
+        # happens even when the next one cannot be prepared).
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        prepared = pool.submit(prepare)
+        try:
+            teardown_s = self._teardown()
+            resolved, launcher, the_next = prepared.result()
+        finally:
+            pool.shutdown(wait=True)
+        if decision.add_feature:
+            self.history.oom_retries += 1
+            self.history.added.append(decision.add_feature)
+        else:
+            self.history.restarts += 1
+        resumed_from = self._latest_checkpoint()
+        self.emit("recovery", category=category, reason=decision.reason, add_feature=decision.add_feature,
+                  features_added=list(self.history.added), resumed_from=resumed_from, teardown_s=teardown_s)
+        self.say(f"verlctl watch: {decision.reason}" + (f"; resuming from {resumed_from}" if resumed_from else ""))
+        launcher.relaunch(self.ex, self.record, reason=decision.reason, resumed_from=resumed_from,
+                          prepared=the_next)
+        self._resume_checked = False
+        self._advance_seen = False
+        self.current = resolved
+
+    def _teardown(self) -> float:
+        """Stop what is left of the failed attempt (every node) and wait for device memory; its duration."""
+        started = time.monotonic()
         attempt = self.record.attempts[-1]
         if self.ex.group_alive(attempt.pgid):
             self.ex.stop_group(attempt.pgid, grace_s=20)
@@ -445,24 +484,7 @@ class Watcher:
                 if wex is not None and w.pgid and wex.group_alive(w.pgid):
                     wex.stop_group(w.pgid, grace_s=20)
         self._wait_memory_released()
-        if decision.add_feature:
-            self.history.oom_retries += 1
-            self.history.added.append(decision.add_feature)
-        else:
-            self.history.restarts += 1
-        resumed_from = self._latest_checkpoint()
-        enable = list(self.resolved.spec.features.enable) + [f for f in self.history.added
-                                                             if f not in self.resolved.spec.features.enable]
-        resolved = load_spec(self.record.dir / "spec.resolved.yaml", use_env=False,
-                             recovery={"features.enable": enable} if self.history.added else None)
-        self.emit("recovery", category=category, reason=decision.reason, add_feature=decision.add_feature,
-                  features_added=list(self.history.added), resumed_from=resumed_from)
-        self.say(f"verlctl watch: {decision.reason}" + (f"; resuming from {resumed_from}" if resumed_from else ""))
-        launcher = Launcher(resolved, LaunchOptions(yes=True), Console(stderr=True, quiet=True))
-        launcher.relaunch(self.ex, self.record, reason=decision.reason, resumed_from=resumed_from)
-        self._resume_checked = False
-        self._advance_seen = False
-        self.current = resolved
+        return round(time.monotonic() - started, 3)
 
     def _latest_checkpoint(self) -> str | None:
         ckpt = self.record.checkpoints.rstrip("/")

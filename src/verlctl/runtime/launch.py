@@ -486,11 +486,9 @@ class Launcher:
             files[ENV_FILE] = FileSpec(rendered.env_file.encode(), 0o600)
         ex.put_files(scripts_dir, files)
 
-    def relaunch(self, ex: Executor, record: RunRecord, reason: str, resumed_from: str | None) -> Plan:
-        """Start a new attempt of a recorded run with this (changed) spec: preflight, copy, start.
-
-        The 0600 env file already in the target is kept (it is not re-rendered: the recorded spec has no
-        secrets)."""
+    def prepare_relaunch(self, ex: Executor, record: RunRecord) -> tuple[Plan, Rendered]:
+        """Check and compose the next attempt (spec checks, preflight in the target) without touching the
+        running one: the watcher does this while the failed attempt is being torn down."""
         container_version = record.verl_version if self.resolved.spec.verl_version == "auto" else None
         the_plan = make_plan(self.resolved, container_version=container_version)
         the_plan.findings = _without_secrets_in_target(ex, record, the_plan.findings)
@@ -499,6 +497,15 @@ class Launcher:
             raise VerlctlError("the changed spec has errors: " + first.message)
         rendered = the_plan.render()
         self._preflight(ex, the_plan, record.scripts_dir, record.workdir)
+        return the_plan, rendered
+
+    def relaunch(self, ex: Executor, record: RunRecord, reason: str, resumed_from: str | None,
+                 prepared: tuple[Plan, Rendered] | None = None) -> Plan:
+        """Start a new attempt of a recorded run with this (changed) spec: preflight, copy, start.
+
+        The 0600 env file already in the target is kept (it is not re-rendered: the recorded spec has no
+        secrets)."""
+        the_plan, rendered = prepared or self.prepare_relaunch(ex, record)
         self._copy(ex, rendered, record.scripts_dir, env_file=False)
         if record.workers:
             from verlctl.runtime.inspect import worker_targets
