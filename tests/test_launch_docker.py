@@ -145,11 +145,12 @@ def test_dry_run_changes_nothing(lenv: LaunchEnv, docker_engine) -> None:  # typ
     import docker
 
     out = lenv.root / "dry"
-    before = {c.id for c in docker_engine.containers.list(all=True)}
+    before = {c.id for c in docker_engine.containers.list(all=True, filters={"name": lenv.name})}
     res = lenv.cli("launch", "-c", str(lenv.spec_file), "--dry-run", "-o", str(out))
     assert res.code == 0, res.err
     assert "create container" in res.out and "preflight" in res.out and "start `bash" in res.out
-    assert {c.id for c in docker_engine.containers.list(all=True)} == before
+    # this run's containers only: the engine is shared, other sessions' containers come and go meanwhile
+    assert {c.id for c in docker_engine.containers.list(all=True, filters={"name": lenv.name})} == before
     with pytest.raises(docker.errors.NotFound):
         docker_engine.containers.get(lenv.name)
     assert not lenv.state.exists()
@@ -187,13 +188,14 @@ def test_faults_are_one_line_and_non_zero(lenv: LaunchEnv, docker_engine, fault:
     else:
         lenv.spec["paths"]["model"] = str(lenv.root / "no" / "such" / "model")
         expect = "does not exist on this host, so it cannot be mounted"
-    before = {c.id for c in docker_engine.containers.list(all=True)}
+    before = {c.id for c in docker_engine.containers.list(all=True, filters={"name": lenv.name})}
     res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes", **env)
     assert res.code != 0
     assert "Traceback" not in res.out + res.err
     lines = [ln for ln in res.err.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and expect in lines[0], res.err
-    assert {c.id for c in docker_engine.containers.list(all=True)} == before
+    # this run's containers only: the engine is shared, other sessions' containers come and go meanwhile
+    assert {c.id for c in docker_engine.containers.list(all=True, filters={"name": lenv.name})} == before
 
 
 def test_quickstart_is_driven_by_the_seed_environment(lenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
