@@ -102,6 +102,7 @@ class Watcher:
         self.engine_wait_s = 60.0  # how long to wait for a restarting Docker engine before giving up
         self._worker_ex: dict[str, Executor | None] | None = None
         self._nodes_down: set[str] = set()
+        self._worker_info: dict[str, str] = {}
 
     # -------------------------------------------------------------------------------- reporting
 
@@ -119,6 +120,7 @@ class Watcher:
 
     def run(self) -> int:
         self.say(self.started_line())
+        self._check_workers()  # reach the worker nodes once before saying the watch started
         self.emit("watch_started", pid=_own_pid())
         while True:
             outcome = self.watch_attempt()
@@ -238,7 +240,10 @@ class Watcher:
                     try:
                         alive = self.ex.group_alive(pgid)
                     except VerlctlError as exc:
-                        return self._target_lost(exc, attempt.number, classifier.findings())
+                        lost = self._target_lost(exc, attempt.number, classifier.findings())
+                        if lost is not None:
+                            return lost
+                        alive = True  # the engine answers again: a hiccup
                     self._check_workers()
                     if not alive:
                         dead_since = dead_since or now
@@ -278,10 +283,21 @@ class Watcher:
 
     # ----------------------------------------------------------------- the target and the nodes
 
-    def _target_lost(self, exc: VerlctlError, attempt: int, findings: list[Finding]) -> AttemptOutcome:
+    def _target_lost(self, exc: VerlctlError, attempt: int, findings: list[Finding]) -> AttemptOutcome | None:
         """The run's container (or its engine) stopped answering: say so at once, with the container's
-        state; wait (bounded) for an engine that is restarting, then report what became of the container."""
+        state; wait (bounded) for an engine that is restarting, then report what became of the container.
+        None when the container turns out to be running and answering again (a hiccup)."""
         state = target_state(self.ex)
+        deadline = time.monotonic() + self.engine_wait_s
+        while state["state"] == "running" and time.monotonic() < deadline:
+            # The engine says running but the command failed: shutting down, or a hiccup. Ask again.
+            time.sleep(0.5)
+            try:
+                self.ex.group_alive(self.record.attempts[-1].pgid)
+                return None
+            except VerlctlError as again:
+                exc = again
+            state = target_state(self.ex)
         self.say(f"verlctl watch: lost the run's {self.ex.describe()}: {state['state']} ({exc.message})")
         self.emit("target_lost", attempt=attempt, error=exc.message, **state)
         self.record.write_status({**(self.record.read_status() or {}), "phase": "target lost",
@@ -314,15 +330,17 @@ class Watcher:
             from verlctl.runtime.inspect import worker_targets
 
             try:
-                self._worker_ex = {w.address: wex for w, wex, _ in worker_targets(self.record)}
+                targets = worker_targets(self.record)
             except VerlctlError as exc:
-                self._worker_ex = {}
-                self.say(f"verlctl watch: cannot reach the worker nodes: {exc.message}")
+                targets = [(w, None, {"state": f"unreachable: {exc.message}"}) for w in self.record.workers]
+            self._worker_ex = {w.address: wex for w, wex, _ in targets}
+            self._worker_info = {w.address: str(info.get("state")) for w, _, info in targets}
         for w in self.record.workers:
             wex = self._worker_ex.get(w.address)
             problem = None
             if wex is None:
-                problem = "its container is not running or its engine cannot be reached"
+                state = self._worker_info.get(w.address, "unknown")
+                problem = state if state.startswith("unreachable") else f"its container is {state}"
             elif w.pgid:
                 try:
                     if not wex.group_alive(w.pgid):
@@ -332,7 +350,7 @@ class Watcher:
             if problem and w.address not in self._nodes_down:
                 self._nodes_down.add(w.address)
                 self.say(f"verlctl watch: worker node {w.address}: {problem}")
-                self.emit("node_unreachable" if "unreachable" in problem or wex is None else "node_ended",
+                self.emit("node_unreachable" if problem.startswith("unreachable") else "node_ended",
                           node=w.address, reason=problem)
             elif problem is None and w.address in self._nodes_down:
                 self._nodes_down.discard(w.address)
