@@ -243,18 +243,23 @@ def test_a_worker_node_becomes_unreachable(launch_env: LaunchEnv, ssh_home: Path
 @pytest.fixture
 def private_engine(docker_engine, test_image):  # type: ignore[no-untyped-def]
     """A Docker engine of this test only (own data root, exec root, socket, pid file; no bridge, no iptables),
-    holding the test image, that the test may restart. The shared engine is never restarted."""
+    holding the test image, that the test may restart. The shared engine is never restarted.
+
+    It runs in a network namespace of its own: a dockerd started with ``--bridge none`` deletes the
+    ``docker0`` interface of its namespace, which on the host is the shared engine's bridge."""
     import shutil
     import tempfile
 
     import docker
 
     dockerd = shutil.which("dockerd")
-    if dockerd is None:
-        pytest.skip("dockerd is not installed: a private engine cannot be started here")
+    if dockerd is None or shutil.which("unshare") is None:
+        pytest.skip("dockerd or unshare is not installed: a private engine cannot be started here")
+    host_bridge = subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode == 0
     root = Path(tempfile.mkdtemp(prefix="vt-dockerd-", dir="/tmp"))  # short: unix socket paths are limited
     sock = root / "docker.sock"
-    argv = [dockerd, "--data-root", str(root / "data"), "--exec-root", str(root / "exec"), "-H", f"unix://{sock}",
+    argv = ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "private-dockerd",
+            dockerd, "--data-root", str(root / "data"), "--exec-root", str(root / "exec"), "-H", f"unix://{sock}",
             "--pidfile", str(root / "docker.pid"), "--bridge", "none", "--iptables=false"]
     state: dict[str, Any] = {}
 
@@ -304,6 +309,8 @@ def private_engine(docker_engine, test_image):  # type: ignore[no-untyped-def]
         finally:
             stop()
             subprocess.run(["rm", "-rf", "--", str(root)], check=False)
+            if host_bridge:  # the shared engine's bridge is untouched
+                assert subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode == 0
 
 
 def test_docker_engine_restarted(launch_env: LaunchEnv, private_engine) -> None:  # type: ignore[no-untyped-def]
