@@ -399,12 +399,16 @@ class Launcher:
             'echo "@@verl"; python3 -c "import importlib.metadata as m; print(m.version(\'verl\'))" 2>/dev/null; '
             'echo "@@tool"; "$@" 2>&1; echo "@@status $?"'
         )
-        res = ex.run(["bash", "-c", script, "readiness", *([tool, "info"] if tool == "npu-smi" else [tool])],
-                     timeout=90)
+        argv = ["bash", "-c", script, "readiness", *([tool, "info"] if tool == "npu-smi" else [tool])]
+        for _ in range(3):  # the script always prints "@@python" first: without it, its output was lost
+            res = ex.run(argv, timeout=90)
+            if "@@python" in res.out:
+                break
         sections = _sections(res.out)
         python = sections.get("python", "").strip()
         if not python.startswith("Python") or "@@fail" in python:
-            raise RuntimeFailure(f"{ex.describe()}: python3 is not available ({python[:200] or res.err.strip()[:200]})")
+            seen = python[:200] or res.err.strip()[:200] or f"exit {res.code}, no output"
+            raise RuntimeFailure(f"{ex.describe()}: python3 is not available ({seen})")
         r.python = python.splitlines()[0]
         self.report.note(r.python)
         verl = sections.get("verl", "").strip()
