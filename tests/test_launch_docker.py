@@ -198,13 +198,14 @@ def test_faults_are_one_line_and_non_zero(lenv: LaunchEnv, docker_engine, fault:
     else:
         lenv.spec["paths"]["model"] = str(lenv.root / "no" / "such" / "model")
         expect = "does not exist on this host, so it cannot be mounted"
-    before = {c.id for c in docker_engine.containers.list(all=True)}
+    before = {c.id for c in docker_engine.containers.list(all=True, filters={"name": lenv.name})}
     res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes", **env)
     assert res.code != 0
     assert "Traceback" not in res.out + res.err
     lines = [ln for ln in res.err.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and expect in lines[0], res.err
-    assert {c.id for c in docker_engine.containers.list(all=True)} == before
+    # this run's containers only: the engine is shared, other sessions' containers come and go meanwhile
+    assert {c.id for c in docker_engine.containers.list(all=True, filters={"name": lenv.name})} == before
 
 
 def test_quickstart_is_driven_by_the_seed_environment(lenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]

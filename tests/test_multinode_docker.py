@@ -38,7 +38,12 @@ def _local_ip() -> str:
 
 @pytest.fixture
 def ssh_home(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """A private sshd on 127.0.0.2 (started and stopped by this fixture) and a HOME whose ssh config reaches it."""
+    yield from private_sshd(tmp_path)
+
+
+def private_sshd(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A private sshd on 127.0.0.2 (started and stopped by this fixture) and a HOME whose ssh config reaches it.
+    Its pid is in ``<tmp_path>/sshd/sshd.pid``."""
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not os.path.exists(sshd):
         if os.environ.get("CI"):
@@ -83,7 +88,7 @@ def test_two_nodes_over_ssh_launch_status_stop(launch_env: LaunchEnv, ssh_home: 
     env = launch_env
     env.spec["cluster"].update({"nodes": [head, WORKER], "devices": [0, 1, 2, 3],
                                 "ssh_config": str(ssh_home / ".ssh" / "config")})
-    env.spec["train"].update({"steps": 30})
+    env.spec["train"].update({"steps": 600})  # still training when status is asked, however loaded the machine
     env.spec["env"]["VERLCTL_STANDIN_STEP_SECONDS"] = "1"
     res = env.cli("launch", "-c", str(env.spec_file), "--yes", "--verify-timeout", "240")
     assert res.code == 0, res.out + res.err
@@ -100,7 +105,8 @@ def test_two_nodes_over_ssh_launch_status_stop(launch_env: LaunchEnv, ssh_home: 
     assert "trainer.nnodes=2" in argv and "trainer.n_gpus_per_node=4" in argv, argv
 
     st = json.loads(env.cli("status", "--json").out)
-    assert st["alive"] is True and st["head"] == head, st
+    why = {k: st.get(k) for k in ("state", "last_line", "last_error", "progress")}
+    assert st["alive"] is True and st["head"] == head, why
     assert [(w["node"], w["alive"]) for w in st["workers"]] == [(WORKER, True)], st
 
     res = env.cli("stop", "--remove-container")
@@ -120,10 +126,12 @@ def test_an_unreachable_node_is_one_line_and_changes_nothing(launch_env: LaunchE
     cfg = tmp_path / "ssh_config"
     cfg.write_text("Host *\n  BatchMode yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n")
     env.spec["cluster"]["ssh_config"] = str(cfg)
-    before = {c.id for c in docker_engine.containers.list(all=True)}
     res = env.cli("launch", "-c", str(env.spec_file), "--yes")
     assert res.code != 0
     lines = [ln for ln in res.err.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and f"cannot reach the Docker engine of {WORKER} over ssh" in lines[0], res.err
     assert "Traceback" not in res.err
-    assert {c.id for c in docker_engine.containers.list(all=True)} == before
+    # Nothing of this run exists (the engine is shared: other sessions' containers come and go meanwhile).
+    ours = [c.name for c in docker_engine.containers.list(all=True, filters={"name": env.name})]
+    assert ours == [], ours
+    assert not (env.state / "runs").exists() or not any((env.state / "runs").iterdir())

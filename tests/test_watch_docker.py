@@ -126,3 +126,59 @@ def test_a_silent_trainer_is_reported_stalled(wenv: LaunchEnv) -> None:
     assert "during training" in stalled["reason"] and "py-spy" in stalled["hint"]
     assert elapsed < 120
     assert "stalled" in res.out
+
+
+SWANLAB_KEY = "swl-WATCH-KEY-77e1c0d2"
+
+
+def test_oom_recovery_of_a_swanlab_cloud_run_relaunches_with_the_key_in_the_target(wenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    """D5: the record holds no key, so the relaunch must use the one in the target's 0600 env file."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    wenv.spec["env"].update({"VERLCTL_STANDIN_OOM_AT_STEP": "2", "VERLCTL_STANDIN_OOM_UNLESS": OFFLOAD})
+    wenv.spec["logging"] = {"swanlab": {"enabled": True, "mode": "offline",
+                                        "log_dir": str(wenv.root / "logs" / "swanlab")}}
+    res = wenv.cli("launch", "-c", str(wenv.spec_file), "--yes")
+    assert res.code == 0, res.out + res.err
+    run_dir = next((wenv.state / "runs").iterdir())
+    # What a cloud launch leaves behind (a login needs a server, which cannot be reached from here): the
+    # recorded spec says cloud with no key, and the env file in the target holds the key.
+    spec_path = run_dir / "spec.resolved.yaml"
+    resolved = yaml.safe_load(spec_path.read_text())
+    resolved["logging"]["swanlab"].update({"mode": "cloud", "host": "http://127.0.0.1:9", "api_key": None})
+    spec_path.write_text(yaml.safe_dump(resolved))
+    record = json.loads((run_dir / "run.json").read_text())
+    container = docker_engine.containers.get(wenv.name)
+    appended = container.exec_run(["bash", "-c", 'printf "SWANLAB_API_KEY=%s\\n" "$K" >> "$1"', "x",
+                                   f"{record['scripts_dir']}/verlctl.env"], environment={"K": SWANLAB_KEY})
+    assert appended.exit_code == 0, appended.output
+
+    watch = subprocess.Popen([sys.executable, "-m", "verlctl", "watch"], env=wenv.env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        started = wait_event_where(wenv, lambda e: e["event"] == "started" and e.get("attempt") == 2, 420)
+    finally:
+        wenv.cli("stop")
+        out = watch.communicate(timeout=60)[0]
+    kinds = [e["event"] for e in events(wenv)]
+    assert "gave_up" not in kinds, (kinds, out)
+    assert "offload" in started["features"]
+    assert "the changed spec has errors" not in out and "cannot relaunch" not in out, out
+    assert OFFLOAD in (run_dir / "attempt-2" / "run_training.sh").read_text()  # what the relaunch started
+    for p in run_dir.rglob("*"):
+        if p.is_file():
+            assert SWANLAB_KEY not in p.read_text(errors="replace"), p
+    assert SWANLAB_KEY not in out
+
+
+def wait_event_where(env: LaunchEnv, pred, timeout: float) -> dict:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for ev in events(env):
+            if pred(ev):
+                return ev
+        time.sleep(1)
+    raise AssertionError(f"no matching event; got {[e['event'] for e in events(env)]}")

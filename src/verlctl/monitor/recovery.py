@@ -38,6 +38,8 @@ def enabled_features(spec: RunSpec, on: dict[str, bool]) -> set[str]:
 
 def decide(category: str | None, spec: RunSpec, features_on: dict[str, bool], history: History) -> Decision:
     r = spec.recovery
+    if category == "host_oom":
+        return _host_oom(spec, features_on, history)
     if category == "device_oom":
         notices: list[str] = []
         if history.oom_retries >= r.max_oom_retries:
@@ -67,6 +69,28 @@ def decide(category: str | None, spec: RunSpec, features_on: dict[str, bool], hi
             return Decision(False, f"stalled: restart budget ({r.max_restarts}) used up")
         return Decision(True, f"stalled: restarting ({history.restarts + 1}/{r.max_restarts})")
     return Decision(False, f"{category or 'unknown failure'}: no automatic restart (recovery.restart_on)")
+
+
+def _host_oom(spec: RunSpec, features_on: dict[str, bool], history: History) -> Decision:
+    """Host RAM ran out (Ray's memory monitor, the kernel OOM killer): not a device OOM. The OOM ladder's
+    offload moves state *to* host RAM, so it is never climbed here. A plain restart only when the user
+    listed ``host_oom`` in ``recovery.restart_on`` (within ``max_restarts``); otherwise give up with advice."""
+    r = spec.recovery
+    advice = ["give the node (or the container) more RAM, or use more nodes",
+              "lower host-side memory: smaller train.train_batch_size, fewer dataloader / reward workers, "
+              "HF_DEACTIVATE_ASYNC_LOAD=1 in env"]
+    on = [f for f in ("offload", "swap_optimizer") if features_on.get(f)]
+    if on:
+        added = [f for f in on if f in history.added]
+        advice.insert(0, f"turn {', '.join(on)} off (it keeps model state in host RAM)"
+                      + (f"; the OOM ladder added {', '.join(added)} after a device OOM" if added else ""))
+    if "host_oom" in r.restart_on:
+        if history.restarts >= r.max_restarts:
+            return Decision(False, f"host_oom: restart budget ({r.max_restarts}) used up", advice=advice)
+        return Decision(True, f"host_oom: restarting without adding offload ({history.restarts + 1}/"
+                              f"{r.max_restarts})")
+    return Decision(False, "the host ran out of RAM (not device memory): offload would add to host memory, "
+                           "so no memory feature is added", advice=advice)
 
 
 def oom_advice(spec: RunSpec) -> list[str]:

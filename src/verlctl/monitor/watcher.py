@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from verlctl.errors import VerlctlError
 from verlctl.monitor.catalogue import Classifier, Finding
 from verlctl.monitor.events import ErrorFound, LogParser, Phase, PhaseKind, Progress, StepMetrics, TotalSteps
 from verlctl.monitor.recovery import Decision, History, decide
@@ -45,6 +46,7 @@ class LiveStatus:
     last_progress_at: float = field(default_factory=time.time)
     step_times: list[float] = field(default_factory=list)
     updated_at: float = field(default_factory=time.time)
+    max_step: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         m = self.last_metrics
@@ -68,6 +70,8 @@ class AttemptOutcome:
     finding: Finding | None = None
     findings: list[Finding] = field(default_factory=list)
     detail: str = ""
+    max_step: int | None = None  # the highest training step seen in this attempt
+    total: int | None = None
 
 
 # ----------------------------------------------------------------------------------------------- watcher
@@ -81,9 +85,9 @@ class Watcher:
         resolved: Any,
         notify_cmd: str | None = None,
         say: Callable[[str], None] = print,
-        liveness_every_s: float = 5.0,
+        liveness_every_s: float = 2.5,
         error_grace_s: float = 60.0,
-        alert_delay_s: float = 5.0,
+        alert_delay_s: float = 3.0,
     ) -> None:
         self.record = record
         self.ex = executor
@@ -95,6 +99,10 @@ class Watcher:
         self.error_grace_s = error_grace_s
         self.alert_delay_s = alert_delay_s
         self.history = History()
+        self.engine_wait_s = 60.0  # how long to wait for a restarting Docker engine before giving up
+        self._worker_ex: dict[str, Executor | None] | None = None
+        self._nodes_down: set[str] = set()
+        self._worker_info: dict[str, str] = {}
 
     # -------------------------------------------------------------------------------- reporting
 
@@ -111,16 +119,27 @@ class Watcher:
     # --------------------------------------------------------------------------------- the loop
 
     def run(self) -> int:
+        self.say(self.started_line())
+        self._check_workers()  # reach the worker nodes once before saying the watch started
         self.emit("watch_started", pid=_own_pid())
         while True:
             outcome = self.watch_attempt()
             if outcome.kind == "finished":
+                failure = self._resume_failure(outcome)
+                if failure is not None:
+                    self.emit("resume_failed", reason=failure, attempt=len(self.record.attempts))
+                    self._give_up(Decision(False, failure), "resume_no_progress")
+                    return 1
                 self.emit("finished", attempt=len(self.record.attempts))
                 self.record.write_status({**(self.record.read_status() or {}), "phase": "finished"})
                 return 0
             if outcome.kind == "stopped":
                 self.emit("watch_stopped", detail=outcome.detail)
                 return 0
+            if outcome.kind == "lost":
+                self._give_up(Decision(False, f"gave up: {outcome.detail}"), outcome.finding.category
+                              if outcome.finding else None)
+                return 1
             category = outcome.finding.category if outcome.finding else ("stalled" if outcome.kind == "stalled" else None)
             features_on = {n: s.on and s.applicable for n, s in self._features().items()}
             decision = decide(category, self.resolved.spec, features_on, self.history)
@@ -130,7 +149,41 @@ class Watcher:
             if not decision.restart:
                 self._give_up(decision, category)
                 return 1
-            self._restart(decision, category)
+            try:
+                self._restart(decision, category)
+            except VerlctlError as exc:
+                self._give_up(Decision(False, f"gave up: cannot relaunch: {exc.message}",
+                                       advice=[exc.hint] if exc.hint else []), category)
+                return 1
+
+    def started_line(self) -> str:
+        """What the watcher follows, and that it stays quiet while the run is healthy."""
+        r = self.record
+        attempt = r.attempts[-1] if r.attempts else None
+        where = f"container {r.container_name}" if r.runtime == "docker" else "this host"
+        group = f"process group {attempt.pgid} (attempt {attempt.number})" if attempt else "no process group"
+        nodes = f", {len(r.workers)} worker node(s)" if r.workers else ""
+        return (f"verlctl watch: watching run {r.run_id}: {group} in {where}{nodes}, log {r.run_log}. "
+                "Silent while healthy: only errors, recoveries, stalls and the end are printed here; "
+                f"progress: `verlctl status {r.run_id}`")
+
+    def _resume_failure(self, outcome: AttemptOutcome) -> str | None:
+        """A resumed attempt that ended "successfully" without training a step past its checkpoint (verl
+        resuming at an epoch boundary ran 0 steps and exited 0) is a failure, not the end of training."""
+        attempt = self.record.attempts[-1]
+        resumed = _checkpoint_step(attempt.resumed_from)
+        if resumed is None:
+            return None
+        if outcome.total is not None and resumed >= outcome.total:
+            return None  # the checkpoint was the last step: nothing was left to train
+        if outcome.max_step is not None and outcome.max_step > resumed:
+            return None
+        seen = "no step" if outcome.max_step is None else f"step {outcome.max_step}"
+        return (f"gave up: attempt {attempt.number} resumed from {attempt.resumed_from} and exited 0 having "
+                f"trained 0 steps (last seen: {seen}"
+                + (f" of {outcome.total}" if outcome.total else "")
+                + "): check trainer.total_training_steps / total_epochs against the checkpoint, or move the "
+                "checkpoint away to start fresh")
 
     def _features(self) -> dict[str, Any]:
         from verlctl.verl.compose import resolve_features
@@ -180,19 +233,32 @@ class Watcher:
                     last_status_write = now
                 if self._user_stopped():
                     return AttemptOutcome("stopped", detail="the run was stopped with `verlctl stop`")
-                if now - last_liveness >= self.liveness_every_s or (text == "" and dead_since is not None):
+                if now - last_liveness >= self.liveness_every_s or (
+                    text == "" and (dead_since is not None or follower.ended or first_error_at is not None)
+                ):
                     last_liveness = now
-                    alive = self.ex.group_alive(pgid)
+                    try:
+                        alive = self.ex.group_alive(pgid)
+                    except VerlctlError as exc:
+                        lost = self._target_lost(exc, attempt.number, classifier.findings())
+                        if lost is not None:
+                            return lost
+                        alive = True  # the engine answers again: a hiccup
+                    self._check_workers()
                     if not alive:
                         dead_since = dead_since or now
                         # Read what the process wrote while dying before deciding.
-                        if now - dead_since >= 2.0:
+                        if now - dead_since >= 1.0:
                             findings = classifier.findings()
                             root = findings[0] if findings else None
                             if finished:
                                 # start_verl.sh says "training finished" only when the training command
                                 # exited 0: whatever the log matched on the way was not fatal.
-                                return AttemptOutcome("finished", None, findings)
+                                return AttemptOutcome("finished", None, findings, max_step=live.max_step,
+                                                      total=live.total)
+                            if exit_status == "137" and (root is None or root.category != "device_oom"):
+                                root = _killed_finding(root)
+                                findings = [root, *findings]
                             if root is not None and not alerted:
                                 alerted = True
                                 self._alert(root, attempt.number)
@@ -215,6 +281,81 @@ class Watcher:
         finally:
             follower.stop()
 
+    # ----------------------------------------------------------------- the target and the nodes
+
+    def _target_lost(self, exc: VerlctlError, attempt: int, findings: list[Finding]) -> AttemptOutcome | None:
+        """The run's container (or its engine) stopped answering: say so at once, with the container's
+        state; wait (bounded) for an engine that is restarting, then report what became of the container.
+        None when the container turns out to be running and answering again (a hiccup)."""
+        state = target_state(self.ex)
+        deadline = time.monotonic() + self.engine_wait_s
+        while state["state"] == "running" and time.monotonic() < deadline:
+            # The engine says running but the command failed: shutting down, or a hiccup. Ask again.
+            time.sleep(0.5)
+            try:
+                self.ex.group_alive(self.record.attempts[-1].pgid)
+                return None
+            except VerlctlError as again:
+                exc = again
+            state = target_state(self.ex)
+        self.say(f"verlctl watch: lost the run's {self.ex.describe()}: {state['state']} ({exc.message})")
+        self.emit("target_lost", attempt=attempt, error=exc.message, **state)
+        self.record.write_status({**(self.record.read_status() or {}), "phase": "target lost",
+                                  "target": state})
+        if state["state"] == "engine unreachable":
+            deadline = time.monotonic() + self.engine_wait_s
+            while time.monotonic() < deadline and state["state"] == "engine unreachable":
+                time.sleep(1.0)
+                state = target_state(self.ex)
+            if state["state"] != "engine unreachable":
+                self.emit("engine_back", attempt=attempt, **state)
+        what = state["state"]
+        if state.get("exit_code") is not None and what not in ("running", "engine unreachable"):
+            what += f" (exit code {state['exit_code']}" + (", OOM-killed" if state.get("oom_killed") else "") + ")"
+        root = findings[0] if findings else None
+        if state.get("oom_killed"):
+            root = _killed_finding(root)
+        detail = (f"the run's {self.ex.describe()} is {what}: the training cannot continue there; checkpoints "
+                  f"are kept in {self.record.checkpoints or 'the checkpoint directory'}")
+        if state["state"] == "running":
+            detail = f"cannot reach the run's process group in {self.ex.describe()}: {exc.message}"
+        return AttemptOutcome("lost", root, findings, detail)
+
+    def _check_workers(self) -> None:
+        """Multi-node: each worker node's process group, through its engine (ssh). An unreachable node is
+        reported once when it goes and once when it comes back; the head's training decides the outcome."""
+        if not self.record.workers:
+            return
+        if self._worker_ex is None:
+            from verlctl.runtime.inspect import worker_targets
+
+            try:
+                targets = worker_targets(self.record)
+            except VerlctlError as exc:
+                targets = [(w, None, {"state": f"unreachable: {exc.message}"}) for w in self.record.workers]
+            self._worker_ex = {w.address: wex for w, wex, _ in targets}
+            self._worker_info = {w.address: str(info.get("state")) for w, _, info in targets}
+        for w in self.record.workers:
+            wex = self._worker_ex.get(w.address)
+            problem = None
+            if wex is None:
+                state = self._worker_info.get(w.address, "unknown")
+                problem = state if state.startswith("unreachable") else f"its container is {state}"
+            elif w.pgid:
+                try:
+                    if not wex.group_alive(w.pgid):
+                        problem = f"its process group {w.pgid} ended"
+                except VerlctlError as exc:
+                    problem = f"unreachable: {exc.message}"
+            if problem and w.address not in self._nodes_down:
+                self._nodes_down.add(w.address)
+                self.say(f"verlctl watch: worker node {w.address}: {problem}")
+                self.emit("node_unreachable" if problem.startswith("unreachable") else "node_ended",
+                          node=w.address, reason=problem)
+            elif problem is None and w.address in self._nodes_down:
+                self._nodes_down.discard(w.address)
+                self.emit("node_back", node=w.address)
+
     def _alert(self, f: Finding, attempt: int) -> None:
         self.say(f"verlctl watch: {f.category} at log line {f.line}: {f.message}")
         self.say(f"  hint: {f.hint}")
@@ -230,18 +371,25 @@ class Watcher:
             elif live.step is None:
                 live.last_progress_at = now
             live.step = ev.step
+            live.max_step = max(ev.step, live.max_step or 0)
             live.total = ev.total or live.total
             live.eta_s = ev.remaining_s
             live.seconds_per_step = ev.seconds_per_step
             live.phase = "training"
             if resumed_from and ev.step > 0:
                 self._check_resumed(ev.step, resumed_from)
+        if isinstance(ev, Progress | StepMetrics) and resumed_from and not self._advance_seen:
+            resumed = _checkpoint_step(resumed_from)
+            if resumed is not None and ev.step > resumed:
+                self._advance_seen = True
+                self.emit("resume_advanced", resumed_from=resumed_from, step=ev.step)
         elif isinstance(ev, StepMetrics):
             if live.step is None or ev.step > live.step:
                 if live.step is not None:
                     live.step_times.append(now - live.last_progress_at)
                 live.last_progress_at = now
                 live.step = ev.step
+            live.max_step = max(ev.step, live.max_step or 0)
             live.last_metrics = {k: float(v) for k, v in ev.metrics.items()}
             live.phase = "training"
         elif isinstance(ev, TotalSteps):
@@ -255,6 +403,7 @@ class Watcher:
                 live.phase = "workers starting"
 
     _resume_checked = False
+    _advance_seen = False
 
     def _check_resumed(self, initial_step: int, resumed_from: str) -> None:
         if self._resume_checked:
@@ -291,18 +440,58 @@ class Watcher:
     # ------------------------------------------------------------------------------ recovery
 
     def _give_up(self, decision: Decision, category: str | None) -> None:
-        self.say(f"verlctl watch: {decision.reason}")
+        reason = decision.reason if decision.reason.startswith("gave up:") else f"gave up: {decision.reason}"
+        self.say(f"verlctl watch: {reason}")
         for a in decision.advice:
             self.say(f"  advice: {a}")
-        self.emit("gave_up", category=category, reason=decision.reason, advice=decision.advice)
-        self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": decision.reason})
+        self.emit("gave_up", category=category, reason=reason, advice=decision.advice)
+        self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
 
     def _restart(self, decision: Decision, category: str | None) -> None:
+        import concurrent.futures
+
         from rich.console import Console
 
         from verlctl.runtime.launch import Launcher, LaunchOptions
         from verlctl.spec.resolve import load_spec
 
+        added = [*self.history.added, decision.add_feature] if decision.add_feature else list(self.history.added)
+        enable = list(self.resolved.spec.features.enable) + [f for f in added
+                                                             if f not in self.resolved.spec.features.enable]
+
+        def prepare() -> tuple[Any, Any, Any]:
+            resolved = load_spec(self.record.dir / "spec.resolved.yaml", use_env=False,
+                                 recovery={"features.enable": enable} if added else None)
+            launcher = Launcher(resolved, LaunchOptions(yes=True), Console(stderr=True, quiet=True))
+            return resolved, launcher, launcher.prepare_relaunch(self.ex, self.record)
+
+        # The next attempt is checked and composed in the target while the failed one is torn down (which
+        # happens even when the next one cannot be prepared).
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        prepared = pool.submit(prepare)
+        try:
+            teardown_s = self._teardown()
+            resolved, launcher, the_next = prepared.result()
+        finally:
+            pool.shutdown(wait=True)
+        if decision.add_feature:
+            self.history.oom_retries += 1
+            self.history.added.append(decision.add_feature)
+        else:
+            self.history.restarts += 1
+        resumed_from = self._latest_checkpoint()
+        self.emit("recovery", category=category, reason=decision.reason, add_feature=decision.add_feature,
+                  features_added=list(self.history.added), resumed_from=resumed_from, teardown_s=teardown_s)
+        self.say(f"verlctl watch: {decision.reason}" + (f"; resuming from {resumed_from}" if resumed_from else ""))
+        launcher.relaunch(self.ex, self.record, reason=decision.reason, resumed_from=resumed_from,
+                          prepared=the_next)
+        self._resume_checked = False
+        self._advance_seen = False
+        self.current = resolved
+
+    def _teardown(self) -> float:
+        """Stop what is left of the failed attempt (every node) and wait for device memory; its duration."""
+        started = time.monotonic()
         attempt = self.record.attempts[-1]
         if self.ex.group_alive(attempt.ref):
             self.ex.stop_group(attempt.ref, grace_s=20)
@@ -313,23 +502,7 @@ class Watcher:
                 if wex is not None and w.ref is not None and wex.group_alive(w.ref):
                     wex.stop_group(w.ref, grace_s=20)
         self._wait_memory_released()
-        if decision.add_feature:
-            self.history.oom_retries += 1
-            self.history.added.append(decision.add_feature)
-        else:
-            self.history.restarts += 1
-        resumed_from = self._latest_checkpoint()
-        enable = list(self.resolved.spec.features.enable) + [f for f in self.history.added
-                                                             if f not in self.resolved.spec.features.enable]
-        resolved = load_spec(self.record.dir / "spec.resolved.yaml", use_env=False,
-                             recovery={"features.enable": enable} if self.history.added else None)
-        self.emit("recovery", category=category, reason=decision.reason, add_feature=decision.add_feature,
-                  features_added=list(self.history.added), resumed_from=resumed_from)
-        self.say(f"verlctl watch: {decision.reason}" + (f"; resuming from {resumed_from}" if resumed_from else ""))
-        launcher = Launcher(resolved, LaunchOptions(yes=True), Console(stderr=True, quiet=True))
-        launcher.relaunch(self.ex, self.record, reason=decision.reason, resumed_from=resumed_from)
-        self._resume_checked = False
-        self.current = resolved
+        return round(time.monotonic() - started, 3)
 
     def _latest_checkpoint(self) -> str | None:
         ckpt = self.record.checkpoints.rstrip("/")
@@ -355,6 +528,48 @@ class Watcher:
             time.sleep(2)
         self.say("verlctl watch: warning: device memory still in use after the wait; relaunching anyway")
         self.record.event("memory_release_timeout")
+
+
+def target_state(ex: Executor) -> dict[str, Any]:
+    """The state of an executor's container as the engine reports it (``engine unreachable`` when it does
+    not answer); ``{"state": "host"}`` for the host."""
+    from verlctl.runtime.executor import DockerExecutor
+
+    if not isinstance(ex, DockerExecutor):
+        return {"state": "host"}
+    try:
+        info = ex.api.inspect_container(ex.container_id)
+    except Exception as exc:  # noqa: BLE001 - docker.errors.NotFound, APIError, transport errors
+        if type(exc).__name__ == "NotFound":
+            return {"state": "removed"}
+        return {"state": "engine unreachable", "error": " ".join(str(exc).split())[:300]}
+    st = info.get("State") or {}
+    return {"state": str(st.get("Status") or "unknown"), "exit_code": st.get("ExitCode"),
+            "oom_killed": bool(st.get("OOMKilled")), "finished_at": st.get("FinishedAt")}
+
+
+def _checkpoint_step(path: str | None) -> int | None:
+    if not path:
+        return None
+    step = path.rstrip("/").rsplit("global_step_", 1)[-1]
+    return int(step) if "global_step_" in path and step.isdigit() else None
+
+
+def _killed_finding(root: Finding | None) -> Finding:
+    """Exit 137 (SIGKILL) without a device out-of-memory error: the kernel OOM killer (host RAM) is the
+    usual sender; never a reason to add offload (which moves memory *to* the host)."""
+    from verlctl.monitor.catalogue import CATALOGUE
+
+    host = next(c for c in CATALOGUE if c.name == "host_oom")
+    also = f" (the log also shows {root.category} at line {root.line})" if root is not None else ""
+    return Finding(
+        category="host_oom",
+        line=root.line if root is not None else 0,
+        excerpt="start_verl.sh exits with status 137",
+        message="the training was killed with SIGKILL (exit 137) and the log has no device out-of-memory "
+        f"error: most likely the kernel OOM killer (host RAM){also}",
+        hint=host.hint + "; check `dmesg` / `journalctl -k` for 'Out of memory: Killed process'",
+    )
 
 
 def _busy_devices(device: str, text: str) -> set[int]:

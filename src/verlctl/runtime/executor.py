@@ -289,21 +289,43 @@ class DockerExecutor(Executor):
                 # the command ran, its output is lost. Idempotent commands are simply run again.
                 if attempt + 1 < attempts:
                     continue
-                code = self._exit_code(eid)
+                code = self._exit_code(eid, wait_s=_exit_wait(timeout))
                 return ExecResult(code, "", f"output lost ({exc})")
             except Exception as exc:
                 raise RuntimeFailure(f"{self.describe()}: cannot run {argv[0]}: {_docker_message(exc)}") from None
-            return ExecResult(
-                self._exit_code(eid), (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace")
-            )
+            code = self._exit_code(eid, wait_s=_exit_wait(timeout))
+            err_text = (err or b"").decode(errors="replace")
+            if code == EXEC_STILL_RUNNING:
+                err_text += f"\n(the command was still running {_exit_wait(timeout):.0f}s after its output ended)"
+            return ExecResult(code, (out or b"").decode(errors="replace"), err_text)
         raise AssertionError("unreachable")
 
-    def _exit_code(self, eid: str) -> int:
-        try:
-            code = self.api.exec_inspect(eid)["ExitCode"]
-        except Exception as exc:
-            raise RuntimeFailure(f"{self.describe()}: cannot inspect a command: {_docker_message(exc)}") from None
-        return int(code if code is not None else -1)
+    def _exit_code(self, eid: str, wait_s: float = 30.0) -> int:
+        """The exec's exit code, once the engine has recorded that it ended.
+
+        The end of an exec's output stream does not mean the exec has ended: the engine records the exit
+        asynchronously (``Running: true, ExitCode: null`` for a while after the stream closed, long enough
+        to see on a loaded machine or over an ssh-forwarded socket), and a command may close its output and
+        go on running. So poll, bounded, until ``Running`` is false. ``EXEC_STILL_RUNNING`` (-1) when it
+        did not end within ``wait_s``."""
+        return self._exec_state(eid, wait_s).get("ExitCode", EXEC_STILL_RUNNING)
+
+    def _exec_state(self, eid: str, wait_s: float = 30.0) -> dict[str, Any]:
+        """``{"Running": bool, "ExitCode": int, "Pid": int}`` of an exec, waiting (bounded) for it to end."""
+        deadline = time.monotonic() + wait_s
+        pause = 0.02
+        while True:
+            try:
+                info = self.api.exec_inspect(eid)
+            except Exception as exc:
+                raise RuntimeFailure(f"{self.describe()}: cannot inspect a command: {_docker_message(exc)}") from None
+            code = info.get("ExitCode")
+            if not info.get("Running") and code is not None:
+                return {"Running": False, "ExitCode": int(code), "Pid": info.get("Pid")}
+            if time.monotonic() >= deadline:
+                return {"Running": bool(info.get("Running")), "ExitCode": EXEC_STILL_RUNNING, "Pid": info.get("Pid")}
+            time.sleep(pause)
+            pause = min(0.5, pause * 2)
 
     def put_files(self, dest_dir: str, files: Mapping[str, FileSpec]) -> None:
         res = self.run(["mkdir", "-p", "--", dest_dir], timeout=30)
@@ -333,35 +355,49 @@ class DockerExecutor(Executor):
         cmd = ["bash", "-c", script, "verlctl-start", *argv]
         environment = {"VERLCTL_LOG": log_path, "VERLCTL_PID_FILE": pid_file, **(env or {})}
         res = self.run(cmd, env=environment, cwd=cwd, timeout=60, retry=False)
-        pid = (self.read_file(pid_file) or b"").decode().strip()
+        raw = self.read_file(pid_file)
+        pid = (raw or b"").decode(errors="replace").strip()
         self.run(["rm", "-f", "--", pid_file], timeout=30)
         if not res.ok or not pid.isdigit():
-            raise RuntimeFailure(f"{self.describe()}: could not start {argv}: {res.err.strip() or res.out.strip()}")
+            raise RuntimeFailure(f"{self.describe()}: could not start {argv}: {_start_failure(res, raw, pid_file)}")
         return int(pid)
 
     def read_file(self, path: str, offset: int = 0, max_bytes: int | None = None) -> bytes | None:
-        if offset == 0 and max_bytes is None:
-            cmd = ["cat", "--", path]
-        else:
-            cmd = ["tail", "-c", f"+{offset + 1}", "--", path]
-            if max_bytes is not None:
-                cmd = ["bash", "-c", 'tail -c "+$1" -- "$2" | head -c "$3"', "read", str(offset + 1), path,
-                       str(max_bytes)]
+        # The output ends with a marker: on a loaded engine an exec's output can arrive empty although the
+        # command ran and exited 0 (seen for the start pid file), and empty must not be read as "no data".
+        script = ('[ -r "$1" ] || exit 1; if [ -n "$3" ]; then tail -c "+$2" -- "$1" | head -c "$3"; '
+                  'else tail -c "+$2" -- "$1"; fi; printf %s "$4"')
+        cmd = ["bash", "-c", script, "read", path, str(offset + 1), "" if max_bytes is None else str(max_bytes),
+               _READ_END]
+        marker = _READ_END.encode()
         for attempt in range(3):
             try:
                 eid = self.api.exec_create(self.container_id, cmd, stdout=True, stderr=False)["Id"]
-                out = self.api.exec_start(eid)
-                code = self.api.exec_inspect(eid)["ExitCode"]
+                out = self.api.exec_start(eid) or b""
             except ValueError:  # lost stream framing (see run): read again
                 if attempt < 2:
                     continue
                 raise RuntimeFailure(f"{self.describe()}: cannot read {path}: the output stream was garbled") from None
             except Exception as exc:
                 raise RuntimeFailure(f"{self.describe()}: cannot read {path}: {_docker_message(exc)}") from None
-            break
-        if code != 0:
-            return None
-        return out or b""
+            code = self._exit_code(eid)
+            if code == EXEC_STILL_RUNNING:
+                raise RuntimeFailure(f"{self.describe()}: cannot read {path}: the read did not finish")
+            if code != 0:
+                return None
+            if out.endswith(marker):
+                return out[: -len(marker)]
+        raise RuntimeFailure(f"{self.describe()}: cannot read {path}: its output was lost 3 times (engine overloaded?)")
+
+    def file_size(self, path: str) -> int | None:
+        for _ in range(3):
+            res = self.run(["stat", "-c", "%s", "--", path], timeout=30)
+            if not res.ok:
+                return None
+            if res.out.strip().isdigit():
+                return int(res.out.strip())
+            # exit 0 with no number: the output was lost on the way; ask again
+        return None
 
     def started_at(self) -> str | None:
         """The container's State.StartedAt (changes on every restart)."""
@@ -381,13 +417,19 @@ class DockerExecutor(Executor):
         from verlctl.runtime import procscan
 
         source = Path(procscan.__file__).read_text(encoding="utf-8")
-        res = self.run(["python3", "-c", source, *args], timeout=60)
-        try:
-            return json.loads(res.out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            raise RuntimeFailure(
-                f"{self.describe()}: cannot check the run's processes: {(res.err or res.out).strip()[:200]}"
-            ) from None
+        # A loaded engine can lose an exec's output although the command ran (see read_file): ask again, a
+        # bounded number of times, before calling the check failed. The scan only reads (signals are sent by
+        # a later call, after a verdict), so asking twice is harmless.
+        for _ in range(3):
+            res = self.run(["python3", "-c", source, *args], timeout=60)
+            try:
+                return json.loads(res.out.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                if res.code not in (0, -1) and (res.err or "").strip():
+                    break
+        raise RuntimeFailure(
+            f"{self.describe()}: cannot check the run's processes: {(res.err or res.out).strip()[:200]}"
+        ) from None
 
     def _act(self, ref: GroupRef, sig: int) -> dict[str, Any]:
         if ref.container_started_at is not None and self.started_at() != ref.container_started_at:
@@ -404,6 +446,32 @@ class DockerExecutor(Executor):
     def leader_start(self, pid: int) -> int | None:
         value = self._procscan(["--start", str(pid)])
         return int(value) if isinstance(value, int) else None
+
+
+EXEC_STILL_RUNNING = -1
+_READ_END = "\x1e@@verlctl-read-end@@"
+
+
+def _exit_wait(timeout: float | None) -> float:
+    """How long to wait for an exec to be recorded as ended once its output ended (the command runs under
+    ``timeout --kill-after=5``, so it ends by then; without a limit, a generous bound)."""
+    return 30.0 if timeout is None else max(1.0, timeout) + 10.0
+
+
+def _start_failure(res: ExecResult, pid_raw: bytes | None, pid_file: str) -> str:
+    """What was seen when a detached start failed: the exit code, the exec's state, the pid file, the output."""
+    if res.code == EXEC_STILL_RUNNING:
+        state = "the start command had not ended"
+    else:
+        state = f"the start command exited with status {res.code}"
+    if pid_raw is None:
+        pid_seen = f"no pid file {pid_file}"
+    elif not pid_raw.strip():
+        pid_seen = f"pid file {pid_file} empty"
+    else:
+        pid_seen = f"pid file {pid_file} holds {' '.join(pid_raw.decode(errors='replace').split())[:40]!r}"
+    output = " ".join((res.err.strip() or res.out.strip()).split())[:300]
+    return f"{state}; {pid_seen}; output: {output or '(none)'}"
 
 
 def _docker_message(exc: BaseException) -> str:

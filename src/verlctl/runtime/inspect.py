@@ -135,7 +135,24 @@ def run_status(run_id: str | None) -> dict[str, Any]:
     last_failure = next((e for e in reversed(record.events()) if e.get("event") in ("failure", "alert")), None)
     if last_failure and not doc["last_error"]:
         doc["last_error"] = {k: last_failure.get(k) for k in ("category", "reason", "message", "hint") if k in last_failure}
+    _watcher_outcome(record, doc)
     return doc
+
+
+def _watcher_outcome(record: RunRecord, doc: dict[str, Any]) -> None:
+    """The watcher's last word on the current attempt: it gave up (with why), so the run is a failure even
+    when its log ends with "training finished" (e.g. a resume that trained 0 steps)."""
+    events = record.events()
+    last_start = max((i for i, e in enumerate(events) if e.get("event") == "started"), default=-1)
+    gave_up = next((e for e in reversed(events[last_start + 1:]) if e.get("event") == "gave_up"), None)
+    doc["gave_up"] = None
+    if gave_up is None:
+        return
+    reason = str(gave_up.get("reason") or "")
+    doc["gave_up"] = {"reason": reason if reason.startswith("gave up:") else f"gave up: {reason}",
+                      "category": gave_up.get("category"), "advice": gave_up.get("advice") or []}
+    if not doc["alive"]:
+        doc["state"] = "failed (watcher gave up)"
 
 
 def _summarise(text: str, doc: dict[str, Any]) -> None:
@@ -196,6 +213,10 @@ def print_status(doc: dict[str, Any]) -> None:
                       highlight=False)
         if e.get("hint"):
             console.print(f"    hint: {e['hint']}", highlight=False, markup=False)
+    if doc.get("gave_up"):
+        console.print(f"  [red]watcher[/red]: {escape(doc['gave_up']['reason'])}", highlight=False)
+        for a in doc["gave_up"]["advice"]:
+            console.print(f"    advice: {escape(str(a))}", highlight=False)
     w = doc["watcher"]
     if w.get("pid"):
         console.print(f"  watcher pid {w['pid']}: {'alive' if w['alive'] else 'not running'}", highlight=False, markup=False)

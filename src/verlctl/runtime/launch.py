@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verlctl.checks.findings import Finding, has_errors
+from verlctl.checks.findings import Finding, Severity, has_errors
 from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
 from verlctl.plan import Plan, make_plan
 from verlctl.render.render import ENV_FILE, START_SCRIPT, TRAIN_SCRIPT, Rendered
@@ -197,6 +197,7 @@ class Launcher:
             if sw.mode == "cloud":
                 acts.append(f"SwanLab: check the login to {sw.host} with the key from the 0600 env file "
                             "(nothing saved)")
+        acts.append(resume_action(spec.paths.checkpoints))
         acts.append(f"verify within {int(self.options.verify_timeout)}s that {the_plan.command.entry.module} runs")
         acts.append(f"record the run (id {run_id}) under the state dir")
         return acts
@@ -325,7 +326,8 @@ class Launcher:
             # Ray comes up while verlctl checks the overrides and SwanLab; the script starts training only
             # once the gate opens (and stops, with everything it started, if the checks fail).
             gate = f"{scripts_dir}/gate"
-            pgid = self.start(self.executor, record, the_plan, reason="launch", gate=gate)
+            pgid = self.start(self.executor, record, the_plan, reason="launch", gate=gate,
+                              resumed_from=resume_point(spec.paths.checkpoints))
             group = record.attempts[-1].ref
             try:
                 self._preflight(self.executor, the_plan, scripts_dir, workdir)
@@ -503,12 +505,16 @@ class Launcher:
             'echo "@@verl"; python3 -c "import importlib.metadata as m; print(m.version(\'verl\'))" 2>/dev/null; '
             'echo "@@tool"; "$@" 2>&1; echo "@@status $?"'
         )
-        res = ex.run(["bash", "-c", script, "readiness", *([tool, "info"] if tool == "npu-smi" else [tool])],
-                     timeout=90)
+        argv = ["bash", "-c", script, "readiness", *([tool, "info"] if tool == "npu-smi" else [tool])]
+        for _ in range(3):  # the script always prints "@@python" first: without it, its output was lost
+            res = ex.run(argv, timeout=90)
+            if "@@python" in res.out:
+                break
         sections = _sections(res.out)
         python = sections.get("python", "").strip()
         if not python.startswith("Python") or "@@fail" in python:
-            raise RuntimeFailure(f"{ex.describe()}: python3 is not available ({python[:200] or res.err.strip()[:200]})")
+            seen = python[:200] or res.err.strip()[:200] or f"exit {res.code}, no output"
+            raise RuntimeFailure(f"{ex.describe()}: python3 is not available ({seen})")
         r.python = python.splitlines()[0]
         self.report.note(r.python)
         verl = sections.get("verl", "").strip()
@@ -593,17 +599,26 @@ class Launcher:
             files[ENV_FILE] = FileSpec(rendered.env_file.encode(), 0o600)
         ex.put_files(scripts_dir, files)
 
-    def relaunch(self, ex: Executor, record: RunRecord, reason: str, resumed_from: str | None) -> Plan:
+    def prepare_relaunch(self, ex: Executor, record: RunRecord) -> tuple[Plan, Rendered]:
+        """Check and compose the next attempt (spec checks, preflight in the target) without touching the
+        running one: the watcher does this while the failed attempt is being torn down."""
+        container_version = record.verl_version if self.resolved.spec.verl_version == "auto" else None
+        the_plan = make_plan(self.resolved, container_version=container_version)
+        the_plan.findings = _without_secrets_in_target(ex, record, the_plan.findings)
+        if has_errors(the_plan.findings):
+            first = next(f for f in the_plan.findings if f.severity is Severity.ERROR)
+            raise VerlctlError("the changed spec has errors: " + first.message)
+        rendered = the_plan.render()
+        self._preflight(ex, the_plan, record.scripts_dir, record.workdir)
+        return the_plan, rendered
+
+    def relaunch(self, ex: Executor, record: RunRecord, reason: str, resumed_from: str | None,
+                 prepared: tuple[Plan, Rendered] | None = None) -> Plan:
         """Start a new attempt of a recorded run with this (changed) spec: preflight, copy, start.
 
         The 0600 env file already in the target is kept (it is not re-rendered: the recorded spec has no
         secrets)."""
-        container_version = record.verl_version if self.resolved.spec.verl_version == "auto" else None
-        the_plan = make_plan(self.resolved, container_version=container_version)
-        if has_errors(the_plan.findings):
-            raise VerlctlError("the changed spec has errors: " + the_plan.findings[0].message)
-        rendered = the_plan.render()
-        self._preflight(ex, the_plan, record.scripts_dir, record.workdir)
+        the_plan, rendered = prepared or self.prepare_relaunch(ex, record)
         self._copy(ex, rendered, record.scripts_dir, env_file=False)
         if record.workers:
             from verlctl.runtime.inspect import worker_targets
@@ -680,7 +695,8 @@ class Launcher:
                 started = first_line is not None and _has_progress(after)
                 if not started and not ex.group_alive(group):
                     text += follower.get(timeout=1.0)
-                    self._fail_verify(record, text, "the training process exited during start-up")
+                    self._fail_verify(record, text, "the training process exited during start-up (process group "
+                                      f"{group.pgid} is no longer in {ex.describe()})")
                 if not started and first_line is not None and now - seen_marker_at >= self.options.settle_s:  # type: ignore[operator]
                     started = _module_running(ex, group.pgid, module)
                 if started and first_line is not None:
@@ -708,6 +724,50 @@ class Launcher:
         record.event("failure", category=result.findings[0].category if result.findings else None, reason=reason)
         record.save()
         raise RuntimeFailure(reason, hint=hint, code=EXIT_FAILURE)
+
+
+def resume_point(checkpoints: str | None) -> str | None:
+    """The checkpoint ``trainer.resume_mode=auto`` resumes from: verl reads
+    ``<default_local_dir>/latest_checkpointed_iteration.txt`` and loads ``global_step_<N>``
+    (``RayPPOTrainer._load_checkpoint`` -> ``find_latest_ckpt_path``, verl 0.7.0 and 0.9.1). Read on this
+    host: the checkpoint directory is mounted into the container at the same path."""
+    if not checkpoints:
+        return None
+    d = Path(checkpoints)
+    try:
+        step = (d / "latest_checkpointed_iteration.txt").read_text(encoding="utf-8", errors="replace").strip()
+    except (OSError, ValueError):
+        return None
+    if not step.isdigit() or not (d / f"global_step_{step}").is_dir():
+        return None
+    return f"{checkpoints.rstrip('/')}/global_step_{step}"
+
+
+def resume_action(checkpoints: str | None) -> str:
+    point = resume_point(checkpoints)
+    if point is not None:
+        return (f"training resumes from {point.rsplit('/', 1)[-1]} in {checkpoints} (trainer.resume_mode=auto "
+                "finds it): move it away first to start fresh")
+    return f"training starts fresh (no checkpoint in {checkpoints or 'the checkpoint directory'})"
+
+
+def _without_secrets_in_target(ex: Executor, record: RunRecord, findings: list[Finding]) -> list[Finding]:
+    """A relaunch keeps the 0600 env file already in the target; the recorded spec has no secrets. Drop
+    the "needs an API key" error when that file holds the key (checked inside the target: the key is
+    never read back, printed or passed in argv)."""
+    if not any(f.code == "swanlab_api_key" for f in findings):
+        return findings
+    from verlctl.render.render import ENV_FILE
+
+    env_file = f"{record.scripts_dir}/{ENV_FILE}"
+    res = ex.run(["bash", "-c", 'set -a; . "$1" >/dev/null 2>&1 || exit 3; [ -n "${SWANLAB_API_KEY:-}" ]',
+                  "verlctl-key-check", env_file], timeout=30)
+    if not res.ok:
+        raise VerlctlError(
+            f"SwanLab cloud mode needs an API key and the run's env file {env_file} in {ex.describe()} has none",
+            hint="relaunch by hand with SWANLAB_API_KEY exported (`verlctl launch`), or use mode offline",
+        )
+    return [f for f in findings if f.code != "swanlab_api_key"]
 
 
 def _engine_id(client: Any) -> str:

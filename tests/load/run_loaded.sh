@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Run test files N times in a row on a loaded machine; stop at the first failure and print a summary.
+#
+#   tests/load/run_loaded.sh [-n N] [-b BUSY_PER_CORE] [TEST_PATH...]
+#
+# Defaults: N=10, two busy processes per core (nproc) for the whole run, and the Docker and multi-node test
+# files (tests/test_*_docker.py). Each run is `pytest -x -n 0` on the given paths; its output goes to
+# $LOAD_LOG_DIR/run-<i>.log (default: a new directory under /tmp). Exit status: 0 when every run passed,
+# the failing run's pytest status otherwise. The busy processes are this script's children and are
+# stopped (by their pids) when it exits. Not part of the CI test run: it takes N times the files' time.
+set -euo pipefail
+
+cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
+
+runs=10
+per_core=2
+while getopts 'n:b:h' opt; do
+    case "$opt" in
+        n) runs=$OPTARG ;;
+        b) per_core=$OPTARG ;;
+        h) sed -n '2,10p' "$0"; exit 0 ;;
+        *) echo "usage: $0 [-n N] [-b BUSY_PER_CORE] [TEST_PATH...]" >&2; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+[[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "error: -n must be a positive integer (got '$runs')" >&2; exit 2; }
+[[ "$per_core" =~ ^[0-9]+$ ]] || { echo "error: -b must be a non-negative integer (got '$per_core')" >&2; exit 2; }
+
+if [[ $# -gt 0 ]]; then
+    tests=("$@")
+else
+    tests=(tests/test_*_docker.py)
+fi
+python=${PYTHON:-.venv/bin/python}
+log_dir=${LOAD_LOG_DIR:-$(mktemp -d /tmp/verlctl-load.XXXXXX)}
+mkdir -p -- "$log_dir"
+
+busy_pids=()
+stop_busy() {
+    local pid
+    for pid in "${busy_pids[@]}"; do
+        kill -- "$pid" 2>/dev/null || true
+    done
+    for pid in "${busy_pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    busy_pids=()
+}
+trap stop_busy EXIT
+trap 'exit 130' INT TERM
+
+cores=$(nproc)
+n_busy=$((cores * per_core))
+for ((i = 0; i < n_busy; i++)); do
+    # A busy loop in its own bash: all CPU, no memory, no I/O.
+    bash -c 'while :; do :; done' &
+    busy_pids+=("$!")
+done
+echo "load: $n_busy busy processes ($per_core per core, $cores cores): ${busy_pids[*]}"
+echo "runs: $runs x pytest -x -n 0 ${tests[*]}; logs in $log_dir"
+
+durations=()
+status=0
+failed_run=""
+for ((i = 1; i <= runs; i++)); do
+    started=$SECONDS
+    rc=0
+    "$python" -m pytest -p no:cacheprovider -x -n 0 -q "${tests[@]}" >"$log_dir/run-$i.log" 2>&1 || rc=$?
+    durations+=("$((SECONDS - started))")
+    summary=$(tail -n 1 "$log_dir/run-$i.log")
+    printf 'run %d/%d: exit %d in %ds: %s\n' "$i" "$runs" "$rc" "$((SECONDS - started))" "$summary"
+    if [[ $rc -ne 0 ]]; then
+        status=$rc
+        failed_run=$i
+        break
+    fi
+done
+stop_busy
+
+echo
+echo "== summary =="
+echo "test paths: ${tests[*]}"
+echo "load: $n_busy busy processes on $cores cores"
+echo "runs passed: $((${#durations[@]} - (status != 0 ? 1 : 0)))/$runs; durations (s): ${durations[*]}"
+if [[ $status -ne 0 ]]; then
+    echo "FAILED at run $failed_run (exit $status); its log: $log_dir/run-$failed_run.log"
+    grep -E '^(FAILED|ERROR)|Error|error:' "$log_dir/run-$failed_run.log" | head -n 20 || true
+else
+    echo "all $runs runs passed"
+fi
+exit "$status"

@@ -1,0 +1,229 @@
+"""The watcher's verdicts, on the host runtime: what it says when it starts, silence while healthy, host-RAM
+OOM is not device OOM, a resume that trains 0 steps is a failure, a recovery that cannot relaunch gives up
+with the reason (events and `status`).
+
+The training is a TEST DOUBLE: a bash script printing verl's log lines (verl's training step cannot run
+here). Everything else is real: `verlctl watch` and `status` as subprocesses, the run records, the process
+group (its own session), the log file, a real SIGKILL for exit 137.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from verlctl.runtime.executor import HostExecutor
+from verlctl.runtime.records import Attempt, RunRecord, new_run_id
+
+from conftest import clean_env, run_cli
+from launch_support import write_run_files
+
+KEY = "swl-RECOVERY-KEY-0c1d9e"
+OOM_LINE = ("RuntimeError: NPU out of memory. Tried to allocate 1.50 GiB (NPU 0; 29.50 GiB total capacity; "
+            "26.91 GiB already allocated; 26.91 GiB current active; 1.12 GiB free; 27.35 GiB reserved in total "
+            "by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid "
+            "fragmentation.")
+
+
+def _progress(n: int, total: int) -> str:
+    return f"Training Progress: {100 * n // total:3d}%|          | {n}/{total} [00:01<00:04,  1.00s/it]"
+
+
+class HostRuns:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.state = root / "state"
+        self.paths = write_run_files(root)
+        self.ckpt = root / "ckpt"
+        self.records: list[RunRecord] = []
+
+    def env(self) -> dict[str, str]:
+        return clean_env(VERLCTL_STATE_DIR=str(self.state), COLUMNS="200")
+
+    def start(self, lines: list[str], *, tail: str = 'echo "[verlctl 10:00:09] training finished"', pause: float = 0.3,
+              resumed_from: str | None = None, cloud: bool = False, env_file: str = "") -> RunRecord:
+        from verlctl.plan import make_plan
+        from verlctl.spec.resolve import load_spec
+
+        spec: dict[str, Any] = {
+            "paths": {"model": self.paths["paths.model"], "train_files": self.paths["paths.train_files"],
+                      "val_files": self.paths["paths.val_files"], "checkpoints": str(self.ckpt),
+                      "logs": str(self.root / "logs")},
+            "container": {"runtime": "host"},
+            "cluster": {"devices": [0, 1, 2, 3]},
+            "train": {"steps": 5, "save_freq": 1, "tensor_parallel": 2},
+        }
+        if cloud:
+            spec["logging"] = {"swanlab": {"enabled": True, "mode": "cloud", "host": "http://127.0.0.1:9",
+                                           "log_dir": str(self.root / "logs" / "swanlab")}}
+        (self.root / "spec.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+        resolved = load_spec(self.root / "spec.yaml", environ={"SWANLAB_API_KEY": KEY} if cloud else {})
+        rendered = make_plan(resolved).render()
+        assert KEY not in rendered.files["spec.resolved.yaml"]
+        run_id = new_run_id("hostwatch")
+        scripts = self.root / "scripts" / run_id
+        scripts.mkdir(parents=True)
+        fd = os.open(scripts / "verlctl.env", os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, env_file.encode())
+        os.close(fd)
+        body = "\n".join(f"echo {json.dumps(ln)}; sleep {pause}" for ln in lines) + "\n" + tail + "\n"
+        (scripts / "trainer_double.sh").write_text(body, encoding="utf-8")
+        run_log = self.root / "logs" / f"verlctl-{run_id}.log"
+        pgid = HostExecutor().start_detached(["bash", str(scripts / "trainer_double.sh")], str(run_log))
+        record = RunRecord(run_id=run_id, created_at=time.time(), runtime="host", workdir=str(self.root),
+                           scripts_dir=str(scripts), run_log=str(run_log), train_log="",
+                           checkpoints=str(self.ckpt), experiment="hostwatch", verl_version="0.7.0", pgid=pgid,
+                           attempts=[Attempt(number=1, pgid=pgid, started_at=time.time(),
+                                             resumed_from=resumed_from)])
+        os.environ["VERLCTL_STATE_DIR"] = str(self.state)
+        record.save()
+        (record.dir / "spec.resolved.yaml").write_text(rendered.files["spec.resolved.yaml"], encoding="utf-8")
+        record.event("started", pgid=pgid, attempt=1, reason="launch", resumed_from=resumed_from)
+        self.records.append(record)
+        return record
+
+    def watch(self, record: RunRecord):  # type: ignore[no-untyped-def]
+        return run_cli("watch", record.run_id, env=self.env(), timeout=180)
+
+    def status(self, record: RunRecord) -> dict[str, Any]:
+        res = run_cli("status", record.run_id, "--json", env=self.env(), timeout=120)
+        assert res.code == 0, res.out + res.err
+        return json.loads(res.out)
+
+    def events(self, record: RunRecord) -> list[dict[str, Any]]:
+        return record.events()
+
+
+@pytest.fixture
+def host_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
+    runs = HostRuns(tmp_path)
+    yield runs
+    ex = HostExecutor()
+    for r in runs.records:
+        for a in r.attempts:
+            if ex.group_alive(a.pgid):
+                ex.stop_group(a.pgid, grace_s=2)
+
+
+def test_watch_says_what_it_follows_and_stays_silent_while_healthy(host_runs: HostRuns) -> None:
+    lines = ["Total training steps: 5"] + [_progress(i, 5) for i in range(6)]
+    record = host_runs.start(lines)
+    res = host_runs.watch(record)
+    assert res.code == 0, res.out + res.err
+    out = [ln for ln in res.out.splitlines() if ln.strip()]
+    assert len(out) == 1, res.out  # the start line, then nothing while the run is healthy
+    assert f"watching run {record.run_id}" in out[0] and f"process group {record.pgid}" in out[0], out[0]
+    assert record.run_log in out[0] and "Silent while healthy" in out[0], out[0]
+    assert [e["event"] for e in host_runs.events(record)][-1] == "finished"
+
+
+def test_exit_137_without_device_oom_text_is_host_oom_and_never_adds_offload(host_runs: HostRuns) -> None:
+    lines = ["Total training steps: 5", _progress(0, 5), "step:1 - actor/pg_loss:0.1 - training/global_step:1",
+             _progress(1, 5)]
+    # The kernel OOM killer's SIGKILL: the training command dies with 137 and prints nothing about memory.
+    tail = ("bash -c 'kill -9 $$'; s=$?; echo \"[verlctl 10:00:05] start_verl.sh exits with status $s\"; "
+            "exit \"$s\"")
+    record = host_runs.start(lines, tail=tail)
+    res = host_runs.watch(record)
+    assert res.code == 1, res.out + res.err
+    events = host_runs.events(record)
+    kinds = [e["event"] for e in events]
+    assert "recovery" not in kinds, kinds
+    alert = next(e for e in events if e["event"] == "alert")
+    assert alert["category"] == "host_oom" and "exit 137" in alert["message"], alert
+    gave_up = next(e for e in events if e["event"] == "gave_up")
+    assert gave_up["category"] == "host_oom"
+    assert gave_up["reason"].startswith("gave up: the host ran out of RAM"), gave_up
+    assert "offload" not in " ".join(e.get("add_feature") or "" for e in events)
+    st = host_runs.status(record)
+    assert st["state"] == "failed (watcher gave up)" and st["gave_up"]["category"] == "host_oom", st
+
+
+def test_a_resume_that_trains_no_step_and_exits_0_is_a_failure(host_runs: HostRuns) -> None:
+    ckpt = str(host_runs.ckpt / "global_step_3")
+    lines = ["Total training steps: 5", f"Load from checkpoint folder: {ckpt}", "Setting global step to 3",
+             _progress(3, 5)]
+    record = host_runs.start(lines, resumed_from=ckpt)
+    res = host_runs.watch(record)
+    assert res.code == 1, res.out + res.err
+    events = host_runs.events(record)
+    failed = next(e for e in events if e["event"] == "resume_failed")
+    assert "trained 0 steps" in failed["reason"] and "global_step_3" in failed["reason"], failed
+    assert "finished" not in [e["event"] for e in events]
+    st = host_runs.status(record)
+    assert st["state"] == "failed (watcher gave up)", st
+    assert "trained 0 steps" in st["gave_up"]["reason"]
+    res = run_cli("status", record.run_id, env=host_runs.env(), timeout=120)
+    assert "gave up: attempt 1 resumed from" in res.out, res.out
+
+
+def test_a_resume_that_advances_past_its_checkpoint_finishes(host_runs: HostRuns) -> None:
+    ckpt = str(host_runs.ckpt / "global_step_3")
+    lines = ["Total training steps: 5", f"Load from checkpoint folder: {ckpt}", _progress(3, 5),
+             "step:4 - training/global_step:4", _progress(4, 5), "step:5 - training/global_step:5", _progress(5, 5)]
+    record = host_runs.start(lines, resumed_from=ckpt)
+    res = host_runs.watch(record)
+    assert res.code == 0, res.out + res.err
+    events = host_runs.events(record)
+    assert next(e for e in events if e["event"] == "resume_advanced")["step"] == 4
+    assert events[-1]["event"] == "finished"
+
+
+def test_an_oom_recovery_that_cannot_relaunch_gives_up_with_the_reason(host_runs: HostRuns) -> None:
+    # A SwanLab cloud run whose env file in the target lost the key: the relaunch cannot log in.
+    lines = ["Total training steps: 5", _progress(0, 5), "step:1 - training/global_step:1", _progress(1, 5),
+             "Traceback (most recent call last):", OOM_LINE]
+    tail = 'echo "[verlctl 10:00:05] start_verl.sh exits with status 1"; exit 1'
+    record = host_runs.start(lines, tail=tail, cloud=True, env_file="SWANLAB_MODE=cloud\n")
+    res = host_runs.watch(record)
+    assert res.code == 1, res.out + res.err
+    assert "Traceback" not in res.err
+    events = host_runs.events(record)
+    gave_up = next(e for e in events if e["event"] == "gave_up")
+    assert gave_up["reason"].startswith("gave up: cannot relaunch: SwanLab cloud mode needs an API key"), gave_up
+    assert gave_up["category"] == "device_oom"
+    st = host_runs.status(record)
+    assert st["gave_up"]["reason"].startswith("gave up: cannot relaunch"), st
+    assert KEY not in (record.dir / "events.jsonl").read_text() + res.out + res.err
+
+
+def test_host_oom_never_climbs_the_offload_rung(tmp_path: Path) -> None:
+    from verlctl.monitor.recovery import History, decide
+    from verlctl.spec.resolve import load_spec
+
+    flags = {**write_run_files(tmp_path), "container.runtime": "host"}
+    spec = load_spec(None, flags=flags, environ={}).spec
+    # After a device OOM the ladder added offload; then host RAM ran out.
+    d = decide("host_oom", spec, {"offload": False, "recompute": False}, History())
+    assert not d.restart and d.add_feature is None
+    d = decide("host_oom", spec, {"offload": True}, History(oom_retries=1, added=["offload"]))
+    assert not d.restart and d.add_feature is None
+    assert d.advice[0].startswith("turn offload off") and "the OOM ladder added offload" in d.advice[0], d.advice
+    spec = load_spec(None, flags={**flags, "recovery.restart_on": ["host_oom"], "recovery.max_restarts": 1},
+                     environ={}).spec
+    d = decide("host_oom", spec, {"offload": False}, History())
+    assert d.restart and d.add_feature is None and "without adding offload" in d.reason
+
+
+def test_the_launch_checklist_says_whether_training_resumes_or_starts_fresh(tmp_path: Path) -> None:
+    flags = write_run_files(tmp_path)
+    ckpt = tmp_path / "ckpt"
+    args = ["launch", "--dry-run", *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")],
+            "--set", "container.runtime=host", "--set", f"paths.checkpoints={ckpt}",
+            "--set", f"paths.logs={tmp_path / 'logs'}"]
+    env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300")
+    res = run_cli(*args, env=env)
+    assert res.code == 0, res.out + res.err
+    assert f"training starts fresh (no checkpoint in {ckpt})" in res.out, res.out
+    (ckpt / "global_step_7" / "actor").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("7")
+    res = run_cli(*args, env=env)
+    assert res.code == 0, res.out + res.err
+    assert f"training resumes from global_step_7 in {ckpt}" in res.out, res.out
