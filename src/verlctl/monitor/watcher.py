@@ -293,7 +293,7 @@ class Watcher:
             # The engine says running but the command failed: shutting down, or a hiccup. Ask again.
             time.sleep(0.5)
             try:
-                self.ex.group_alive(self.record.attempts[-1].pgid)
+                self.ex.group_alive(self.record.attempts[-1].ref)
                 return None
             except VerlctlError as again:
                 exc = again
@@ -341,9 +341,9 @@ class Watcher:
             if wex is None:
                 state = self._worker_info.get(w.address, "unknown")
                 problem = state if state.startswith("unreachable") else f"its container is {state}"
-            elif w.pgid:
+            elif w.ref is not None:
                 try:
-                    if not wex.group_alive(w.pgid):
+                    if not wex.group_alive(w.ref):
                         problem = f"its process group {w.pgid} ended"
                 except VerlctlError as exc:
                     problem = f"unreachable: {exc.message}"
