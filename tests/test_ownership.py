@@ -173,7 +173,7 @@ def test_stop_signals_the_recorded_watcher_pid_only_if_it_is_the_runs_watcher(tm
     time.sleep(0.5)
     assert alive(decoy.pid)
     # the real watcher's command line is recognised
-    from verlctl.runtime.inspect import watcher_alive
+    from verlctl.ops.inspect import watcher_alive
     from verlctl.runtime.records import RunRecord
 
     # (a stand-in with the watcher's argv: `python -c <sleep> -m verlctl watch <run>`)

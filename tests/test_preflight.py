@@ -1,4 +1,4 @@
-"""The in-container preflight (runtime/preflight.py), run here with the real verl config trees of .cache/verl.
+"""The in-container preflight (ops/preflight.py), run here with the real verl config trees of .cache/verl.
 
 It must compose exactly the command run_training.sh runs, from the script's work dir, so that it can never say
 OK for a command that fails (F4), say how to get recipe/ (M1), probe the imports an entry point needs (M2), and
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from verlctl.ops import preflight
 from verlctl.plan import make_plan
-from verlctl.runtime import preflight
 from verlctl.spec.resolve import load_spec
 
 import verlcompose

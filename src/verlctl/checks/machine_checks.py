@@ -468,7 +468,7 @@ def _device_missing(kind: str, tool: str, dev: int, present: list[int]) -> Findi
 
 
 def _device_busy(kind: str, dev: int, procs: list[tuple[int, str]]) -> Finding:
-    from verlctl.runtime.inspect import describe_device_holder
+    from verlctl.runtime.holders import describe_device_holder
 
     listed = ", ".join(f"{pid} ({name or '?'})" for pid, name in procs)
     # Whose they are (an earlier run still holding the devices, Ascend's EJ0001): verlctl offers to stop

@@ -30,7 +30,7 @@ def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
                 return fh.read(LOG_CAP_BYTES), str(log)
         except OSError as exc:
             raise VerlctlError(f"--log {log}: {exc.strerror or exc}", hint="give a readable log file") from exc
-    from verlctl.runtime.inspect import read_tail, target
+    from verlctl.ops.inspect import read_tail, target
 
     try:
         ex, container = target(record)  # type: ignore[arg-type]
@@ -43,8 +43,8 @@ def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically, never through a symlink planted there (:mod:`verlctl.render.files`)."""
-    from verlctl.render.files import write_file
+    """Write ``text`` to ``path`` atomically, never through a symlink planted there (:mod:`verlctl.files`)."""
+    from verlctl.files import write_file
 
     if path.is_dir():
         raise VerlctlError(f"--out {path}: is a directory", hint="give a file name, e.g. -o report.html")
@@ -122,7 +122,7 @@ def bundle(
     """Write a diagnostic bundle for a bug report: spec, scripts, versions, log tail, diagnosis, device and Ray
     snapshots, events, image digest; secrets, private host names and home directories removed."""
     from verlctl.monitor import bundle as b
-    from verlctl.runtime.inspect import target
+    from verlctl.ops.inspect import target
     from verlctl.runtime.records import resolve_run
 
     if out.is_dir():

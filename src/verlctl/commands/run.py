@@ -34,7 +34,7 @@ def launch(
     ask_all: Annotated[bool, typer.Option("--ask-all", help="Ask every round, even for values already given.")] = False,
 ) -> int:
     """Prepare the container, start training and verify it started (asks first unless --yes)."""
-    from verlctl.runtime.flow import launch_flow
+    from verlctl.ops.flow import launch_flow
 
     check_seconds(verify_timeout, "--verify-timeout")
     return launch_flow(
@@ -51,7 +51,7 @@ def quickstart(
 ) -> int:
     """The second seed's one-shot: everything from the environment (CONTAINER, TRAIN_STEPS, MODEL_PATH,
     TRAIN_FILE, VAL_FILE, SWANLAB_HOST, SWANLAB_API_KEY, …); equivalent to `launch --yes`."""
-    from verlctl.runtime.flow import launch_flow
+    from verlctl.ops.flow import launch_flow
 
     return launch_flow(None, {}, {}, yes=True, dry_run=dry_run, out=None, pull=pull, watch=watch, notify_cmd=None,
                        verify_timeout=300.0, ask_all=False)
@@ -67,7 +67,7 @@ def status(
     """Container state, process alive, last progress and step metrics, last error."""
     import shutil
 
-    from verlctl.runtime.inspect import print_plots, print_status, run_status, step_series
+    from verlctl.ops.inspect import print_plots, print_status, run_status, step_series
 
     doc = run_status(run)
     charts = step_series(run) if plot else None
@@ -89,7 +89,7 @@ def logs(
 ) -> int:
     """Print the run's log (from inside the container or the host)."""
     from verlctl.errors import VerlctlError
-    from verlctl.runtime.inspect import show_logs
+    from verlctl.ops.inspect import show_logs
 
     if lines < 0:
         raise VerlctlError(f"--lines must be 0 (all) or a number of lines from the end; got {lines}")
@@ -104,7 +104,7 @@ def stop(
     grace: Annotated[float, typer.Option(help="Seconds between SIGTERM and SIGKILL.")] = 20.0,
 ) -> int:
     """Stop the run's process group (and nothing else)."""
-    from verlctl.runtime.inspect import stop_run
+    from verlctl.ops.inspect import stop_run
 
     check_seconds(grace, "--grace", allow_zero=True)
     return stop_run(run, remove_container=remove_container, grace=grace)
@@ -112,6 +112,6 @@ def stop(
 
 def list_runs(as_json: JsonOut = False) -> int:
     """The recorded runs, newest last."""
-    from verlctl.runtime.inspect import list_runs as do_list
+    from verlctl.ops.inspect import list_runs as do_list
 
     return do_list(as_json)

@@ -19,7 +19,7 @@ def watch(
     """Follow a run's log; on errors print the cause and hint, on out-of-memory climb the recovery ladder."""
     import sys
 
-    from verlctl.monitor.watcher import Watcher, executor_for
+    from verlctl.ops.watcher import Watcher, executor_for
     from verlctl.runtime.records import resolve_run
     from verlctl.spec.resolve import load_spec
 

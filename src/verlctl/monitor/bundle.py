@@ -176,7 +176,7 @@ def collect(record: Any, ex: Any, container: dict[str, Any], image_digest: str |
 
 def write(bundle: Bundle, scrub: Scrubber, out: Path, root: str) -> int:
     """Write the scrubbed bundle as a gzip tarball via a temporary file and a rename; returns its size."""
-    from verlctl.render.files import write_file
+    from verlctl.files import write_file
 
     manifest = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -47,7 +47,7 @@ class Rendered:
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write the files into ``out_dir`` as one set: atomically, never through a planted symlink."""
-        from verlctl.render.files import write_set
+        from verlctl.files import write_set
 
         return write_set(
             out_dir,
@@ -58,7 +58,7 @@ class Rendered:
     def write_env_file(self, path: str | Path) -> Path:
         """Write the env file with mode 0600 from the start (never world-readable, even briefly), atomically
         and without following a symlink at ``path``."""
-        from verlctl.render.files import write_file
+        from verlctl.files import write_file
 
         return write_file(path, self.env_file.encode("utf-8"), 0o600)
 

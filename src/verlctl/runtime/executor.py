@@ -188,7 +188,7 @@ class HostExecutor(Executor):
     def put_files(self, dest_dir: str, files: Mapping[str, FileSpec]) -> None:
         d = Path(dest_dir)
         d.mkdir(parents=True, exist_ok=True)
-        from verlctl.render.files import write_file
+        from verlctl.files import write_file
 
         for name, spec in files.items():
             write_file(d / name, spec.content, spec.mode)  # atomic, never through a planted symlink

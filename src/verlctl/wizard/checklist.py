@@ -88,7 +88,7 @@ def init_actions(resolved: ResolvedSpec, out: Path) -> list[str]:
     if key is not None and key.get_secret_value():
         acts.append("the SwanLab API key is not written to the file: export SWANLAB_API_KEY when launching")
     acts.append("nothing else: no container is created, no image pulled, no training started")
-    from verlctl.runtime.launch import directories_to_create
+    from verlctl.runtime.workdirs import directories_to_create
 
     acts += [f"later, `verlctl launch` will {d}" for d in directories_to_create(resolved.spec, "<run id>")]
     return acts

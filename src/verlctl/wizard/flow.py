@@ -13,6 +13,7 @@ questions with prompt_toolkit pipe input against fixture-built machine states.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,20 @@ from verlctl.wizard.prompter import Prompter, WizardInterrupted
 DEFAULT_BUDGET_S = 3.0
 #: How many times the final check reopens the rounds of refused values before it stops asking.
 MAX_REOPEN = 2
+
+
+def stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def missing_message(missing: list[str]) -> str:
+    from verlctl.spec.resolve import REQUIRED_PATHS
+
+    how = "; ".join(f"{p} ({REQUIRED_PATHS[p]})" for p in missing)
+    return f"missing required values and stdin is not a terminal, so nothing can be asked: {how}"
 
 
 def detect_for_wizard(console: Any, scan_roots: list[str] | None = None, budget_s: float = DEFAULT_BUDGET_S) -> MachineState:
@@ -238,7 +253,6 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
               interactive: bool | None = None, environ: Mapping[str, str] | None = None) -> int:
     """``verlctl init``: ask, show the checklist, write the spec (the only thing it writes)."""
     from verlctl.plan import make_plan
-    from verlctl.runtime.flow import missing_message, stdin_is_terminal
     from verlctl.spec.resolve import load_spec
     from verlctl.wizard.checklist import init_actions, show_checklist
     from verlctl.wizard.save import save_spec

@@ -327,7 +327,7 @@ class Watcher:
         if not self.record.workers:
             return
         if self._worker_ex is None:
-            from verlctl.runtime.inspect import worker_targets
+            from verlctl.ops.inspect import worker_targets
 
             try:
                 targets = worker_targets(self.record)
@@ -452,7 +452,7 @@ class Watcher:
 
         from rich.console import Console
 
-        from verlctl.runtime.launch import Launcher, LaunchOptions
+        from verlctl.ops.launch import Launcher, LaunchOptions
         from verlctl.spec.resolve import load_spec
 
         added = [*self.history.added, decision.add_feature] if decision.add_feature else list(self.history.added)
@@ -496,7 +496,7 @@ class Watcher:
         if self.ex.group_alive(attempt.ref):
             self.ex.stop_group(attempt.ref, grace_s=20)
         if self.record.workers:
-            from verlctl.runtime.inspect import worker_targets
+            from verlctl.ops.inspect import worker_targets
 
             for w, wex, _ in worker_targets(self.record):
                 if wex is not None and w.ref is not None and wex.group_alive(w.ref):
@@ -593,7 +593,7 @@ def _own_pid() -> int:
 
 def executor_for(record: RunRecord) -> Executor:
     from verlctl.errors import VerlctlError
-    from verlctl.runtime.inspect import target
+    from verlctl.ops.inspect import target
 
     if record.runtime == "host":
         return HostExecutor()

@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 from verlctl.errors import SpecError, VerlctlError
-
-
-def stdin_is_terminal() -> bool:
-    try:
-        return sys.stdin.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def missing_message(missing: list[str]) -> str:
-    from verlctl.spec.resolve import REQUIRED_PATHS
-
-    how = "; ".join(f"{p} ({REQUIRED_PATHS[p]})" for p in missing)
-    return f"missing required values and stdin is not a terminal, so nothing can be asked: {how}"
+from verlctl.wizard.flow import missing_message, stdin_is_terminal
 
 
 def launch_flow(
@@ -39,7 +25,7 @@ def launch_flow(
 ) -> int:
     from rich.console import Console
 
-    from verlctl.runtime.launch import Launcher, LaunchOptions
+    from verlctl.ops.launch import Launcher, LaunchOptions
     from verlctl.spec.resolve import load_spec
 
     console = Console()
@@ -71,7 +57,7 @@ def launch_flow(
     if record is None:
         return 0
     if watch:
-        from verlctl.monitor.watcher_process import spawn_watcher
+        from verlctl.ops.watcher_process import spawn_watcher
 
         pid = spawn_watcher(record, notify_cmd)
         console.print(f"watcher started (pid {pid}): it stays silent while training is healthy", highlight=False)

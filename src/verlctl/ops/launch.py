@@ -19,11 +19,12 @@ from typing import Any
 
 from verlctl.checks.findings import Finding, Severity, has_errors
 from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
+from verlctl.ops import preflight
 from verlctl.plan import Plan, make_plan
 from verlctl.render.render import ENV_FILE, START_SCRIPT, TRAIN_SCRIPT, Rendered
-from verlctl.runtime import preflight
 from verlctl.runtime.executor import Executor, FileSpec, GroupRef
 from verlctl.runtime.records import Attempt, RunRecord, new_run_id
+from verlctl.runtime.workdirs import directories_to_create
 from verlctl.spec.resolve import ResolvedSpec
 
 TRAINING_MARKER = "[verlctl] training starts"
@@ -100,51 +101,6 @@ def _target_paths(resolved: ResolvedSpec, run_id: str) -> tuple[str, str, str]:
     scripts_dir = f"{workdir}/.verlctl/runs/{run_id}"
     run_log = f"{(spec.paths.logs or workdir + '/logs').rstrip('/')}/verlctl-{run_id}.log"
     return workdir, scripts_dir, run_log
-
-
-def _first_missing(path: str) -> str | None:
-    """The highest ancestor of ``path`` (or itself) that does not exist on this host; None if it exists."""
-    p = Path(path)
-    if p.exists():
-        return None
-    top = p
-    for parent in p.parents:
-        if parent.exists():
-            break
-        top = parent
-    return str(top)
-
-
-def directories_to_create(spec: Any, run_id: str) -> list[str]:
-    """Every directory a launch of ``spec`` creates, host side and container side, as action lines."""
-    from verlctl.runtime.records import runs_dir
-
-    workdir = spec.container.workdir.rstrip("/") or "/"
-    docker = spec.container.runtime == "docker"
-    outputs = [(spec.paths.checkpoints, "paths.checkpoints"), (spec.paths.logs, "paths.logs")]
-    sw = spec.logging.swanlab
-    if sw.enabled and sw.mode != "disabled" and sw.log_dir:
-        outputs.append((sw.log_dir, "logging.swanlab.log_dir"))
-    others = [n for n in spec.cluster.nodes if n != spec.cluster.master_addr] if len(spec.cluster.nodes) > 1 else []
-    out: list[str] = []
-    for path, why in outputs:
-        if not path:
-            continue
-        if docker and (path == workdir or path.startswith(workdir + "/")):
-            out.append(f"create directory {path} inside the container ({why}; not on the host: removed with the "
-                       "container)")
-            continue
-        top = _first_missing(path)
-        if top is not None:
-            below = f", with {path} below it" if top != path else ""
-            mounted = ", mounted into the container at the same path" if docker else ""
-            out.append(f"create directory {top} on this host ({why}{below}{mounted})")
-        for node in others:
-            out.append(f"on {node}: the Docker engine creates {path} if it is missing ({why})")
-    where = "inside the container" if docker else "on this host"
-    out.append(f"create directory {workdir}/.verlctl/runs/{run_id} {where} (the run's scripts and 0600 env file)")
-    out.append(f"create directory {runs_dir() / run_id} on this host (the run record)")
-    return out
 
 
 class Launcher:
@@ -332,7 +288,7 @@ class Launcher:
             try:
                 self._preflight(self.executor, the_plan, scripts_dir, workdir)
                 if spec.logging.swanlab.enabled:
-                    from verlctl.runtime import swanlab
+                    from verlctl.ops import swanlab
 
                     record.swanlab_url = swanlab.setup(self.executor, self.resolved, scripts_dir, self.report)
                     for w in self.workers:  # the logger may run in a Ray worker on any node
@@ -375,8 +331,8 @@ class Launcher:
                         ex.stop_group(group, grace_s=20)
                     ex.run(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], timeout=30)
                 if created and cid and record.runtime == "docker":
+                    from verlctl.ops.inspect import container_users
                     from verlctl.runtime import containers
-                    from verlctl.runtime.inspect import container_users
 
                     c = containers.find_container(client, cid)
                     label = (c.labels or {}).get(f"{containers.LABEL_PREFIX}.run") if c is not None else None
@@ -621,7 +577,7 @@ class Launcher:
         the_plan, rendered = prepared or self.prepare_relaunch(ex, record)
         self._copy(ex, rendered, record.scripts_dir, env_file=False)
         if record.workers:
-            from verlctl.runtime.inspect import worker_targets
+            from verlctl.ops.inspect import worker_targets
 
             self.workers = [NodeTarget(w.address, None, None, wex) for w, wex, _ in worker_targets(record)]
             for target in self.workers:
