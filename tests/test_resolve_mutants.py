@@ -99,3 +99,47 @@ def test_mask_secret() -> None:
     assert mask_secret(SecretStr("sk-123")) == "**********"
     assert mask_secret(SecretStr("")) == ""
     assert mask_secret(7) == 7
+
+
+# ---- survivors of the sample on the merged code (resolve after the user-work and fidelity merges)
+
+def _paths() -> dict[str, Any]:
+    return {"paths.model": "/mnt/models/Qwen3-8B", "paths.train_files": "/mnt/data/train.parquet",
+            "paths.val_files": "/mnt/data/val.parquet"}
+
+
+def test_recovery_values_are_a_layer_of_their_own() -> None:
+    r = load_spec(None, flags=_paths(), environ={}, recovery={"features.enable": ["offload"]})
+    assert r.spec.features.enable == ["offload"]
+    origin = r.origin("features.enable")
+    assert origin.source is Source.RECOVERY and "OOM recovery" in str(origin)
+
+
+def test_an_error_at_a_secret_path_names_the_field_and_hides_the_value() -> None:
+    err = spec_error(**_paths(), **{"logging.swanlab": "SECRETKEY-mut-4411"})
+    assert err.field == "logging.swanlab"
+    assert "SECRETKEY-mut-4411" not in err.message and "value not shown" in err.message
+
+
+def test_a_whole_node_split_gives_each_side_every_device_of_its_nodes() -> None:
+    r = resolve(**_paths(), mode="one_step_off_policy", **{
+        "cluster.nodes": ["10.0.0.1", "10.0.0.2"], "cluster.devices": [0, 1, 2, 3], "train.rollout_nodes": 1,
+    })
+    assert (r.spec.train.trainer_devices, r.spec.train.rollout_devices) == (4, 4)
+    assert r.origin("train.trainer_devices").source is Source.DERIVED
+    r = resolve(**_paths(), mode="one_step_off_policy", **{
+        "cluster.nodes": ["10.0.0.1", "10.0.0.2"], "cluster.devices": [0, 1, 2, 3], "train.rollout_nodes": 1,
+        "train.rollout_devices": 4,
+    })
+    assert r.spec.train.trainer_devices == 4 and r.origin("train.trainer_devices").source is Source.DERIVED
+
+
+def test_the_master_is_the_first_listed_node() -> None:
+    r = resolve(**_paths(), **{"cluster.nodes": ["10.0.0.7", "10.0.0.8", "10.0.0.9"]})
+    assert r.spec.cluster.master_addr == "10.0.0.7"
+    assert r.origin("cluster.master_addr").source is Source.DERIVED
+
+
+def test_swanlab_records_go_below_the_log_directory() -> None:
+    r = resolve(**_paths(), **{"paths.logs": "/data/run/logs/"})
+    assert r.spec.logging.swanlab.log_dir == "/data/run/logs/swanlog"

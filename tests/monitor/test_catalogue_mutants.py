@@ -132,3 +132,16 @@ def test_add_counts_one_sighting_by_default() -> None:
     assert f is not None and (f.line, f.count) == (5, 1)
     assert c.add(6, m) is None and f.count == 2
     assert c.add(7, m, repeats=3) is None and f.count == 6
+
+
+def test_a_line_of_exactly_the_limit_is_whole_wherever_the_match_is() -> None:
+    line = "y" * (300 - len(OOM)) + OOM  # the match at the end: a cut would start 100 characters before it
+    assert len(line) == 300
+    assert match_of(line).excerpt() == line
+
+
+def test_a_log_finding_becomes_a_project_finding_with_its_line() -> None:
+    [found] = classify_lines(["ok", "step 1", f"RuntimeError: {OOM}. Tried to allocate 2.00 GiB"])
+    f = found.to_check_finding()
+    assert (f.code, f.severity.value, f.field) == ("device_oom", "error", "line 3")
+    assert f.message == found.message and f.hint == found.hint
