@@ -145,3 +145,8 @@ def test_a_log_finding_becomes_a_project_finding_with_its_line() -> None:
     f = found.to_check_finding()
     assert (f.code, f.severity.value, f.field) == ("device_oom", "error", "line 3")
     assert f.message == found.message and f.hint == found.hint
+
+
+def test_a_plain_group_passes_to_ere_unchanged() -> None:
+    assert to_ere("(ab|cd)x") == "(ab|cd)x"
+    assert to_ere("(?:ab|cd)x") == "(ab|cd)x"
