@@ -14,6 +14,7 @@ from typing import Any
 
 from verlctl.errors import VerlctlError
 from verlctl.inputs.shell_script import UNRESOLVED, ParsedScript
+from verlctl.spec.sources import SEED_ENV
 
 AR = "actor_rollout_ref"
 MT = f"{AR}.actor.megatron"
@@ -78,14 +79,7 @@ FEATURE_KEYS: dict[str, str] = {
 }
 
 #: Environment variables with a spec field of their own.
-ENV_FIELDS = {
-    "http_proxy": "container.proxy.http",
-    "HTTP_PROXY": "container.proxy.http",
-    "https_proxy": "container.proxy.https",
-    "HTTPS_PROXY": "container.proxy.https",
-    "no_proxy": "container.proxy.no_proxy",
-    "NO_PROXY": "container.proxy.no_proxy",
-}
+ENV_FIELDS = {name: path for name, path in SEED_ENV.items() if path.startswith("container.proxy.")}
 SECRET_ENV = {"SWANLAB_API_KEY"}
 
 #: Keys an older script may set that the target verl no longer has (the command would fail to compose):
