@@ -58,9 +58,14 @@ def test_a_failed_detached_start_says_the_exit_status_and_what_it_saw(container_
 def test_a_detached_start_returns_the_group_of_the_started_process(container_factory) -> None:  # type: ignore[no-untyped-def]
     c = container_factory()
     ex = DockerExecutor(container_factory.client, c.id, c.name)
-    pgid = ex.start_detached(["sleep", "30"], "/tmp/x/run.log")
-    assert ex.group_alive(pgid)
-    assert ex.stop_group(pgid, grace_s=5)
+    ref = ex.start_group(["sleep", "30"], "/tmp/x/run.log", marker="test/1/abcd")
+    ps = container_factory.exec(c, ["ps", "-eo", "pid=,pgid=,args="]).stdout
+    rows = [line.split(None, 2) for line in ps.splitlines() if line.strip()]
+    assert [(r[0], r[1]) for r in rows if r[2] == "sleep 30"] == [(str(ref.pgid), str(ref.pgid))]  # its own group
+    assert ex.group_alive(ref)
+    assert not ex.group_alive(ref.pgid)  # a bare number is never trusted: no identity, no verdict
+    assert ex.stop_group(ref, grace_s=5)
+    assert not ex.group_alive(ref)
 
 
 def test_read_file_tells_empty_from_missing_and_reads_slices(container_factory) -> None:  # type: ignore[no-untyped-def]
