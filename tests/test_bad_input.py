@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -45,32 +46,48 @@ def one_line_error(res) -> str:  # type: ignore[no-untyped-def]
     return lines[0]
 
 
+#: Runs argv[2:] in a forked child and reports its exit code and peak RSS (KiB) on fd argv[1]. Not Popen's own child: subprocess starts
+#: children with vfork, and Linux carries the parent's high-water RSS (here the pytest worker's, hundreds of
+#: MiB late in a run) into the ru_maxrss of a child started that way. A fork of this small interpreter
+#: starts from its few MiB instead.
+_MEASURE = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvpe(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+os.write(int(sys.argv[1]), f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}".encode())
+"""
+
+
 def run_measured(argv: list[str], env: dict[str, str], timeout: float, stdin: int | None = None,
                  cwd: Path | None = None) -> tuple[int, str, str, float, int]:
     """Run argv; return (exit code, stdout, stderr, seconds, peak RSS in MiB) of that child alone."""
     out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"verlctl-bad-input-{os.getpid()}-{time.monotonic_ns()}"
+    report_r, report_w = os.pipe()
     with open(f"{out_path}.out", "wb+") as out, open(f"{out_path}.err", "wb+") as err:
         started = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=stdin if stdin is not None else subprocess.DEVNULL,
-                                env=env, cwd=cwd)
-        deadline = started + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                proc.kill()
-                os.wait4(proc.pid, 0)
-                raise AssertionError(f"{argv} ran past {timeout} s")
-            time.sleep(0.05)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc = subprocess.Popen([sys.executable, "-S", "-c", _MEASURE, str(report_w), *argv], stdout=out, stderr=err,
+                                stdin=stdin if stdin is not None else subprocess.DEVNULL, env=env, cwd=cwd,
+                                pass_fds=(report_w,), start_new_session=True)
+        os.close(report_w)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise AssertionError(f"{argv} ran past {timeout} s") from None
+        finally:
+            with os.fdopen(report_r, "rb") as fh:
+                report = fh.read().decode()
         seconds = time.monotonic() - started
         out.seek(0)
         err.seek(0)
         texts = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     for suffix in (".out", ".err"):
         Path(f"{out_path}{suffix}").unlink()
-    return proc.returncode, texts[0], texts[1], seconds, usage.ru_maxrss // 1024
+    code, maxrss_kib = (int(x) for x in report.split())
+    return code, texts[0], texts[1], seconds, maxrss_kib // 1024
 
 
 VERLCTL = [sys.executable, "-m", "verlctl"]
@@ -216,6 +233,18 @@ def test_env_keys_keep_their_case_and_their_source(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- D8c: diagnose
+
+
+def test_the_peak_rss_measure_is_the_childs_own() -> None:
+    """run_measured sees a child's growth and not its caller's: this pytest worker holds 256 MiB more."""
+    ballast = bytearray(256 << 20)
+    ballast[::4096] = b"\1" * len(range(0, len(ballast), 4096))  # touch every page
+    code, *_, small = run_measured([sys.executable, "-c", "pass"], clean_env(), timeout=60)
+    grow = "b = bytearray(160 << 20); b[::4096] = bytes([1]) * len(range(0, len(b), 4096))"
+    _, *_, big = run_measured([sys.executable, "-c", grow], clean_env(), timeout=60)
+    del ballast
+    assert code == 0 and small < 60, small
+    assert big >= small + 150, (small, big)
 
 
 def test_diagnose_refuses_a_device() -> None:
