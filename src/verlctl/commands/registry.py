@@ -11,6 +11,7 @@ def register(app: typer.Typer) -> None:
     from verlctl.commands import diagnose as diagnose_cmd
     from verlctl.commands import import_cmd
     from verlctl.commands import init as init_cmd
+    from verlctl.commands.export import export_app
     from verlctl.commands import plan as plan_cmd
     from verlctl.commands import report as report_cmd
     from verlctl.commands import run as run_cmd
@@ -33,3 +34,4 @@ def register(app: typer.Typer) -> None:
     app.command("features")(plan_cmd.features)
     app.command("schema")(plan_cmd.schema)
     app.command("import")(import_cmd.import_script)
+    app.add_typer(export_app, name="export")
