@@ -32,6 +32,8 @@ EXPECTED = {
     "ray-total-available-gpus-less-than-desired-verl-issue2515.txt": ["ray_resources_unavailable"],
     "vllm-ascend-camem-allocator-not-available-issue556.txt": ["sleep_mode_unavailable"],
     "nccl-socketStartConnect-connection-abort-nccl-tests-issue166.txt": ["nccl_network"],
+    # EI0009: rank 1 could not create its link to rank 0; the rollout's collective_rpc failure is the consequence
+    "hccl-EI0009-transport-init-create-dest-link-vllm-ascend-issue3162.txt": ["hccl_error"],
 }
 
 
@@ -55,6 +57,9 @@ def test_messages_carry_the_numbers() -> None:
     [gpus] = classify_lines(capture("errors-field",
                                     "ray-total-available-gpus-less-than-desired-verl-issue2515.txt").splitlines())
     assert gpus.message == "Ray sees 8.0 GPUs, the run wants 16"
+    [link] = classify_lines(capture("errors-field",
+                                    "hccl-EI0009-transport-init-create-dest-link-vllm-ascend-issue3162.txt").splitlines())
+    assert link.message.startswith("HCCL could not create the transport link to rank 0 (EI0009)")
     port = classify_lines(capture("errors-field", "hccl-EJ0003-bind-ip-port-60000-vllm-ascend-issue405.txt").splitlines())
     assert "HCCL_HOST_SOCKET_PORT_RANGE" in port[0].hint
 

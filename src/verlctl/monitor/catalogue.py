@@ -836,6 +836,17 @@ CATALOGUE: tuple[Category, ...] = (
                 message="HCCL call {op} failed",
             ),
             _sig(
+                r"EI0009.*Transport init error(?:.*dst_rank\[(?P<dst>\d+)\])?",
+                "EI0009",
+                examples=(
+                    "[rank1]: EI0009: [PID: 2225827] 2025-09-24-20:59:48.119.066 Transport init error. Reason: "
+                    "[Create][DestLink]Create Dest error! createLink para:rank[1]-localUserrank[1]-localIpAddr"
+                    "[172.16.0.114], dst_rank[0]-remoteUserrank[0]-remote_ip_addr[172.16.0.114]",
+                ),
+                message="HCCL could not create the transport link to rank {dst} (EI0009): look for the first error "
+                "on that rank's side",
+            ),
+            _sig(
                 r"DIST call hccl api failed",
                 "DIST call hccl api failed",
                 examples=(
