@@ -14,7 +14,9 @@ import copy
 import json
 import os
 import re
+import shlex
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +86,15 @@ def validate(docs: list[dict[str, Any]], schema: Any) -> None:
     # KubeRay's ValidateRayJobMetadata: a DNS-1035 label of at most 47 characters.
     name = job["metadata"]["name"]
     assert len(name) <= 47 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name), name
-    cluster = job["spec"]["rayClusterSpec"]
+    # KubeRay's ValidateRayJobSpec / ValidateRayClusterSpec (utils/validation.go) on the fields used here.
+    spec = job["spec"]
+    assert spec.get("ttlSecondsAfterFinished", 0) >= 0 and spec.get("backoffLimit", 0) >= 0
+    assert spec["shutdownAfterJobFinishes"] is True or "ttlSecondsAfterFinished" not in spec
+    cluster = spec["rayClusterSpec"]
+    assert cluster["headGroupSpec"]["template"]["spec"]["containers"]
+    for group in cluster["workerGroupSpecs"]:  # no autoscaling: both bounds set, replicas inside them
+        assert group["template"]["spec"]["containers"]
+        assert 0 <= group["minReplicas"] <= group["replicas"] <= group["maxReplicas"], group["groupName"]
     for template in [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]:
         assert _round_trip(template, "V1PodTemplateSpec") == template
         assert _round_trip(template["spec"], "V1PodSpec") == template["spec"]
@@ -140,6 +150,16 @@ def devices_requested(job: dict[str, Any], resource: str) -> int:
     return total
 
 
+def kuberay_ray_start_argv(params: dict[str, str]) -> list[str]:
+    """The arguments `ray start` receives in the pod: KubeRay's convertParamMap (pod.go) pastes
+    `` --key=value `` unquoted, in key order, into the container's `bash -lc` command line; bash parses it."""
+    flags = "".join(f" --{k} " if v.lower() == "true" else f" --{k}={v} " for k, v in sorted(params.items())
+                    if v.lower() != "false")
+    proc = subprocess.run(["bash", "-c", f"printf '%s\\0' {flags}"], capture_output=True, text=True, check=True,
+                          timeout=30)
+    return proc.stdout.split("\0")[:-1]
+
+
 def ray_resources(params: dict[str, str]) -> dict[str, float]:
     """rayStartParams.resources as KubeRay's getResourcesMap reads it (pod.go: trim quotes, JSON)."""
     return json.loads(params["resources"].strip("'\"` ")) if "resources" in params else {}
@@ -172,8 +192,10 @@ def test_exported_rayjob_validates_and_requests_nodes_times_devices(
     assert head_params["num-cpus"] == "0" and head_params["port"] == "6766"
     if device == "npu":  # KubeRay maps no Ascend resource: the NPU resource is given to Ray explicitly
         assert ray_resources(params) == {"NPU": per_node} and "num-gpus" not in params
+        assert kuberay_ray_start_argv(params) == [f'--resources={{"NPU": {per_node}}}']
     else:
         assert params["num-gpus"] == str(per_node) and ray_resources(params) == {}
+        assert kuberay_ray_start_argv(params) == [f"--num-gpus={per_node}"]
     # The training command asks verl for exactly what the pods hold.
     train = config_map["data"]["run_training.sh"]
     assert f"trainer.nnodes={nodes}" in train and f"trainer.n_gpus_per_node={per_node}" in train
@@ -195,11 +217,14 @@ def test_exported_rayjob_validates_and_requests_nodes_times_devices(
 def test_custom_device_resource_and_pvc_from_the_spec(tmp_path: Path, rayjob_schema: Any) -> None:
     spec = spec_file(tmp_path, kubernetes={"pvc": "team-nfs", "device_resource": "huawei.com/ascend-1980"})
     out = tmp_path / "job.yaml"
-    res = run_cli("export", "rayjob", "-c", str(spec), "-o", str(out), "--nodes", "2")
+    res = run_cli("export", "rayjob", "-c", str(spec), "-o", str(out), "--nodes", "2",
+                  "--set", "cluster.ray_start_args=[--num-cpus=64,--object-store-memory=10000000000]")
     assert res.code == 0, res.out + res.err
     docs = list(yaml.safe_load_all(out.read_text(encoding="utf-8")))
     validate(docs, rayjob_schema)
     job = docs[1]
+    assert kuberay_ray_start_argv(worker_group(job)["rayStartParams"]) == [
+        "--num-cpus=64", "--object-store-memory=10000000000", '--resources={"NPU": 8}']
     assert devices_requested(job, "huawei.com/ascend-1980") == 16
     assert devices_requested(job, "huawei.com/Ascend910") == 0
     claims = [v["persistentVolumeClaim"]["claimName"] for v in worker_group(job)["template"]["spec"]["volumes"]
@@ -243,7 +268,7 @@ def test_entrypoint_waits_for_every_device_on_kuberays_ray_and_never_starts_its_
     (workdir / "recipe" / "dapo" / "main_dapo.py").write_text("# recipe entry\n")
     gcs, port = _listen()
     try:
-        _, (config_map, _job) = export(
+        _, (config_map, job) = export(
             tmp_path, "--nodes", "2", "--pvc", "verl-shared", "--set", f"container.workdir={workdir}",
             "--set", f"paths.logs={tmp_path / 'logs'}", "--set", f"cluster.ray_port={port}",
             "--set", "cluster.join_timeout_s=4")
@@ -252,9 +277,12 @@ def test_entrypoint_waits_for_every_device_on_kuberays_ray_and_never_starts_its_
         for name, text in config_map["data"].items():
             (scripts / name).write_text(text, encoding="utf-8")
         ray_log = tmp_path / "ray.log"
+        # The entrypoint as written: its variable assignments, then bash on the mounted start_verl.sh.
+        *assignments, shell, script = shlex.split(job["spec"]["entrypoint"])
+        assert shell == "bash" and script == "/opt/verlctl/start_verl.sh"
+        entry_env = dict(a.split("=", 1) for a in assignments)
         rec = run_start_script(scripts, tmp_path / "record", ["HCCL_CONNECT_TIMEOUT"], {
-            "VERLCTL_ROLE": "head", "VERLCTL_RAY_RUNNING": "1", "VERLCTL_TEST_RAY_LOG": str(ray_log),
-            "VERLCTL_TEST_RAY_DEVICES": str(joined)})
+            **entry_env, "VERLCTL_TEST_RAY_LOG": str(ray_log), "VERLCTL_TEST_RAY_DEVICES": str(joined)})
     finally:
         gcs.close()
     assert not ray_log.exists(), ray_log.read_text()  # no `ray start` of its own
