@@ -454,3 +454,13 @@ def test_out_onto_a_directory_or_a_symlink_is_refused(tmp_path: Path) -> None:
 def test_export_help_lists_rayjob() -> None:
     res = run_cli("export", "--help")
     assert res.code == 0 and "rayjob" in res.out
+
+
+def test_operations_guide_documents_export_rayjob_and_its_options() -> None:
+    from verlctl import guides
+
+    text = guides.operations_md()
+    assert "| [`verlctl export rayjob`](#verlctl-export-rayjob) |" in text
+    section = text.split("\n## verlctl export rayjob\n", 1)[1].split("\n## ", 1)[0]
+    for option in ("--out, -o", "--nodes", "--device-resource", "--pvc", "--dry-run", "--set", "--device"):
+        assert f"| `{option}` |" in section, option
