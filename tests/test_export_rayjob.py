@@ -391,6 +391,8 @@ BAD = [
     (["--device-resource", "kubernetes.io/npu"], "kubernetes.device_resource: 'kubernetes.io/npu' is not"),
     (["--device-resource", "nvidia.com/gpu"], "kubernetes.device_resource: nvidia.com/gpu ends in 'gpu', which "
      "KubeRay hands to Ray as GPUs, but device is npu"),
+    (["--device", "gpu", "--strategy", "fsdp", "--device-resource", "huawei.com/Ascend910"],
+     "kubernetes.device_resource: huawei.com/Ascend910 is an Ascend NPU resource, but device is gpu"),
     (["--pvc", "Verl_Shared"], "kubernetes.pvc: 'Verl_Shared' is not a PVC name: lower-case letters, digits and "
      "inner '-', at most 63 characters"),
     (["--pvc", "a" * 64], "kubernetes.pvc: '" + "a" * 64 + "' is not a PVC name"),

@@ -91,6 +91,12 @@ def options_for(spec: RunSpec, nodes: int) -> RayJobOptions:
             "device plugin's resource (e.g. huawei.com/Ascend910) or --device gpu",
             "kubernetes.device_resource",
         )
+    if spec.device == "gpu" and "ascend" in resource.lower():
+        raise SpecError(
+            f"{resource} is an Ascend NPU resource, but device is gpu: give the GPU device plugin's resource "
+            "(e.g. nvidia.com/gpu) or --device npu",
+            "kubernetes.device_resource",
+        )
     if k.retries and spec.train.save_freq <= 0:
         raise SpecError(
             f"{k.retries} retries would each start over from step 0: no checkpoint is saved "
