@@ -15,6 +15,8 @@ What the manifest relies on, in KubeRay (github.com/ray-project/kuberay at feeaf
   ``bash -lc`` command line, so only shell-inert values are accepted here.
 - ``pod.go`` ``GetHeadPort`` (workers join ``headGroupSpec.rayStartParams.port``) and ``common/job.go``
   (the submitter reaches the head container's port named ``dashboard``): the spec's Ray and dashboard ports.
+- ``pod.go`` ``addEmptyDir``: the operator adds its own ``/dev/shm`` only when nothing is mounted there, so the
+  ``dshm`` volume here (sized from ``container.shm_size``) is the one the pods get.
 - ``apis/ray/v1/rayjob_types.go``: ``ttlSecondsAfterFinished`` works only with ``shutdownAfterJobFinishes``;
   each ``backoffLimit`` retry creates a new RayCluster (so retries only with checkpoints to resume from).
 - ``controllers/ray/utils/validation.go`` ``ValidateRayJobMetadata``: the name is a DNS-1035 label of at most
