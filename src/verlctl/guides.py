@@ -160,6 +160,11 @@ def _commands() -> Iterable[tuple[str, Any]]:
         cmd = group.get_command(ctx, name)  # type: ignore[attr-defined]
         if cmd is not None and not getattr(cmd, "hidden", False):
             yield name, cmd
+            if hasattr(cmd, "list_commands"):  # a group (`export`): its sub-commands follow it
+                for sub_name in cmd.list_commands(ctx):
+                    sub = cmd.get_command(ctx, sub_name)
+                    if sub is not None and not getattr(sub, "hidden", False):
+                        yield f"{name} {sub_name}", sub
 
 
 def operations_md() -> str:
@@ -173,7 +178,7 @@ def operations_md() -> str:
     out.append("|---|---|")
     for name, cmd in cmds:
         first = (cmd.help or "").strip().split("\n\n")[0]
-        out.append(f"| [`verlctl {name}`](#verlctl-{name}) | {_cell(first)} |")
+        out.append(f"| [`verlctl {name}`](#verlctl-{name.replace(' ', '-')}) | {_cell(first)} |")
     out.append("")
     for name, cmd in cmds:
         out.append(f"## verlctl {name}\n")

@@ -472,6 +472,68 @@ class RecoverySpec(_Strict):
         return _csv_list(v)
 
 
+#: Kubernetes object names (RFC 1123): a label (a PVC name here) and a subdomain (a Secret name).
+_DNS1123_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+#: A Kubernetes extended resource: ``domain/name`` (the device plugin's name, e.g. huawei.com/Ascend910).
+_EXTENDED_RESOURCE = re.compile(r"([a-z0-9.-]{1,253})/([A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
+
+
+class KubernetesSpec(_Strict):
+    """`verlctl export rayjob`: the Kubernetes objects a RayJob uses (nothing else reads these)."""
+
+    pvc: str | None = Field(
+        default=None,
+        description="PersistentVolumeClaim (ReadWriteMany) mounted at paths.checkpoints in every pod (required).",
+    )
+    device_resource: str | None = Field(
+        default=None,
+        description="The device plugin's resource per pod (default: nvidia.com/gpu, or huawei.com/Ascend910 on NPU; "
+        "`kubectl describe node` lists yours).",
+    )
+    swanlab_secret: str = Field(
+        default="verlctl-swanlab", description="Secret holding the SwanLab key under `api-key` (never its value)."
+    )
+    ttl_s: NonNegInt = Field(default=600, description="Seconds the finished RayCluster is kept (ttlSecondsAfterFinished).")
+    retries: NonNegInt = Field(
+        default=0,
+        description="RayJob backoffLimit: each retry is a new RayCluster resuming from the last checkpoint "
+        "(needs train.save_freq > 0).",
+    )
+
+    @field_validator("pvc")
+    @classmethod
+    def _pvc(cls, v: str | None) -> str | None:
+        if v is not None and not _DNS1123_LABEL.fullmatch(v):
+            raise ValueError(
+                f"{v!r} is not a PVC name: lower-case letters, digits and inner '-', at most 63 characters "
+                "(a DNS-1123 label, e.g. verl-shared)"
+            )
+        return v
+
+    @field_validator("device_resource")
+    @classmethod
+    def _resource(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        found = _EXTENDED_RESOURCE.fullmatch(v)
+        domain = found.group(1) if found else ""
+        native = domain == "kubernetes.io" or domain.endswith(".kubernetes.io") or v.startswith("requests.")
+        if not found or not _DNS1123_SUBDOMAIN.fullmatch(domain) or native:
+            raise ValueError(
+                f"{v!r} is not a Kubernetes extended resource name: give the device plugin's domain/name, "
+                "e.g. huawei.com/Ascend910 or nvidia.com/gpu"
+            )
+        return v
+
+    @field_validator("swanlab_secret")
+    @classmethod
+    def _secret(cls, v: str) -> str:
+        if len(v) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(v):
+            raise ValueError(f"{v!r} is not a Secret name: lower-case letters, digits, '-' and '.' (DNS-1123)")
+        return v
+
+
 class RunSpec(_Strict):
     """Everything that defines a verl run. See examples/run.yaml for an annotated example."""
 
@@ -489,6 +551,7 @@ class RunSpec(_Strict):
     features: FeaturesSpec = Field(default_factory=FeaturesSpec)
     logging: LoggingSpec = Field(default_factory=LoggingSpec)
     recovery: RecoverySpec = Field(default_factory=RecoverySpec)
+    kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
     env: dict[str, str] = Field(
         default_factory=dict, description="Extra environment variables exported before training."
     )

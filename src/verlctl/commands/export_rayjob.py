@@ -1,0 +1,141 @@
+"""``verlctl export rayjob``: the run as a KubeRay RayJob (plus a ConfigMap with the two launch scripts)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from verlctl.commands.options import SpecFile, SpecFlags, with_spec_flags
+
+#: Findings that do not hold for a RayJob: the SwanLab key comes from a Kubernetes Secret, not from here.
+NOT_FOR_RAYJOB = frozenset({"swanlab_api_key"})
+
+
+@with_spec_flags
+def rayjob(
+    flags: SpecFlags,
+    config: SpecFile = None,
+    out: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--out", "-o", help="The manifest file to write (ConfigMap + RayJob).", show_default=False),
+    ] = None,
+    nodes: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--nodes", help="Worker pods, each with every device of cluster.devices "
+                     "(default: the number of cluster.nodes, else 1).", show_default=False),
+    ] = None,
+    device_resource: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--device-resource", help="The device plugin's resource (default: huawei.com/Ascend910 on "
+                     "NPU, nvidia.com/gpu on GPU).", show_default=False),
+    ] = None,
+    pvc: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--pvc", help="PersistentVolumeClaim for the checkpoints (kubernetes.pvc).", show_default=False),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the manifest path and the kubectl command; write nothing.")
+    ] = False,
+) -> int:
+    """Write the run as a KubeRay RayJob: head + worker pods, devices, /dev/shm, checkpoints on a PVC."""
+    from verlctl.errors import VerlctlError
+
+    if out is None:
+        raise VerlctlError("-o: give the manifest file to write, e.g. -o rayjob.yaml")
+    target = _check_target(out)
+    values, names = dict(flags[0]), dict(flags[1])
+    for path, value, flag in (("kubernetes.device_resource", device_resource, "--device-resource"),
+                              ("kubernetes.pvc", pvc, "--pvc")):
+        if value is not None:
+            values[path], names[path] = value, flag
+    return _export(config, values, names, nodes, target, dry_run)
+
+
+def _check_target(out: Path) -> Path:
+    """-o names a file to create or replace: never a directory or a symlink, in a directory that exists."""
+    from verlctl.errors import VerlctlError
+
+    if out.is_symlink():
+        raise VerlctlError(f"-o {out}: is a symbolic link; give the path of a regular file (remove the link first)")
+    if out.is_dir():
+        raise VerlctlError(f"-o {out}: is a directory; give a file name, e.g. -o {out / 'rayjob.yaml'}")
+    if out.exists() and not out.is_file():
+        raise VerlctlError(f"-o {out}: is not a regular file; give another file name")
+    parent = out.absolute().parent
+    if not parent.is_dir():
+        raise VerlctlError(f"-o {out}: the directory {parent} does not exist; create it or give another path")
+    return out.absolute()
+
+
+def _export(config: Path | None, values: dict[str, Any], names: dict[str, str], nodes: int | None,
+            target: Path, dry_run: bool) -> int:
+    import dataclasses
+    import shlex
+
+    from rich.console import Console
+
+    from verlctl.checks.findings import has_errors
+    from verlctl.errors import VerlctlError
+    from verlctl.plan import make_plan
+    from verlctl.render import rayjob
+    from verlctl.render.render import render
+    from verlctl.report import print_findings
+    from verlctl.spec.resolve import load_spec
+
+    if nodes is not None:
+        rayjob.check_nodes(nodes)
+    else:
+        nodes = max(1, len(load_spec(config, flags=values, flag_names=names).spec.cluster.nodes))
+    # verl counts nodes (trainer.nnodes); the pods get their names from Kubernetes.
+    values["cluster.nodes"], names["cluster.nodes"] = rayjob.worker_names(nodes), "--nodes"
+    resolved = load_spec(config, flags=values, flag_names=names)
+    the_plan = make_plan(resolved)
+    findings = [f for f in the_plan.findings if f.code not in NOT_FOR_RAYJOB]
+    console = Console()
+    if has_errors(findings):
+        print_findings(console, findings)
+        sys.stderr.write("error: the spec has errors (listed above); nothing was written\n")
+        return 2
+    spec = resolved.spec
+    opts = rayjob.options_for(spec, nodes)
+    # The head pod runs start_verl.sh: it finds its own address (no node list in Kubernetes).
+    pod_spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"master_addr": None})})
+    rendered = render(dataclasses.replace(resolved, spec=pod_spec), the_plan.command)
+    docs = rayjob.manifests(spec, rendered, opts)
+    text = rayjob.dump(docs)
+    print_findings(console, findings)
+    kinds = ", ".join(f"{d['kind']} {d['metadata']['name']}" for d in docs)
+    per_node = len(spec.cluster.devices)
+    say = _say  # plain lines: the commands in them must survive copy and paste (no wrapping)
+    say(f"{nodes} worker pod(s) x {per_node} {opts.device_resource} = {nodes * per_node} devices; "
+        f"checkpoints on PVC {opts.pvc} at {spec.paths.checkpoints}")
+    apply = f"kubectl apply --filename={shlex.quote(str(target))}"
+    if dry_run:
+        say(f"would write {target} ({kinds})")
+        say(f"would run: {apply}")
+        say("dry run: nothing written")
+        return 0
+    from verlctl.files import write_file
+
+    try:
+        write_file(target, text.encode("utf-8"), 0o644)
+    except OSError as exc:
+        raise VerlctlError(f"-o {target}: cannot write it: {exc.strerror or exc}") from None
+    say(f"wrote {target} ({kinds})")
+    say(f"apply it with: {apply}")
+    sw = spec.logging.swanlab
+    if sw.enabled and sw.mode == "cloud":
+        secret = shlex.quote(opts.swanlab_secret)
+        say(f"the pods read the SwanLab key from Secret {opts.swanlab_secret} (key {rayjob.SECRET_KEY}); create it "
+            f"once: printf %s \"$SWANLAB_API_KEY\" | kubectl create secret generic {secret} "
+            f"--from-file={rayjob.SECRET_KEY}=/dev/stdin")
+    say("the pods read paths.model, paths.train_files and paths.val_files: they must exist in the image or on a "
+        "volume you add")
+    return 0
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
