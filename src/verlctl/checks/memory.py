@@ -8,6 +8,9 @@ can hold). Formulas and their sources (``reference/field-failures-and-scale-out.
 * **training states** per device. Megatron: bf16 params 2 B, fp32 main-grad buffer 4 B, and with verl's
   default ``use_distributed_optimizer: True`` (``engine/megatron.yaml``) fp32 master + Adam m, v = 12 B
   divided by DP x CP, all over TP x PP for the most-loaded stage (Megatron-LM ``theoretical_memory_usage``).
+  A MoE's routed experts are split over EP x ETP instead of TP (``actor.megatron.expert_model_parallel_size`` /
+  ``expert_tensor_parallel_size``, verl ``engine/megatron.yaml``; an unset ETP is TP in Megatron-core) and their
+  optimizer state over the expert data-parallel group, devices / (EP x ETP x PP).
   FSDP / FSDP2: verl keeps the actor's sharded params in fp32 (``fsdp_workers.py``: ``torch_dtype = float32``
   for the actor) = 4 B, fp32 grads 4 B, Adam m, v 8 B, all over the FSDP world size; the gathered bf16 root unit
   (embedding + head) and two decoder layers (prefetch) on top.
@@ -18,12 +21,16 @@ can hold). Formulas and their sources (``reference/field-failures-and-scale-out.
 * **activations** per layer and token: ``18 h + 6 ffn`` bytes (Korthikanti et al. with a SwiGLU MLP), over TP
   with sequence parallel; with recompute / gradient checkpointing only the layer input ``2 h`` is kept, plus one
   layer's full activations during its recompute. Megatron's first pipeline stage holds PP micro batches in
-  flight (x (1 + (PP - 1) / (PP x VPP)) with VPP).
+  flight (x (1 + (PP - 1) / (PP x VPP)) with VPP). FSDP with Ulysses sequence parallelism holds a micro batch's
+  tokens / SP per device (``actor.ulysses_sequence_parallel_size``; verl ``dp_actor.py``).
 * **logits**: bf16 logits and their gradient, ``tokens x vocab x 4`` bytes over TP (verl sets
   ``entropy_coeff=0``, so no entropy tensor).
 * **rollout**: vLLM / vllm-ascend reserve ``gpu_memory_utilization x HBM``; weights are split over the rollout
-  TP; KV bytes per token = ``2 x layers x kv_heads x head_dim x 2 / TP``. In the colocated (hybrid) mode what
-  training leaves resident (states not offloaded, the reference model) comes on top.
+  TP; KV bytes per token = ``2 x layers x kv_heads x head_dim x 2 / TP``. Before the KV cache vLLM takes out its
+  non-torch memory and the activation peak of its profiling pass over ``max_num_batched_tokens`` tokens (at least
+  ``max_model_len`` without chunked prefill): ``2 x (3 x ffn / TP + 4 x h)`` bytes per token, checked against
+  vllm-project/vllm#10517. In the colocated (hybrid) mode what training leaves resident (states not offloaded,
+  the reference model) comes on top.
 * **host RAM** per node: offloaded states, vLLM's sleep-mode weight backup (level 1 keeps a host copy of the
   rollout weights; verl forces level 1 on NPU), one runtime per device process, and the batch in Ray's object
   store. Ray's memory monitor kills workers above 0.95 of the node's RAM, so that is what is available.
@@ -47,8 +54,9 @@ RAY_MEMORY_THRESHOLD = 0.95
 RUNTIME_GIB = {"gpu": 1.0, "npu": 2.0}
 #: What vLLM keeps after it goes to sleep between rollouts (graphs, its own context).
 VLLM_RESIDUAL_GIB = 1.0
-#: vLLM's profiling activation peak plus graph memory inside its budget.
-VLLM_WORKSPACE_GIB = 1.5
+#: Memory vLLM counts inside its budget besides weights, KV cache and the profiling activation peak
+#: (``_vllm_profile_peak``): its non-torch memory (vllm-project/vllm#10517 reports non_torch_memory=0.35GiB).
+VLLM_WORKSPACE_GIB = 0.5
 #: Host RAM of one device process (torch, the accelerator runtime, Ray worker) and of the driver.
 HOST_PER_PROCESS_GIB = 3.0
 HOST_DRIVER_GIB = 4.0
@@ -100,6 +108,23 @@ def _active_ffn(cfg: Mapping[str, Any], hidden: int) -> int:
     return per_token * moe + shared
 
 
+def _expert_params(cfg: Mapping[str, Any], layers: int, hidden: int) -> int:
+    """Parameters of the routed experts over all MoE layers (what Megatron splits over expert parallelism);
+    the layer pattern as ``detect.models.estimate_params_from_config`` counts it (first_k_dense_replace,
+    mlp_only_layers, decoder_sparse_step). 0 for a dense model."""
+    experts = _int(cfg, "num_experts", "num_local_experts", "n_routed_experts")
+    if not experts:
+        return 0
+    moe = _int(cfg, "moe_intermediate_size") or _int(cfg, "intermediate_size", "ffn_hidden_size") or 4 * hidden
+    first_dense = _int(cfg, "first_k_dense_replace") or 0
+    step = _int(cfg, "decoder_sparse_step") or 1
+    raw_only = cfg.get("mlp_only_layers")
+    mlp_only = {i for i in raw_only if isinstance(i, int)} if isinstance(raw_only, list) else set()
+    moe_layers = sum(1 for i in range(layers)
+                     if not (i < first_dense or i in mlp_only or (step > 1 and (i + 1) % step != 0)))
+    return experts * 3 * hidden * moe * moe_layers
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """The sizes of a decoder-only model that the estimate needs (from its config.json)."""
@@ -115,6 +140,7 @@ class ModelShape:
     params: int
     experts: int = 0
     name: str = ""
+    expert_params: int = 0  # routed experts of all MoE layers (split over expert parallelism by Megatron)
 
     @property
     def embed_params(self) -> int:
@@ -157,6 +183,7 @@ class ModelShape:
             params=params,
             experts=_int(cfg, "num_experts", "num_local_experts", "n_routed_experts") or 0,
             name=name,
+            expert_params=min(params, _expert_params(cfg, layers, hidden)),
         )
 
     @classmethod
@@ -220,6 +247,11 @@ class Layout:
     ref_offload: bool = False
     max_num_seqs: int = 1024
     rollout_engine: str = "vllm"
+    ep: int = 1  # Megatron expert_model_parallel_size
+    etp: int | None = None  # Megatron expert_tensor_parallel_size; None: Megatron-core uses the TP size
+    ulysses: int = 1  # FSDP actor.ulysses_sequence_parallel_size
+    max_batched_tokens: int = 8192  # rollout.max_num_batched_tokens (rollout/rollout.yaml, both versions)
+    chunked_prefill: bool = True  # rollout.enable_chunked_prefill (verl's default True)
 
     @property
     def train_devices(self) -> int:
@@ -238,9 +270,20 @@ class Layout:
 
     @property
     def tokens_per_micro_batch(self) -> int:
+        """Tokens one device holds in a micro batch. With Ulysses sequence parallelism verl packs
+        ``ppo_max_token_len_per_gpu x sp`` tokens per micro batch and splits every sequence over the sp ranks
+        (verl 0.7.0 workers/actor/dp_actor.py lines 367 and 441)."""
+        sp = max(1, self.ulysses)
         if self.dynamic_batch:
-            return max(self.max_token_len or self.seq, self.seq)
-        return self.micro_batch * self.seq
+            return math.ceil(max((self.max_token_len or self.seq) * sp, self.seq) / sp)
+        return math.ceil(self.micro_batch * self.seq / sp)
+
+    @property
+    def profile_tokens(self) -> int:
+        """Tokens of vLLM's profiling forward pass (its activation peak is taken out of the budget before the
+        KV cache): ``max_num_batched_tokens``; without chunked prefill at least ``max_model_len`` (vLLM refuses
+        less; verl 0.9.1 vllm_async_server.py line 1113 raises it)."""
+        return self.max_batched_tokens if self.chunked_prefill else max(self.max_batched_tokens, self.seq)
 
 
 def _raw_overrides(extra: list[str]) -> dict[str, str]:
@@ -283,6 +326,14 @@ def layout_for(spec: Any, features: Mapping[str, bool], version: str | None = No
     kl = _as_bool(extra.get(f"{ar}.actor.use_kl_loss"))
     if kl is not None:
         has_ref = kl or bool(_as_bool(extra.get("algorithm.use_kl_in_reward")))
+    chunked = not (bool(features.get("chunked_prefill_off"))
+                   or _as_bool(extra.get(f"{ar}.rollout.enable_chunked_prefill")) is False)
+    seq = t.max_prompt_length + t.max_response_length
+    # verlctl's chunked_prefill=off writes max_num_batched_tokens=max(8192, prompt+response) for 0.9.1
+    # (verl/features.py); an explicit override wins.
+    batched = _as_int(extra.get(f"{ar}.rollout.max_num_batched_tokens")) or 0
+    if batched <= 0:
+        batched = max(8192, seq) if (not chunked and v == "0.9.1") else 8192
     u = extra.get(f"{ar}.rollout.gpu_memory_utilization")
     try:
         util = float(u) if u is not None else t.rollout_memory_utilization
@@ -320,6 +371,11 @@ def layout_for(spec: Any, features: Mapping[str, bool], version: str | None = No
         ref_offload=offload,
         max_num_seqs=_as_int(extra.get(f"{ar}.rollout.max_num_seqs")) or MAX_NUM_SEQS.get(v, 1024),
         rollout_engine=t.rollout_engine,
+        ep=max(1, _as_int(extra.get(f"{ar}.actor.megatron.expert_model_parallel_size")) or 1) if megatron else 1,
+        etp=_as_int(extra.get(f"{ar}.actor.megatron.expert_tensor_parallel_size")) if megatron else None,
+        ulysses=1 if megatron else max(1, _as_int(extra.get(f"{ar}.actor.ulysses_sequence_parallel_size")) or 1),
+        max_batched_tokens=batched,
+        chunked_prefill=chunked,
     )
 
 
@@ -394,20 +450,32 @@ def _act_per_token_layer(s: ModelShape) -> float:
     return 18.0 * s.hidden + 6.0 * s.intermediate
 
 
-def _megatron_shard(s: ModelShape, lay: Layout) -> float:
-    """Parameters on the most-loaded device (first/last pipeline stage), over TP."""
-    stage = s.layer_params / lay.pp + s.embed_params
+def _expert_split(lay: Layout) -> int:
+    """Devices one expert's weights are split over: expert parallel x expert tensor parallel (Megatron-core
+    uses the TP size when expert_tensor_parallel_size is unset, verl's default: engine/megatron.yaml)."""
+    etp = lay.etp if lay.etp and lay.etp > 0 else lay.tp
+    return max(1, lay.ep) * max(1, etp)
+
+
+def _megatron_shard(s: ModelShape, lay: Layout) -> tuple[float, float]:
+    """(dense, expert) parameters on the most-loaded device (first/last pipeline stage): the dense part over
+    TP, the routed experts over EP x ETP (Megatron-LM ``theoretical_memory_usage``: expert layers / EP)."""
+    stage = (s.layer_params - s.expert_params) / lay.pp + s.embed_params
     if lay.pp == 1 and not s.tied:
         stage += s.embed_params
-    return stage / lay.tp
+    return stage / lay.tp, s.expert_params / lay.pp / _expert_split(lay)
 
 
 def _train_states(s: ModelShape, lay: Layout) -> dict[str, float]:
     """Bytes per device of the actor's params, grads, optimizer state and the reference's params."""
     if lay.strategy == "megatron":
-        shard = _megatron_shard(s, lay)
+        dense, expert = _megatron_shard(s, lay)
+        shard = dense + expert
         dp = max(1, lay.train_devices // (lay.tp * lay.pp * lay.cp))
-        opt = 12.0 * shard / (dp * lay.cp)
+        # The distributed optimizer shards over the data-parallel group of each part: the experts' group is
+        # the devices left over by EP x ETP x PP (Megatron-core's expert data parallel group).
+        edp = max(1, lay.train_devices // (_expert_split(lay) * lay.pp))
+        opt = 12.0 * dense / (dp * lay.cp) + 12.0 * expert / edp
         return {"params": 2.0 * shard, "grads": 4.0 * shard, "optimizer": opt,
                 "ref": 2.0 * shard if lay.has_ref else 0.0}
     n = max(1, lay.train_devices)
@@ -433,6 +501,15 @@ def _activations(s: ModelShape, lay: Layout) -> tuple[float, float]:
         return max(first, last), 0.0
     acts = s.layers * kept_in + full if lay.recompute else s.layers * full
     return acts, logits
+
+
+def _vllm_profile_peak(s: ModelShape, lay: Layout) -> float:
+    """vLLM's activation peak in its profiling run, which it subtracts from the budget before sizing the KV
+    cache: per token the MLP's gate/up and activated outputs (3 x ffn / TP) and a few hidden-size tensors
+    (4 x h), bf16. Checked against vllm-project/vllm#10517 (Llama-3.1-8B: 2.07 GiB at 20000 tokens, 2.99 GiB
+    at 29000, i.e. 110 KB per token; this gives 119 KB)."""
+    per_token = 2.0 * (3.0 * s.intermediate / max(1, lay.rollout_tp) + 4.0 * s.hidden)
+    return per_token * lay.profile_tokens
 
 
 def _fsdp_gathered(s: ModelShape, lay: Layout) -> float:
@@ -475,11 +552,12 @@ def estimate(
     concurrent = min(lay.max_num_seqs, math.ceil(lay.n * lay.batch / replicas))
     kv_wanted = concurrent * lay.seq
     kv_fit = None
+    profile = _vllm_profile_peak(s, lay)
     if budget is not None:
-        kv_fit = (budget - rollout_weights - VLLM_WORKSPACE_GIB * GIB) / kv_per_token
+        kv_fit = (budget - rollout_weights - VLLM_WORKSPACE_GIB * GIB - profile) / kv_per_token
         vllm = budget
     else:
-        vllm = rollout_weights + VLLM_WORKSPACE_GIB * GIB + kv_per_token * lay.seq
+        vllm = rollout_weights + VLLM_WORKSPACE_GIB * GIB + profile + kv_per_token * lay.seq
     rollout_parts = {"vLLM budget (utilization x HBM)" if budget else "vLLM minimum": vllm}
     if lay.colocated:
         if lay.strategy == "megatron":
@@ -784,4 +862,7 @@ def estimate_for_command(
     if shape is None:
         return None, f"no usable config.json under {spec.paths.model} on this machine"
     features = {n: bool(s.on and s.applicable) for n, s in command.features.items()}
+    chunked = command.features.get("chunked_prefill")
+    # chunked prefill is verl's default: only an explicit "off" that is written (emits_off) turns it off
+    features["chunked_prefill_off"] = bool(chunked is not None and chunked.applicable and chunked.emits_off)
     return estimate_run(spec, features, shape, command.version, hbm_gib, host_gib), None
