@@ -17,24 +17,20 @@ from typing import Any
 
 import pytest
 
+from verlctl.checks.checkpoints import CHECKPOINT_BYTES_PER_PARAM, check_checkpoints
+from verlctl.checks.devices import check_devices
 from verlctl.checks.findings import Finding, Severity
-from verlctl.checks.machine_checks import (
-    CHECKPOINT_BYTES_PER_PARAM,
-    CheckpointProbe,
-    check_checkpoints,
-    check_devices,
-    check_model_fit,
-    check_network,
-    collect_facts,
-    machine_findings,
-    probe_checkpoint_dir,
-)
+from verlctl.checks.machine_checks import machine_findings
+from verlctl.checks.model_checks import check_model_fit
+from verlctl.checks.network import check_network
 from verlctl.commands.check import spec_findings
+from verlctl.detect.check_probes import CheckpointProbe, probe_checkpoint_dir
 from verlctl.detect.gpu import parse_nvidia_smi
 from verlctl.detect.machine import MachineState
 from verlctl.detect.models import inspect_model
 from verlctl.detect.network import NetworkInfo, host_ips, parse_ip_addr, probe_network
 from verlctl.detect.npu import parse_npu_smi_info, probe_npu
+from verlctl.ops.machine_facts import collect_facts
 from verlctl.spec.resolve import ResolvedSpec, load_spec
 
 from conftest import FIXTURES, fixture_text
@@ -217,7 +213,7 @@ def test_checkpoint_dir_on_a_read_only_mount(workspace: dict[str, Any], tmpfs: A
     assert f.message == f"{ro}, the nearest existing parent of {ro / 'ckpt' / 'exp'}, is not writable: Read-only file system"
 
 
-_PROBE_JSON = "import sys; from verlctl.checks.machine_checks import probe_checkpoint_dir as p; print(p(sys.argv[1]).model_dump_json())"
+_PROBE_JSON = "import sys; from verlctl.detect.check_probes import probe_checkpoint_dir as p; print(p(sys.argv[1]).model_dump_json())"
 
 
 def test_checkpoint_dir_without_write_permission(workspace: dict[str, Any], tmp_path: Path) -> None:

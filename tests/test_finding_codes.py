@@ -22,29 +22,25 @@ from typing import Any
 
 import pytest
 
+from verlctl.checks.checkpoints import CHECKPOINT_BYTES_PER_PARAM, check_checkpoints
+from verlctl.checks.container import check_docker, check_recipe
+from verlctl.checks.dataset_checks import check_datasets
+from verlctl.checks.devices import check_devices
+from verlctl.checks.facts import CheckFacts
 from verlctl.checks.field_checks import memory_and_field_findings, ports_in_use
 from verlctl.checks.findings import Finding, Severity
-from verlctl.checks.machine_checks import (
-    CHECKPOINT_BYTES_PER_PARAM,
-    CheckFacts,
+from verlctl.checks.model_checks import check_model_fit, check_model_path
+from verlctl.checks.network import check_network
+from verlctl.checks.storage import check_checkpoint_storage, collect_storage, mount_of
+from verlctl.commands.check import spec_findings
+from verlctl.detect.check_probes import (
     CheckpointProbe,
     DatasetCheck,
     DockerFacts,
     FileProbe,
-    check_checkpoints,
     check_dataset_file,
-    check_datasets,
-    check_devices,
-    check_docker,
-    check_model_fit,
-    check_model_path,
-    check_network,
-    check_recipe,
-    collect_recipe,
     probe_checkpoint_dir,
 )
-from verlctl.checks.storage import check_checkpoint_storage, collect_storage, mount_of
-from verlctl.commands.check import spec_findings
 from verlctl.detect.common import UnavailableCode, unavailable
 from verlctl.detect.gpu import parse_nvidia_smi, probe_gpu
 from verlctl.detect.machine import MachineState, SystemInfo
@@ -52,6 +48,7 @@ from verlctl.detect.models import inspect_model
 from verlctl.detect.network import NetworkInfo, host_ips, parse_ip_addr, probe_network
 from verlctl.detect.npu import parse_npu_smi_info, probe_npu
 from verlctl.detect.system import DiskSpace, shm_space
+from verlctl.ops.machine_facts import collect_recipe
 from verlctl.spec.model import RunSpec
 from verlctl.spec.resolve import load_spec
 
@@ -72,7 +69,7 @@ RULE_DIRS = [SRC / "checks"]
 OTHER_MODULES = [SRC / "verl" / "compose.py", SRC / "commands" / "check.py"]
 #: A finding re-emitted with the code of another finding (``Finding(code=f.code, ...)``): the function
 #: that does it, and the module whose codes it relays (the parquet schema check's ``dataset.*`` codes).
-RELAYS = {("machine_checks.py", "_schema_findings"): SRC / "detect" / "datasets.py"}
+RELAYS = {("dataset_checks.py", "_schema_findings"): SRC / "detect" / "datasets.py"}
 CONSTRUCTORS = {"error", "warning", "info", "Finding", "finding"}
 
 

@@ -282,7 +282,7 @@ def check_prompt_lengths(spec: Any, result: PromptLengths | str | None) -> list[
 
 def _prompt_lengths(resolved: Any, facts: Any, budget: float) -> Any:
     """The first train file's prompts counted with the model's tokenizer, within ``budget`` seconds."""
-    from verlctl.checks.machine_checks import FileProbe
+    from verlctl.detect.check_probes import FileProbe
     from verlctl.detect.common import CallTimeout, call_with_timeout
 
     spec = resolved.spec
