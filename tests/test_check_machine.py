@@ -290,6 +290,26 @@ def test_busy_npus_are_a_warning_listing_pids_and_names() -> None:
     assert findings[1].message == "NPU 7 is in use by 1 process(es): 2441454 (python)"
 
 
+def test_the_busy_rule_reads_who_holds_a_device_from_the_facts_and_never_looks_itself() -> None:
+    """Issue 15: who holds a busy device is a fact the caller collects (``CheckFacts.holders``); the rule
+    names the holders it is given and imports nothing of the runtime."""
+    import ast
+
+    import verlctl.checks.devices as devices_module
+    from verlctl.checks.devices import busy_pids
+
+    state = npu_state("info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt")
+    spec = resolve(**{"cluster.devices": [0, 7], "device": "npu"}).spec
+    assert busy_pids(spec, state) == [2441447, 2441448, 2441454]  # every process npu-smi shows
+    told = {2441447: "pid 2441447 (python) is verlctl run r1: `verlctl stop r1` frees the device"}
+    first, second = check_devices(spec, state, told)
+    assert first.hint is not None and first.hint.endswith(told[2441447])
+    assert second.hint is not None and "2441447" not in second.hint and "verlctl stop" not in second.hint
+    tree = ast.parse(open(devices_module.__file__, encoding="utf-8").read())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not any(m and m.startswith("verlctl.runtime") for m in imported)
+
+
 def test_npus_not_in_the_output_are_errors_with_the_choices() -> None:
     state = npu_state("info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt")  # NPUs 1-6 elided
     findings = devices_findings(state, [0, 1, 2, 3, 4, 5, 6, 7])

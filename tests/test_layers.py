@@ -45,10 +45,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 
 #: Known upward imports still to be removed (each with its reason). An entry that no longer occurs fails the
 #: test too, so this list can only shrink.
-DEBT: dict[tuple[str, str], str] = {
-    ("verlctl.checks.devices", "verlctl.runtime.holders"): "who holds a busy device is a fact collected for the "
-    "device rule (issue 15)",
-}
+DEBT: dict[tuple[str, str], str] = {}
 
 
 def _module_name(path: Path) -> str:

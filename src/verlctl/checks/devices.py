@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from verlctl.checks.findings import Finding, error, warning
 from verlctl.checks.units import _ids
 from verlctl.detect.common import Unavailable, UnavailableCode
@@ -40,7 +42,7 @@ def _tool_unavailable(spec: RunSpec, result: Unavailable) -> Finding:
     return error(f"{tool.replace('-', '_')}_failed", f"{tool} did not give the {kind} list: {result.reason}", "device")
 
 
-def _npu_findings(spec: RunSpec, npu: NpuInfo) -> list[Finding]:
+def _npu_findings(spec: RunSpec, npu: NpuInfo, holders: Mapping[int, str]) -> list[Finding]:
     by_id: dict[int, list[NpuDevice]] = {}
     for d in npu.devices:
         by_id.setdefault(npu_logical_id(d), []).append(d)
@@ -62,11 +64,11 @@ def _npu_findings(spec: RunSpec, npu: NpuInfo) -> list[Finding]:
                 )
         procs = [p for p in npu.processes if any(p.device == c.id and p.chip in (None, c.chip) for c in chips)]
         if procs:
-            out.append(_device_busy("NPU", dev, [(p.pid, p.name) for p in procs]))
+            out.append(_device_busy("NPU", dev, [(p.pid, p.name) for p in procs], holders))
     return out
 
 
-def _gpu_findings(spec: RunSpec, gpu: GpuInfo) -> list[Finding]:
+def _gpu_findings(spec: RunSpec, gpu: GpuInfo, holders: Mapping[int, str]) -> list[Finding]:
     out: list[Finding] = []
     for dev in spec.cluster.devices:
         if dev not in gpu.gpu_ids:
@@ -74,7 +76,7 @@ def _gpu_findings(spec: RunSpec, gpu: GpuInfo) -> list[Finding]:
             continue
         procs = [(p.pid, p.name) for p in gpu.processes if p.device == dev]
         if procs:
-            out.append(_device_busy("GPU", dev, procs))
+            out.append(_device_busy("GPU", dev, procs, holders))
     return out
 
 
@@ -87,28 +89,38 @@ def _device_missing(kind: str, tool: str, dev: int, present: list[int]) -> Findi
     )
 
 
-def _device_busy(kind: str, dev: int, procs: list[tuple[int, str]]) -> Finding:
-    from verlctl.runtime.holders import describe_device_holder
-
+def _device_busy(kind: str, dev: int, procs: list[tuple[int, str]], holders: Mapping[int, str]) -> Finding:
     listed = ", ".join(f"{pid} ({name or '?'})" for pid, name in procs)
     # Whose they are (an earlier run still holding the devices, Ascend's EJ0001): verlctl offers to stop
     # only the processes of runs it recorded.
-    holders = "; ".join(describe_device_holder(pid) for pid, _ in procs[:4])
+    # The lines come with the facts (``CheckFacts.holders``, collected by the caller from /proc and the run
+    # records); a pid without one is listed above only.
+    whose = "; ".join(holders[pid] for pid, _ in procs[:4] if pid in holders)
     return warning(
         "device_busy",
         f"{kind} {dev} is in use by {len(procs)} process(es): {listed}",
         "cluster.devices",
-        "stop those processes, or choose free devices: training on a busy device runs out of memory. " + holders,
+        "stop those processes, or choose free devices: training on a busy device runs out of memory. " + whose,
     )
 
 
-def check_devices(spec: RunSpec, machine: MachineState) -> list[Finding]:
-    """The chosen devices exist, are healthy (NPU health OK) and are not busy."""
+def busy_pids(spec: RunSpec, machine: MachineState) -> list[int]:
+    """The pids the device tool shows on this machine (first seen first): whose they are is the fact
+    :func:`check_devices` reports for a busy device (the caller collects it, see ``runtime.holders``)."""
+    result = machine.npu if spec.device == "npu" else machine.gpu
+    if not isinstance(result, (NpuInfo, GpuInfo)):
+        return []
+    return list(dict.fromkeys(p.pid for p in result.processes))
+
+
+def check_devices(spec: RunSpec, machine: MachineState, holders: Mapping[int, str] | None = None) -> list[Finding]:
+    """The chosen devices exist, are healthy (NPU health OK) and are not busy; ``holders``: pid -> who holds
+    it (one line each, for the busy ones)."""
     result: NpuInfo | GpuInfo | Unavailable | None = machine.npu if spec.device == "npu" else machine.gpu
     if result is None:
         return []
     if isinstance(result, Unavailable):
         return [_tool_unavailable(spec, result)]
     if isinstance(result, NpuInfo):
-        return _npu_findings(spec, result)
-    return _gpu_findings(spec, result)
+        return _npu_findings(spec, result, holders or {})
+    return _gpu_findings(spec, result, holders or {})

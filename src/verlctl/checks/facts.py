@@ -24,3 +24,4 @@ class CheckFacts(BaseModel):
     master_ips: list[str] = []  # cluster.master_addr resolved to IPv4 addresses
     storage: StorageFacts | None = None  # multi-node: where the checkpoint directory lives
     recipe_missing: str | None = None  # the recipe entry file the work dir lacks (0.7.0 DAPO / one-step-off)
+    holders: dict[int, str] = {}  # pid on a device -> who holds it (runtime.holders), for device_busy

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from verlctl.checks.devices import busy_pids
 from verlctl.checks.facts import CheckFacts
 from verlctl.checks.storage import collect_storage
 from verlctl.detect.check_probes import (
@@ -35,6 +36,7 @@ from verlctl.detect.common import (
 from verlctl.detect.datasets import parquet_check_argv, parse_parquet_check_output
 from verlctl.detect.machine import MachineState
 from verlctl.detect.models import inspect_model
+from verlctl.runtime.holders import describe_holders
 from verlctl.spec.model import RunSpec
 from verlctl.spec.resolve import ResolvedSpec
 
@@ -256,4 +258,5 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
         master_ips=got["ips"] if isinstance(got["ips"], list) else [],
         storage=collect_storage(spec),
         recipe_missing=recipe_missing,
+        holders=describe_holders(busy_pids(spec, machine)),
     )

@@ -216,9 +216,11 @@ def round_basic(ctx: RoundContext) -> None:
             )
             ids = [int(v) for v in chosen]
             a.set("cluster.devices", ids if sorted(ids) != sorted(current) else current)
-            from verlctl.checks.devices import check_devices
+            from verlctl.checks.devices import busy_pids, check_devices
+            from verlctl.runtime.holders import describe_holders
 
-            for f in check_devices(a.current.spec, ctx.machine):
+            spec_now = a.current.spec
+            for f in check_devices(spec_now, ctx.machine, describe_holders(busy_pids(spec_now, ctx.machine))):
                 ctx.note(f"{f.severity.value}: {f.message}")
         else:
             ctx.note("no NPU/GPU was detected on this machine: type the device ids")
