@@ -305,7 +305,7 @@ def test_the_busy_rule_reads_who_holds_a_device_from_the_facts_and_never_looks_i
     first, second = check_devices(spec, state, told)
     assert first.hint is not None and first.hint.endswith(told[2441447])
     assert second.hint is not None and "2441447" not in second.hint and "verlctl stop" not in second.hint
-    tree = ast.parse(open(devices_module.__file__, encoding="utf-8").read())
+    tree = ast.parse(Path(devices_module.__file__).read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not any(m and m.startswith("verlctl.runtime") for m in imported)
 
@@ -473,3 +473,46 @@ def test_a_worker_node_is_not_asked_to_carry_the_head_address() -> None:
     spec = resolve(**{"cluster.nodes": "192.0.2.10,192.0.2.11", "cluster.socket_ifname": "ens8f0np0"}).spec
     findings = check_network(spec, captured_network(), ["192.0.2.10"])
     assert [(f.code, f.severity) for f in findings] == [("not_head", INFO)]
+
+
+# --------------------------------------------------------------------------------------------------
+# Python / Ray where training runs, against what verl requires (issue 13)
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["0.7.0", "0.9.1"])
+def test_the_requirements_table_is_what_the_verl_wheel_declares(version: str) -> None:
+    from verlctl.verl.requirements import REQUIREMENTS
+
+    from verlcompose import verl_root
+
+    meta = verl_root(version) / f"verl-{version}.dist-info" / "METADATA"
+    if not meta.is_file():
+        pytest.skip(f"the verl {version} wheel is not under .cache/verl")
+    lines = meta.read_text(encoding="utf-8").splitlines()
+    python = next(ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Requires-Python:"))
+    ray = next(ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Requires-Dist: ray[default]") and ";" not in ln)
+    req = REQUIREMENTS[version]
+    assert sorted(python.split(",")) == sorted(req.python_text.split(","))
+    assert ray == "ray[default]" + req.ray_text
+
+
+def test_image_versions_findings_from_the_facts() -> None:
+    from verlctl.checks.facts import CheckFacts
+    from verlctl.detect.check_probes import ImageVersions
+
+    resolved = resolve(**{"container.runtime": "host", "verl_version": "0.9.1"})
+
+    def codes(python: str, ray: str | None) -> list[str]:
+        facts = CheckFacts(machine=MachineState(), image_versions=ImageVersions(where="this host's python3",
+                                                                                  python=python, ray=ray))
+        return [f.code for f in machine_findings(resolved, facts) if f.code.startswith("image_")]
+
+    assert codes("3.12.9", "2.41.0") == []
+    assert codes("3.13.1", "2.41.0") == ["image_python_unsupported"]  # 0.9.1: <3.13
+    assert codes("3.10.12", "2.40.9") == ["image_ray_too_old"]
+    assert codes("3.10.12", "2.49.0rc1") == []
+    assert codes("3.10.12", None) == ["image_ray_missing"]
+    f = next(f for f in machine_findings(resolved, CheckFacts(machine=MachineState(), image_versions=ImageVersions(
+        where="this host's python3", python="3.9.2", ray="2.41.0"))) if f.code == "image_python_unsupported")
+    assert f.field == "container.runtime" and "Python 3.9.2 in this host's python3" in f.message

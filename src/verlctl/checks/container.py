@@ -4,7 +4,7 @@ mounts; the recipe entry file in the work dir."""
 from __future__ import annotations
 
 from verlctl.checks.findings import Finding, error, info, warning
-from verlctl.detect.check_probes import DockerFacts
+from verlctl.detect.check_probes import DockerFacts, ImageVersions
 from verlctl.spec.model import RunSpec
 
 
@@ -90,3 +90,43 @@ def check_recipe(spec: RunSpec, missing: str | None) -> list[Finding]:
         return []
     return [error("recipe_missing", f"no {missing} in the work dir {spec.container.workdir}", "container.workdir",
                   RECIPE_HINT)]
+
+
+def check_image_versions(verl_version: str, versions: ImageVersions | None, field: str = "container.image",
+                         node: str = "") -> list[Finding]:  # fmt: skip
+    """The Python and Ray where training runs satisfy what the targeted verl declares (its wheel's
+    ``Requires-Python`` and ``ray[default]`` requirement, :mod:`verlctl.verl.requirements`): verl's imports and
+    its Ray API calls fail otherwise, after the cluster is up. ``node``: the node's words in a multi-node
+    pre-flight ("node 10.0.0.2: ")."""
+    from verlctl.verl.requirements import REQUIREMENTS, python_ok, ray_ok
+
+    req = REQUIREMENTS.get(verl_version)
+    if versions is None or req is None:
+        return []
+    where = versions.where
+    out: list[Finding] = []
+    if versions.python and python_ok(req, versions.python) is False:
+        out.append(error(
+            "image_python_unsupported",
+            f"{node}Python {versions.python} in {where}: verl {verl_version} requires Python {req.python_text}",
+            field,
+            f"use an image whose python3 is {req.python_text} (verl {verl_version}'s Requires-Python), or target "
+            "the verl version the image was built for (verl_version)",
+        ))
+    if versions.python and versions.ray is None:
+        out.append(error(
+            "image_ray_missing",
+            f"{node}no Ray is installed for python3 in {where}: verl {verl_version} runs on Ray "
+            f"(ray[default]{req.ray_text}) and start_verl.sh starts it",
+            field,
+            f"install it in the image (pip install 'ray[default]{req.ray_text}'), or choose an image with verl's "
+            "dependencies",
+        ))
+    elif versions.ray and ray_ok(req, versions.ray) is False:
+        out.append(error(
+            "image_ray_too_old",
+            f"{node}Ray {versions.ray} in {where}: verl {verl_version} requires ray[default]{req.ray_text}",
+            field,
+            f"upgrade Ray in the image (pip install 'ray[default]{req.ray_text}'), the same version on every node",
+        ))
+    return out

@@ -21,7 +21,7 @@ from verlctl.checks.checkpoints import (
     check_checkpoints,
     checkpoint_bytes,
 )
-from verlctl.checks.container import check_docker, check_recipe
+from verlctl.checks.container import check_docker, check_image_versions, check_recipe
 from verlctl.checks.dataset_checks import PARQUET_INSTALL_HINT, check_datasets
 from verlctl.checks.devices import check_devices, npu_logical_id
 from verlctl.checks.facts import CheckFacts
@@ -65,6 +65,12 @@ def _recompute_on(resolved: ResolvedSpec) -> bool:
     return bool(st and st.on and st.applicable)
 
 
+def _target_version(resolved: ResolvedSpec) -> str:
+    from verlctl.verl.compose import effective_version
+
+    return effective_version(resolved)[0]
+
+
 def machine_findings(resolved: ResolvedSpec, facts: CheckFacts, vpp_on: bool = False) -> list[Finding]:
     """Every machine check of one spec, from the facts :func:`collect_facts` gathered (or a test built)."""
     spec = resolved.spec
@@ -78,6 +84,8 @@ def machine_findings(resolved: ResolvedSpec, facts: CheckFacts, vpp_on: bool = F
     out += check_docker(spec, facts.docker, resolved.explicit("container.image"))
     out += check_checkpoint_storage(spec, facts.storage)
     out += check_recipe(spec, facts.recipe_missing)
+    out += check_image_versions(_target_version(resolved), facts.image_versions,
+                                "container.image" if spec.container.runtime == "docker" else "container.runtime")
     return out
 
 

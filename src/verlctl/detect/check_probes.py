@@ -77,6 +77,33 @@ class DockerFacts(BaseModel):
         return self.exists and self.state == "running"
 
 
+class ImageVersions(BaseModel):
+    """The Python and Ray that ``python3`` finds where training runs (the spec's container, or this host)."""
+
+    where: str  # "container NAME" or "this host"
+    python: str | None = None  # "3.10.12"
+    ray: str | None = None  # None: no ray distribution
+
+
+#: Prints {"python": "3.10.12", "ray": "2.49.0" or null} with the interpreter run_training.sh uses.
+VERSIONS_SNIPPET = (
+    "import json, sys\n"
+    "try:\n    import importlib.metadata as m\n    ray = m.version('ray')\n"
+    "except Exception:\n    ray = None\n"
+    "print(json.dumps({'python': '%d.%d.%d' % sys.version_info[:3], 'ray': ray}))\n"
+)
+
+
+def parse_versions(text: str, where: str) -> ImageVersions | None:
+    import json
+
+    try:
+        doc = json.loads(text.strip().splitlines()[-1])
+        return ImageVersions(where=where, python=doc.get("python"), ray=doc.get("ray"))
+    except (ValueError, IndexError, AttributeError):
+        return None
+
+
 CHECKPOINT_PROBE_SNIPPET = r"""
 import json, os, sys, tempfile
 

@@ -17,13 +17,16 @@ from verlctl.checks.storage import collect_storage
 from verlctl.detect.check_probes import (
     CHECKPOINT_PROBE_SNIPPET,
     DEFAULT_BUDGET_S,
+    VERSIONS_SNIPPET,
     CheckpointProbe,
     DatasetCheck,
     DockerFacts,
+    ImageVersions,
     _resolve_ipv4,
     check_dataset_file,
     dataset_paths,
     parse_checkpoint_probe,
+    parse_versions,
     probe_checkpoint_dir,
 )
 from verlctl.detect.common import (
@@ -188,6 +191,30 @@ def collect_recipe(resolved: ResolvedSpec, docker: _Docker | None, timeout: floa
     return None if res.ok else entry.source_file
 
 
+def collect_versions(spec: RunSpec, docker: _Docker | None, timeout: float) -> ImageVersions | None:
+    """The Python and Ray that python3 finds where training runs: in the spec's running container, or on this
+    host with container.runtime: host. None when that cannot be asked (no running container)."""
+    if spec.container.runtime == "host":
+        import subprocess
+
+        try:
+            res = subprocess.run(["python3", "-c", VERSIONS_SNIPPET], capture_output=True, text=True,
+                                 timeout=timeout, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return parse_versions(res.stdout, "this host's python3") if res.returncode == 0 else None
+    ex = docker.executor() if docker is not None else None
+    if ex is None:
+        return None
+    from verlctl.errors import VerlctlError
+
+    try:
+        res = ex.run(["python3", "-c", VERSIONS_SNIPPET], timeout=timeout)
+    except VerlctlError:
+        return None
+    return parse_versions(res.out, f"container {ex.name}") if res.ok else None
+
+
 def _as_result(value: object, probe: str) -> Any:
     if isinstance(value, CallTimeout):
         return unavailable(probe, UnavailableCode.TIMEOUT, f"the {probe} check did not finish in time")
@@ -246,6 +273,7 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
             _container_datasets(datasets, docker, budget_s)
         checkpoint = _collect_checkpoint(spec, docker, budget_s)
         recipe_missing = collect_recipe(resolved, docker, budget_s)
+        versions = collect_versions(spec, docker, budget_s)
     finally:
         if docker is not None:
             docker.close()
@@ -259,4 +287,5 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
         storage=collect_storage(spec),
         recipe_missing=recipe_missing,
         holders=describe_holders(busy_pids(spec, machine)),
+        image_versions=versions,
     )
