@@ -80,7 +80,9 @@ def check_node_checkpoints(spec: RunSpec, nodes: list[NodeFacts], marker_path: s
     if marker_path is None:
         return []
     head = next((n for n in nodes if n.head), None)
-    if head is not None and head.error is None and not head.marker_seen:
+    if head is None or head.error is not None:
+        return []  # no marker was written: nothing to read back (node_unchecked says why)
+    if not head.marker_seen:
         return [error(
             "checkpoint_marker_unwritten",
             f"the head {head.address} could not write the pre-flight marker {marker_path}"
