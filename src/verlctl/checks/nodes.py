@@ -121,15 +121,16 @@ def check_node_routes(spec: RunSpec, nodes: list[NodeFacts]) -> list[Finding]:
                 "cluster.master_addr",
                 "fix the routing between the nodes, or set master_addr to an address of the head every node reaches",
             ))
-        elif name and n.route_src is not None and n.route_iface != name:
+        elif name and n.route_iface is not None and n.route_iface != name:
+            # (a source address no NIC lists as its primary one, e.g. a secondary or IPv6 address: not judged)
             has = f"{name} ({n.interfaces[name]})" if name in n.interfaces else f"no interface {name}"
             out.append(error(
                 "node_route_not_on_ifname",
-                f"node {n.address} reaches the head {head} through {n.route_iface or '?'} ({n.route_src}), not "
+                f"node {n.address} reaches the head {head} through {n.route_iface} ({n.route_src}), not "
                 f"through socket_ifname {name} (it has {has}): the collective libraries bind {name}",
                 "cluster.socket_ifname",
                 f"set cluster.socket_ifname to the NIC that routes to the head on every node "
-                f"(here {n.route_iface or '?'}), or fix the routes",
+                f"(here {n.route_iface}), or fix the routes",
             ))
     return out
 

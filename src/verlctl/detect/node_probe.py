@@ -84,15 +84,18 @@ except (ImportError, OSError):
     pass
 head = args.get("head")
 if head:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = None
     try:
-        s.connect((head, 9))  # no packet is sent: the kernel picks the route and its source address
+        family, _, _, _, addr = socket.getaddrinfo(head, 9, 0, socket.SOCK_DGRAM)[0]
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        s.connect(addr)  # no packet is sent: the kernel picks the route and its source address
         out["route_src"] = s.getsockname()[0]
         out["route_iface"] = next((n for n, a in out["interfaces"].items() if a == out["route_src"]), None)
-    except OSError as e:
+    except OSError as e:  # socket.gaierror included: the head's name does not resolve there
         out["route_error"] = e.strerror or str(e)
     finally:
-        s.close()
+        if s is not None:
+            s.close()
 marker = args.get("marker")
 if marker:
     path, token = marker["path"], marker["token"]
