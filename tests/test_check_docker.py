@@ -15,7 +15,8 @@ import yaml
 from test_check_cli import NO_PYARROW, run_check_cli
 from test_check_machine import write_parquet_without_prompt
 from verlctl.checks.findings import Finding, Severity
-from verlctl.checks.machine_checks import collect_facts, machine_findings
+from verlctl.checks.machine_checks import machine_findings
+from verlctl.ops.machine_facts import collect_facts
 from verlctl.spec.resolve import load_spec
 
 from conftest import clean_env
@@ -171,3 +172,28 @@ def test_files_the_running_container_does_not_mount_are_not_checked_in_it(
     ]
     unchecked = next(f for f in res.json()["findings"] if f["code"] == "dataset_schema_unchecked")
     assert unchecked["message"].endswith(f"no pyarrow here, and container {container.name} does not mount it")
+
+
+def test_the_python_and_ray_of_the_running_container_are_checked_against_verl(
+    tmp_path: Path, container_factory: Any, test_image: str
+) -> None:
+    """Issue 13: the Python and Ray that python3 finds in the spec's running container are read there and held
+    to what the targeted verl requires (its wheel's Requires-Python and ray[default]>=2.41.0)."""
+    container = container_factory(test_image)
+    resolved = load_spec(None, flags={**files(tmp_path), "container.name": container.name,
+                                      "container.image": test_image, "verl_version": "0.7.0"}, environ={})
+    facts = collect_facts(resolved, budget_s=20)
+    real = container_factory.exec(container, ["python3", "-c", "import sys, ray; print('%d.%d.%d' % "
+                                              "sys.version_info[:3], ray.__version__)"]).stdout.split()
+    assert facts.image_versions is not None
+    assert (facts.image_versions.python, facts.image_versions.ray) == tuple(real)
+    assert facts.image_versions.where == f"container {container.name}"
+    assert [f.code for f in machine_findings(resolved, facts) if f.code.startswith("image_")] == []
+    # The same container once its Ray distribution is gone (its metadata moved aside): an error naming the fix.
+    hide = "d=$(python3 -c 'import importlib.metadata as m; print(m.distribution(\"ray\")._path)'); mv \"$d\" \"$d.x\""
+    assert container_factory.exec(container, ["bash", "-c", hide]).exit_code == 0
+    facts = collect_facts(resolved, budget_s=20)
+    assert facts.image_versions is not None and facts.image_versions.ray is None
+    (missing,) = [f for f in machine_findings(resolved, facts) if f.code.startswith("image_")]
+    assert (missing.code, missing.severity, missing.field) == ("image_ray_missing", Severity.ERROR, "container.image")
+    assert f"container {container.name}" in missing.message and "ray[default]>=2.41.0" in (missing.hint or "")

@@ -17,24 +17,20 @@ from typing import Any
 
 import pytest
 
+from verlctl.checks.checkpoints import CHECKPOINT_BYTES_PER_PARAM, check_checkpoints
+from verlctl.checks.devices import check_devices
 from verlctl.checks.findings import Finding, Severity
-from verlctl.checks.machine_checks import (
-    CHECKPOINT_BYTES_PER_PARAM,
-    CheckpointProbe,
-    check_checkpoints,
-    check_devices,
-    check_model_fit,
-    check_network,
-    collect_facts,
-    machine_findings,
-    probe_checkpoint_dir,
-)
+from verlctl.checks.machine_checks import machine_findings
+from verlctl.checks.model_checks import check_model_fit
+from verlctl.checks.network import check_network
 from verlctl.commands.check import spec_findings
+from verlctl.detect.check_probes import CheckpointProbe, probe_checkpoint_dir
 from verlctl.detect.gpu import parse_nvidia_smi
 from verlctl.detect.machine import MachineState
 from verlctl.detect.models import inspect_model
 from verlctl.detect.network import NetworkInfo, host_ips, parse_ip_addr, probe_network
 from verlctl.detect.npu import parse_npu_smi_info, probe_npu
+from verlctl.ops.machine_facts import collect_facts
 from verlctl.spec.resolve import ResolvedSpec, load_spec
 
 from conftest import FIXTURES, fixture_text
@@ -217,7 +213,7 @@ def test_checkpoint_dir_on_a_read_only_mount(workspace: dict[str, Any], tmpfs: A
     assert f.message == f"{ro}, the nearest existing parent of {ro / 'ckpt' / 'exp'}, is not writable: Read-only file system"
 
 
-_PROBE_JSON = "import sys; from verlctl.checks.machine_checks import probe_checkpoint_dir as p; print(p(sys.argv[1]).model_dump_json())"
+_PROBE_JSON = "import sys; from verlctl.detect.check_probes import probe_checkpoint_dir as p; print(p(sys.argv[1]).model_dump_json())"
 
 
 def test_checkpoint_dir_without_write_permission(workspace: dict[str, Any], tmp_path: Path) -> None:
@@ -292,6 +288,26 @@ def test_busy_npus_are_a_warning_listing_pids_and_names() -> None:
     assert [(f.code, f.severity, f.field) for f in findings] == [("device_busy", WARNING, "cluster.devices")] * 2
     assert findings[0].message == "NPU 0 is in use by 1 process(es): 2441447 (python)"
     assert findings[1].message == "NPU 7 is in use by 1 process(es): 2441454 (python)"
+
+
+def test_the_busy_rule_reads_who_holds_a_device_from_the_facts_and_never_looks_itself() -> None:
+    """Issue 15: who holds a busy device is a fact the caller collects (``CheckFacts.holders``); the rule
+    names the holders it is given and imports nothing of the runtime."""
+    import ast
+
+    import verlctl.checks.devices as devices_module
+    from verlctl.checks.devices import busy_pids
+
+    state = npu_state("info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt")
+    spec = resolve(**{"cluster.devices": [0, 7], "device": "npu"}).spec
+    assert busy_pids(spec, state) == [2441447, 2441448, 2441454]  # every process npu-smi shows
+    told = {2441447: "pid 2441447 (python) is verlctl run r1: `verlctl stop r1` frees the device"}
+    first, second = check_devices(spec, state, told)
+    assert first.hint is not None and first.hint.endswith(told[2441447])
+    assert second.hint is not None and "2441447" not in second.hint and "verlctl stop" not in second.hint
+    tree = ast.parse(Path(devices_module.__file__).read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not any(m and m.startswith("verlctl.runtime") for m in imported)
 
 
 def test_npus_not_in_the_output_are_errors_with_the_choices() -> None:
@@ -457,3 +473,46 @@ def test_a_worker_node_is_not_asked_to_carry_the_head_address() -> None:
     spec = resolve(**{"cluster.nodes": "192.0.2.10,192.0.2.11", "cluster.socket_ifname": "ens8f0np0"}).spec
     findings = check_network(spec, captured_network(), ["192.0.2.10"])
     assert [(f.code, f.severity) for f in findings] == [("not_head", INFO)]
+
+
+# --------------------------------------------------------------------------------------------------
+# Python / Ray where training runs, against what verl requires (issue 13)
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["0.7.0", "0.9.1"])
+def test_the_requirements_table_is_what_the_verl_wheel_declares(version: str) -> None:
+    from verlctl.verl.requirements import REQUIREMENTS
+
+    from verlcompose import verl_root
+
+    meta = verl_root(version) / f"verl-{version}.dist-info" / "METADATA"
+    if not meta.is_file():
+        pytest.skip(f"the verl {version} wheel is not under .cache/verl")
+    lines = meta.read_text(encoding="utf-8").splitlines()
+    python = next(ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Requires-Python:"))
+    ray = next(ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Requires-Dist: ray[default]") and ";" not in ln)
+    req = REQUIREMENTS[version]
+    assert sorted(python.split(",")) == sorted(req.python_text.split(","))
+    assert ray == "ray[default]" + req.ray_text
+
+
+def test_image_versions_findings_from_the_facts() -> None:
+    from verlctl.checks.facts import CheckFacts
+    from verlctl.detect.check_probes import ImageVersions
+
+    resolved = resolve(**{"container.runtime": "host", "verl_version": "0.9.1"})
+
+    def codes(python: str, ray: str | None) -> list[str]:
+        facts = CheckFacts(machine=MachineState(), image_versions=ImageVersions(where="this host's python3",
+                                                                                  python=python, ray=ray))
+        return [f.code for f in machine_findings(resolved, facts) if f.code.startswith("image_")]
+
+    assert codes("3.12.9", "2.41.0") == []
+    assert codes("3.13.1", "2.41.0") == ["image_python_unsupported"]  # 0.9.1: <3.13
+    assert codes("3.10.12", "2.40.9") == ["image_ray_too_old"]
+    assert codes("3.10.12", "2.49.0rc1") == []
+    assert codes("3.10.12", None) == ["image_ray_missing"]
+    f = next(f for f in machine_findings(resolved, CheckFacts(machine=MachineState(), image_versions=ImageVersions(
+        where="this host's python3", python="3.9.2", ray="2.41.0"))) if f.code == "image_python_unsupported")
+    assert f.field == "container.runtime" and "Python 3.9.2 in this host's python3" in f.message

@@ -287,7 +287,7 @@ def test_f8_0_7_0_agent_loop_needs_equal_chunks() -> None:
 def test_f7_uniform_recompute_layers_must_divide_the_stage(tmp_path) -> None:
     import json as _json
 
-    from verlctl.checks.machine_checks import check_model_fit
+    from verlctl.checks.model_checks import check_model_fit
     from verlctl.detect.models import inspect_model
 
     from launch_support import write_model
@@ -392,7 +392,8 @@ def test_save_freq_beyond_the_last_step_is_reported() -> None:
 
 
 def test_m1_check_probes_the_recipe_entry_in_the_work_dir(tmp_path) -> None:
-    from verlctl.checks.machine_checks import check_recipe, collect_recipe
+    from verlctl.checks.container import check_recipe
+    from verlctl.ops.machine_facts import collect_recipe
 
     workdir = tmp_path / "verl"
     workdir.mkdir()

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from verlctl.checks import field_checks as fc
+from verlctl.checks.facts import CheckFacts
 from verlctl.checks.findings import Severity
-from verlctl.checks.machine_checks import CheckFacts, DatasetCheck, check_dataset_file
 from verlctl.checks.memory import ModelShape
+from verlctl.detect.check_probes import DatasetCheck, check_dataset_file
 from verlctl.detect.common import Unavailable
 from verlctl.detect.machine import MachineState
 from verlctl.spec.resolve import load_spec
@@ -97,7 +98,7 @@ def test_shm_smaller_than_rays_object_store_is_a_warning() -> None:
 
 def test_shm_check_reads_this_hosts_dev_shm(tmp_path: Path) -> None:
     """verlctl's containers run with ipc=host: the host's /dev/shm (measured by the system probe) is theirs."""
-    from verlctl.checks.machine_checks import DockerFacts
+    from verlctl.detect.check_probes import DockerFacts
     from verlctl.detect.machine import SystemInfo
     from verlctl.detect.system import shm_space
 

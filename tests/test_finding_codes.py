@@ -22,36 +22,35 @@ from typing import Any
 
 import pytest
 
+from verlctl.checks.checkpoints import CHECKPOINT_BYTES_PER_PARAM, check_checkpoints
+from verlctl.checks.container import check_docker, check_recipe
+from verlctl.checks.dataset_checks import check_datasets
+from verlctl.checks.devices import check_devices
+from verlctl.checks.facts import CheckFacts
 from verlctl.checks.field_checks import memory_and_field_findings, ports_in_use
 from verlctl.checks.findings import Finding, Severity
-from verlctl.checks.machine_checks import (
-    CHECKPOINT_BYTES_PER_PARAM,
-    CheckFacts,
+from verlctl.checks.model_checks import check_model_fit, check_model_path
+from verlctl.checks.network import check_network
+from verlctl.checks.nodes import node_findings
+from verlctl.checks.storage import check_checkpoint_storage, collect_storage, mount_of
+from verlctl.commands.check import spec_findings
+from verlctl.detect.check_probes import (
     CheckpointProbe,
     DatasetCheck,
     DockerFacts,
     FileProbe,
-    check_checkpoints,
     check_dataset_file,
-    check_datasets,
-    check_devices,
-    check_docker,
-    check_model_fit,
-    check_model_path,
-    check_network,
-    check_recipe,
-    collect_recipe,
     probe_checkpoint_dir,
 )
-from verlctl.checks.storage import check_checkpoint_storage, collect_storage, mount_of
-from verlctl.commands.check import spec_findings
 from verlctl.detect.common import UnavailableCode, unavailable
 from verlctl.detect.gpu import parse_nvidia_smi, probe_gpu
 from verlctl.detect.machine import MachineState, SystemInfo
 from verlctl.detect.models import inspect_model
 from verlctl.detect.network import NetworkInfo, host_ips, parse_ip_addr, probe_network
+from verlctl.detect.node_probe import NodeFacts
 from verlctl.detect.npu import parse_npu_smi_info, probe_npu
 from verlctl.detect.system import DiskSpace, shm_space
+from verlctl.ops.machine_facts import collect_recipe
 from verlctl.spec.model import RunSpec
 from verlctl.spec.resolve import load_spec
 
@@ -72,7 +71,7 @@ RULE_DIRS = [SRC / "checks"]
 OTHER_MODULES = [SRC / "verl" / "compose.py", SRC / "commands" / "check.py"]
 #: A finding re-emitted with the code of another finding (``Finding(code=f.code, ...)``): the function
 #: that does it, and the module whose codes it relays (the parquet schema check's ``dataset.*`` codes).
-RELAYS = {("machine_checks.py", "_schema_findings"): SRC / "detect" / "datasets.py"}
+RELAYS = {("dataset_checks.py", "_schema_findings"): SRC / "detect" / "datasets.py"}
 CONSTRUCTORS = {"error", "warning", "info", "Finding", "finding"}
 
 
@@ -1136,7 +1135,72 @@ FIELD_ROWS = [
         prompts(105)),
 ]
 
-ROWS = SPEC_ROWS + MACHINE_ROWS + FIELD_ROWS
+# --------------------------------------------------------------------------------------------------
+# The multi-node pre-flight (issue 14): the rules on the facts gathered on every node (the probe itself runs
+# in real containers in tests/test_node_preflight_docker.py)
+# --------------------------------------------------------------------------------------------------
+
+HEAD, WORKER_NODE = "192.0.2.1", "192.0.2.2"
+MARKER = "/mnt/nfs/ckpt/.verlctl-preflight-r1"
+
+
+def node_facts(address: str, head: bool = False, **kw: Any) -> NodeFacts:
+    """A node that agrees with the others: same image, Python 3.10.12, Ray 2.49.0, 64 GiB /dev/shm of 128 GiB RAM,
+    the head reached through eth0, the marker seen."""
+    base: dict[str, Any] = dict(
+        image_id="sha256:" + "a" * 64, python="3.10.12", ray="2.49.0", shm_bytes=64 * 2**30, ram_bytes=128 * 2**30,
+        route_src=address, route_iface="eth0", interfaces={"lo": "127.0.0.1", "eth0": address}, marker_seen=True,
+    )
+    return NodeFacts(address=address, head=head, **{**base, **kw})
+
+
+def nodes(worker: dict[str, Any] | None = None, head: dict[str, Any] | None = None, both: dict[str, Any] | None = None,
+          ports: dict[str, list[int]] | None = None, verl: str = "0.7.0", **flags: Any) -> Findings:  # fmt: skip
+    """node_findings for a head and a worker with these facts (``both``: on each)."""
+
+    def run(_tmp: Path) -> list[Finding]:
+        spec = resolve(**{"cluster.nodes": [HEAD, WORKER_NODE], "cluster.master_addr": HEAD,
+                          "cluster.socket_ifname": "eth0", "device": "npu", **flags}).spec
+        facts = [node_facts(HEAD, True, **{**(both or {}), **(head or {})}),
+                 node_facts(WORKER_NODE, **{**(both or {}), **(worker or {})})]
+        return node_findings(spec, facts, verl, MARKER, ports or {})
+
+    return run
+
+
+HCCL = {"HCCL_HOST_SOCKET_PORT_RANGE": list(range(60000, 60016))}
+NODE_ROWS = [
+    Row("nodes_image_differs", ERROR, "container.image", nodes({"image_id": "sha256:" + "b" * 64}), nodes({})),
+    Row("nodes_python_differs", ERROR, "container.image", nodes({"python": "3.10.13"}), nodes({"python": "3.10.12"}),
+        "Ray refuses a patch-level difference"),
+    Row("nodes_ray_differs", ERROR, "container.image", nodes({"ray": "2.49.1"}), nodes({"ray": "2.49.0"})),
+    Row("image_ray_missing", ERROR, "container.image", nodes(both={"ray": None}), nodes(both={"ray": "2.41.0"})),
+    Row("image_ray_too_old", ERROR, "container.image", nodes(both={"ray": "2.40.0"}), nodes(both={"ray": "2.41.0"}),
+        "verl's ray[default]>=2.41.0"),
+    Row("image_python_unsupported", ERROR, "container.image", nodes(both={"python": "3.9.18"}),
+        nodes(both={"python": "3.10.0"}), "verl 0.7.0: Requires-Python >=3.10"),
+    Row("image_python_unsupported", ERROR, "container.image", nodes(both={"python": "3.13.0"}, verl="0.9.1"),
+        nodes(both={"python": "3.12.9"}, verl="0.9.1"), "verl 0.9.1: Requires-Python <3.13,>=3.10"),
+    Row("checkpoint_not_shared", ERROR, "paths.checkpoints", nodes({"marker_seen": False}), nodes({"marker_seen": True}),
+        "the head's marker is not on the worker: resume cannot work"),
+    Row("checkpoint_marker_unwritten", ERROR, "paths.checkpoints",
+        nodes(head={"marker_seen": False, "marker_error": f"{MARKER}: Read-only file system"}), nodes()),
+    Row("node_no_route_to_head", ERROR, "cluster.master_addr",
+        nodes({"route_src": None, "route_iface": None, "route_error": "Network is unreachable"}), nodes()),
+    Row("node_route_not_on_ifname", ERROR, "cluster.socket_ifname",
+        nodes({"route_iface": "eth1", "interfaces": {"eth0": "198.51.100.2", "eth1": WORKER_NODE}}),
+        nodes({"route_iface": "eth0", "interfaces": {"eth0": WORKER_NODE, "eth1": "198.51.100.2"}})),
+    Row("node_unchecked", WARNING, "cluster.nodes", nodes({"error": "the probe failed (exit 127)"}), nodes()),
+    Row("checkpoint_not_shared", ERROR, "paths.checkpoints", nodes({"marker_seen": False}),
+        nodes({"marker_seen": False}, head={"error": "the probe failed (exit 1)", "marker_seen": None}),
+        "the head wrote no marker: nothing to read back"),
+    Row("hccl_ports_in_use", ERROR, "env", nodes({"busy_ports": dict(HCCL)}, ports=HCCL),
+        nodes({"busy_ports": {k: [] for k in HCCL}}, ports=HCCL), "every port of the range bound on the worker"),
+    Row("shm_too_small", WARNING, None, nodes({"shm_bytes": 30 * 2**30}), nodes({"shm_bytes": 39 * 2**30}),
+        "30 % of the worker's 128 GiB RAM is 38.4 GiB"),
+]
+
+ROWS = SPEC_ROWS + MACHINE_ROWS + FIELD_ROWS + NODE_ROWS
 
 
 def _ids(rows: Iterable[Row]) -> list[str]:

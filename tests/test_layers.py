@@ -45,13 +45,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 
 #: Known upward imports still to be removed (each with its reason). An entry that no longer occurs fails the
 #: test too, so this list can only shrink.
-DEBT: dict[tuple[str, str], str] = {
-    ("verlctl.checks.machine_checks", "verlctl.runtime.executor"): "in-container dataset probe: move fact "
-    "collection (probes, Docker) out of the rules module (issue 15: split machine_checks by concern)",
-    ("verlctl.checks.machine_checks", "verlctl.runtime.containers"): "same: Docker facts belong to detection",
-    ("verlctl.checks.machine_checks", "verlctl.runtime.holders"): "same: who holds a busy device is a fact "
-    "collected for the device rule",
-}
+DEBT: dict[tuple[str, str], str] = {}
 
 
 def _module_name(path: Path) -> str:

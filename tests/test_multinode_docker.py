@@ -93,6 +93,7 @@ def test_two_nodes_over_ssh_launch_status_stop(launch_env: LaunchEnv, ssh_home: 
     res = env.cli("launch", "-c", str(env.spec_file), "--yes", "--verify-timeout", "240")
     assert res.code == 0, res.out + res.err
     assert f"on {WORKER}" in res.out
+    assert "pre-flight on every node" in res.out, res.out  # it ran, and found nothing that blocks
     worker_name = f"{env.name}-node1"
     head_c = docker_engine.containers.get(env.name)
     worker_c = docker_engine.containers.get(worker_name)
@@ -117,6 +118,33 @@ def test_two_nodes_over_ssh_launch_status_stop(launch_env: LaunchEnv, ssh_home: 
     for name in (env.name, worker_name):
         with pytest.raises(docker.errors.NotFound):
             docker_engine.containers.get(name)
+
+
+def test_the_node_preflight_stops_a_launch_before_anything_starts(launch_env: LaunchEnv, ssh_home: Path, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    """Issue 14: the pre-flight runs on every node before Ray starts; an HCCL port range a real socket holds on
+    the nodes' host is an error found there, and the launch stops, removing the containers it created."""
+    head = _local_ip()
+    env = launch_env
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("0.0.0.0", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    env.spec["cluster"].update({"nodes": [head, WORKER], "devices": [0, 1, 2, 3],
+                                "ssh_config": str(ssh_home / ".ssh" / "config")})
+    env.spec["env"]["HCCL_HOST_SOCKET_PORT_RANGE"] = f"{port}-{port}"
+    try:
+        res = env.cli("launch", "-c", str(env.spec_file), "--yes", "--verify-timeout", "240")
+    finally:
+        holder.close()
+    assert res.code != 0, res.out + res.err
+    out = " ".join((res.out + res.err).split())
+    assert "the multi-node pre-flight found errors" in out, out
+    for node in (head, WORKER):
+        assert f"ports of HCCL_HOST_SOCKET_PORT_RANGE are already bound on node {node}" in out, out
+    assert "Traceback" not in res.err
+    assert env.argv_log == [], "training never started"
+    ours = [c.name for c in docker_engine.containers.list(all=True, filters={"name": env.name})]
+    assert ours == [], ours
 
 
 def test_an_unreachable_node_is_one_line_and_changes_nothing(launch_env: LaunchEnv, docker_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

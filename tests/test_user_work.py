@@ -76,7 +76,8 @@ def test_checkpoints_written_in_a_new_container_survive_its_removal(
 def test_reusing_a_container_that_does_not_mount_the_checkpoints_is_a_blocking_finding(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, container_factory: Any, test_image: str
 ) -> None:
-    from verlctl.checks.machine_checks import collect_facts, machine_findings
+    from verlctl.checks.machine_checks import machine_findings
+    from verlctl.ops.machine_facts import collect_facts
 
     monkeypatch.chdir(tmp_path)
     flags = write_run_files(tmp_path)

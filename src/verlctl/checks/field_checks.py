@@ -142,7 +142,7 @@ def hccl_port_ranges(spec: Any, env: dict[str, str]) -> dict[str, list[int]]:
     return out
 
 
-def check_hccl_ports(busy: dict[str, list[int]], total: dict[str, list[int]]) -> list[Finding]:
+def check_hccl_ports(busy: dict[str, list[int]], total: dict[str, list[int]], where: str = "this host") -> list[Finding]:
     """A4: another job already holds the run's HCCL ports ("EJ0003: Failed to bind the IP port"). HCCL takes
     one port of the range per communicator, so a few busy ports are a warning, all of them an error."""
     out: list[Finding] = []
@@ -154,7 +154,7 @@ def check_hccl_ports(busy: dict[str, list[int]], total: dict[str, list[int]]) ->
         make = error if all_busy else warning
         out.append(make(
             "hccl_ports_in_use",
-            f"{len(ports)} of the {len(total.get(name, ports))} ports of {name} are already bound on this host "
+            f"{len(ports)} of the {len(total.get(name, ports))} ports of {name} are already bound on {where} "
             f"({shown}): HCCL fails with 'EJ0003: Failed to bind the IP port'",
             "env",
             f"set env.{name} to a free range (or 'auto'), or stop the job that holds them",
@@ -282,7 +282,7 @@ def check_prompt_lengths(spec: Any, result: PromptLengths | str | None) -> list[
 
 def _prompt_lengths(resolved: Any, facts: Any, budget: float) -> Any:
     """The first train file's prompts counted with the model's tokenizer, within ``budget`` seconds."""
-    from verlctl.checks.machine_checks import FileProbe
+    from verlctl.detect.check_probes import FileProbe
     from verlctl.detect.common import CallTimeout, call_with_timeout
 
     spec = resolved.spec

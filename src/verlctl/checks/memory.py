@@ -720,7 +720,7 @@ def advise(est: Estimate, hbm_gib: float | None, host_gib: float | None) -> list
 def hbm_from_machine(spec: Any, machine: Any) -> float | None:
     """The smallest device memory (GiB) among the spec's devices (``cluster.devices``, the ids
     ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES use), from npu-smi / nvidia-smi results."""
-    from verlctl.checks.machine_checks import npu_logical_id
+    from verlctl.checks.devices import npu_logical_id
     from verlctl.detect.gpu import GpuInfo
     from verlctl.detect.npu import NpuInfo
 

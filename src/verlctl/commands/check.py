@@ -34,8 +34,9 @@ def check(
 ) -> int:
     """Check a spec against this machine: paths, devices, model shape vs TP/PP, network, image, container."""
     from verlctl.checks.findings import has_errors, sorted_findings
-    from verlctl.checks.machine_checks import collect_facts, describe_machine, machine_findings, summarize
+    from verlctl.checks.machine_checks import describe_machine, machine_findings, summarize
     from verlctl.errors import VerlctlError
+    from verlctl.ops.machine_facts import collect_facts
     from verlctl.spec.resolve import load_spec
 
     if not budget > 0:

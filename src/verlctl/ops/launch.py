@@ -141,6 +141,9 @@ class Launcher:
         if self.workers:
             acts.append(f"copy the scripts to every node; start {START_SCRIPT} on "
                         f"{', '.join(w.address for w in self.workers)} as Ray workers (they join the head)")
+        if self.workers:
+            acts.append("pre-flight on every node: the same image, Python and Ray; a marker the head writes to the "
+                        "checkpoint directory read back on every node; the route to the head; HCCL ports; /dev/shm")
         acts.append(f"check readiness in {where}: python version, {'npu-smi info' if spec.device == 'npu' else 'nvidia-smi'}, installed verl version")
         acts.append(f"copy {START_SCRIPT}, {TRAIN_SCRIPT} and {ENV_FILE} (mode 0600) to {where}:{scripts_dir}")
         acts.append(f"start `bash {scripts_dir}/{START_SCRIPT}` in its own process group, output to {run_log}: "
@@ -273,6 +276,8 @@ class Launcher:
                 self._readiness(w.executor)
             the_plan = self._retarget_version(the_plan, ready)
             record.verl_version = the_plan.command.version
+            if self.workers:
+                self._check_nodes(record, the_plan)
             rendered = the_plan.render()
             record.train_log = rendered.log_file
             for ex in [self.executor, *(w.executor for w in self.workers if w.executor)]:
@@ -497,6 +502,24 @@ class Launcher:
                     f"{tool} shows {r.devices_seen} device(s) but cluster.devices lists {len(spec.cluster.devices)}"
                 )
         return r
+
+    def _check_nodes(self, record: RunRecord, the_plan: Plan) -> None:
+        """The multi-node pre-flight (ops/node_preflight.py): every node agrees before anything starts."""
+        from verlctl.ops.node_preflight import check_nodes
+
+        assert self.executor is not None
+        self.report.step("pre-flight on every node: image, Python and Ray, the checkpoint directory, the route to "
+                         "the head, HCCL ports, /dev/shm")
+        targets = [(self.resolved.spec.cluster.master_addr or "", True, self.executor)]
+        targets += [(w.address, False, w.executor) for w in self.workers if w.executor is not None]
+        result = check_nodes(self.resolved.spec, targets, record.run_id, the_plan.command.version,
+                             the_plan.command.env)
+        record.event("node_preflight", nodes=[n.model_dump() for n in result.nodes],
+                     findings=[f.model_dump(mode="json") for f in result.findings])
+        if result.findings:
+            self._print_findings(result.findings)
+        if has_errors(result.findings):
+            raise VerlctlError("the multi-node pre-flight found errors (listed above): nothing was started")
 
     def _retarget_version(self, the_plan: Plan, ready: Readiness) -> Plan:
         spec = self.resolved.spec

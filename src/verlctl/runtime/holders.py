@@ -53,6 +53,11 @@ def _container_of(pid: int) -> str | None:
     return m.group(1)[:12] if m else None
 
 
+def describe_holders(pids: list[int], limit: int = 64) -> dict[int, str]:
+    """:func:`describe_device_holder` of each pid (at most ``limit`` of them): the fact the device check reads."""
+    return {pid: describe_device_holder(pid) for pid in pids[:limit]}
+
+
 def describe_device_holder(pid: int) -> str:
     """One line: what holds a device and whose it is; the `verlctl stop` offer only for runs recorded here."""
     h = device_holder(pid)

@@ -15,7 +15,7 @@ defaults does not change the run the file describes.
 
 Each answer is checked by building the whole spec with it (the spec model's own validation, e.g. the
 SwanLab URL rule) and, for the hyperparameters and features, by ``make_plan``'s findings on the fields the
-question sets, plus the model-shape rules of ``checks.machine_checks.check_model_fit`` (heads and KV heads
+question sets, plus the model-shape rules of ``checks.model_checks.check_model_fit`` (heads and KV heads
 by TP, layers by PP and VPP) with the model's ``config.json``.
 """
 
@@ -165,7 +165,7 @@ class Answers:
 
     def findings(self, resolved: ResolvedSpec | None = None) -> list[Finding]:
         """make_plan's findings plus the model-shape rules, for a complete spec (default: the current one)."""
-        from verlctl.checks.machine_checks import check_model_fit
+        from verlctl.checks.model_checks import check_model_fit
         from verlctl.plan import make_plan
 
         r = resolved or self.resolve_for_checks()

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from verlctl.checks.machine_checks import npu_logical_id
+from verlctl.checks.devices import npu_logical_id
 from verlctl.detect.datasets import DatasetInfo
 from verlctl.detect.docker_probe import ContainerInfo, DockerInfo, ImageInfo
 from verlctl.detect.gpu import GpuInfo

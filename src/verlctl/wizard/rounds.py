@@ -90,7 +90,7 @@ def _check_model_dir(a: Answers) -> Callable[[str], str | None]:
     """The model path checks of ``verlctl check`` (exists, a directory, config.json, weights, tokenizer)."""
 
     def check(text: str) -> str | None:
-        from verlctl.checks.machine_checks import check_model_path
+        from verlctl.checks.model_checks import check_model_path
         from verlctl.detect.models import inspect_model
 
         path = text.strip()
@@ -112,7 +112,7 @@ def _check_model_dir(a: Answers) -> Callable[[str], str | None]:
 
 @functools.lru_cache(maxsize=64)
 def _dataset_check(field: str, path: str, stamp: tuple[float, int]) -> Any:
-    from verlctl.checks.machine_checks import check_dataset_file
+    from verlctl.detect.check_probes import check_dataset_file
 
     return check_dataset_file(field, path, timeout=10.0)
 
@@ -134,7 +134,7 @@ def parquet_info(path: str, field: str = "paths.train_files") -> DatasetInfo | N
 
 def _check_parquet(a: Answers, field: str) -> Callable[[str], str | None]:
     def check(text: str) -> str | None:
-        from verlctl.checks.machine_checks import check_datasets
+        from verlctl.checks.dataset_checks import check_datasets
 
         path = text.strip()
         if not path:
@@ -216,9 +216,11 @@ def round_basic(ctx: RoundContext) -> None:
             )
             ids = [int(v) for v in chosen]
             a.set("cluster.devices", ids if sorted(ids) != sorted(current) else current)
-            from verlctl.checks.machine_checks import check_devices
+            from verlctl.checks.devices import busy_pids, check_devices
+            from verlctl.runtime.holders import describe_holders
 
-            for f in check_devices(a.current.spec, ctx.machine):
+            spec_now = a.current.spec
+            for f in check_devices(spec_now, ctx.machine, describe_holders(busy_pids(spec_now, ctx.machine))):
                 ctx.note(f"{f.severity.value}: {f.message}")
         else:
             ctx.note("no NPU/GPU was detected on this machine: type the device ids")

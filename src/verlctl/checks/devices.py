@@ -1,0 +1,126 @@
+"""``cluster.devices``: the chosen NPUs / GPUs exist, are healthy and are not busy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from verlctl.checks.findings import Finding, error, warning
+from verlctl.checks.units import _ids
+from verlctl.detect.common import Unavailable, UnavailableCode
+from verlctl.detect.gpu import GpuInfo
+from verlctl.detect.machine import MachineState
+from verlctl.detect.npu import NpuDevice, NpuInfo
+from verlctl.spec.model import RunSpec
+
+
+def npu_logical_id(dev: NpuDevice) -> int:
+    """The id ASCEND_RT_VISIBLE_DEVICES uses: the Phy-ID of an A3 chip, the 'Chip Device' of a 310, else the NPU id."""
+    if dev.phy_id is not None:
+        return dev.phy_id
+    if dev.device_id is not None:
+        return dev.device_id
+    return dev.id
+
+
+def _tool_unavailable(spec: RunSpec, result: Unavailable) -> Finding:
+    tool = "npu-smi" if spec.device == "npu" else "nvidia-smi"
+    kind = "NPU" if spec.device == "npu" else "GPU"
+    if result.code is UnavailableCode.NOT_FOUND:
+        hint = (
+            "install the Ascend driver (npu-smi is in /usr/local/sbin or /usr/local/bin) and put it on PATH, or set "
+            "device: gpu"
+            if spec.device == "npu"
+            else "install the NVIDIA driver (nvidia-smi) and put it on PATH, or set device: npu"
+        )
+        return error(
+            f"{tool.replace('-', '_')}_missing",
+            f"device is {spec.device} but {tool} is not on PATH: the {kind} driver tool is missing, so the "
+            f"{kind}s cannot be checked",
+            "device",
+            hint,
+        )
+    return error(f"{tool.replace('-', '_')}_failed", f"{tool} did not give the {kind} list: {result.reason}", "device")
+
+
+def _npu_findings(spec: RunSpec, npu: NpuInfo, holders: Mapping[int, str]) -> list[Finding]:
+    by_id: dict[int, list[NpuDevice]] = {}
+    for d in npu.devices:
+        by_id.setdefault(npu_logical_id(d), []).append(d)
+    out: list[Finding] = []
+    for dev in spec.cluster.devices:
+        chips = by_id.get(dev)
+        if not chips:
+            out.append(_device_missing("NPU", "npu-smi info", dev, sorted(by_id)))
+            continue
+        for chip in chips:
+            if chip.health is not None and chip.health != "OK":
+                out.append(
+                    error(
+                        "device_unhealthy",
+                        f"NPU {dev} ({chip.name or 'NPU'}) health is {chip.health}, not OK",
+                        "cluster.devices",
+                        f"use healthy devices only; see `npu-smi info -t health -i {chip.id}`",
+                    )
+                )
+        procs = [p for p in npu.processes if any(p.device == c.id and p.chip in (None, c.chip) for c in chips)]
+        if procs:
+            out.append(_device_busy("NPU", dev, [(p.pid, p.name) for p in procs], holders))
+    return out
+
+
+def _gpu_findings(spec: RunSpec, gpu: GpuInfo, holders: Mapping[int, str]) -> list[Finding]:
+    out: list[Finding] = []
+    for dev in spec.cluster.devices:
+        if dev not in gpu.gpu_ids:
+            out.append(_device_missing("GPU", "nvidia-smi", dev, gpu.gpu_ids))
+            continue
+        procs = [(p.pid, p.name) for p in gpu.processes if p.device == dev]
+        if procs:
+            out.append(_device_busy("GPU", dev, procs, holders))
+    return out
+
+
+def _device_missing(kind: str, tool: str, dev: int, present: list[int]) -> Finding:
+    return error(
+        "device_missing",
+        f"{kind} {dev} is not in the output of {tool} (it shows {kind} {_ids(present)})",
+        "cluster.devices",
+        f"choose cluster.devices from: {_ids(present)}",
+    )
+
+
+def _device_busy(kind: str, dev: int, procs: list[tuple[int, str]], holders: Mapping[int, str]) -> Finding:
+    listed = ", ".join(f"{pid} ({name or '?'})" for pid, name in procs)
+    # Whose they are (an earlier run still holding the devices, Ascend's EJ0001): verlctl offers to stop
+    # only the processes of runs it recorded.
+    # The lines come with the facts (``CheckFacts.holders``, collected by the caller from /proc and the run
+    # records); a pid without one is listed above only.
+    whose = "; ".join(holders[pid] for pid, _ in procs[:4] if pid in holders)
+    return warning(
+        "device_busy",
+        f"{kind} {dev} is in use by {len(procs)} process(es): {listed}",
+        "cluster.devices",
+        "stop those processes, or choose free devices: training on a busy device runs out of memory. " + whose,
+    )
+
+
+def busy_pids(spec: RunSpec, machine: MachineState) -> list[int]:
+    """The pids the device tool shows on this machine (first seen first): whose they are is the fact
+    :func:`check_devices` reports for a busy device (the caller collects it, see ``runtime.holders``)."""
+    result = machine.npu if spec.device == "npu" else machine.gpu
+    if not isinstance(result, (NpuInfo, GpuInfo)):
+        return []
+    return list(dict.fromkeys(p.pid for p in result.processes))
+
+
+def check_devices(spec: RunSpec, machine: MachineState, holders: Mapping[int, str] | None = None) -> list[Finding]:
+    """The chosen devices exist, are healthy (NPU health OK) and are not busy; ``holders``: pid -> who holds
+    it (one line each, for the busy ones)."""
+    result: NpuInfo | GpuInfo | Unavailable | None = machine.npu if spec.device == "npu" else machine.gpu
+    if result is None:
+        return []
+    if isinstance(result, Unavailable):
+        return [_tool_unavailable(spec, result)]
+    if isinstance(result, NpuInfo):
+        return _npu_findings(spec, result, holders or {})
+    return _gpu_findings(spec, result, holders or {})

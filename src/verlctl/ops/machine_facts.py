@@ -1,0 +1,291 @@
+"""Collecting the facts ``verlctl check`` reads (:class:`verlctl.checks.facts.CheckFacts`): the host probes at
+the same time, each bounded by a time budget; the Docker engine's view of the spec's image and container; and
+the in-container fallbacks (the parquet schema check and the checkpoint probe) when the spec's container exists
+and runs. It only reads, except for the write test of the checkpoint directory (a temp file, created and
+removed).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from verlctl.checks.devices import busy_pids
+from verlctl.checks.facts import CheckFacts
+from verlctl.checks.storage import collect_storage
+from verlctl.detect.check_probes import (
+    CHECKPOINT_PROBE_SNIPPET,
+    DEFAULT_BUDGET_S,
+    VERSIONS_SNIPPET,
+    CheckpointProbe,
+    DatasetCheck,
+    DockerFacts,
+    ImageVersions,
+    _resolve_ipv4,
+    check_dataset_file,
+    dataset_paths,
+    parse_checkpoint_probe,
+    parse_versions,
+    probe_checkpoint_dir,
+)
+from verlctl.detect.common import (
+    CallTimeout,
+    Unavailable,
+    UnavailableCode,
+    run_probes_concurrently,
+    unavailable,
+)
+from verlctl.detect.datasets import parquet_check_argv, parse_parquet_check_output
+from verlctl.detect.machine import MachineState
+from verlctl.detect.models import inspect_model
+from verlctl.runtime.holders import describe_holders
+from verlctl.spec.model import RunSpec
+from verlctl.spec.resolve import ResolvedSpec
+
+
+class _Docker:
+    """The Docker side of the collection: the facts, and the running container (for in-container checks)."""
+
+    def __init__(self, facts: DockerFacts, client: Any = None, container_id: str | None = None) -> None:
+        self.facts = facts
+        self.client = client
+        self.container_id = container_id
+
+    def executor(self) -> Any:
+        if self.client is None or self.container_id is None or not self.facts.running:
+            return None
+        from verlctl.runtime.executor import DockerExecutor
+
+        return DockerExecutor(self.client, self.container_id, self.facts.container)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+
+def collect_docker(spec: RunSpec, timeout: float) -> _Docker:
+    from verlctl.errors import VerlctlError
+    from verlctl.runtime import containers
+
+    c = spec.container
+    facts = DockerFacts(image=c.image, container=c.name)
+    try:
+        client = containers.connect(timeout)
+    except VerlctlError as exc:
+        facts.error = exc.message
+        return _Docker(facts)
+    found = _Docker(facts, client)
+    try:
+        facts.engine_version = client.version().get("Version")
+        facts.image_present = containers.image_present(client, c.image)
+        existing = containers.find_container(client, c.name)
+        if existing is not None:
+            plan = containers.plan_container(client, spec, allow_pull=True, image_explicit=False)
+            facts.exists, facts.state = True, plan.state
+            # the reference the container was created from (an image's first tag may be another alias)
+            facts.container_image = existing.attrs.get("Config", {}).get("Image") or plan.existing_image
+            facts.image_note = plan.notes[0] if plan.notes else None
+            facts.missing_mounts = [_split_mount_note(m) for m in plan.missing_mounts]
+            found.container_id = existing.id
+    except VerlctlError as exc:
+        facts.error = exc.message
+    except Exception as exc:  # transport errors of the SDK are not all DockerException
+        facts.error = f"the Docker engine failed: {' '.join(str(exc).split())[:200]}"
+    return found
+
+
+def _split_mount_note(note: str) -> tuple[str, str]:
+    """``'paths.model (/mnt/models/x)'`` -> ``('paths.model', '/mnt/models/x')``."""
+    field, _, rest = note.partition(" (")
+    return field, rest.rstrip(")")
+
+
+def _container_datasets(checks: list[DatasetCheck], docker: _Docker, timeout: float) -> None:
+    """Schema checks that failed for want of pyarrow here: run them in the running container instead."""
+    ex = docker.executor()
+    todo = [
+        c
+        for c in checks
+        if isinstance(c.verl_schema, Unavailable) and c.verl_schema.code is UnavailableCode.MISSING_DEPENDENCY
+    ]
+    if ex is None or not todo:
+        return
+    unmounted = {path for _, path in docker.facts.missing_mounts}
+    for c in [c for c in todo if any(c.path == p or c.path.startswith(p.rstrip("/") + "/") for p in unmounted)]:
+        c.verl_schema = unavailable(
+            "datasets", UnavailableCode.NOT_PRESENT, f"no pyarrow here, and container {ex.name} does not mount it"
+        )
+        todo.remove(c)
+    if not todo:
+        return
+    from verlctl.errors import VerlctlError
+
+    try:
+        res = ex.run(parquet_check_argv([c.path for c in todo]), timeout=timeout)
+    except VerlctlError as exc:
+        for c in todo:
+            c.verl_schema = unavailable("datasets", UnavailableCode.FAILED, f"in container {ex.name}: {exc.message}")
+        return
+    results = parse_parquet_check_output(res.out, "container") if res.ok else []
+    if len(results) != len(todo):
+        reason = (res.err or res.out).strip()[-200:] or f"exit {res.code}"
+        for c in todo:
+            c.verl_schema = unavailable("datasets", UnavailableCode.FAILED, f"the check in container {ex.name} failed: {reason}")
+        return
+    for c, r in zip(todo, results):
+        c.verl_schema = r
+
+
+def _checkpoint_inside_container(spec: RunSpec) -> bool:
+    """Paths under the container's work dir are not mounted: they live in the container."""
+    path, workdir = spec.paths.checkpoints, spec.container.workdir.rstrip("/")
+    return spec.container.runtime == "docker" and path is not None and (path == workdir or path.startswith(workdir + "/"))
+
+
+def _collect_checkpoint(spec: RunSpec, docker: _Docker | None, timeout: float) -> CheckpointProbe | Unavailable | None:
+    path = spec.paths.checkpoints
+    if path is None:
+        return None
+    if not _checkpoint_inside_container(spec):
+        return probe_checkpoint_dir(path, timeout)
+    ex = docker.executor() if docker is not None else None
+    if ex is None:
+        return unavailable(
+            "checkpoints",
+            UnavailableCode.NOT_PRESENT,
+            f"{path} is under the container work dir {spec.container.workdir} (inside container "
+            f"{spec.container.name}), and that container is not running",
+        )
+    from verlctl.errors import VerlctlError
+
+    try:
+        res = ex.run(["python3", "-c", CHECKPOINT_PROBE_SNIPPET, path], timeout=timeout)
+    except VerlctlError as exc:
+        return unavailable("checkpoints", UnavailableCode.FAILED, exc.message)
+    return parse_checkpoint_probe(res.out, f"container {ex.name}")
+
+
+def collect_recipe(resolved: ResolvedSpec, docker: _Docker | None, timeout: float) -> str | None:
+    """The recipe entry file (e.g. recipe/dapo/main_dapo.py) when the work dir lacks it; None when present,
+    not needed, or not checkable (the container is not running)."""
+    from verlctl.verl.compose import effective_version
+    from verlctl.verl.entrypoints import entry_for
+
+    spec = resolved.spec
+    entry = entry_for(effective_version(resolved)[0], spec.algorithm, spec.mode, spec.strategy)
+    if entry.source_file is None:
+        return None
+    path = f"{spec.container.workdir.rstrip('/')}/{entry.source_file}"
+    if spec.container.runtime == "host":
+        return None if os.path.isfile(path) else entry.source_file
+    ex = docker.executor() if docker is not None else None
+    if ex is None:
+        return None
+    from verlctl.errors import VerlctlError
+
+    try:
+        res = ex.run(["test", "-f", path], timeout=timeout)
+    except VerlctlError:
+        return None
+    return None if res.ok else entry.source_file
+
+
+def collect_versions(spec: RunSpec, docker: _Docker | None, timeout: float) -> ImageVersions | None:
+    """The Python and Ray that python3 finds where training runs: in the spec's running container, or on this
+    host with container.runtime: host. None when that cannot be asked (no running container)."""
+    if spec.container.runtime == "host":
+        import subprocess
+
+        try:
+            res = subprocess.run(["python3", "-c", VERSIONS_SNIPPET], capture_output=True, text=True,
+                                 timeout=timeout, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return parse_versions(res.stdout, "this host's python3") if res.returncode == 0 else None
+    ex = docker.executor() if docker is not None else None
+    if ex is None:
+        return None
+    from verlctl.errors import VerlctlError
+
+    try:
+        res = ex.run(["python3", "-c", VERSIONS_SNIPPET], timeout=timeout)
+    except VerlctlError:
+        return None
+    return parse_versions(res.out, f"container {ex.name}") if res.ok else None
+
+
+def _as_result(value: object, probe: str) -> Any:
+    if isinstance(value, CallTimeout):
+        return unavailable(probe, UnavailableCode.TIMEOUT, f"the {probe} check did not finish in time")
+    if isinstance(value, BaseException):
+        return unavailable(probe, UnavailableCode.ERROR, f"the {probe} check failed: {type(value).__name__}: {value}")
+    return value
+
+
+def _machine_result(spec: RunSpec, value: object) -> MachineState:
+    """The probes' MachineState; if detect_machine itself failed, say so in the fields the checks read."""
+    if isinstance(value, MachineState):
+        return value
+    failed = _as_result(value if isinstance(value, BaseException) else CallTimeout(), "machine")
+    if spec.device == "npu":
+        return MachineState(npu=failed, network=failed)
+    return MachineState(gpu=failed, network=failed)
+
+
+def _dataset_results(spec: RunSpec, value: object) -> list[DatasetCheck]:
+    if isinstance(value, list):
+        return value
+    failed = _as_result(value if isinstance(value, BaseException) else CallTimeout(), "datasets")
+    return [DatasetCheck(field=f, path=p, file=failed) for f, p in dataset_paths(spec)]
+
+
+def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) -> CheckFacts:
+    """Run every probe ``check`` needs, at the same time, each within ``budget_s``; then the in-container
+    fallbacks (parquet schemas without pyarrow here, checkpoints under the container work dir)."""
+    from verlctl.detect.machine import DetectOptions, detect_machine
+
+    spec = resolved.spec
+    probes: list[Any] = ["npu" if spec.device == "npu" else "gpu", "network", "system"]
+    options = DetectOptions(
+        probes=probes, npu_timeout_s=budget_s, gpu_timeout_s=budget_s, system_timeout_s=min(budget_s, 5.0)
+    )
+    calls: dict[str, tuple[Callable[[], object], float]] = {
+        "machine": (lambda: detect_machine(options), 2 * budget_s + 5),
+        "datasets": (lambda: [check_dataset_file(f, p, budget_s) for f, p in dataset_paths(spec)], budget_s * 2 + 2),
+        "ips": (lambda: _resolve_ipv4(spec.cluster.master_addr, budget_s), budget_s + 1),
+    }
+    if spec.paths.model:
+        model_path = spec.paths.model
+        calls["model"] = (lambda: inspect_model(model_path), budget_s)
+    if spec.container.runtime == "docker":
+        calls["docker"] = (lambda: collect_docker(spec, budget_s), 3 * budget_s + 5)
+    got = run_probes_concurrently(calls)
+    machine = _machine_result(spec, got["machine"])
+    docker = got.get("docker")
+    docker = docker if isinstance(docker, _Docker) else None
+    if spec.container.runtime == "docker" and docker is None:
+        docker = _Docker(DockerFacts(image=spec.container.image, container=spec.container.name,
+                                     error=f"the Docker engine did not answer within {budget_s:g} s"))
+    datasets = _dataset_results(spec, got["datasets"])
+    try:
+        if docker is not None:
+            _container_datasets(datasets, docker, budget_s)
+        checkpoint = _collect_checkpoint(spec, docker, budget_s)
+        recipe_missing = collect_recipe(resolved, docker, budget_s)
+        versions = collect_versions(spec, docker, budget_s)
+    finally:
+        if docker is not None:
+            docker.close()
+    return CheckFacts(
+        machine=machine,
+        model=_as_result(got["model"], "model") if "model" in got else None,
+        datasets=datasets,
+        checkpoint=checkpoint,
+        docker=docker.facts if docker is not None else None,
+        master_ips=got["ips"] if isinstance(got["ips"], list) else [],
+        storage=collect_storage(spec),
+        recipe_missing=recipe_missing,
+        holders=describe_holders(busy_pids(spec, machine)),
+        image_versions=versions,
+    )
