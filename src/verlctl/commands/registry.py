@@ -11,11 +11,11 @@ def register(app: typer.Typer) -> None:
     from verlctl.commands import diagnose as diagnose_cmd
     from verlctl.commands import import_cmd
     from verlctl.commands import init as init_cmd
-    from verlctl.commands.export import export_app
     from verlctl.commands import plan as plan_cmd
     from verlctl.commands import report as report_cmd
     from verlctl.commands import run as run_cmd
     from verlctl.commands import watch as watch_cmd
+    from verlctl.commands.export import export_app
 
     app.command("detect")(detect_cmd.detect)
     app.command("init")(init_cmd.init)
@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
     app.command("diagnose")(diagnose_cmd.diagnose)
     app.command("report")(report_cmd.report)
     app.command("bundle")(report_cmd.bundle)
+    app.command("export-hf")(run_cmd.export_hf)
     app.command("features")(plan_cmd.features)
     app.command("schema")(plan_cmd.schema)
     app.command("import")(import_cmd.import_script)
