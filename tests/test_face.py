@@ -279,3 +279,28 @@ def test_the_json_error_object_is_written_for_bad_flags_too(tmp_path: Path) -> N
     res = cli(tmp_path / "state", "list", "--json", "--no-such-flag")
     doc = json.loads(res.out)
     assert res.code == 2 and "no-such-flag" in doc["error"]["message"]
+
+
+@pytest.mark.xdist_group("ray")
+def test_launch_status_stop_json_on_a_real_engine(launch_env: Any, docker_engine: Any) -> None:
+    """`launch --yes --json` gives the run id a script needs (no text scraping), `status --json` reads it,
+    `stop --json --remove-container` says what it signalled and removed."""
+    lenv = launch_env
+    lenv.spec["train"]["steps"] = 40
+    lenv.spec["env"]["VERLCTL_STANDIN_STEP_SECONDS"] = "1"
+    res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes", "--json", "--verify-timeout", "180")
+    doc = json_out(res)
+    assert res.code == 0, res.err
+    assert doc["outcome"] == "launched" and doc["run"]["run_id"] == doc["run_id"]
+    assert doc["run"]["container_name"] == lenv.name and doc["actions"]
+    assert "training is running" in res.err and "training is running" not in res.out
+    run_id = doc["run_id"]
+    st = json_out(lenv.cli("status", run_id, "--json"))
+    assert st["run_id"] == run_id and st["alive"] is True
+    res = lenv.cli("stop", run_id, "--json", "--remove-container")
+    doc = json_out(res)
+    assert res.code == 0, res.err
+    assert doc["run_id"] == run_id and doc["not_signalled"] is None
+    assert [g["pgid"] for g in doc["signalled"]] == [st["pgid"]]
+    assert doc["containers"] == [{"name": lenv.name, "node": None, "action": "removed", "why": None}]
+    assert not docker_engine.containers.list(all=True, filters={"name": lenv.name})
