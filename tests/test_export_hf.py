@@ -215,3 +215,17 @@ def test_export_hf_is_bounded_in_time_and_stops_the_merger(world: dict[str, Any]
     ps = subprocess.run(["docker", "exec", world["container"].id, "ps", "-eo", "args="], capture_output=True,
                         text=True, timeout=60)
     assert "verl.model_merger" not in ps.stdout, ps.stdout
+
+
+def test_export_hf_reports_a_failing_merger_and_writes_nothing(world: dict[str, Any]) -> None:
+    from verlctl.errors import ExitCode
+
+    (world["fsdp"] / "global_step_4" / "actor" / "model_world_size_2_rank_1.pt").unlink()  # a lost shard
+    before = tree(world["fsdp"])
+    out = world["tmp"] / "broken"
+    res = cli(world, "export-hf", RUN_FSDP, "-o", str(out))
+    assert res.code == ExitCode.FAILURE, res.out + res.err
+    err = [ln for ln in res.err.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "verl.model_merger failed (exit 1)" in err[0] and "rank_1.pt" in err[0], res.err
+    assert "Traceback" in res.out  # the merger's own output is shown, verlctl's error is one line
+    assert not out.exists() and tree(world["fsdp"]) == before

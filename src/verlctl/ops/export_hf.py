@@ -164,7 +164,12 @@ def export_hf(run_id: str | None, step: int | None, out: Path, timeout: float, c
 
     say(f"checkpoint: step {source.step} ({source.backend}) in {source.actor}")
     staging = Path(record.checkpoints) / f".verlctl-export-{secrets.token_hex(4)}"
-    staging.mkdir(mode=0o755)
+    try:
+        staging.mkdir(mode=0o755)
+    except OSError as exc:
+        raise VerlctlError(f"cannot create the staging directory {staging}: {exc.strerror or exc}",
+                           hint="the conversion writes there first (the container mounts the checkpoint "
+                                "directory): make it writable") from None
     try:
         local_dir = str(source.actor)
         if source.fsdp_world_size is not None:
@@ -210,6 +215,20 @@ def _run_merger(ex: Any, record: RunRecord, argv: list[str], staging: Path, time
     marker = f"{record.run_id}/export-hf/{secrets.token_hex(8)}"
     group = ex.start_group(["bash", "-c", script, "verlctl-export-hf", *argv], str(log), marker,
                            cwd=record.workdir)
+    try:
+        text = _wait(ex, group, log, timeout, console)
+    except BaseException:  # Ctrl-C or a lost engine: the merger it started does not run on unattended
+        ex.stop_group(group, grace_s=10)
+        raise
+    status = text.rsplit(EXIT_LINE, 1)[1].split()[0] if text.rsplit(EXIT_LINE, 1)[1].split() else "?"
+    if status != "0":
+        last = [ln for ln in text.split(EXIT_LINE)[0].splitlines() if ln.strip()][-1:] or ["no output"]
+        raise RuntimeFailure(f"{MERGER_MODULE} failed (exit {status}): {last[0].strip()[:300]}",
+                             hint="the lines above are its output; nothing was written")
+
+
+def _wait(ex: Any, group: Any, log: Path, timeout: float, console: Any) -> str:
+    """Show the merger's lines as they come until its exit line; stop it when ``timeout`` runs out."""
     deadline = time.monotonic() + timeout
     pos = 0
     text = ""
@@ -227,8 +246,7 @@ def _run_merger(ex: Any, record: RunRecord, argv: list[str], staging: Path, time
         if EXIT_LINE in text:
             break
         now = time.monotonic()
-        if now >= deadline:
-            ex.stop_group(group, grace_s=10)
+        if now >= deadline:  # (the caller stops the merger)
             raise VerlctlError(f"{MERGER_MODULE} did not finish within {int(timeout)}s: it was stopped and nothing "
                                "was written", code=ExitCode.TIMEOUT,
                                hint="give it more time with --timeout SECONDS (large models take long)")
@@ -240,11 +258,7 @@ def _run_merger(ex: Any, record: RunRecord, argv: list[str], staging: Path, time
                     raise RuntimeFailure(f"{MERGER_MODULE} ended without an exit status (see the lines above)")
                 break
         time.sleep(0.3)
-    status = text.rsplit(EXIT_LINE, 1)[1].split()[0] if text.rsplit(EXIT_LINE, 1)[1].split() else "?"
-    if status != "0":
-        last = [ln for ln in text.split(EXIT_LINE)[0].splitlines() if ln.strip()][-1:] or ["no output"]
-        raise RuntimeFailure(f"{MERGER_MODULE} failed (exit {status}): {last[0].strip()[:300]}",
-                             hint="the lines above are its output; nothing was written")
+    return text
 
 
 def _read_from(path: Path, pos: int) -> bytes:
