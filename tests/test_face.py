@@ -304,3 +304,18 @@ def test_launch_status_stop_json_on_a_real_engine(launch_env: Any, docker_engine
     assert [g["pgid"] for g in doc["signalled"]] == [st["pgid"]]
     assert doc["containers"] == [{"name": lenv.name, "node": None, "action": "removed", "why": None}]
     assert not docker_engine.containers.list(all=True, filters={"name": lenv.name})
+
+
+def test_check_at_60_columns_keeps_every_long_name_whole(tmp_path: Path) -> None:
+    image = yaml.safe_load((ROOT / "examples" / "run.yaml").read_text())["container"]["image"]
+    assert len(image) > 60
+    res = cli(tmp_path / "state", "check", "-c", str(ROOT / "examples" / "run.yaml"), columns=60, PATH=NO_TOOL_PATH)
+    assert res.code == 2 and "Traceback" not in res.err
+    for line in res.out.splitlines():
+        assert len(line) <= 60 or len(line.split()) == 1, line
+    tokens = res.out.split()
+    # whole in the machine line and in every finding that names it (and in the hint); never a piece of it
+    doc = json.loads(cli(tmp_path / "state", "check", "-c", str(ROOT / "examples" / "run.yaml"), "--json",
+                         PATH=NO_TOOL_PATH).out)
+    assert tokens.count(image) == 1 + sum(f["message"].split().count(image) for f in doc["findings"])
+    assert f"{image}`," in tokens
