@@ -229,3 +229,11 @@ def test_export_hf_reports_a_failing_merger_and_writes_nothing(world: dict[str, 
     assert len(err) == 1 and "verl.model_merger failed (exit 1)" in err[0] and "rank_1.pt" in err[0], res.err
     assert "Traceback" in res.out  # the merger's own output is shown, verlctl's error is one line
     assert not out.exists() and tree(world["fsdp"]) == before
+
+
+def test_export_hf_needs_the_runs_container_running(world: dict[str, Any]) -> None:
+    world["container"].stop(timeout=5)
+    out = world["tmp"] / "stopped"
+    res = cli(world, "export-hf", RUN_FSDP, "-o", str(out))
+    assert res.code == 2 and "the conversion runs inside it" in res.err and "docker start" in res.err, res.err
+    assert not out.exists() and not list(world["fsdp"].glob(".verlctl-export-*"))
