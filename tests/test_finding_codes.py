@@ -820,13 +820,17 @@ MACHINE_ROWS = [
         checkpoint_findings(ckpt_dir, params=lambda free: free // (2 * ONE)),
         checkpoint_findings(ckpt_dir, params=lambda free: free // (3 * ONE))),
     # cluster.devices
-    Row("npu_smi_missing", ERROR, "device",
+    Row("npu_smi_missing", ERROR, "device",  # on the host, launch needs the host's tool
+        lambda t: check_devices(resolve(**{"container.runtime": "host"}).spec,
+                                MachineState(npu=probe_npu(binary=str(t / "no-npu-smi")))),
+        devices(IDLE_910B, [0])),
+    Row("npu_smi_missing", WARNING, "device",  # in a container, launch checks the container's tool
         lambda t: check_devices(resolve().spec, MachineState(npu=probe_npu(binary=str(t / "no-npu-smi")))),
         devices(IDLE_910B, [0])),
     Row("npu_smi_failed", ERROR, "device",
         lambda t: check_devices(resolve().spec, MachineState(npu=probe_npu(binary="false"))),
         devices(IDLE_910B, [0])),
-    Row("nvidia_smi_missing", ERROR, "device",
+    Row("nvidia_smi_missing", WARNING, "device",
         lambda t: check_devices(resolve(device="gpu").spec, MachineState(gpu=probe_gpu(binary=str(t / "no-smi")))),
         devices(IDLE_H200, [0], "gpu")),
     Row("nvidia_smi_failed", ERROR, "device",

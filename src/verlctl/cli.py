@@ -12,6 +12,7 @@ import sys
 import typer
 
 from verlctl.commands import registry
+from verlctl.errors import exit_code_lines
 
 app = typer.Typer(
     name="verlctl",
@@ -20,6 +21,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit status:\n\n" + exit_code_lines().replace("\n", "\n\n"),
 )
 
 
@@ -57,36 +59,50 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:  # pragma: no cover - older typer depends on click
         from click.exceptions import ClickException  # type: ignore[no-redef]
 
-    from verlctl.errors import VerlctlError
+    from verlctl.errors import ExitCode, VerlctlError
 
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in (args[: args.index("--")] if "--" in args else args)
     command = typer.main.get_command(app)
     try:
-        rv = command.main(args=argv, prog_name="verlctl", standalone_mode=False)
+        rv = command.main(args=args, prog_name="verlctl", standalone_mode=False)
     except VerlctlError as exc:
-        sys.stderr.write(f"error: {exc.message}\n")
-        if exc.hint:
-            sys.stderr.write(f"hint: {exc.hint}\n")
-        sys.exit(exc.code)
+        _fail(exc.message, exc.hint, exc.code, as_json, details=exc.details)
     except typer.Abort:
-        sys.stderr.write("aborted\n")
-        sys.exit(130)
+        _fail("aborted", None, ExitCode.INTERRUPTED, as_json, prefix="")
     except typer.Exit as exc:
         code = getattr(exc, "exit_code", 0)
-        if code == 130:
-            sys.stderr.write("interrupted\n")
+        if code == ExitCode.INTERRUPTED:
+            _fail("interrupted", None, code, as_json, prefix="")
         sys.exit(code)
     except KeyboardInterrupt:
-        sys.stderr.write("\ninterrupted\n")
-        sys.exit(130)
+        _fail("interrupted", None, ExitCode.INTERRUPTED, as_json, prefix="\n")
     except EOFError:
-        sys.stderr.write("error: input ended before every question was answered\n")
-        sys.exit(2)
+        _fail("input ended before every question was answered", None, ExitCode.USAGE, as_json)
     except ClickException as exc:
+        if as_json:
+            _fail(exc.format_message(), None, exc.exit_code, as_json)
         exc.show()
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _fail(message: str, hint: str | None, code: int, as_json: bool, prefix: str = "error: ",
+          details: dict[str, object] | None = None) -> None:
+    """End the command: one line (and a hint) on stderr; with ``--json`` also one JSON object on stdout
+    (``{"error": {"message", "hint", "exit_code"}}``, and the command's own keys known so far, such as
+    ``launch``'s findings), so a script parses every outcome the same way."""
+    if as_json:
+        import json
+
+        doc = {**(details or {}), "error": {"message": message, "hint": hint, "exit_code": int(code)}}
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    sys.stderr.write(f"{prefix}{message}\n")
+    if hint:
+        sys.stderr.write(f"hint: {hint}\n")
+    sys.exit(int(code))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,10 +6,52 @@ Anything a user can cause (bad input, a missing engine, a path that is not there
 
 from __future__ import annotations
 
-# Exit codes used across the CLI.
-EXIT_OK = 0
-EXIT_FAILURE = 1  # the thing ran and failed (training died, diagnose found an error)
-EXIT_USAGE = 2  # bad input / invalid spec / findings with errors
+import enum
+from typing import Any
+
+
+class ExitCode(enum.IntEnum):
+    """Every exit status of ``verlctl`` (the one table: the README, ``verlctl --help`` and
+    ``docs/operations.md`` show :data:`EXIT_CODE_MEANINGS`; the commands return or raise these)."""
+
+    OK = 0
+    FAILURE = 1
+    USAGE = 2
+    DECLINED = 3
+    TIMEOUT = 4
+    INTERRUPTED = 130
+
+
+#: What each exit status means, in the user's words (documented as is).
+EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "done: the command did what was asked (`check`/`plan`: no error findings; `diagnose`: no failure "
+                 "in the log)",
+    ExitCode.FAILURE: "it ran and failed: the training died or did not start, a Docker/ssh/container step failed, "
+                      "`diagnose` found a failure, the checkpoint conversion failed",
+    ExitCode.USAGE: "bad input, nothing changed: a wrong flag or spec value, a spec with error findings, no such run, "
+                    "step or checkpoint, a question that cannot be asked (stdin is not a terminal)",
+    ExitCode.DECLINED: "you answered no (\"Launch with these settings?\", \"Write the spec?\"): nothing changed",
+    ExitCode.TIMEOUT: "a bounded wait ran out (`export-hf --timeout`): what was started is stopped",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C): nothing changed, or what was started is stopped",
+}
+
+
+def exit_code_table() -> str:
+    """The exit-code table as Markdown (README, docs/operations.md)."""
+    rows = ["| exit status | meaning |", "|---|---|"]
+    rows += [f"| {int(code)} | {text} |" for code, text in EXIT_CODE_MEANINGS.items()]
+    return "\n".join(rows) + "\n"
+
+
+def exit_code_lines() -> str:
+    """The exit-code table as plain lines (the epilog of ``verlctl --help``)."""
+    return "\n".join(f"{int(code):>3}  {text}" for code, text in EXIT_CODE_MEANINGS.items())
+
+
+# The names used across the CLI (aliases of ExitCode).
+EXIT_OK = ExitCode.OK
+EXIT_FAILURE = ExitCode.FAILURE
+EXIT_USAGE = ExitCode.USAGE
 
 
 class VerlctlError(Exception):
@@ -18,8 +60,9 @@ class VerlctlError(Exception):
     def __init__(self, message: str, code: int = EXIT_USAGE, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.code = code
+        self.code = int(code)
         self.hint = hint
+        self.details: dict[str, Any] | None = None  # with --json: more of the outcome (findings, actions)
 
     def __str__(self) -> str:
         return self.message

@@ -173,7 +173,11 @@ def operations_md() -> str:
         "Every `verlctl` command and its options, as `verlctl COMMAND --help` prints them. The README's flow "
         "table says which phase each command belongs to.\n"
     )
+    from verlctl.errors import exit_code_table
+
     cmds = list(_commands())
+    out.append("## Exit status\n")
+    out.append(exit_code_table())
     out.append("| command | what it does |")
     out.append("|---|---|")
     for name, cmd in cmds:

@@ -85,13 +85,42 @@ def print_findings(console: Any, findings: list[Finding]) -> None:
     if not findings:
         console.print("[green]no findings[/green]")
         return
+    from rich.text import Text
+
     style = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
     for f in findings:
         where = f" [dim]{escape(f.field)}[/dim]" if f.field else ""
-        console.print(f"[{style[f.severity]}]{f.severity.value}[/] {escape(f.code)}{where}: {escape(f.message)}",
-                      highlight=False)
+        print_wrapped(console, Text.from_markup(f"[{style[f.severity]}]{f.severity.value}[/] {escape(f.code)}{where}: "
+                                                f"{escape(f.message)}"), 0, 2)
         if f.hint:
-            console.print(f"    [dim]hint:[/dim] {escape(f.hint)}", highlight=False)
+            print_wrapped(console, Text.from_markup(f"[dim]hint:[/dim] {escape(f.hint)}"), 4, 6)
+
+
+def print_words(console: Any, text: str, first: int = 0, rest: int = 2) -> None:
+    """Print plain ``text`` (no markup) as :func:`print_wrapped` does."""
+    from rich.text import Text
+
+    print_wrapped(console, Text(text), first, rest)
+
+
+def print_wrapped(console: Any, text: Any, first: int = 0, rest: int = 2) -> None:
+    """Print rich ``text`` wrapped between words only, with a hanging indent: a word longer than the line (a
+    path, an image name) stays whole on its own line, never cut or broken (the terminal may fold it)."""
+    import re
+
+    from rich.text import Text
+
+    width = max(20, console.width - rest)
+    offsets, col = [], 0
+    for m in re.finditer(r"\S+\s*", text.plain):
+        if col and col + len(m.group().rstrip()) > width:
+            offsets.append(m.start())
+            col = 0
+        col += len(m.group())
+    for i, line in enumerate(text.divide(offsets)):
+        line.rstrip()
+        console.print(Text(" " * (rest if i else first)) + line, highlight=False, crop=False, no_wrap=True,
+                      overflow="ignore")
 
 
 def print_checklist(console: Any, resolved: ResolvedSpec, command: TrainingCommand | None) -> None:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from wizard_support import cli_argv, cli_env, make_world
 
+from verlctl.errors import ExitCode
 from verlctl.spec.model import DEFAULT_IMAGE
 
 from conftest import run_cli
@@ -107,7 +108,7 @@ def test_init_in_a_terminal_every_round_then_no_writes_nothing_then_yes_writes_t
     child.expect(pexpect.EOF)
     child.close()
     transcript = log.getvalue().decode(errors="replace")
-    assert child.exitstatus == 0, transcript[-3000:]
+    assert child.exitstatus == ExitCode.DECLINED, transcript[-3000:]
     for part in checklist_parts():
         assert part in transcript, part
     assert KEY not in transcript and "Traceback" not in transcript
@@ -116,11 +117,12 @@ def test_init_in_a_terminal_every_round_then_no_writes_nothing_then_yes_writes_t
     child, log = spawn(["init", "--machine", str(state), "-o", str(target)], cwd)
     answer_every_round(child, w.model)
     step(child, f"Write the spec to {target}?", "y")
-    child.expect_exact(f"repeat the run with: verlctl launch -c {target} --yes")
     child.expect(pexpect.EOF)
     child.close()
     transcript = log.getvalue().decode(errors="replace")
     assert child.exitstatus == 0, transcript[-3000:]
+    # (wrapped between words, never inside one, where it is longer than the terminal)
+    assert f"repeat the run with: verlctl launch -c {target} --yes" in " ".join(transcript.split())
     assert KEY not in transcript
     assert [p.name for p in out.iterdir()] == ["run.yaml"] and list(cwd.iterdir()) == []
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
@@ -238,7 +240,7 @@ def test_launch_declined_at_the_checklist_changes_nothing(tmp_path: Path, docker
     child.expect(pexpect.EOF)
     child.close()
     transcript = log.getvalue().decode(errors="replace")
-    assert child.exitstatus == 0, transcript[-3000:]
+    assert child.exitstatus == ExitCode.DECLINED, transcript[-3000:]
     assert f"create container {lenv.name}" in transcript and "Summary" in transcript
     # Every directory the launch would create is listed, host side and container side; none was created.
     flat = " ".join(transcript.split())
@@ -251,3 +253,33 @@ def test_launch_declined_at_the_checklist_changes_nothing(tmp_path: Path, docker
     assert not docker_engine.containers.list(all=True, filters={"name": lenv.name})
     assert not state.exists() or not any(state.rglob("*"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "models", "run.yaml"]
+
+
+def test_init_piped_to_tee_draws_the_questions_on_the_terminal_not_into_the_pipe(tmp_path: Path) -> None:
+    """`verlctl init | tee log` (wizard review D13): stdout is a pipe, stdin and stderr the terminal. The
+    questions are drawn on the terminal (stderr); the pipe gets the plain-text checklist and result lines,
+    with no terminal control codes and no question."""
+    import shlex
+
+    w = make_world(tmp_path / "world")
+    state = tmp_path / "state.json"
+    state.write_text(w.machine.model_dump_json())
+    target = tmp_path / "run.yaml"
+    piped = tmp_path / "piped.log"
+    argv = cli_argv("init", "--machine", str(state), "-o", str(target))
+    log = io.BytesIO()
+    child = pexpect.spawn("bash", ["-c", f"{shlex.join(argv)} | tee {shlex.quote(str(piped))}"],
+                          cwd=str(tmp_path), env=cli_env(), dimensions=(60, 200), timeout=30)
+    child.logfile_read = log
+    answer_every_round(child, w.model)
+    step(child, f"Write the spec to {target}?", "y")
+    child.expect(pexpect.EOF)
+    child.close()
+    transcript = log.getvalue().decode(errors="replace")
+    assert child.exitstatus == 0, transcript[-3000:]
+    assert target.is_file()
+    text = piped.read_text(encoding="utf-8", errors="replace")
+    assert "\x1b" not in text, repr(text[:400])
+    assert "Checklist" in text and f"wrote {target}" in " ".join(text.split())
+    for question in ("Single node or multi-node?", "Model path", "Write the spec to"):
+        assert question not in text and question in transcript

@@ -32,13 +32,12 @@ def _tool_unavailable(spec: RunSpec, result: Unavailable) -> Finding:
             if spec.device == "npu"
             else "install the NVIDIA driver (nvidia-smi) and put it on PATH, or set device: npu"
         )
-        return error(
-            f"{tool.replace('-', '_')}_missing",
-            f"device is {spec.device} but {tool} is not on PATH: the {kind} driver tool is missing, so the "
-            f"{kind}s cannot be checked",
-            "device",
-            hint,
-        )
+        message = (f"device is {spec.device} but {tool} is not on PATH: the {kind} driver tool is missing, so the "
+                   f"{kind}s cannot be checked")
+        if spec.container.runtime == "docker":  # launch checks the container's own tool before training starts
+            return warning(f"{tool.replace('-', '_')}_missing",
+                           f"{message} here (launch checks {tool} inside the container)", "device", hint)
+        return error(f"{tool.replace('-', '_')}_missing", message, "device", hint)
     return error(f"{tool.replace('-', '_')}_failed", f"{tool} did not give the {kind} list: {result.reason}", "device")
 
 
@@ -87,6 +86,16 @@ def _device_missing(kind: str, tool: str, dev: int, present: list[int]) -> Findi
         "cluster.devices",
         f"choose cluster.devices from: {_ids(present)}",
     )
+
+
+def device_tool_findings(spec: RunSpec) -> list[Finding]:
+    """The missing-tool finding of ``check`` for ``launch`` (which runs no other machine check)."""
+    import shutil
+
+    tool = "npu-smi" if spec.device == "npu" else "nvidia-smi"
+    if shutil.which(tool) is not None:
+        return []
+    return [_tool_unavailable(spec, Unavailable(probe=tool, code=UnavailableCode.NOT_FOUND, reason=f"{tool} not found"))]
 
 
 def _device_busy(kind: str, dev: int, procs: list[tuple[int, str]], holders: Mapping[int, str]) -> Finding:

@@ -93,13 +93,13 @@ def spec_findings(resolved: ResolvedSpec) -> tuple[list[Finding], bool]:
 
 def _print(lines: list[str], findings: list[Finding], memory: Estimate | None = None) -> None:
     from rich.console import Console
-    from rich.markup import escape
+    from rich.text import Text
 
-    from verlctl.report import print_findings, print_memory
+    from verlctl.report import print_findings, print_memory, print_wrapped
 
     console = Console()
     for line in lines:
-        console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
+        print_wrapped(console, Text(line, style="dim"), 0, 2)
     if memory is not None:
         print_memory(console, memory)
     print_findings(console, findings)

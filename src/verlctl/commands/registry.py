@@ -32,6 +32,7 @@ def register(app: typer.Typer) -> None:
     app.command("diagnose")(diagnose_cmd.diagnose)
     app.command("report")(report_cmd.report)
     app.command("bundle")(report_cmd.bundle)
+    app.command("export-hf")(run_cmd.export_hf)
     app.command("features")(plan_cmd.features)
     app.command("schema")(plan_cmd.schema)
     app.command("import")(import_cmd.import_script)

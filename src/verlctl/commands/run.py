@@ -32,6 +32,10 @@ def launch(
     ] = None,
     verify_timeout: Annotated[float, typer.Option(help="Seconds to wait for the training to start.")] = 300.0,
     ask_all: Annotated[bool, typer.Option("--ask-all", help="Ask every round, even for values already given.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object (the run id, actions, findings); asks nothing, "
+                                          "so it needs --yes or --dry-run. Progress goes to stderr.")
+    ] = False,
 ) -> int:
     """Prepare the container, start training and verify it started (asks first unless --yes)."""
     from verlctl.ops.flow import launch_flow
@@ -39,7 +43,7 @@ def launch(
     check_seconds(verify_timeout, "--verify-timeout")
     return launch_flow(
         config, flags[0], flags[1], yes=yes, dry_run=dry_run, out=out, pull=pull, watch=watch, notify_cmd=notify_cmd,
-        verify_timeout=verify_timeout, ask_all=ask_all,
+        verify_timeout=verify_timeout, ask_all=ask_all, as_json=as_json,
     )
 
 
@@ -48,13 +52,17 @@ def quickstart(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print every action in order; change nothing.")] = False,
     pull: Annotated[bool, typer.Option("--pull", help="Pull the image when it is not present locally.")] = False,
     watch: Annotated[bool, typer.Option("--watch/--no-watch", help="Leave a detached watcher.")] = True,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object, as `launch --json` does. Progress goes to stderr.")
+    ] = False,
 ) -> int:
-    """The second seed's one-shot: everything from the environment (CONTAINER, TRAIN_STEPS, MODEL_PATH,
-    TRAIN_FILE, VAL_FILE, SWANLAB_HOST, SWANLAB_API_KEY, …); equivalent to `launch --yes`."""
+    """Launch in one command, asking nothing: every setting comes from environment variables (CONTAINER,
+    TRAIN_STEPS, MODEL_PATH, TRAIN_FILE, VAL_FILE, SWANLAB_HOST, SWANLAB_API_KEY, …), as a one-shot launch
+    script would take them; the same as `launch --yes` without a spec file."""
     from verlctl.ops.flow import launch_flow
 
     return launch_flow(None, {}, {}, yes=True, dry_run=dry_run, out=None, pull=pull, watch=watch, notify_cmd=None,
-                       verify_timeout=300.0, ask_all=False)
+                       verify_timeout=300.0, ask_all=False, as_json=as_json)
 
 
 def status(
@@ -102,16 +110,57 @@ def stop(
         bool, typer.Option("--remove-container", help="Also remove the container, if this run created it.")
     ] = False,
     grace: Annotated[float, typer.Option(help="Seconds between SIGTERM and SIGKILL.")] = 20.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object (what was signalled and removed); progress "
+                                          "goes to stderr.")
+    ] = False,
 ) -> int:
     """Stop the run's process group (and nothing else)."""
+    from rich.console import Console
+
     from verlctl.ops.inspect import stop_run
 
     check_seconds(grace, "--grace", allow_zero=True)
-    return stop_run(run, remove_container=remove_container, grace=grace)
+    result = stop_run(run, remove_container=remove_container, grace=grace, console=Console(stderr=as_json))
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
+    return 0
 
 
-def list_runs(as_json: JsonOut = False) -> int:
+def list_runs(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array of the runs ([] when none).")] = False,
+) -> int:
     """The recorded runs, newest last."""
     from verlctl.ops.inspect import list_runs as do_list
 
     return do_list(as_json)
+
+
+def export_hf(
+    run: Annotated[str, typer.Argument(metavar="RUN", help="Run id or prefix.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="New directory for the Hugging Face model.",
+                                      show_default=False)],
+    step: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--step", help="Training step of the checkpoint (default: the newest saved).", show_default=False),
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds the conversion may take.")] = 7200.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object (step, backend, output files); progress goes to "
+                                          "stderr.")
+    ] = False,
+) -> int:
+    """Convert the run's checkpoint to a Hugging Face model with verl's own verl.model_merger, run inside the
+    run's container (FSDP or Megatron, from the run's spec)."""
+    from rich.console import Console
+
+    from verlctl.errors import VerlctlError
+    from verlctl.ops.export_hf import export_hf as do_export
+
+    check_seconds(timeout, "--timeout")
+    if step is not None and step < 1:
+        raise VerlctlError(f"--step must be a training step (1 or more), not {step}")
+    result = do_export(run, step, out, timeout, Console(stderr=as_json))
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    return 0

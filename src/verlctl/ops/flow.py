@@ -22,13 +22,21 @@ def launch_flow(
     notify_cmd: str | None,
     verify_timeout: float,
     ask_all: bool,
+    as_json: bool = False,
 ) -> int:
+    """Launch (``launch``, ``quickstart``). With ``as_json`` nothing is asked, the progress lines go to
+    stderr and one object goes to stdout: ``outcome`` ("launched", "dry_run", or "error" beside the error
+    object), ``run_id`` (null unless launched), ``actions``, ``findings``, ``run`` (the recorded run, or
+    null), ``watcher_pid``."""
     from rich.console import Console
 
+    from verlctl.errors import ExitCode
     from verlctl.ops.launch import Launcher, LaunchOptions
     from verlctl.spec.resolve import load_spec
 
-    console = Console()
+    console = Console(stderr=as_json)
+    if as_json and not (yes or dry_run):
+        raise VerlctlError("--json asks no question: add --yes to launch (or --dry-run to list the actions)")
     resolved = load_spec(config, flags=flags, flag_names=names)
     interactive = stdin_is_terminal() and not yes and not dry_run
     missing = resolved.missing_required()
@@ -53,9 +61,18 @@ def launch_flow(
         confirm = confirm_launch(console, resolved, offer_save=asked)
     options = LaunchOptions(yes=yes, dry_run=dry_run, pull=pull, verify_timeout=verify_timeout, out_dir=out)
     launcher = Launcher(resolved, options, console, confirm=confirm)
-    record = launcher.run()
+    try:
+        record = launcher.run()
+    except VerlctlError as exc:
+        if as_json and exc.details is None:
+            exc.details = {**_json_doc(launcher, None, None), "outcome": "error"}
+        raise
     if record is None:
-        return 0
+        if as_json:
+            _print_json(_json_doc(launcher, None, None))
+        # Declined at "Launch with these settings?": nothing changed, and a script can tell.
+        return ExitCode.DECLINED if launcher.declined else ExitCode.OK
+    pid = None
     if watch:
         from verlctl.ops.watcher_process import spawn_watcher
 
@@ -65,4 +82,25 @@ def launch_flow(
     if record.swanlab_url:
         console.print(f"SwanLab: {record.swanlab_url} (experiment {record.experiment})", highlight=False)
     console.print("follow it with `verlctl status`, `verlctl logs -f`; stop it with `verlctl stop`", highlight=False)
+    if as_json:
+        _print_json(_json_doc(launcher, record, pid))
     return 0
+
+
+def _json_doc(launcher: Any, record: Any, watcher_pid: int | None) -> dict[str, Any]:
+    findings = launcher.findings or []
+    return {
+        "outcome": "launched" if record is not None else ("dry_run" if launcher.options.dry_run else "not_launched"),
+        "run_id": record.run_id if record is not None else None,
+        "actions": list(launcher.actions or []),
+        "findings": [f.model_dump(mode="json") for f in findings],
+        "run": record.model_dump(mode="json") if record is not None else None,
+        "watcher_pid": watcher_pid,
+    }
+
+
+def _print_json(doc: dict[str, Any]) -> None:
+    import json
+    import sys
+
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")

@@ -298,12 +298,20 @@ def _describe_wait(verdict: dict[str, Any], ref: GroupRef, where: str) -> str:
     return text
 
 
-def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
-    from rich.console import Console
+def stop_run(run_id: str | None, remove_container: bool, grace: float, console: Any = None) -> dict[str, Any]:
+    """Stop a run; prints what it does on ``console`` and returns it as the ``stop --json`` object:
+    ``run_id``, ``watcher_stopped`` (pid or null), ``signalled`` ([{pgid, where}]), ``not_signalled`` (why
+    nothing was signalled, or null), ``containers`` ([{name, node, action: removed|kept|gone|not_docker,
+    why}]; empty without --remove-container), ``warnings``."""
     from rich.markup import escape
 
-    console = Console()
+    if console is None:
+        from rich.console import Console
+
+        console = Console()
     record = resolve_run(run_id)
+    result: dict[str, Any] = {"run_id": record.run_id, "watcher_stopped": None, "signalled": [],
+                              "not_signalled": None, "containers": [], "warnings": []}
     # Mark the run stopped before anything else can fail: a watcher then never restarts it.
     record.stopped = True
     try:
@@ -317,6 +325,7 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
     if record.watcher_pid and watcher_alive(record):
         try:
             os.kill(record.watcher_pid, 15)
+            result["watcher_stopped"] = record.watcher_pid
             console.print(f"stopped the watcher (pid {record.watcher_pid})", highlight=False, markup=False)
         except ProcessLookupError:
             pass
@@ -324,8 +333,10 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
     waits: list[str] = []
     ref = record.ref
     if ref is None:
+        result["not_signalled"] = "no process group was recorded for this run"
         console.print("nothing to stop: no process group was recorded for this run", highlight=False)
     elif ex is None:
+        result["not_signalled"] = f"the container is {container.get('state')}"
         console.print(f"nothing to stop: the container is {container.get('state')}", highlight=False)
     else:
         verdict = ex.verdict(ref)
@@ -333,6 +344,7 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
             groups.append((ex, ref, ex.describe()))
             waits.append(_describe_wait(verdict, ref, ex.describe()))
         else:
+            result["not_signalled"] = verdict["reason"]
             console.print(f"nothing signalled: {escape(verdict['reason'])}", highlight=False)
     for w, wex, _info in worker_targets(record):
         wref = w.ref
@@ -345,32 +357,39 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
         console.print(f"waiting up to {grace:g}s (SIGTERM, then SIGKILL) for: {escape('; '.join(waits))}",
                       highlight=False)
     for _gex, gref, where in stop_groups(groups, grace):
+        result["signalled"].append({"pgid": gref.pgid, "where": where})
         console.print(f"stopped process group {gref.pgid} in {escape(where)}", highlight=False)
-    _remove_key_files(record, ex, console)
+    result["warnings"] += _remove_key_files(record, ex, console)
     try:
         record.event("stopped", pgid=record.pgid)
     except OSError as exc:
+        result["warnings"].append(f"the stop event was not appended to events.jsonl: {exc.strerror or exc}")
         console.print(f"warning: the stop event was not appended to events.jsonl: {exc.strerror or exc}",
                       highlight=False, markup=False)
     if remove_container:
         if record.runtime != "docker":
+            result["containers"].append({"name": None, "node": None, "action": "not_docker",
+                                         "why": "host runtime: no container"})
             console.print("no container to remove (host runtime)")
         else:
-            _remove_own_containers(record, console)
-    return 0
+            result["containers"] += _remove_own_containers(record, console)
+    return result
 
 
-def _remove_key_files(record: RunRecord, ex: Executor | None, console: Any) -> None:
+def _remove_key_files(record: RunRecord, ex: Executor | None, console: Any) -> list[str]:
     """The run's 0600 env file (it holds the SwanLab key): nothing needs it once the run is stopped."""
     from verlctl.render.render import ENV_FILE
 
     targets: list[Executor] = [ex] if ex is not None else []
     targets += [wex for _w, wex, _ in worker_targets(record) if wex is not None]
+    warnings = []
     for t in targets:
         res = t.run(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], timeout=30)
         if not res.ok:
-            console.print(f"warning: could not remove {record.scripts_dir}/{ENV_FILE} in {t.describe()}: "
-                          f"{res.err.strip()[:200]}", highlight=False, markup=False)
+            warnings.append(f"could not remove {record.scripts_dir}/{ENV_FILE} in {t.describe()}: "
+                            f"{res.err.strip()[:200]}")
+            console.print(f"warning: {warnings[-1]}", highlight=False, markup=False)
+    return warnings
 
 
 def container_users(record: RunRecord, container: Any, client: Any) -> list[str]:
@@ -396,45 +415,48 @@ def container_users(record: RunRecord, container: Any, client: Any) -> list[str]
 
 
 def _remove_one(record: RunRecord, client: Any, cid: str | None, name: str | None, created: bool,
-                where: str, console: Any) -> None:
+                where: str, console: Any, node: str | None = None) -> dict[str, Any]:
     from verlctl.runtime import containers
 
     label = f"{containers.LABEL_PREFIX}.run"
     c = containers.find_container(client, cid or "") if cid else None
     shown = f"{name}{where}"
+    outcome: dict[str, Any] = {"name": name, "node": node, "action": "kept", "why": None}
     if c is None:
         console.print(f"container {shown} is already gone", highlight=False, markup=False)
-        return
+        return {**outcome, "action": "gone"}
     if not created or (c.labels or {}).get(label) != record.run_id:
         owner = (c.labels or {}).get(label)
-        console.print(f"container {shown} was not created by this run "
-                      f"({'created by run ' + owner if owner else 'not created by verlctl'}): left in place",
-                      highlight=False, markup=False)
-        return
+        why = f"not created by this run ({'created by run ' + owner if owner else 'not created by verlctl'})"
+        console.print(f"container {shown} was {why}: left in place", highlight=False, markup=False)
+        return {**outcome, "why": why}
     users = container_users(record, c, client)
     if users:
         console.print(f"container {shown} is in use ({users[0]}): left in place", highlight=False, markup=False)
-        return
+        return {**outcome, "why": f"in use ({users[0]})"}
     c.remove(force=True)
     console.print(f"removed container {shown}", highlight=False, markup=False)
     with contextlib.suppress(OSError):
         record.event("container_removed", container=name, node=where.strip() or None)
+    return {**outcome, "action": "removed"}
 
 
-def _remove_own_containers(record: RunRecord, console: Any) -> None:
+def _remove_own_containers(record: RunRecord, console: Any) -> list[dict[str, Any]]:
     """Remove the containers this run created (label checked), when no other run uses them."""
     client = _client_for(record, record.head_address)
-    _remove_one(record, client, record.container_id, record.container_name, record.container_created, "",
-                console)
+    out = [_remove_one(record, client, record.container_id, record.container_name, record.container_created, "",
+                       console, record.head_address)]
     for w in record.workers:
         try:
             wclient = _client_for(record, w.address)
         except VerlctlError as exc:
             console.print(f"container {w.container_name} on {w.address}: {exc.message}", highlight=False,
                           markup=False)
+            out.append({"name": w.container_name, "node": w.address, "action": "kept", "why": exc.message})
             continue
-        _remove_one(record, wclient, w.container_id, w.container_name, w.container_created, f" on {w.address}",
-                    console)
+        out.append(_remove_one(record, wclient, w.container_id, w.container_name, w.container_created,
+                               f" on {w.address}", console, w.address))
+    return out
 
 
 def list_runs(as_json: bool) -> int:
@@ -447,21 +469,39 @@ def list_runs(as_json: bool) -> int:
     from rich.markup import escape
     from rich.table import Table
 
+    from verlctl.report import print_words
+    from verlctl.runtime.records import runs_dir
+
+    console = Console()
+    if not runs and not damaged:
+        console.print(f"no runs recorded under {runs_dir()}: start one with `verlctl launch`", highlight=False,
+                      markup=False)
+        return 0
+    rows = [
+        (r.run_id, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)), r.runtime, r.container_name or "-",
+         str(len(r.attempts)), "yes" if r.stopped else "no")
+        for r in runs
+    ] + [(d.run_id, "-", "-", "-", "-", f"damaged: {d.reason}") for d in damaged]
     table = Table(title="verlctl runs", title_justify="left", header_style="bold")
-    for col in ("run", "created", "runtime", "container", "attempts", "stopped"):
-        table.add_column(col)
-    for r in runs:
-        table.add_row(
-            escape(r.run_id),
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)),
-            r.runtime,
-            escape(r.container_name or "-"),
-            str(len(r.attempts)),
-            "yes" if r.stopped else "no",
-        )
-    for d in damaged:
-        table.add_row(escape(d.run_id), "-", "-", "-", "-", f"damaged: {escape(d.reason)}")
-    Console().print(table)
+    columns = ("run", "created", "runtime", "container", "attempts", "stopped")
+    table.add_column(columns[0], no_wrap=True, min_width=max(len(row[0]) for row in rows))
+    for col in columns[1:]:
+        table.add_column(col, no_wrap=col != "stopped")  # a damaged record's reason wraps
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    from rich.measure import Measurement
+
+    if Measurement.get(console, console.options.update_width(100_000), table).minimum <= console.width:
+        console.print(table)
+        return 0
+    # Too narrow for the table: one run per block, the id alone on its line, never cut (it is what
+    # status/logs/stop take); the rest wraps between words.
+    for i, row in enumerate(rows):
+        if i:
+            console.print()
+        console.print(row[0], highlight=False, markup=False, no_wrap=True, overflow="ignore", crop=False)
+        facts = ", ".join(f"{name} {cell}" for name, cell in zip(columns[1:], row[1:], strict=True))
+        print_words(console, f"  {facts}", 0, 2)
     return 0
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verlctl.checks.findings import Finding, Severity, has_errors
+from verlctl.checks.findings import Finding, Severity, has_errors, sorted_findings
 from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
 from verlctl.ops import preflight
 from verlctl.plan import Plan, make_plan
@@ -117,6 +117,9 @@ class Launcher:
         self.executor: Executor | None = None
         self.record: RunRecord | None = None
         self.workers: list[NodeTarget] = []
+        self.actions: list[str] = []  # what run() planned, and its findings (launch --json)
+        self.findings: list[Finding] = []
+        self.declined = False  # the confirmation was answered no
 
     # --------------------------------------------------------------------------------- planning
 
@@ -203,8 +206,12 @@ class Launcher:
             from verlctl.checks.storage import check_checkpoint_storage, collect_storage
 
             the_plan.findings += check_checkpoint_storage(spec, collect_storage(spec))
+        from verlctl.checks.devices import device_tool_findings  # the same finding `check` gives
+
+        the_plan.findings = sorted_findings(the_plan.findings + device_tool_findings(spec))
         run_id = new_run_id(spec.logging.experiment or "run")
         actions = self.planned_actions(the_plan, run_id)
+        self.actions, self.findings = actions, the_plan.findings
         if opts.dry_run:
             self._dry_run(the_plan, actions)
             return None
@@ -223,8 +230,13 @@ class Launcher:
                     hint="use another container.name (a new container gets every mount), or add the mount and recreate it",
                 )
         if not opts.yes and (self.confirm is None or not self.confirm(the_plan, actions)):
+            self.declined = True
             self.console.print("nothing was changed")
             return None
+        if opts.yes:  # nothing was shown for confirmation: show what is not an error (errors stopped above)
+            shown = [f for f in the_plan.findings if f.severity is Severity.WARNING]
+            if shown:
+                self._print_findings(shown)
         return self._execute(the_plan, run_id)
 
     def _print_findings(self, findings: list[Finding]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from verlctl.checks.findings import Finding
-from verlctl.report import MASK, display, print_checklist, print_findings
+from verlctl.report import MASK, display, print_checklist, print_findings, print_words
 from verlctl.spec.resolve import ResolvedSpec
 from verlctl.verl.compose import TrainingCommand
 
@@ -78,7 +78,7 @@ def show_checklist(console: Any, resolved: ResolvedSpec, command: TrainingComman
     print_findings(console, findings)
     console.print("[bold]These actions will be taken, in order (nothing has been done yet):[/bold]")
     for i, a in enumerate(actions, 1):
-        console.print(f"  {i:2}. {a}", highlight=False, markup=False, soft_wrap=True)
+        print_words(console, f"  {i:2}. {a}", 0, 6)
 
 
 def init_actions(resolved: ResolvedSpec, out: Path) -> list[str]:

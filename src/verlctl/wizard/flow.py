@@ -20,7 +20,8 @@ from typing import Any
 
 from verlctl.checks.findings import Severity
 from verlctl.detect.machine import MachineState
-from verlctl.errors import SpecError, VerlctlError
+from verlctl.errors import ExitCode, SpecError, VerlctlError
+from verlctl.report import print_words
 from verlctl.spec.resolve import ResolvedSpec
 from verlctl.wizard.prompter import Prompter, WizardInterrupted
 
@@ -116,7 +117,7 @@ def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str]
         if machine is None:
             machine = detect_for_wizard(console)
         answers = _answers(config, flags, names, ask_all, machine, environ)
-        console.print(f"detected: {mv.summary_line(machine)}", highlight=False, markup=False, soft_wrap=True)
+        print_words(console, f"detected: {mv.summary_line(machine)}")
         ctx = RoundContext(answers, machine, prompter, console)
         for round_ in ROUNDS:
             round_(ctx)
@@ -220,11 +221,11 @@ def _offer_save(console: Any, prompter: Prompter, resolved: ResolvedSpec, defaul
     try:
         target, notes = write_spec_keeping_answers(console, prompter, resolved, target)
     except VerlctlError as exc:
-        console.print(f"not saved: {exc.message}", highlight=False, markup=False, soft_wrap=True)
+        print_words(console, f"not saved: {exc.message}")
         return
-    console.print(f"wrote {target}", highlight=False, markup=False, soft_wrap=True)
+    print_words(console, f"wrote {target}")
     for n in notes:
-        console.print(f"  {n}", highlight=False, markup=False, soft_wrap=True)
+        print_words(console, f"  {n}", 0, 4)
 
 
 def confirm_launch(console: Any, resolved: ResolvedSpec, prompter: Prompter | None = None,
@@ -281,9 +282,9 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
             print_findings(console, plan.findings)
             raise VerlctlError("the spec has errors (listed above): nothing was written")
         notes = save_spec(out, resolved, overwrite=lambda _p: force)
-        console.print(f"wrote {out}", highlight=False, markup=False, soft_wrap=True)
+        print_words(console, f"wrote {out}")
         for n in notes:
-            console.print(f"  {n}", highlight=False, markup=False, soft_wrap=True)
+            print_words(console, f"  {n}", 0, 4)
         return 0
 
     prompter = prompter or Prompter()
@@ -307,11 +308,11 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
             raise VerlctlError("the spec has errors (listed above): nothing was written")
         if not prompter.confirm(f"Write the spec to {out}?", default=False):
             console.print("nothing was written", highlight=False)
-            return 0
+            return ExitCode.DECLINED
         out, notes = write_spec_keeping_answers(console, prompter, resolved, out, force)
     except KeyboardInterrupt:
         raise WizardInterrupted() from None
-    console.print(f"wrote {out}; repeat the run with: verlctl launch -c {out} --yes", highlight=False, markup=False, soft_wrap=True)
+    print_words(console, f"wrote {out}; repeat the run with: verlctl launch -c {out} --yes")
     for n in notes:
-        console.print(f"  {n}", highlight=False, markup=False, soft_wrap=True)
+        print_words(console, f"  {n}", 0, 4)
     return 0

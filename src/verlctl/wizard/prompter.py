@@ -15,11 +15,19 @@ before the questions do raises :class:`InputEnded`.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from verlctl.errors import EXIT_USAGE, VerlctlError
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 Check = Callable[[str], str | None]
 ListCheck = Callable[[list[Any]], str | None]
@@ -138,6 +146,11 @@ class Prompter:
             out["input"] = self.input
         if self.output is not None:
             out["output"] = self.output
+        elif not _isatty(sys.stdout):
+            # `verlctl init | tee log`: the questions are drawn on the terminal (stderr), never into the pipe.
+            from prompt_toolkit.output import create_output
+
+            out["output"] = create_output(always_prefer_tty=True)
         return out
 
     def _ask(self, message: str, question: Any) -> Any:
