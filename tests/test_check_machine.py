@@ -346,11 +346,16 @@ def test_busy_gpu_from_a_real_nvidia_smi_table() -> None:
     assert only(devices_findings(idle, [0, 1], "gpu"), "device_missing").message.startswith("GPU 1 is not in the output of nvidia-smi")
 
 
-def test_npu_device_without_npu_smi_is_an_error() -> None:
+def test_npu_device_without_npu_smi_is_an_error_on_the_host_and_a_warning_in_a_container() -> None:
     state = MachineState(npu=probe_npu(binary="/nonexistent/bin/npu-smi"))  # the real probe, really not found
-    f = only(devices_findings(state, [0]), "npu_smi_missing")
+    host = resolve(**{"cluster.devices": [0], "device": "npu", "container.runtime": "host"}).spec
+    f = only(check_devices(host, state), "npu_smi_missing")
     assert (f.severity, f.field) == (ERROR, "device")
     assert "npu-smi is not on PATH" in f.message and "NPU driver tool is missing" in f.message
+    # in a container, launch checks the container's own npu-smi before training starts
+    f = only(devices_findings(state, [0]), "npu_smi_missing")
+    assert (f.severity, f.field) == (WARNING, "device")
+    assert "launch checks npu-smi inside the container" in f.message
 
 
 # --------------------------------------------------------------------------------------------------
