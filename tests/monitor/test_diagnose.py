@@ -250,7 +250,9 @@ def test_cli_clean_log_exits_zero() -> None:
 def test_cli_unreadable_log_is_one_line(target: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = str(tmp_path / target) if target != "." else str(tmp_path)
     run = run_verlctl("diagnose", path, "--json")
-    assert run.code == 2 and run.out == ""
+    assert run.code == 2
+    error = json.loads(run.out)["error"]  # --json: the error as one JSON object on stdout, too
+    assert error["exit_code"] == 2 and error["message"].startswith("cannot read ")
     assert (
         run.err.startswith("error: cannot read ") and run.err.count("\n") == 1 and "Traceback" not in run.err
     )
