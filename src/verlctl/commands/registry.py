@@ -9,13 +9,13 @@ def register(app: typer.Typer) -> None:
     from verlctl.commands import check as check_cmd
     from verlctl.commands import detect as detect_cmd
     from verlctl.commands import diagnose as diagnose_cmd
-    from verlctl.commands import import_cmd
+    from verlctl.commands import export_slurm, import_cmd
     from verlctl.commands import init as init_cmd
-    from verlctl.commands.export import export_app
     from verlctl.commands import plan as plan_cmd
     from verlctl.commands import report as report_cmd
     from verlctl.commands import run as run_cmd
     from verlctl.commands import watch as watch_cmd
+    from verlctl.commands.export import export_app
 
     app.command("detect")(detect_cmd.detect)
     app.command("init")(init_cmd.init)
@@ -34,4 +34,5 @@ def register(app: typer.Typer) -> None:
     app.command("features")(plan_cmd.features)
     app.command("schema")(plan_cmd.schema)
     app.command("import")(import_cmd.import_script)
+    export_app.command("slurm")(export_slurm.export_slurm)
     app.add_typer(export_app, name="export")
