@@ -86,7 +86,7 @@ def test_sbatch_header_and_steps(tmp_path: Path) -> None:
     assert header[0].startswith("#SBATCH --job-name=verlctl-")
     # Ray ports from the spec (and two derived ones), so that two jobs on one node do not collide.
     assert "RAY_PORT=7100" in text
-    assert "RAY_START_ARGS=(--ray-client-server-port=7101 --dashboard-agent-listen-port=7102)" in text
+    assert "RAY_START_ARGS=(--dashboard-agent-listen-port=7101)" in text
     # One srun step per node on an explicit node; in the named image with an init process (--init).
     assert 'srun --export=ALL --nodes=1 --ntasks=1 --nodelist="$node"' in text
     assert "docker run --rm --init" in text
@@ -111,8 +111,7 @@ def test_embedded_scripts_are_the_plans_own(tmp_path: Path) -> None:
     assert embedded["run_training.sh"] == (plan_dir / "run_training.sh").read_text()
     planned = (plan_dir / "start_verl.sh").read_text().splitlines()
     diff = [(a, b) for a, b in zip(planned, embedded["start_verl.sh"].splitlines(), strict=True) if a != b]
-    assert diff == [("RAY_START_ARGS=()", "RAY_START_ARGS=(--ray-client-server-port=6767 "
-                                          "--dashboard-agent-listen-port=6768)")]
+    assert diff == [("RAY_START_ARGS=()", "RAY_START_ARGS=(--dashboard-agent-listen-port=6767)")]
 
 
 def test_cluster_nnodes_sets_trainer_nnodes(tmp_path: Path) -> None:
@@ -133,7 +132,7 @@ BAD = [
     (["--gres", "npu:8 --x"], "--gres 'npu:8 --x': not a GRES name", "give NAME or NAME:TYPE"),
     (["--time", "1 hour"], "--time '1 hour'", "use MINUTES"),
     (["--partition", "a\nb"], "not a Slurm partition name", "use letters"),
-    (["--set", "cluster.ray_port=65534"], "cluster.ray_port 65534", "choose a ray_port at most 65533"),
+    (["--set", "cluster.ray_port=65535"], "cluster.ray_port 65535", "choose a ray_port at most 65534"),
 ]
 
 

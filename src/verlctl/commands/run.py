@@ -32,11 +32,35 @@ def launch(
     ] = None,
     verify_timeout: Annotated[float, typer.Option(help="Seconds to wait for the training to start.")] = 300.0,
     ask_all: Annotated[bool, typer.Option("--ask-all", help="Ask every round, even for values already given.")] = False,
+    backend: Annotated[
+        str, typer.Option("--backend", help="local (this host / SSH nodes) or slurm (sbatch the job).")
+    ] = "local",
+    partition: Annotated[Optional[str], typer.Option(help="--backend slurm: the partition.")] = None,  # noqa: UP045
+    time_limit: Annotated[
+        Optional[str], typer.Option("--time", help="--backend slurm: the time limit.")  # noqa: UP045
+    ] = None,
+    gres: Annotated[
+        Optional[str], typer.Option(help="--backend slurm: GRES name[:type] of the devices.")  # noqa: UP045
+    ] = None,
 ) -> int:
     """Prepare the container, start training and verify it started (asks first unless --yes)."""
+    from verlctl.errors import VerlctlError
     from verlctl.ops.flow import launch_flow
 
     check_seconds(verify_timeout, "--verify-timeout")
+    if backend not in ("local", "slurm"):
+        raise VerlctlError(f"--backend {backend!r}: give local or slurm")
+    if backend == "slurm":
+        from verlctl.ops.slurm_run import launch_slurm_flow
+        from verlctl.render.slurm import SlurmOptions
+
+        return launch_slurm_flow(
+            config, flags[0], flags[1], SlurmOptions(partition=partition, time=time_limit, gres=gres), yes=yes,
+            dry_run=dry_run, watch=watch, notify_cmd=notify_cmd, verify_timeout=verify_timeout,
+        )
+    given = [f for f, v in (("--partition", partition), ("--time", time_limit), ("--gres", gres)) if v is not None]
+    if given:
+        raise VerlctlError(f"{given[0]} is a Slurm option: add --backend slurm")
     return launch_flow(
         config, flags[0], flags[1], yes=yes, dry_run=dry_run, out=out, pull=pull, watch=watch, notify_cmd=notify_cmd,
         verify_timeout=verify_timeout, ask_all=ask_all,

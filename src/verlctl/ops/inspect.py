@@ -96,6 +96,10 @@ def watcher_alive(record: RunRecord) -> bool:
 
 def run_status(run_id: str | None) -> dict[str, Any]:
     record = resolve_run(run_id)
+    if record.runtime == "slurm":
+        from verlctl.ops.slurm_run import slurm_status
+
+        return slurm_status(record)
     ex, container = target(record)
     ref = record.ref
     verdict = ex.verdict(ref) if ex is not None and ref is not None else None
@@ -194,8 +198,14 @@ def print_status(doc: dict[str, Any]) -> None:
     c = doc["container"]
     if doc["runtime"] == "docker":
         console.print(f"  container {c.get('name')} ({c.get('state')})", highlight=False, markup=False)
-    console.print(f"  process group {doc['pgid']}, attempts {len(doc['attempts'])}, log {doc['run_log']}",
-                  highlight=False, markup=False)
+    if doc["runtime"] == "slurm":
+        j = doc.get("slurm") or {}
+        console.print(f"  Slurm job {j.get('job_id')} ({j.get('state')}{', ' + j['reason'] if j.get('reason') else ''}"
+                      f"{', nodes ' + j['nodes'] if j.get('nodes') else ''}), attempts {len(doc['attempts'])}, "
+                      f"log {doc['run_log']}", highlight=False, markup=False)
+    else:
+        console.print(f"  process group {doc['pgid']}, attempts {len(doc['attempts'])}, log {doc['run_log']}",
+                      highlight=False, markup=False)
     if doc.get("identity") and not doc["alive"]:
         console.print(f"  process check: {doc['identity']}", highlight=False, markup=False)
     if doc.get("progress"):
@@ -226,6 +236,10 @@ def print_status(doc: dict[str, Any]) -> None:
 
 def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
     record = resolve_run(run_id)
+    if record.runtime == "slurm":
+        from verlctl.ops.slurm_run import slurm_logs
+
+        return slurm_logs(record, follow, lines)
     ex, container = target(record)
     if ex is None:
         raise VerlctlError(f"the run's container is {container.get('state')}: its log cannot be read")
@@ -313,13 +327,17 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
             f"cannot mark run {record.run_id} stopped ({exc.strerror or exc}: {record.dir}): nothing was signalled",
             hint="make the run's record directory writable, then run `verlctl stop` again",
         ) from None
-    ex, container = target(record)
     if record.watcher_pid and watcher_alive(record):
         try:
             os.kill(record.watcher_pid, 15)
             console.print(f"stopped the watcher (pid {record.watcher_pid})", highlight=False, markup=False)
         except ProcessLookupError:
             pass
+    if record.runtime == "slurm":
+        from verlctl.ops.slurm_run import slurm_stop
+
+        return slurm_stop(record, grace, console)
+    ex, container = target(record)
     groups: list[Group] = []
     waits: list[str] = []
     ref = record.ref

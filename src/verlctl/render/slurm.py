@@ -25,8 +25,10 @@ _GRES = re.compile(r"(?P<name>[a-z][a-z0-9_]*)(?::(?P<type>[A-Za-z0-9_.-]+))?")
 #: Slurm's GPU GRES is always named ``gpu`` (gres.conf(5): ``Name=gpu``; the model goes in the type).
 GPU_GRES = "gpu"
 #: Ray ports each job gets beside ``cluster.ray_port`` so that two jobs on one node do not collide on Ray's
-#: fixed defaults (ray start: --ray-client-server-port 10001, --dashboard-agent-listen-port 52365).
-DERIVED_PORTS = (("--ray-client-server-port", 1), ("--dashboard-agent-listen-port", 2))
+#: fixed default (ray start: --dashboard-agent-listen-port 52365). Not --ray-client-server-port: a minimal
+#: Ray (no ``ray[client]``) refuses to start with it (ray/_private/parameter.py ``_check_usage``), so a job
+#: sharing nodes with another sets it in cluster.ray_start_args. The other ports are Ray's random ones.
+DERIVED_PORTS = (("--dashboard-agent-listen-port", 1),)
 
 
 @dataclass
@@ -78,7 +80,7 @@ def ray_port_args(ray_port: int, dashboard_port: int, given: list[str]) -> list[
         if port > 65535 or port == dashboard_port:
             raise VerlctlError(
                 f"cluster.ray_port {ray_port}: the Slurm job also uses port {port} ({name}); choose a "
-                "ray_port at most 65533 whose next two ports are free of cluster.dashboard_port"
+                "ray_port at most 65534 whose next port is not cluster.dashboard_port"
             )
         out.append(f"{name}={port}")
     return out
