@@ -166,3 +166,36 @@ def test_spec_errors_write_nothing(tmp_path: Path) -> None:
     # TP 3 does not divide 8 devices: a spec finding (error), listed, and no script.
     res = run_cli("export", "slurm", *BASE, "--set", "train.tensor_parallel=3", "-o", str(out), cwd=tmp_path)
     assert res.code == 2 and "nothing was written" in res.err and not out.exists()
+
+
+LAUNCH_BAD = [
+    (["--backend", "pbs"], "--backend 'pbs': give local or slurm"),
+    (["--partition", "p1"], "--partition is a Slurm option: add --backend slurm"),
+    (["--set", "cluster.nnodes=2", "--dry-run"], "cluster.nnodes is 2 but no hosts are listed in cluster.nodes"),
+    (["--backend", "slurm", "--gres", "x y", "--yes"], "--gres 'x y': not a GRES name"),
+    (["--backend", "slurm", "--set", "paths.logs=rel/logs", "--yes"], "paths.logs: must be an absolute path"),
+]
+
+
+@pytest.mark.parametrize(("args", "what"), LAUNCH_BAD, ids=lambda v: v[1] if isinstance(v, list) else None)
+def test_launch_backend_bad_input(tmp_path: Path, args: list[str], what: str) -> None:
+    from test_bad_input import one_line_error
+
+    from conftest import clean_env
+
+    env_state = tmp_path / "state"
+    res = run_cli("launch", *BASE, "--set", "container.runtime=host", *args, cwd=tmp_path,
+                  env=clean_env(VERLCTL_STATE_DIR=str(env_state), PATH="/usr/bin:/bin"))
+    line = one_line_error(res)
+    assert what in line, line
+    assert not env_state.exists() or not any(env_state.rglob("run.json"))
+
+
+def test_launch_slurm_dry_run_submits_nothing(tmp_path: Path) -> None:
+    from conftest import clean_env
+
+    res = run_cli("launch", *BASE, "--set", "container.runtime=host", "--backend", "slurm", "--dry-run",
+                  "--set", "cluster.nnodes=2", cwd=tmp_path,
+                  env=clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), PATH="/nonexistent"))
+    assert res.code == 0, res.err
+    assert "sbatch --parsable it: 2 node(s)" in res.out and not (tmp_path / "state").exists()

@@ -5,7 +5,6 @@ script as is, then ``launch --backend slurm`` with status, logs, stop, and an OO
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -138,7 +137,7 @@ def test_exported_job_runs_on_two_nodes(slurm_cluster: slurm_support.SlurmCluste
     wait_for("no Ray process left on the nodes", lambda: no_ray_left(cl), timeout=120)
 
 
-def test_launch_status_logs_stop(slurm_cluster: slurm_support.SlurmCluster) -> None:
+def test_launch_status_logs_stop(slurm_cluster: slurm_support.SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     cl = slurm_cluster
     cl.wait_idle()
     root, spec = make_run(cl, "launched", steps=400, step_s=1.0)
@@ -167,8 +166,24 @@ def test_launch_status_logs_stop(slurm_cluster: slurm_support.SlurmCluster) -> N
         follow.terminate()
         follow.wait(timeout=30)
 
-    stop = verlctl(cl, root, "stop")
-    assert stop.returncode == 0 and f"cancelled Slurm job {job}" in stop.stdout, stop.stdout + stop.stderr
+    # Another user's job on the same cluster: never cancelled by this run (its id is checked against the
+    # run's job name before scancel).
+    by = subprocess.run(["sbatch", "--parsable", "--job-name=bystander", f"--output={root}/bystander.out",
+                         "--wrap=sleep 600"], capture_output=True, text=True, env=cli_env(cl, root), timeout=60)
+    assert by.returncode == 0, by.stderr
+    bystander = by.stdout.strip()
+    try:
+        monkeypatch.setenv("SLURM_CONF", str(cl.conf))
+        from verlctl.errors import RuntimeFailure
+        from verlctl.runtime import slurm
+
+        with pytest.raises(RuntimeFailure, match="not this run's job; nothing was cancelled"):
+            slurm.cancel(bystander, st["attempts"][-1]["job_name"])
+        stop = verlctl(cl, root, "stop")
+        assert stop.returncode == 0 and f"cancelled Slurm job {job}" in stop.stdout, stop.stdout + stop.stderr
+        assert slurm.state(bystander).live
+    finally:
+        cl.run("scancel", "--", bystander)
     st = json.loads(verlctl(cl, root, "status", "--json").stdout)
     assert st["alive"] is False and st["state"] == "stopped" and st["slurm"]["state"] == "CANCELLED"
     assert not (root / "logs" / "verlctl-slurm" / st["run_id"] / "verlctl.env").exists()
@@ -205,4 +220,3 @@ def test_oom_recovery_resubmits_with_offload_and_resumes(slurm_cluster: slurm_su
     st = json.loads(verlctl(cl, root, "status", "--json").stdout)
     assert st["state"] == "finished" and len(st["attempts"]) == 2
     wait_for("no Ray process left on the nodes", lambda: no_ray_left(cl), timeout=120)
-    os.environ.get("CI")  # nothing else to clean: the run's files live under the session's shared directory
