@@ -171,7 +171,8 @@ def test_spec_errors_write_nothing(tmp_path: Path) -> None:
 LAUNCH_BAD = [
     (["--backend", "pbs"], "--backend 'pbs': give local or slurm"),
     (["--partition", "p1"], "--partition is a Slurm option: add --backend slurm"),
-    (["--set", "cluster.nnodes=2", "--dry-run"], "cluster.nnodes is 2 but no hosts are listed in cluster.nodes"),
+    (["--nodes", "2", "--dry-run"], "cluster.nnodes is 2 but no hosts are listed in cluster.nodes"),
+    (["--nodes", "0", "--backend", "slurm"], "--nodes 0: a run needs at least one node"),
     (["--backend", "slurm", "--gres", "x y", "--yes"], "--gres 'x y': not a GRES name"),
     (["--backend", "slurm", "--set", "paths.logs=rel/logs", "--yes"], "paths.logs: must be an absolute path"),
 ]

@@ -141,7 +141,7 @@ def test_launch_status_logs_stop(slurm_cluster: slurm_support.SlurmCluster, monk
     cl = slurm_cluster
     cl.wait_idle()
     root, spec = make_run(cl, "launched", steps=400, step_s=1.0)
-    res = verlctl(cl, root, "launch", "-c", str(spec), "--set", "cluster.nnodes=2", "--backend", "slurm", "--yes",
+    res = verlctl(cl, root, "launch", "-c", str(spec), "--nodes", "2", "--backend", "slurm", "--yes",
                   "--verify-timeout", "420")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "submitted Slurm job" in res.stdout and "training is running" in res.stdout
@@ -198,7 +198,7 @@ def test_oom_recovery_resubmits_with_offload_and_resumes(slurm_cluster: slurm_su
     cl.wait_idle()
     root, spec = make_run(cl, "oom", steps=4, step_s=0.3,
                           env={"VERLCTL_STANDIN_OOM_AT_STEP": "3", "VERLCTL_STANDIN_OOM_UNLESS": OFFLOAD})
-    res = verlctl(cl, root, "launch", "-c", str(spec), "--set", "cluster.nnodes=2", "--backend", "slurm", "--yes",
+    res = verlctl(cl, root, "launch", "-c", str(spec), "--nodes", "2", "--backend", "slurm", "--yes",
                   "--watch", "--verify-timeout", "420")
     assert res.returncode == 0, res.stdout + res.stderr
 

@@ -35,6 +35,11 @@ def launch(
     backend: Annotated[
         str, typer.Option("--backend", help="local (this host / SSH nodes) or slurm (sbatch the job).")
     ] = "local",
+    nodes: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--nodes", "-N", help="Number of nodes (cluster.nnodes; a scheduler picks them).",
+                     show_default=False),
+    ] = None,
     partition: Annotated[Optional[str], typer.Option(help="--backend slurm: the partition.")] = None,  # noqa: UP045
     time_limit: Annotated[
         Optional[str], typer.Option("--time", help="--backend slurm: the time limit.")  # noqa: UP045
@@ -50,6 +55,10 @@ def launch(
     check_seconds(verify_timeout, "--verify-timeout")
     if backend not in ("local", "slurm"):
         raise VerlctlError(f"--backend {backend!r}: give local or slurm")
+    if nodes is not None:
+        if nodes < 1:
+            raise VerlctlError(f"--nodes {nodes}: a run needs at least one node; give --nodes 1 or more")
+        flags = ({**flags[0], "cluster.nnodes": nodes}, {**flags[1], "cluster.nnodes": "--nodes"})
     if backend == "slurm":
         from verlctl.ops.slurm_run import launch_slurm_flow
         from verlctl.render.slurm import SlurmOptions
