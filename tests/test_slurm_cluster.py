@@ -219,4 +219,8 @@ def test_oom_recovery_resubmits_with_offload_and_resumes(slurm_cluster: slurm_su
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
     st = json.loads(verlctl(cl, root, "status", "--json").stdout)
     assert st["state"] == "finished" and len(st["attempts"]) == 2
+    listed = json.loads(verlctl(cl, root, "list", "--json").stdout)
+    assert [(r["runtime"], len(r["slurm_jobs"])) for r in listed] == [("slurm", 2)]
+    table = verlctl(cl, root, "list").stdout
+    assert "slurm" in table and "│ 2 " in table, table
     wait_for("no Ray process left on the nodes", lambda: no_ray_left(cl), timeout=120)

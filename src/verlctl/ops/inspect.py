@@ -474,7 +474,7 @@ def list_runs(as_json: bool) -> int:
             time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)),
             r.runtime,
             escape(r.container_name or "-"),
-            str(len(r.attempts)),
+            str(len(r.attempts) or len(r.slurm_jobs)),
             "yes" if r.stopped else "no",
         )
     for d in damaged:
