@@ -141,10 +141,16 @@ def test_launch_status_logs_stop(slurm_cluster: slurm_support.SlurmCluster, monk
     cl = slurm_cluster
     cl.wait_idle()
     root, spec = make_run(cl, "launched", steps=400, step_s=1.0)
-    res = verlctl(cl, root, "launch", "-c", str(spec), "--nodes", "2", "--backend", "slurm", "--yes",
-                  "--verify-timeout", "420")
+    secret = "sk-verlctl-test-not-for-slurm-0123456789"
+    res = subprocess.run([sys.executable, "-m", "verlctl", "launch", "-c", str(spec), "--nodes", "2", "--backend",
+                          "slurm", "--yes", "--verify-timeout", "420"], capture_output=True, text=True,
+                         env={**cli_env(cl, root), "SWANLAB_API_KEY": secret}, cwd=root, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "submitted Slurm job" in res.stdout and "training is running" in res.stdout
+    assert secret not in res.stdout + res.stderr
+    # slurmctld keeps each job's environment in its state directory: the key is not in it.
+    saved = cl.containers[0].exec_run(["bash", "-c", "cat /var/spool/slurmctld/hash.*/job.*/environment"]).output
+    assert b"SLURM_CONF=" in saved and secret.encode() not in saved and b"SWANLAB_API_KEY" not in saved
     st = json.loads(verlctl(cl, root, "status", "--json").stdout)
     assert st["runtime"] == "slurm" and st["alive"] is True and st["slurm"]["state"] == "RUNNING"
     assert st["slurm"]["nodes"] == f"{cl.nodes[0].rsplit('-', 1)[0]}-[1-2]"

@@ -25,6 +25,8 @@ from verlctl.runtime.records import RunRecord, SlurmJobRef, new_run_id
 from verlctl.spec.resolve import ResolvedSpec
 
 JOB_SCRIPT = "job.sbatch"
+#: Secrets the job gets from the 0600 env file only, never from the submitting environment.
+SECRET_ENV = ("SWANLAB_API_KEY",)
 
 
 def job_dir_for(resolved: ResolvedSpec, run_id: str) -> Path:
@@ -76,12 +78,17 @@ def submit_job(record: RunRecord, resolved: ResolvedSpec, opts: SlurmOptions, re
     job_dir.mkdir(parents=True, exist_ok=True)
     n = len(record.slurm_jobs) + 1
     script_path = write_file(job_dir / f"job-{n}.sbatch", script.encode(), 0o755)
-    write_file(job_dir / "verlctl.env", rendered.env_file.encode(), 0o600)  # secrets: 0600 from the start
+    if n == 1:  # a resubmission keeps it: the recorded spec has no secrets to render it again from
+        write_file(job_dir / "verlctl.env", rendered.env_file.encode(), 0o600)  # secrets: 0600 from the start
     attempt_dir = record.dir if n == 1 else record.dir / f"attempt-{n}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
     for name, text in {**rendered.files, JOB_SCRIPT: script}.items():
         (attempt_dir / name).write_text(text, encoding="utf-8")
-    job_id = slurm.submit(script_path, job_dir, str(job_dir / "slurm-%j.out"))
+    # sbatch hands the submitting environment to the job (and slurmctld keeps it in its state): what the 0600
+    # env file carries, the SwanLab key above all, is left out of it.
+    private = {*rendered.command.env_file, *SECRET_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in private}
+    job_id = slurm.submit(script_path, job_dir, str(job_dir / "slurm-%j.out"), env=env)
     features = [k for k, s in the_plan.command.features.items() if s.on and s.applicable]
     ref = SlurmJobRef(number=n, job_id=job_id, job_name=job_name_of(script), submitted_at=time.time(),
                       output=str(job_dir / f"slurm-{job_id}.out"), features=features, reason=reason,
