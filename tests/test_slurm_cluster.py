@@ -143,7 +143,7 @@ def test_launch_status_logs_stop(slurm_cluster: slurm_support.SlurmCluster, monk
     root, spec = make_run(cl, "launched", steps=400, step_s=1.0)
     secret = "sk-verlctl-test-not-for-slurm-0123456789"
     res = subprocess.run([sys.executable, "-m", "verlctl", "launch", "-c", str(spec), "--nodes", "2", "--backend",
-                          "slurm", "--yes", "--verify-timeout", "420"], capture_output=True, text=True,
+                          "slurm", "--yes", "--watch", "--verify-timeout", "420"], capture_output=True, text=True,
                          env={**cli_env(cl, root), "SWANLAB_API_KEY": secret}, cwd=root, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "submitted Slurm job" in res.stdout and "training is running" in res.stdout
@@ -187,12 +187,14 @@ def test_launch_status_logs_stop(slurm_cluster: slurm_support.SlurmCluster, monk
             slurm.cancel(bystander, st["attempts"][-1]["job_name"])
         stop = verlctl(cl, root, "stop")
         assert stop.returncode == 0 and f"cancelled Slurm job {job}" in stop.stdout, stop.stdout + stop.stderr
+        assert "stopped the watcher" in stop.stdout  # first, so that it never resubmits a stopped run
         assert slurm.state(bystander).live
     finally:
         cl.run("scancel", "--", bystander)
     st = json.loads(verlctl(cl, root, "status", "--json").stdout)
     assert st["alive"] is False and st["state"] == "stopped" and st["slurm"]["state"] == "CANCELLED"
     assert not (root / "logs" / "verlctl-slurm" / st["run_id"] / "verlctl.env").exists()
+    assert [e["event"] for e in events(root)].count("submitted") == 1
     wait_for("no Ray process left on the nodes", lambda: no_ray_left(cl), timeout=120)
     # stop of an ended job cancels nothing (and never another job).
     again = verlctl(cl, root, "stop")

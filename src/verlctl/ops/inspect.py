@@ -327,17 +327,17 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float) -> int:
             f"cannot mark run {record.run_id} stopped ({exc.strerror or exc}: {record.dir}): nothing was signalled",
             hint="make the run's record directory writable, then run `verlctl stop` again",
         ) from None
+    if record.runtime == "slurm":
+        from verlctl.ops.slurm_run import slurm_stop
+
+        return slurm_stop(record, grace, console)
+    ex, container = target(record)
     if record.watcher_pid and watcher_alive(record):
         try:
             os.kill(record.watcher_pid, 15)
             console.print(f"stopped the watcher (pid {record.watcher_pid})", highlight=False, markup=False)
         except ProcessLookupError:
             pass
-    if record.runtime == "slurm":
-        from verlctl.ops.slurm_run import slurm_stop
-
-        return slurm_stop(record, grace, console)
-    ex, container = target(record)
     groups: list[Group] = []
     waits: list[str] = []
     ref = record.ref

@@ -301,6 +301,12 @@ def _watcher_running(record: RunRecord) -> bool:
 
 def slurm_stop(record: RunRecord, grace: float, console: Any) -> int:
     """Cancel the run's current job (its id only, checked against its name); wait (bounded) for its end."""
+    from verlctl.ops.inspect import watcher_alive
+
+    if record.watcher_pid and watcher_alive(record):  # first: a watcher never resubmits a stopped run
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(record.watcher_pid, 15)
+            console.print(f"stopped the watcher (pid {record.watcher_pid})", highlight=False, markup=False)
     ref = record.slurm_jobs[-1] if record.slurm_jobs else None
     if ref is None:
         console.print("nothing to stop: no Slurm job was recorded for this run", highlight=False)
