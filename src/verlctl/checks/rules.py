@@ -57,7 +57,7 @@ class RuleCtx:
 
     @property
     def nnodes(self) -> int:
-        return max(1, len(self.spec.cluster.nodes))
+        return self.spec.cluster.node_count
 
     @property
     def node_split(self) -> bool:

@@ -9,7 +9,7 @@ def register(app: typer.Typer) -> None:
     from verlctl.commands import check as check_cmd
     from verlctl.commands import detect as detect_cmd
     from verlctl.commands import diagnose as diagnose_cmd
-    from verlctl.commands import import_cmd
+    from verlctl.commands import export_slurm, import_cmd
     from verlctl.commands import init as init_cmd
     from verlctl.commands import plan as plan_cmd
     from verlctl.commands import report as report_cmd
@@ -37,4 +37,5 @@ def register(app: typer.Typer) -> None:
     app.command("schema")(plan_cmd.schema)
     app.command("import")(import_cmd.import_script)
     export_app.command("rayjob")(export_rayjob)
+    export_app.command("slurm")(export_slurm.export_slurm)
     app.add_typer(export_app, name="export")

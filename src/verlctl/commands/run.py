@@ -36,11 +36,47 @@ def launch(
         bool, typer.Option("--json", help="Print one JSON object (the run id, actions, findings); asks nothing, "
                                           "so it needs --yes or --dry-run. Progress goes to stderr.")
     ] = False,
+    backend: Annotated[
+        str, typer.Option("--backend", help="local (this host / SSH nodes) or slurm (sbatch the job).")
+    ] = "local",
+    nodes: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--nodes", "-N", help="Number of nodes (cluster.nnodes; a scheduler picks them).",
+                     show_default=False),
+    ] = None,
+    partition: Annotated[Optional[str], typer.Option(help="--backend slurm: the partition.")] = None,  # noqa: UP045
+    time_limit: Annotated[
+        Optional[str], typer.Option("--time", help="--backend slurm: the time limit.")  # noqa: UP045
+    ] = None,
+    gres: Annotated[
+        Optional[str], typer.Option(help="--backend slurm: GRES name[:type] of the devices.")  # noqa: UP045
+    ] = None,
 ) -> int:
     """Prepare the container, start training and verify it started (asks first unless --yes)."""
+    from verlctl.errors import VerlctlError
     from verlctl.ops.flow import launch_flow
 
     check_seconds(verify_timeout, "--verify-timeout")
+    if backend not in ("local", "slurm"):
+        raise VerlctlError(f"--backend {backend!r}: give local or slurm")
+    if nodes is not None:
+        if nodes < 1:
+            raise VerlctlError(f"--nodes {nodes}: a run needs at least one node; give --nodes 1 or more")
+        flags = ({**flags[0], "cluster.nnodes": nodes}, {**flags[1], "cluster.nnodes": "--nodes"})
+    if backend == "slurm":
+        if as_json:
+            raise VerlctlError("--json is not available with --backend slurm yet",
+                               hint="drop --json; `verlctl status RUN --json` reports the submitted job")
+        from verlctl.ops.slurm_run import launch_slurm_flow
+        from verlctl.render.slurm import SlurmOptions
+
+        return launch_slurm_flow(
+            config, flags[0], flags[1], SlurmOptions(partition=partition, time=time_limit, gres=gres), yes=yes,
+            dry_run=dry_run, watch=watch, notify_cmd=notify_cmd, verify_timeout=verify_timeout,
+        )
+    given = [f for f, v in (("--partition", partition), ("--time", time_limit), ("--gres", gres)) if v is not None]
+    if given:
+        raise VerlctlError(f"{given[0]} is a Slurm option: add --backend slurm")
     return launch_flow(
         config, flags[0], flags[1], yes=yes, dry_run=dry_run, out=out, pull=pull, watch=watch, notify_cmd=notify_cmd,
         verify_timeout=verify_timeout, ask_all=ask_all, as_json=as_json,

@@ -25,11 +25,20 @@ def watch(
 
     record = resolve_run(run)
     resolved = load_spec(record.dir / "spec.resolved.yaml", use_env=False)
-    ex = executor_for(record)
 
     def say(text: str) -> None:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
+
+    if record.runtime == "slurm":
+        from verlctl.ops.slurm_run import SlurmWatcher
+
+        try:
+            return SlurmWatcher(record, resolved, say=say).run()
+        except KeyboardInterrupt:
+            record.event("watch_interrupted")
+            return 130
+    ex = executor_for(record)
 
     try:
         return Watcher(record, ex, resolved, notify_cmd=notify_cmd, say=say).run()

@@ -104,7 +104,7 @@ def oom_advice(spec: RunSpec) -> list[str]:
     if t.rollout_memory_utilization > 0.35:
         out.append(f"lower train.rollout_memory_utilization from {t.rollout_memory_utilization} to "
                    f"{round(max(0.3, t.rollout_memory_utilization - 0.1), 2)}")
-    total = len(spec.cluster.devices) * max(1, len(spec.cluster.nodes))
+    total = len(spec.cluster.devices) * spec.cluster.node_count
     if spec.strategy == "megatron":
         more_tp = t.tensor_parallel * 2
         if total % (more_tp * t.pipeline_parallel * t.context_parallel) == 0:

@@ -96,6 +96,10 @@ def watcher_alive(record: RunRecord) -> bool:
 
 def run_status(run_id: str | None) -> dict[str, Any]:
     record = resolve_run(run_id)
+    if record.runtime == "slurm":
+        from verlctl.ops.slurm_run import slurm_status
+
+        return slurm_status(record)
     ex, container = target(record)
     ref = record.ref
     verdict = ex.verdict(ref) if ex is not None and ref is not None else None
@@ -194,8 +198,14 @@ def print_status(doc: dict[str, Any]) -> None:
     c = doc["container"]
     if doc["runtime"] == "docker":
         console.print(f"  container {c.get('name')} ({c.get('state')})", highlight=False, markup=False)
-    console.print(f"  process group {doc['pgid']}, attempts {len(doc['attempts'])}, log {doc['run_log']}",
-                  highlight=False, markup=False)
+    if doc["runtime"] == "slurm":
+        j = doc.get("slurm") or {}
+        console.print(f"  Slurm job {j.get('job_id')} ({j.get('state')}{', ' + j['reason'] if j.get('reason') else ''}"
+                      f"{', nodes ' + j['nodes'] if j.get('nodes') else ''}), attempts {len(doc['attempts'])}, "
+                      f"log {doc['run_log']}", highlight=False, markup=False)
+    else:
+        console.print(f"  process group {doc['pgid']}, attempts {len(doc['attempts'])}, log {doc['run_log']}",
+                      highlight=False, markup=False)
     if doc.get("identity") and not doc["alive"]:
         console.print(f"  process check: {doc['identity']}", highlight=False, markup=False)
     if doc.get("progress"):
@@ -226,6 +236,10 @@ def print_status(doc: dict[str, Any]) -> None:
 
 def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
     record = resolve_run(run_id)
+    if record.runtime == "slurm":
+        from verlctl.ops.slurm_run import slurm_logs
+
+        return slurm_logs(record, follow, lines)
     ex, container = target(record)
     if ex is None:
         raise VerlctlError(f"the run's container is {container.get('state')}: its log cannot be read")
@@ -321,6 +335,10 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
             f"cannot mark run {record.run_id} stopped ({exc.strerror or exc}: {record.dir}): nothing was signalled",
             hint="make the run's record directory writable, then run `verlctl stop` again",
         ) from None
+    if record.runtime == "slurm":
+        from verlctl.ops.slurm_run import slurm_stop
+
+        return slurm_stop(record, grace, console)
     ex, container = target(record)
     if record.watcher_pid and watcher_alive(record):
         try:
@@ -479,7 +497,7 @@ def list_runs(as_json: bool) -> int:
         return 0
     rows = [
         (r.run_id, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)), r.runtime, r.container_name or "-",
-         str(len(r.attempts)), "yes" if r.stopped else "no")
+         str(len(r.attempts) or len(r.slurm_jobs)), "yes" if r.stopped else "no")
         for r in runs
     ] + [(d.run_id, "-", "-", "-", "-", f"damaged: {d.reason}") for d in damaged]
     table = Table(title="verlctl runs", title_justify="left", header_style="bold")

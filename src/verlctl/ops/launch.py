@@ -170,6 +170,11 @@ class Launcher:
         spec = self.resolved.spec
         opts = self.options
         multi = len(spec.cluster.nodes) > 1
+        if spec.cluster.node_count > max(1, len(spec.cluster.nodes)):
+            raise VerlctlError(
+                f"cluster.nnodes is {spec.cluster.nnodes} but no hosts are listed in cluster.nodes: a scheduler "
+                "picks them; use `verlctl launch --backend slurm` (or list the hosts in cluster.nodes)"
+            )
         if multi and spec.container.runtime != "docker":
             raise VerlctlError(
                 "a multi-node launch needs container.runtime: docker (the other nodes are driven through their "

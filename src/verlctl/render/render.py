@@ -113,7 +113,8 @@ def log_file_for(resolved: ResolvedSpec) -> str:
     return f"{logs}/{resolved.spec.logging.experiment}.log"
 
 
-def render(resolved: ResolvedSpec, command: TrainingCommand) -> Rendered:
+def render(resolved: ResolvedSpec, command: TrainingCommand, ray_args: tuple[str, ...] = ()) -> Rendered:
+    """``ray_args``: more ``ray start`` arguments for every node (a scheduler's job adds its own ports)."""
     spec = resolved.spec
     env = _env(TEMPLATES)
     log_file = log_file_for(resolved)
@@ -151,7 +152,7 @@ def render(resolved: ResolvedSpec, command: TrainingCommand) -> Rendered:
         **common,
         cann_scripts=CANN_ENV_SCRIPTS if npu else (),
         env=[{"name": k, "value": v, "note": _comment(notes.get(k))} for k, v in command.env.items()],
-        nnodes=max(1, len(spec.cluster.nodes)),
+        nnodes=spec.cluster.node_count,
         devices_per_node=n,
         master_addr=spec.cluster.master_addr or "",
         ray_port=spec.cluster.ray_port,
@@ -160,7 +161,7 @@ def render(resolved: ResolvedSpec, command: TrainingCommand) -> Rendered:
         join_retries=10,
         ray_resource=resource,
         ray_resource_args=resource_args,
-        ray_start_args=spec.cluster.ray_start_args,
+        ray_start_args=[*spec.cluster.ray_start_args, *ray_args],
         ray_tmp=f"/tmp/verlctl-ray-{digest}",
         nofile=NOFILE_LIMIT,
         socket_ifname=spec.cluster.socket_ifname,

@@ -102,10 +102,23 @@ class NodeHandle(BaseModel):
         return GroupRef(self.pgid, self.marker, self.leader_start, self.container_started_at)
 
 
+class SlurmJobRef(BaseModel):
+    """One submission of a Slurm run (the first, or an OOM-recovery resubmission): the job id is the handle."""
+
+    number: int
+    job_id: Annotated[str, Field(pattern=r"^[0-9]{1,12}$")]
+    job_name: str
+    submitted_at: float
+    output: str  # the job's output file (sbatch --output), on storage this host shares with the nodes
+    features: list[str] = Field(default_factory=list)
+    reason: str = "launch"
+    resumed_from: str | None = None
+
+
 class RunRecord(BaseModel):
     run_id: str
     created_at: float
-    runtime: str  # docker | host
+    runtime: str  # docker | host | slurm
     container_id: str | None = None
     container_name: str | None = None
     container_created: bool = False  # created by this run (stop --remove-container may remove it)
@@ -129,6 +142,7 @@ class RunRecord(BaseModel):
     stopped: bool = False
     swanlab_url: str | None = None
     spec_file: str = "spec.resolved.yaml"
+    slurm_jobs: list[SlurmJobRef] = Field(default_factory=list)  # runtime "slurm": every submission, in order
 
     @field_validator("run_id")
     @classmethod

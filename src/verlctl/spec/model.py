@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    ValidationInfo,
     field_validator,
 )
 
@@ -105,6 +106,11 @@ class ClusterSpec(_Strict):
         default_factory=lambda: list(range(8)),
         description="Visible device ids on every node (ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES).",
     )
+    nnodes: PositiveInt | None = Field(
+        default=None,
+        description="Number of nodes. Default: the number of cluster.nodes (1 when none are listed). Give it "
+        "alone when a scheduler picks the nodes (`verlctl export slurm --nodes N`).",
+    )
     master_addr: str | None = Field(
         default=None, description="Ray head address. Default: the first node, else this machine's address."
     )
@@ -167,8 +173,26 @@ class ClusterSpec(_Strict):
     @classmethod
     def _nodes_unique(cls, v: list[str]) -> list[str]:
         if len(set(v)) != len(v):
-            raise ValueError(f"nodes repeat: {v}")
+            twice = next(n for n in v if v.count(n) > 1)
+            raise ValueError(f"nodes repeat: {twice!r} is listed {v.count(twice)} times; list each host once")
         return v
+
+    @field_validator("nnodes")
+    @classmethod
+    def _nnodes_matches_nodes(cls, v: int | None, info: ValidationInfo) -> int | None:
+        listed = info.data.get("nodes") or []
+        if v is not None and listed and v != len(listed):
+            more = "more" if v > len(listed) else "fewer"
+            raise ValueError(
+                f"{v} is {more} nodes than the {len(listed)} hosts listed in cluster.nodes: list {v} hosts, "
+                f"or give {len(listed)} (or leave nnodes out)"
+            )
+        return v
+
+    @property
+    def node_count(self) -> int:
+        """The number of nodes the run spans: ``nnodes``, else the listed nodes, else 1."""
+        return self.nnodes or max(1, len(self.nodes))
 
     @field_validator("nodes", "master_addr")
     @classmethod

@@ -47,7 +47,7 @@ class Ctx:
 
     @property
     def nnodes(self) -> int:
-        return max(1, len(self.spec.cluster.nodes))
+        return self.spec.cluster.node_count
 
     @property
     def rollout_nnodes(self) -> int:

@@ -659,7 +659,7 @@ def _total_devices(a: Answers) -> int:
     per_node = len(spec.cluster.devices)
     if spec.mode == "one_step_off_policy" and spec.train.trainer_devices:
         per_node = spec.train.trainer_devices
-    return max(1, len(spec.cluster.nodes)) * per_node
+    return spec.cluster.node_count * per_node
 
 
 def _parse(kind: type, text: str) -> tuple[Any, str | None]:

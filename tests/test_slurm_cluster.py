@@ -1,0 +1,234 @@
+"""A real Slurm cluster (Debian's slurmctld + two slurmd + munge; tests/slurm_support.py) runs the stand-in
+trainer (tests/standin, a test double for a verl training step) as a two-node job: the exported sbatch
+script as is, then ``launch --backend slurm`` with status, logs, stop, and an OOM-recovery resubmission."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import slurm_support
+
+import docker_support
+from conftest import clean_env
+from launch_support import free_port, write_model, write_parquet
+
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("slurm")]
+
+OFFLOAD = "actor_rollout_ref.actor.megatron.param_offload=True"
+#: The job's environment: what a login shell on the nodes has (the nodes' Ray is in /usr/local/bin).
+NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(docker_engine: Any, test_image: str, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[slurm_support.SlurmCluster]:
+    for tool in ("sbatch", "munged", "squeue", "scancel"):
+        if not (Path("/usr/bin") / tool).exists() and not (Path("/usr/sbin") / tool).exists():
+            if docker_support.in_ci():
+                pytest.fail(f"{tool} is not installed: .ci/run installs slurm-wlm and munge")
+            pytest.skip(f"{tool} is not installed (apt-get install slurm-wlm munge)")
+    image = slurm_support.build_image(test_image)
+    docker_support._slot.acquire()
+    try:
+        cluster = slurm_support.start_cluster(docker_engine, image, tmp_path_factory.mktemp("slurm"))
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+    finally:
+        docker_support._slot.release()
+
+
+def make_run(cluster: slurm_support.SlurmCluster, name: str, steps: int, step_s: float,
+             env: dict[str, str] | None = None) -> tuple[Path, Path]:
+    """A run directory on the cluster's shared storage: model, parquet data and a spec for a 2-node job."""
+    root = cluster.shared / name
+    (root / "data").mkdir(parents=True)
+    write_parquet(root / "data" / "train.parquet")
+    write_parquet(root / "data" / "val.parquet")
+    write_model(root / "models" / "Qwen3-0.6B")
+    spec = {
+        "paths": {"model": str(root / "models" / "Qwen3-0.6B"), "train_files": str(root / "data" / "train.parquet"),
+                  "val_files": str(root / "data" / "val.parquet"), "checkpoints": str(root / "ckpt"),
+                  "logs": str(root / "logs")},
+        "cluster": {"ray_port": free_port(), "dashboard_port": free_port(), "join_timeout_s": 240,
+                    "devices": [0, 1]},
+        "container": {"runtime": "host"},  # the steps run in the node (a container with Ray and the stand-in)
+        "train": {"steps": steps, "save_freq": 1, "tensor_parallel": 2, "pipeline_parallel": 1,
+                  "train_batch_size": 8},
+        "env": {"VERLCTL_STANDIN_STEP_SECONDS": str(step_s),
+                "VERLCTL_STANDIN_ARGV_LOG": str(root / "logs" / "standin_argv.jsonl"), **(env or {})},
+    }
+    spec_file = root / "run.yaml"
+    spec_file.write_text(yaml.safe_dump(spec))
+    return root, spec_file
+
+
+def cli_env(cluster: slurm_support.SlurmCluster, root: Path) -> dict[str, str]:
+    return clean_env(SLURM_CONF=str(cluster.conf), PATH=f"{Path(sys.executable).parent}:{NODE_PATH}",
+                     VERLCTL_STATE_DIR=str(root / "state"))
+
+
+def verlctl(cluster: slurm_support.SlurmCluster, root: Path, *args: str, timeout: float = 600
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "verlctl", *args], capture_output=True, text=True,
+                          env=cli_env(cluster, root), cwd=root, timeout=timeout)
+
+
+def wait_for(what: str, check: Any, timeout: float = 300, every: float = 1.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"{what}: not within {timeout}s (last: {last!r})")
+
+
+def events(root: Path) -> list[dict[str, Any]]:
+    runs = list((root / "state" / "runs").iterdir())
+    p = runs[0] / "events.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+def argv_log(root: Path) -> list[dict[str, Any]]:
+    p = root / "logs" / "standin_argv.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+def no_ray_left(cluster: slurm_support.SlurmCluster) -> bool:
+    return not any(slurm_support.ray_processes(cluster).values())
+
+
+def test_exported_job_runs_on_two_nodes(slurm_cluster: slurm_support.SlurmCluster) -> None:
+    cl = slurm_cluster
+    root, spec = make_run(cl, "exported", steps=3, step_s=0.2)
+    res = verlctl(cl, root, "export", "slurm", "-c", str(spec), "--nodes", "2", "-o", str(root / "job.sbatch"))
+    assert res.returncode == 0, res.stderr
+    sub = subprocess.run(["sbatch", "--parsable", f"--output={root}/slurm-%j.out", str(root / "job.sbatch")],
+                         capture_output=True, text=True, cwd=root, env=cli_env(cl, root), timeout=60)
+    assert sub.returncode == 0, sub.stderr
+    job = sub.stdout.strip()
+
+    def ended() -> str | None:
+        out = cl.run("scontrol", "show", "job", "--oneliner", job).stdout
+        state = out.split("JobState=", 1)[1].split()[0] if "JobState=" in out else None
+        return state if state not in (None, "PENDING", "RUNNING", "CONFIGURING", "COMPLETING") else None
+
+    state = wait_for("the job ends", ended, timeout=420, every=2)
+    output = (root / f"slurm-{job}.out").read_text()
+    assert state == "COMPLETED", output[-3000:]
+    assert "all 4 NPU devices joined Ray" in output  # 2 nodes x 2 devices: the head waited for the worker
+    assert "training finished" in output
+    runs = argv_log(root)
+    assert len(runs) == 1 and "trainer.nnodes=2" in runs[0]["argv"] and runs[0]["hostname"] == cl.nodes[0]
+    assert (root / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+    # The job stopped its own Ray on both nodes when it ended.
+    wait_for("no Ray process left on the nodes", lambda: no_ray_left(cl), timeout=120)
+
+
+def test_launch_status_logs_stop(slurm_cluster: slurm_support.SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    cl = slurm_cluster
+    cl.wait_idle()
+    root, spec = make_run(cl, "launched", steps=400, step_s=1.0)
+    secret = "sk-verlctl-test-not-for-slurm-0123456789"
+    res = subprocess.run([sys.executable, "-m", "verlctl", "launch", "-c", str(spec), "--nodes", "2", "--backend",
+                          "slurm", "--yes", "--watch", "--verify-timeout", "420"], capture_output=True, text=True,
+                         env={**cli_env(cl, root), "SWANLAB_API_KEY": secret}, cwd=root, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "submitted Slurm job" in res.stdout and "training is running" in res.stdout
+    assert secret not in res.stdout + res.stderr
+    # slurmctld keeps each job's environment in its state directory: the key is not in it.
+    saved = cl.containers[0].exec_run(["bash", "-c", "cat /var/spool/slurmctld/hash.*/job.*/environment"]).output
+    assert b"SLURM_CONF=" in saved and secret.encode() not in saved and b"SWANLAB_API_KEY" not in saved
+    st = json.loads(verlctl(cl, root, "status", "--json").stdout)
+    assert st["runtime"] == "slurm" and st["alive"] is True and st["slurm"]["state"] == "RUNNING"
+    assert st["slurm"]["nodes"] == f"{cl.nodes[0].rsplit('-', 1)[0]}-[1-2]"
+    job = st["slurm"]["job_id"]
+    human = verlctl(cl, root, "status").stdout
+    assert f"Slurm job {job} (RUNNING" in human
+    wait_for("progress in status", lambda: (json.loads(verlctl(cl, root, "status", "--json").stdout)
+                                            .get("progress") or {}).get("step"), timeout=120, every=2)
+    logs = verlctl(cl, root, "logs", "-n", "50")
+    assert logs.returncode == 0 and "step:" in logs.stdout, logs.stdout[-2000:]
+    # logs -f follows until interrupted while the job runs.
+    follow = subprocess.Popen([sys.executable, "-m", "verlctl", "logs", "-f", "-n", "1"], stdout=subprocess.PIPE,
+                              text=True, env=cli_env(cl, root), cwd=root)
+    try:
+        first = follow.stdout.readline() if follow.stdout else ""
+        second = follow.stdout.readline() if follow.stdout else ""
+        assert first and second, (first, second)
+    finally:
+        follow.terminate()
+        follow.wait(timeout=30)
+
+    # Another user's job on the same cluster: never cancelled by this run (its id is checked against the
+    # run's job name before scancel).
+    by = subprocess.run(["sbatch", "--parsable", "--job-name=bystander", f"--output={root}/bystander.out",
+                         "--wrap=sleep 600"], capture_output=True, text=True, env=cli_env(cl, root), timeout=60)
+    assert by.returncode == 0, by.stderr
+    bystander = by.stdout.strip()
+    try:
+        monkeypatch.setenv("SLURM_CONF", str(cl.conf))
+        from verlctl.errors import RuntimeFailure
+        from verlctl.runtime import slurm
+
+        with pytest.raises(RuntimeFailure, match="not this run's job; nothing was cancelled"):
+            slurm.cancel(bystander, st["attempts"][-1]["job_name"])
+        stop = verlctl(cl, root, "stop")
+        assert stop.returncode == 0 and f"cancelled Slurm job {job}" in stop.stdout, stop.stdout + stop.stderr
+        assert "stopped the watcher" in stop.stdout  # first, so that it never resubmits a stopped run
+        assert slurm.state(bystander).live
+    finally:
+        cl.run("scancel", "--", bystander)
+    st = json.loads(verlctl(cl, root, "status", "--json").stdout)
+    assert st["alive"] is False and st["state"] == "stopped" and st["slurm"]["state"] == "CANCELLED"
+    assert not (root / "logs" / "verlctl-slurm" / st["run_id"] / "verlctl.env").exists()
+    assert [e["event"] for e in events(root)].count("submitted") == 1
+    wait_for("no Ray process left on the nodes", lambda: no_ray_left(cl), timeout=120)
+    # stop of an ended job cancels nothing (and never another job).
+    again = verlctl(cl, root, "stop")
+    assert again.returncode == 0 and "had already ended" in again.stdout
+
+
+def test_oom_recovery_resubmits_with_offload_and_resumes(slurm_cluster: slurm_support.SlurmCluster) -> None:
+    cl = slurm_cluster
+    cl.wait_idle()
+    root, spec = make_run(cl, "oom", steps=4, step_s=0.3,
+                          env={"VERLCTL_STANDIN_OOM_AT_STEP": "3", "VERLCTL_STANDIN_OOM_UNLESS": OFFLOAD})
+    res = verlctl(cl, root, "launch", "-c", str(spec), "--nodes", "2", "--backend", "slurm", "--yes",
+                  "--watch", "--verify-timeout", "420")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+    def event(kind: str) -> Any:
+        return lambda: next((e for e in events(root) if e["event"] == kind), None)
+
+    alert = wait_for("an alert", event("alert"), timeout=420, every=2)
+    assert alert["category"] == "device_oom"
+    recovery = wait_for("a recovery", event("recovery"), timeout=120, every=2)
+    assert recovery["add_feature"] == "offload" and recovery["resumed_from"].endswith("global_step_2")
+    wait_for("the end", event("finished"), timeout=420, every=2)
+    submitted = [e for e in events(root) if e["event"] == "submitted"]
+    assert len(submitted) == 2 and submitted[0]["job_id"] != submitted[1]["job_id"]
+    assert "offload" in submitted[1]["features"] and "offload" not in submitted[0]["features"]
+    runs = argv_log(root)
+    assert len(runs) == 2 and OFFLOAD not in runs[0]["argv"] and OFFLOAD in runs[1]["argv"]
+    ckpt = root / "ckpt"
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
+    st = json.loads(verlctl(cl, root, "status", "--json").stdout)
+    assert st["state"] == "finished" and len(st["attempts"]) == 2
+    listed = json.loads(verlctl(cl, root, "list", "--json").stdout)
+    assert [(r["runtime"], len(r["slurm_jobs"])) for r in listed] == [("slurm", 2)]
+    table = verlctl(cl, root, "list").stdout
+    assert "slurm" in table and "│ 2 " in table, table
+    wait_for("no Ray process left on the nodes", lambda: no_ray_left(cl), timeout=120)
