@@ -205,3 +205,19 @@ def test_the_layout_advice_is_the_smallest_model_parallel_size_that_fits() -> No
     assert advice(lay, s, 32.0, 4096.0) == (["update"], ["use train.tensor_parallel=1, train.pipeline_parallel=4"])
     assert not fits(replace(lay, tp=2), s, 32.0, 4096.0) and not fits(replace(lay, pp=2), s, 32.0, 4096.0)
     assert fits(replace(lay, pp=4), s, 32.0, 4096.0)
+
+
+def test_the_advice_never_shortens_responses_below_256_tokens() -> None:
+    s = shape(QWEN3_8B)
+    # one GPU for training (no TP x PP layout to try), offload would overfill the 64 GiB of host RAM
+    lay = Layout(device="gpu", strategy="megatron", colocated=False, devices_per_node=2, train_devices_per_node=1,
+                 rollout_devices_per_node=1, prompt=256, response=510, recompute=True, recompute_uniform=True,
+                 memory_utilization=0.5, batch=8, n=4)
+    at_510 = estimate(lay, s, None, 64.0).device["update"].need / GIB
+    at_255 = estimate(replace(lay, response=255), s, None, 64.0).device["update"].need / GIB
+    hbm = (at_510 + at_255) / 2  # a device on which only 255-token responses would fit
+    assert fits(replace(lay, response=255), s, hbm, 64.0) and not fits(lay, s, hbm, 64.0)
+    failing, steps = advice(lay, s, hbm, 64.0)
+    assert failing == ["update"]
+    assert not any("max_response_length" in step for step in steps), steps
+    assert steps == ["use 2 nodes (4 devices) instead of 1"]
