@@ -184,3 +184,46 @@ def test_stop_signals_the_recorded_watcher_pid_only_if_it_is_the_runs_watcher(tm
         time.sleep(0.1)
     assert watcher_alive(rec)
     assert not watcher_alive(RunRecord.model_validate({**doc, "watcher_pid": decoy.pid}))
+
+
+def test_the_verdict_names_the_attempts_own_ray_daemons_and_scripts(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
+    # The watcher's dead-head check reads these: Ray's gcs_server / raylet (by executable name) and the scripts
+    # the group's shells run, only among the verified processes of the attempt (real processes, renamed with
+    # `exec -a`; a bystander with the same name but without the run's marker is not the run's).
+    from verlctl.ops.watcher import HeadDaemons
+    from verlctl.runtime.executor import GroupRef, HostExecutor
+
+    marker = f"{RUN}.1.aaaa"
+    (tmp_path / "run_training.sh").write_text("sleep 600; true\n")
+    script = f"(exec -a gcs_server sleep 600) & (exec -a raylet sleep 600) & bash {tmp_path}/run_training.sh & wait"
+    leader = procs(["bash", "-c", script], env={"VERLCTL_ATTEMPT": marker})
+    bystander = procs(["bash", "-c", "exec -a gcs_server sleep 600"])
+    ex = HostExecutor()
+    ref = GroupRef(leader.pid, marker, leader_start(leader.pid))
+    deadline = time.monotonic() + 20
+    while len(ex.verdict(ref)["ray"]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    verdict = ex.verdict(ref)
+    assert set(verdict["ray"]) == {"gcs_server", "raylet"} and bystander.pid not in verdict["ray"].values()
+    assert verdict["scripts"] == ["run_training.sh"], verdict
+    head = HeadDaemons()
+    assert head.update(verdict) is None
+    gcs = verdict["ray"]["gcs_server"]
+    os.kill(gcs, signal.SIGKILL)
+    assert wait_gone([gcs])
+    after = ex.verdict(ref)
+    assert after["owned"] and "gcs_server" not in after["ray"]
+    assert head.update(after) == "suspect"  # one scan is never enough
+    assert head.update(verdict) is None  # the daemon was seen again: no alarm, the count restarts
+    assert head.update(after) == "suspect"
+    assert head.update(after) == f"gcs_server (pid {gcs}) ended"
+
+
+def test_scripts_and_ray_daemons_are_named_by_their_command_line() -> None:
+    from verlctl.runtime import procscan
+
+    assert procscan.script_of("bash /x/y/run_training.sh") == "run_training.sh"
+    assert procscan.script_of("/usr/bin/python3 -c pass") == ""
+    assert procscan.script_of("sleep 600") == ""
+    assert procscan.ray_daemon("/usr/lib/python3/site-packages/ray/core/src/ray/gcs/gcs_server --port=1") == "gcs_server"
+    assert procscan.ray_daemon("python3 raylet") is None

@@ -192,6 +192,8 @@ class Watcher:
         return states
 
     def watch_attempt(self) -> AttemptOutcome:
+        from verlctl.render.render import TRAIN_SCRIPT
+
         attempt = self.record.attempts[-1]
         pgid = attempt.ref  # identity verified before every liveness verdict and signal
         classifier = Classifier()
@@ -205,6 +207,7 @@ class Watcher:
         finished = False
         exit_status: str | None = None
         dead_since: float | None = None
+        head = HeadDaemons()
         try:
             while True:
                 text = follower.get(timeout=1.0)
@@ -237,13 +240,23 @@ class Watcher:
                     text == "" and (dead_since is not None or follower.ended or first_error_at is not None)
                 ):
                     last_liveness = now
+                    verdict: dict[str, Any] = {}
                     try:
-                        alive = self.ex.group_alive(pgid)
+                        verdict = self.ex.verdict(pgid)
+                        alive = bool(verdict["owned"])
                     except VerlctlError as exc:
                         lost = self._target_lost(exc, attempt.number, classifier.findings())
                         if lost is not None:
                             return lost
                         alive = True  # the engine answers again: a hiccup
+                    # Only while the training script runs: after it ends, start_verl.sh stops Ray itself.
+                    training = TRAIN_SCRIPT in (verdict.get("scripts") or [])
+                    gone = head.update(verdict) if alive and training and not (finished or exit_status) else None
+                    if gone == "suspect":
+                        # Confirm with a second scan soon, not a whole interval later.
+                        last_liveness = now - self.liveness_every_s + HEAD_CONFIRM_AFTER_S
+                    elif gone is not None:
+                        return self._head_died(gone, pgid, attempt.number, classifier.findings(), live)
                     self._check_workers()
                     if not alive:
                         dead_since = dead_since or now
@@ -282,6 +295,27 @@ class Watcher:
             follower.stop()
 
     # ----------------------------------------------------------------- the target and the nodes
+
+    def _head_died(self, gone: str, pgid: Any, attempt: int, findings: list[Finding],
+                   live: LiveStatus) -> AttemptOutcome:
+        """The head's Ray daemon of this attempt is gone (seen twice): without its GCS the training cannot go
+        on (Ray's driver would only give up after its GCS reconnect timeout, 60 s). Alert now, then stop
+        what is left of the attempt (verified by identity) so that nothing waits on a dead cluster."""
+        from verlctl.monitor.catalogue import CATALOGUE
+
+        cat = next(c for c in CATALOGUE if c.name == "ray_gcs_unreachable")
+        root = Finding(category="ray_gcs_unreachable", line=0, excerpt=gone,
+                       message=f"the Ray head of attempt {attempt} is gone: {gone}; the training cannot reach "
+                       "the GCS any more", hint=cat.hint + "; look at the head's `gcs_server.out` / `raylet.out` "
+                       "and `dmesg` for why it died")
+        self._alert(root, attempt)
+        self.say(f"verlctl watch: stopping what is left of attempt {attempt} (process group {pgid})")
+        try:
+            self.ex.stop_group(pgid, grace_s=10)
+        except VerlctlError as exc:
+            self.say(f"verlctl watch: warning: could not stop process group {pgid}: {exc.message}")
+        return AttemptOutcome("failed", root, [root, *findings], f"the Ray head of process group {pgid} died",
+                              max_step=live.max_step, total=live.total)
 
     def _target_lost(self, exc: VerlctlError, attempt: int, findings: list[Finding]) -> AttemptOutcome | None:
         """The run's container (or its engine) stopped answering: say so at once, with the container's
@@ -528,6 +562,34 @@ class Watcher:
             time.sleep(2)
         self.say("verlctl watch: warning: device memory still in use after the wait; relaunching anyway")
         self.record.event("memory_release_timeout")
+
+
+#: After a first scan without a Ray daemon of the head, the second scan that confirms it comes this soon.
+HEAD_CONFIRM_AFTER_S = 0.5
+
+
+class HeadDaemons:
+    """The head's Ray daemons (``gcs_server``, ``raylet``) among the attempt's verified processes. Once seen,
+    one missing while the attempt's group lives is a suspect; missing again in the next scan, the head died.
+    Two scans, so that a scan that raced a process table change under load is no false alarm."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+        self.suspect = False
+
+    def update(self, verdict: dict[str, Any]) -> str | None:
+        """None (fine or not started), ``"suspect"`` (first miss), or what died (confirmed)."""
+        now = {str(k): int(v) for k, v in (verdict.get("ray") or {}).items()}
+        for name, pid in now.items():
+            self.seen[name] = pid
+        missing = [f"{name} (pid {pid})" for name, pid in self.seen.items() if now.get(name) != pid]
+        if not missing:
+            self.suspect = False
+            return None
+        if not self.suspect:
+            self.suspect = True
+            return "suspect"
+        return " and ".join(missing) + " ended"
 
 
 def target_state(ex: Executor) -> dict[str, Any]:

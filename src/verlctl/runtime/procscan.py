@@ -121,9 +121,34 @@ def verify(procs: list[dict], pgid: int, marker: str | None, start: int | None) 
     if ours:
         verdict["group"] = [p["pid"] for p in members]
     verdict["owned"] = bool(verdict["group"] or verdict["strays"])
+    # The Ray daemons among the attempt's verified processes (the head's GCS and raylet that its `ray start`
+    # launched): named by their executable, counted only inside the verified group or its marked strays.
+    mine = set(verdict["group"]) | set(verdict["strays"])
+    verdict["ray"] = {name: p["pid"] for p in live if p["pid"] in mine
+                      for name in [ray_daemon(p.get("cmd", ""))] if name}
+    # The scripts the attempt's shells and interpreters run (e.g. whether its training script still runs).
+    verdict["scripts"] = sorted({script_of(p.get("cmd", "")) for p in live if p["pid"] in mine} - {""})
     if not verdict["owned"] and not verdict["reason"]:
         verdict["reason"] = f"process group {pgid} has ended"
     return verdict
+
+
+RAY_DAEMONS = ("gcs_server", "raylet")
+
+
+def ray_daemon(cmd: str) -> str | None:
+    """``gcs_server`` / ``raylet`` when the command line runs Ray's daemon of that name (its executable)."""
+    exe = cmd.split(" ", 1)[0].rsplit("/", 1)[-1] if cmd else ""
+    return exe if exe in RAY_DAEMONS else None
+
+
+def script_of(cmd: str) -> str:
+    """The file name of the script a shell or interpreter runs (``bash /x/run_training.sh`` -> that name)."""
+    words = cmd.split(" ")
+    if len(words) < 2 or words[0].rsplit("/", 1)[-1] not in ("bash", "sh", "python", "python3"):
+        return ""
+    arg = words[1]
+    return "" if arg.startswith("-") else arg.rsplit("/", 1)[-1]
 
 
 def _signal_pid(pid: int, start: int, sig: int) -> None:
