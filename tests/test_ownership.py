@@ -227,3 +227,56 @@ def test_scripts_and_ray_daemons_are_named_by_their_command_line() -> None:
     assert procscan.script_of("sleep 600") == ""
     assert procscan.ray_daemon("/usr/lib/python3/site-packages/ray/core/src/ray/gcs/gcs_server --port=1") == "gcs_server"
     assert procscan.ray_daemon("python3 raylet") is None
+
+
+def wait_named(sid: int, names: set[str], timeout: float = 20) -> None:
+    """Wait until processes of session ``sid`` run under each of ``names`` (their argv[0])."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = set()
+        for p in Path("/proc").iterdir():
+            if p.name.isdigit():
+                with contextlib.suppress(OSError, ProcessLookupError):
+                    if os.getsid(int(p.name)) == sid:
+                        seen.add((p / "cmdline").read_bytes().split(b"\0")[0].decode())
+        if names <= seen:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {names} in session {sid}")
+
+
+def test_stop_kills_the_runs_ray_daemons_that_ignore_sigterm_early_and_nothing_else(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
+    # Ray's gcs_server outlived a 20 s SIGTERM grace (real Ray: `stop` took 21 s). The run's own Ray daemons
+    # (here real processes named like them, ignoring SIGTERM as gcs_server does) get SIGKILL after 2 s;
+    # a process of the run that is not a Ray daemon keeps the grace, and a bystander named gcs_server that
+    # is not the run's is never signalled.
+    marker = f"{RUN}.1.bbbb"
+    script = "trap '' TERM; (exec -a gcs_server sleep 600) & (exec -a raylet sleep 600) & sleep 600 & wait"
+    leader = procs(["bash", "-c", script], env={"VERLCTL_ATTEMPT": marker})
+    bystander = procs(["bash", "-c", "trap '' TERM; exec -a gcs_server sleep 600"])
+    write_record(tmp_path, leader.pid, marker=marker, leader_start=leader_start(leader.pid))
+    wait_named(leader.pid, {"gcs_server", "raylet"})
+    t0 = time.monotonic()
+    res = cli(tmp_path, "stop", RUN, "--grace", "8")
+    took = time.monotonic() - t0
+    assert res.code == 0, res.err
+    assert "Ray's daemons (gcs_server, raylet) get SIGKILL after 2s" in res.out, res.out
+    assert "SIGKILL to Ray's daemons still running 2s after SIGTERM" in res.out and "gcs_server (pid" in res.out
+    # the leader ignores SIGTERM too (it is not a Ray daemon): it waits for the whole grace, then SIGKILL
+    assert took >= 8, (took, res.out)
+    assert alive(bystander.pid)
+
+
+def test_stop_of_processes_that_obey_sigterm_with_ray_daemons_that_do_not_is_quick(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
+    marker = f"{RUN}.1.cccc"
+    script = "(trap '' TERM; exec -a gcs_server sleep 600) & sleep 600 & wait"
+    leader = procs(["bash", "-c", script], env={"VERLCTL_ATTEMPT": marker})
+    write_record(tmp_path, leader.pid, marker=marker, leader_start=leader_start(leader.pid))
+    wait_named(leader.pid, {"gcs_server"})
+    t0 = time.monotonic()
+    res = cli(tmp_path, "stop", RUN, "--grace", "20")
+    took = time.monotonic() - t0
+    assert res.code == 0, res.err
+    assert "gcs_server (pid" in res.out and f"stopped process group {leader.pid}" in res.out, res.out
+    print(f"stop took {took:.1f}s including the CLI start-up")
+    assert took <= 5.0 + 2.0, took  # + the CLI's own start-up, twice, on a loaded machine
