@@ -59,6 +59,16 @@ class FileSpec:
     mode: int = 0o644
 
 
+#: How long Ray's own daemons of a stopped attempt get after SIGTERM before SIGKILL. Ray itself gives each
+#: daemon 1 s (ray/_private/node.py, Node._kill_process_impl: terminate(), wait(timeout=1), kill()), `ray stop
+#: --force` sends SIGKILL, and `ray start --block` SIGKILLs the rest when one dies. On SIGTERM, `ray start
+#: --block` first drains the node for Ray Serve (RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S, 30 s) and gcs_server
+#: outlived a 20 s grace: without this, `stop` of a real-Ray run took 21 s. The GCS of a verlctl run keeps
+#: its state in memory only (no external Redis), so nothing is lost. The training's own processes (the driver,
+#: Ray workers and actors) keep the whole grace period.
+RAY_DAEMON_GRACE_S = 2.0
+
+
 class Executor(abc.ABC):
     kind: str = "?"
 
@@ -134,9 +144,10 @@ class Executor(abc.ABC):
         verdict = self.verdict(group, int(signal.SIGKILL), only="ray")
         return list(verdict.get("daemons") or []) if verdict.get("owned") else []
 
-    def stop_group(self, group: GroupRef | int, grace_s: float = 20.0) -> bool:
+    def stop_group(self, group: GroupRef | int, grace_s: float = 20.0,
+                   ray_grace_s: float = RAY_DAEMON_GRACE_S) -> bool:
         """SIGTERM the group, wait up to ``grace_s``, then SIGKILL; Ray's own daemons still there after
-        ``RAY_DAEMON_GRACE_S`` get SIGKILL then (see :data:`RAY_DAEMON_GRACE_S`). True when it is gone."""
+        ``ray_grace_s`` get SIGKILL then (see :data:`RAY_DAEMON_GRACE_S`). True when it is gone."""
         if not self.group_alive(group):
             return True
         self.signal_group(group, signal.SIGTERM)
@@ -146,7 +157,7 @@ class Executor(abc.ABC):
         while time.monotonic() < deadline:
             if not self.group_alive(group):
                 return True
-            if not escalated and time.monotonic() - started >= min(RAY_DAEMON_GRACE_S, grace_s):
+            if not escalated and time.monotonic() - started >= min(ray_grace_s, grace_s):
                 escalated = True
                 self.kill_ray_daemons(group)
             time.sleep(0.25)
@@ -165,15 +176,6 @@ class Executor(abc.ABC):
     def describe(self) -> str:
         return self.kind
 
-
-#: How long Ray's own daemons of a stopped attempt get after SIGTERM before SIGKILL. Ray itself gives each
-#: daemon 1 s (ray/_private/node.py, Node._kill_process_impl: terminate(), wait(timeout=1), kill()), `ray stop
-#: --force` sends SIGKILL, and `ray start --block` SIGKILLs the rest when one dies. On SIGTERM, `ray start
-#: --block` first drains the node for Ray Serve (RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S, 30 s) and gcs_server
-#: outlived a 20 s grace: without this, `stop` of a real-Ray run took 21 s. The GCS of a verlctl run keeps
-#: its state in memory only (no external Redis), so nothing is lost. The training's own processes (the driver,
-#: Ray workers and actors) keep the whole grace period.
-RAY_DAEMON_GRACE_S = 2.0
 
 
 def _detach_script(log_path: str) -> str:
