@@ -265,7 +265,7 @@ class Watcher:
                     # The training ended after a device OOM: what is left is start_verl.sh stopping Ray (seconds);
                     # the attempt is over and its teardown (stop what is left) can start now.
                     oom = first_error_at is not None and self._early_oom(classifier)
-                    ended = alive and training_seen and not training and oom
+                    ended = alive and "scripts" in verdict and training_seen and not training and oom
                     gone = head.update(verdict) if alive and training and not (finished or exit_status) else None
                     if gone == "suspect":
                         # Confirm with a second scan soon, not a whole interval later.
