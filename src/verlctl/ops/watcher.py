@@ -245,7 +245,7 @@ class Watcher:
                     return AttemptOutcome("stopped", detail="the run was stopped with `verlctl stop`")
                 # Every liveness_every_s while healthy; every DEAD_CONFIRM_S once an error is in the log (its
                 # traceback may stream for seconds, the end of the training is what is waited for).
-                every = self.liveness_every_s if first_error_at is None and dead_since is None else DEAD_CONFIRM_S
+                every = self.liveness_every_s if first_error_at is None else DEAD_CONFIRM_S
                 if now - last_liveness >= every or (
                     text == "" and (dead_since is not None or follower.ended or first_error_at is not None)
                 ):
