@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 OFFLOAD = "actor_rollout_ref.actor.megatron.param_offload=True"
+VERBOSE = False
+EXTRA_ENV: dict[str, str] = {}
 
 
 def events(state: Path) -> list[dict]:
@@ -38,17 +40,20 @@ def events(state: Path) -> list[dict]:
     return out
 
 
-def one_run(tmp: Path, image: str) -> dict[str, float]:
+def one_run(tmp: Path, image: str, src: str | None = None) -> dict[str, float]:
     from launch_support import make_launch_env, remove_container
 
-    env = make_launch_env(tmp, image, steps=6, step_seconds=0.5,
-                          standin={"VERLCTL_STANDIN_OOM_AT_STEP": "3", "VERLCTL_STANDIN_OOM_UNLESS": OFFLOAD})
+    # The OOM comes a few steps after `launch` returns, once the watcher follows the log.
+    env = make_launch_env(tmp, image, steps=12, step_seconds=1.0,
+                          standin={"VERLCTL_STANDIN_OOM_AT_STEP": "8", "VERLCTL_STANDIN_OOM_UNLESS": OFFLOAD})
     watch = None
+    if src is not None:  # verlctl from another source tree (the baseline)
+        env.extra_env["PYTHONPATH"] = src
     try:
         res = env.cli("launch", "-c", str(env.spec_file), "--yes")
         if res.code != 0:
             raise SystemExit(f"launch failed: {res.err}")
-        watch = subprocess.Popen([sys.executable, "-m", "verlctl", "watch"], env=env.env(),
+        watch = subprocess.Popen([sys.executable, "-m", "verlctl", "watch"], env={**env.env(), **EXTRA_ENV},
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         logs = Path(env.spec["paths"]["logs"])
         t_oom = None
@@ -66,8 +71,11 @@ def one_run(tmp: Path, image: str) -> dict[str, float]:
             if started:
                 alert = next(e for e in evs if e["event"] == "alert")
                 recovery = next(e for e in evs if e["event"] == "recovery")
+                if VERBOSE:
+                    for e in evs:
+                        print(f"  {e['time'] - t_oom:+7.2f} s  {e['event']}", flush=True)
                 return {"detect": alert["time"] - t_oom, "teardown": float(recovery["teardown_s"]),
-                        "relaunch": started[0]["time"] - t_oom}
+                        "recovery": recovery["time"] - t_oom, "relaunch": started[0]["time"] - t_oom}
             time.sleep(0.1)
         raise SystemExit("no relaunch within 300 s")
     finally:
@@ -82,20 +90,31 @@ def one_run(tmp: Path, image: str) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--events", action="store_true", help="print each run's events, relative to the OOM line")
+    ap.add_argument("--baseline", metavar="DIR", help="also measure verlctl from DIR/src (e.g. `git archive REV src "
+                    "| tar -x -C DIR`), alternating with this tree's, round by round")
     args = ap.parse_args()
+    global VERBOSE
+    VERBOSE = args.events
     image = subprocess.run([str(ROOT / "tests" / "image" / "build.sh")], check=True, capture_output=True,
                            text=True).stdout.strip().splitlines()[-1]
-    rows = []
+    trees: list[tuple[str, str | None]] = [("this tree", None)]
+    if args.baseline:
+        trees.insert(0, (f"baseline {args.baseline}", str(Path(args.baseline).resolve() / "src")))
+    rows: dict[str, list[dict[str, float]]] = {name: [] for name, _ in trees}
     for i in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="verlctl-bench-recovery-") as d:
-            r = one_run(Path(d), image)
-        rows.append(r)
-        print(f"run {i + 1}: detect {r['detect']:.2f} s, teardown {r['teardown']:.2f} s, OOM line -> relaunch "
-              f"started {r['relaunch']:.2f} s (without teardown {r['relaunch'] - r['teardown']:.2f} s)", flush=True)
-    med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-    print(f"median of {len(rows)}: detect {med['detect']:.2f} s, teardown {med['teardown']:.2f} s, relaunch "
-          f"{med['relaunch']:.2f} s, relaunch - teardown "
-          f"{statistics.median(r['relaunch'] - r['teardown'] for r in rows):.2f} s (goal <= 5 s)")
+        for name, src in trees:
+            with tempfile.TemporaryDirectory(prefix="verlctl-bench-recovery-") as d:
+                r = one_run(Path(d), image, src)
+            rows[name].append(r)
+            print(f"run {i + 1} ({name}): detect {r['detect']:.2f} s, teardown {r['teardown']:.2f} s, OOM line -> "
+                  f"relaunch started {r['relaunch']:.2f} s (without teardown {r['relaunch'] - r['teardown']:.2f} s)",
+                  flush=True)
+    for name, got in rows.items():
+        med = {k: statistics.median(r[k] for r in got) for k in got[0]}
+        print(f"{name}: median of {len(got)}: detect {med['detect']:.2f} s, teardown {med['teardown']:.2f} s, "
+              f"relaunch {med['relaunch']:.2f} s, relaunch - teardown "
+              f"{statistics.median(r['relaunch'] - r['teardown'] for r in got):.2f} s (goal <= 5 s)")
 
 
 if __name__ == "__main__":

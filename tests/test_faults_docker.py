@@ -23,10 +23,12 @@ from launch_support import LaunchEnv, remove_container
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
 
 REPORT_WITHIN_S = 10.0  # product target 5 s; doubled for a loaded test machine
-#: A killed Ray head is reported from the log: at once when an actor dies first (1.9-6.8 s seen), else when the
-#: driver gives up on the GCS after Ray's reconnect timeout (gcs_rpc_server_reconnect_timeout_s, 60 s; 62 s
-#: seen in CI). Detecting the dead head directly (its GCS port) is the open part of issue 12.
-RAY_HEAD_REPORT_WITHIN_S = 60.0 + 2 * REPORT_WITHIN_S
+#: A killed Ray head is seen by the watcher's liveness scan (the head's gcs_server / raylet among the attempt's
+#: verified processes), confirmed by a second scan 0.5 s later. The product target is 5 s; the margin is one
+#: liveness interval (Watcher.liveness_every_s, 2.5 s): the fault can land just after a scan, and on the loaded
+#: test machine each scan (a `docker exec` of python3) takes up to a second or so. Before this check the alert
+#: came from the log only, after Ray's own GCS reconnect timeout (60 s; 62 s seen in CI).
+RAY_HEAD_REPORT_WITHIN_S = 5.0 + 2.5
 
 
 def run_dir(env: LaunchEnv) -> Path:
@@ -190,15 +192,18 @@ def test_ray_head_killed(fenv: LaunchEnv, docker_engine) -> None:  # type: ignor
         assert container.exec_run(["kill", "-9", gcs[0]]).exit_code == 0
         alert = wait_event(fenv, "alert", RAY_HEAD_REPORT_WITHIN_S + 60)
     finally:
-        code, out = finish_watch(watch, timeout=300)
+        code, out = finish_watch(watch, timeout=120)
     latency = alert["time"] - t_fault
     print(f"Ray head (gcs_server) killed -> alert {alert['category']}: {latency:.2f} s")
     assert latency <= RAY_HEAD_REPORT_WITHIN_S, (latency, alert)
-    # The head's processes go with it; the driver's first error names the dead actor (catalogue: a consequence
-    # whose hint points back at the node) or the lost GCS / raylet.
+    # The head's processes go with it; the watcher names the dead daemon (or the driver's first error names the
+    # dead actor, a consequence whose hint points back at the node, or the lost GCS / raylet).
     tail = "".join(p.read_text(errors="replace") for p in Path(fenv.spec["paths"]["logs"]).glob("verlctl-*.log"))
     assert alert["category"] in ("ray_gcs_unreachable", "raylet_died", "ray_actor_died"), (alert, tail[-3000:])
     assert code == 1, out
+    # The watcher names the daemon it found gone: gcs_server, or the raylet when that went first (a SIGKILLed
+    # gcs_server can stay in the process table while the kernel tears it down; the raylet exits on its own).
+    assert "the Ray head of attempt 1 is gone: " in out or "ray_actor_died" in out, out
     st = status(fenv)
     assert st["alive"] is False and st["gave_up"] is not None, st
     nothing_lost(fenv, before)

@@ -184,3 +184,99 @@ def test_stop_signals_the_recorded_watcher_pid_only_if_it_is_the_runs_watcher(tm
         time.sleep(0.1)
     assert watcher_alive(rec)
     assert not watcher_alive(RunRecord.model_validate({**doc, "watcher_pid": decoy.pid}))
+
+
+def test_the_verdict_names_the_attempts_own_ray_daemons_and_scripts(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
+    # The watcher's dead-head check reads these: Ray's gcs_server / raylet (by executable name) and the scripts
+    # the group's shells run, only among the verified processes of the attempt (real processes, renamed with
+    # `exec -a`; a bystander with the same name but without the run's marker is not the run's).
+    from verlctl.ops.watcher import HeadDaemons
+    from verlctl.runtime.executor import GroupRef, HostExecutor
+
+    marker = f"{RUN}.1.aaaa"
+    (tmp_path / "run_training.sh").write_text("sleep 600; true\n")
+    script = f"(exec -a gcs_server sleep 600) & (exec -a raylet sleep 600) & bash {tmp_path}/run_training.sh & wait"
+    leader = procs(["bash", "-c", script], env={"VERLCTL_ATTEMPT": marker})
+    bystander = procs(["bash", "-c", "exec -a gcs_server sleep 600"])
+    ex = HostExecutor()
+    ref = GroupRef(leader.pid, marker, leader_start(leader.pid))
+    deadline = time.monotonic() + 20
+    while len(ex.verdict(ref)["ray"]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    verdict = ex.verdict(ref)
+    assert set(verdict["ray"]) == {"gcs_server", "raylet"} and bystander.pid not in verdict["ray"].values()
+    assert verdict["scripts"] == ["run_training.sh"], verdict
+    head = HeadDaemons()
+    assert head.update(verdict) is None
+    gcs = verdict["ray"]["gcs_server"]
+    os.kill(gcs, signal.SIGKILL)
+    assert wait_gone([gcs])
+    after = ex.verdict(ref)
+    assert after["owned"] and "gcs_server" not in after["ray"]
+    assert head.update(after) == "suspect"  # one scan is never enough
+    assert head.update(verdict) is None  # the daemon was seen again: no alarm, the count restarts
+    assert head.update(after) == "suspect"
+    assert head.update(after) == f"gcs_server (pid {gcs}) ended"
+
+
+def test_scripts_and_ray_daemons_are_named_by_their_command_line() -> None:
+    from verlctl.runtime import procscan
+
+    assert procscan.script_of("bash /x/y/run_training.sh") == "run_training.sh"
+    assert procscan.script_of("/usr/bin/python3 -c pass") == ""
+    assert procscan.script_of("sleep 600") == ""
+    assert procscan.ray_daemon("/usr/lib/python3/site-packages/ray/core/src/ray/gcs/gcs_server --port=1") == "gcs_server"
+    assert procscan.ray_daemon("python3 raylet") is None
+
+
+def wait_named(sid: int, names: set[str], timeout: float = 20) -> None:
+    """Wait until processes of session ``sid`` run under each of ``names`` (their argv[0])."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = set()
+        for p in Path("/proc").iterdir():
+            if p.name.isdigit():
+                with contextlib.suppress(OSError, ProcessLookupError):
+                    if os.getsid(int(p.name)) == sid:
+                        seen.add((p / "cmdline").read_bytes().split(b"\0")[0].decode())
+        if names <= seen:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {names} in session {sid}")
+
+
+def test_stop_kills_the_runs_ray_daemons_that_ignore_sigterm_early_and_nothing_else(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
+    # Ray's gcs_server outlived a 20 s SIGTERM grace (real Ray: `stop` took 21 s). The run's own Ray daemons
+    # (here real processes named like them, ignoring SIGTERM as gcs_server does) get SIGKILL after 2 s;
+    # a process of the run that is not a Ray daemon keeps the grace, and a bystander named gcs_server that
+    # is not the run's is never signalled.
+    marker = f"{RUN}.1.bbbb"
+    script = "trap '' TERM; (exec -a gcs_server sleep 600) & (exec -a raylet sleep 600) & sleep 600 & wait"
+    leader = procs(["bash", "-c", script], env={"VERLCTL_ATTEMPT": marker})
+    bystander = procs(["bash", "-c", "trap '' TERM; exec -a gcs_server sleep 600"])
+    write_record(tmp_path, leader.pid, marker=marker, leader_start=leader_start(leader.pid))
+    wait_named(leader.pid, {"gcs_server", "raylet"})
+    t0 = time.monotonic()
+    res = cli(tmp_path, "stop", RUN, "--grace", "8")
+    took = time.monotonic() - t0
+    assert res.code == 0, res.err
+    assert "Ray's daemons (gcs_server, raylet) get SIGKILL after 2s" in res.out, res.out
+    assert "SIGKILL to Ray's daemons still running 2s after SIGTERM" in res.out and "gcs_server (pid" in res.out
+    # the leader ignores SIGTERM too (it is not a Ray daemon): it waits for the whole grace, then SIGKILL
+    assert took >= 8, (took, res.out)
+    assert alive(bystander.pid)
+
+
+def test_stop_of_processes_that_obey_sigterm_with_ray_daemons_that_do_not_is_quick(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
+    marker = f"{RUN}.1.cccc"
+    script = "(trap '' TERM; exec -a gcs_server sleep 600) & sleep 600 & wait"
+    leader = procs(["bash", "-c", script], env={"VERLCTL_ATTEMPT": marker})
+    write_record(tmp_path, leader.pid, marker=marker, leader_start=leader_start(leader.pid))
+    wait_named(leader.pid, {"gcs_server"})
+    t0 = time.monotonic()
+    res = cli(tmp_path, "stop", RUN, "--grace", "20")
+    took = time.monotonic() - t0
+    assert res.code == 0, res.err
+    assert "gcs_server (pid" in res.out and f"stopped process group {leader.pid}" in res.out, res.out
+    print(f"stop took {took:.1f}s including the CLI start-up")
+    assert took <= 5.0 + 2.0, took  # + the CLI's own start-up, twice, on a loaded machine

@@ -75,12 +75,16 @@ class HostRuns:
         body = "\n".join(f"echo {json.dumps(ln)}; sleep {pause}" for ln in lines) + "\n" + tail + "\n"
         (scripts / "trainer_double.sh").write_text(body, encoding="utf-8")
         run_log = self.root / "logs" / f"verlctl-{run_id}.log"
-        pgid = HostExecutor().start_detached(["bash", str(scripts / "trainer_double.sh")], str(run_log))
+        # Started with an identity, as `launch` does: the watcher sees the group alive while the double prints.
+        ref = HostExecutor().start_group(["bash", str(scripts / "trainer_double.sh")], str(run_log),
+                                         f"{run_id}/1/{os.urandom(8).hex()}")
+        pgid = ref.pgid
         record = RunRecord(run_id=run_id, created_at=time.time(), runtime="host", workdir=str(self.root),
                            scripts_dir=str(scripts), run_log=str(run_log), train_log="",
                            checkpoints=str(self.ckpt), experiment="hostwatch", verl_version="0.7.0", pgid=pgid,
                            attempts=[Attempt(number=1, pgid=pgid, started_at=time.time(),
-                                             resumed_from=resumed_from)])
+                                             resumed_from=resumed_from, marker=ref.marker,
+                                             leader_start=ref.start)])
         os.environ["VERLCTL_STATE_DIR"] = str(self.state)
         record.save()
         (record.dir / "spec.resolved.yaml").write_text(rendered.files["spec.resolved.yaml"], encoding="utf-8")
@@ -108,8 +112,8 @@ def host_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[
     ex = HostExecutor()
     for r in runs.records:
         for a in r.attempts:
-            if ex.group_alive(a.pgid):
-                ex.stop_group(a.pgid, grace_s=2)
+            if a.ref is not None and ex.group_alive(a.ref):
+                ex.stop_group(a.ref, grace_s=2)
 
 
 def test_watch_says_what_it_follows_and_stays_silent_while_healthy(host_runs: HostRuns) -> None:

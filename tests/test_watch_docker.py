@@ -61,6 +61,8 @@ def test_oom_ladder_adds_offload_and_resumes_from_the_last_checkpoint(wenv: Laun
     assert alert["category"] == "device_oom"
     recovery = wait_event(wenv, "recovery")
     assert recovery["add_feature"] == "offload"
+    # the next attempt was checked and composed from the moment the OOM was seen, not after the failed one ended
+    assert recovery["prepared_early"] is True, recovery
     assert recovery["resumed_from"].endswith("global_step_2")
     wait_event(wenv, "finished")
     check = wait_event(wenv, "resume_check")

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
-from verlctl.runtime.executor import DockerExecutor, Executor, GroupRef, HostExecutor
+from verlctl.runtime.executor import RAY_DAEMON_GRACE_S, DockerExecutor, Executor, GroupRef, HostExecutor
 from verlctl.runtime.records import RunRecord, all_runs, resolve_run, scan_runs
 
 TAIL_BYTES = 4 * 1024 * 1024
@@ -277,18 +277,28 @@ def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
 Group = tuple[Executor, GroupRef, str]
 
 
-def stop_groups(groups: list[Group], grace: float) -> list[Group]:
+def stop_groups(groups: list[Group], grace: float, say: Any = None) -> list[Group]:
     """SIGTERM every verified group (and the processes of its attempt in other groups, e.g. Ray workers) at
-    once, wait (one shared grace period), SIGKILL what is left; fail if any stays. Each signal is sent only
-    after the group's identity is verified again, in the target's PID namespace."""
+    once, wait (one shared grace period), SIGKILL what is left; fail if any stays. Ray's own daemons of an
+    attempt get SIGKILL after ``RAY_DAEMON_GRACE_S`` (the training's processes keep the whole grace). Each
+    signal is sent only after the group's identity is verified again, in the target's PID namespace."""
     import signal
 
     for gex, ref, _ in groups:
         gex.signal_group(ref, signal.SIGTERM)
-    deadline = time.monotonic() + grace
+    started = time.monotonic()
+    deadline = started + grace
     alive = list(groups)
+    escalated = False
     while alive and time.monotonic() < deadline:
         alive = [g for g in alive if g[0].group_alive(g[1])]
+        if alive and not escalated and time.monotonic() - started >= min(RAY_DAEMON_GRACE_S, grace):
+            escalated = True
+            for gex, ref, where in alive:
+                killed = gex.kill_ray_daemons(ref)
+                if killed and say is not None:
+                    say(f"SIGKILL to Ray's daemons still running {RAY_DAEMON_GRACE_S:g}s after SIGTERM in {where}: "
+                        + ", ".join(f"{name} (pid {pid})" for pid, name in killed))
         if alive:
             time.sleep(0.2)
     for gex, ref, _ in alive:
@@ -309,6 +319,9 @@ def _describe_wait(verdict: dict[str, Any], ref: GroupRef, where: str) -> str:
     text = f"process group {ref.pgid} in {where} ({n_group} process{'es' if n_group != 1 else ''})"
     if n_strays:
         text += f" and {n_strays} process{'es' if n_strays != 1 else ''} of the run in other groups (Ray workers)"
+    daemons = sorted({str(name) for _pid, name in verdict.get("daemons") or []})
+    if daemons:
+        text += f", of which Ray's daemons ({', '.join(daemons)}) get SIGKILL after {RAY_DAEMON_GRACE_S:g}s"
     return text
 
 
@@ -374,7 +387,10 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
     if waits:
         console.print(f"waiting up to {grace:g}s (SIGTERM, then SIGKILL) for: {escape('; '.join(waits))}",
                       highlight=False)
-    for _gex, gref, where in stop_groups(groups, grace):
+    def say(text: str) -> None:
+        console.print(text, highlight=False, markup=False)
+
+    for _gex, gref, where in stop_groups(groups, grace, say):
         result["signalled"].append({"pgid": gref.pgid, "where": where})
         console.print(f"stopped process group {gref.pgid} in {escape(where)}", highlight=False)
     result["warnings"] += _remove_key_files(record, ex, console)

@@ -72,6 +72,7 @@ class AttemptOutcome:
     detail: str = ""
     max_step: int | None = None  # the highest training step seen in this attempt
     total: int | None = None
+    group_alive: bool = False  # the training ended but start_verl.sh is still stopping Ray
 
 
 # ----------------------------------------------------------------------------------------------- watcher
@@ -103,6 +104,7 @@ class Watcher:
         self._worker_ex: dict[str, Executor | None] | None = None
         self._nodes_down: set[str] = set()
         self._worker_info: dict[str, str] = {}
+        self._early: tuple[list[str], Any] | None = None  # a next attempt being prepared (see _early_oom)
 
     # -------------------------------------------------------------------------------- reporting
 
@@ -147,6 +149,8 @@ class Watcher:
                 self.say(f"verlctl watch: {notice}")
                 self.emit("notice", message=notice)
             if not decision.restart:
+                if outcome.group_alive:
+                    self._wait_group_end(self.record.attempts[-1].ref, 30.0)
                 self._give_up(decision, category)
                 return 1
             try:
@@ -192,8 +196,11 @@ class Watcher:
         return states
 
     def watch_attempt(self) -> AttemptOutcome:
+        from verlctl.render.render import TRAIN_SCRIPT
+
         attempt = self.record.attempts[-1]
         pgid = attempt.ref  # identity verified before every liveness verdict and signal
+        self._early = None
         classifier = Classifier()
         parser = LogParser(classifier)
         live = LiveStatus(attempt=attempt.number)
@@ -205,6 +212,9 @@ class Watcher:
         finished = False
         exit_status: str | None = None
         dead_since: float | None = None
+        head = HeadDaemons()
+        training_seen = False
+        ended = False  # the training script ended after an error; start_verl.sh is stopping Ray
         try:
             while True:
                 text = follower.get(timeout=1.0)
@@ -233,22 +243,40 @@ class Watcher:
                     last_status_write = now
                 if self._user_stopped():
                     return AttemptOutcome("stopped", detail="the run was stopped with `verlctl stop`")
-                if now - last_liveness >= self.liveness_every_s or (
+                # Every liveness_every_s while healthy; every DEAD_CONFIRM_S once an error is in the log (its
+                # traceback may stream for seconds, the end of the training is what is waited for).
+                every = self.liveness_every_s if first_error_at is None else DEAD_CONFIRM_S
+                if now - last_liveness >= every or (
                     text == "" and (dead_since is not None or follower.ended or first_error_at is not None)
                 ):
                     last_liveness = now
+                    verdict: dict[str, Any] = {}
                     try:
-                        alive = self.ex.group_alive(pgid)
+                        verdict = self.ex.verdict(pgid)
+                        alive = bool(verdict["owned"])
                     except VerlctlError as exc:
                         lost = self._target_lost(exc, attempt.number, classifier.findings())
                         if lost is not None:
                             return lost
                         alive = True  # the engine answers again: a hiccup
+                    # Only while the training script runs: after it ends, start_verl.sh stops Ray itself.
+                    training = TRAIN_SCRIPT in (verdict.get("scripts") or [])
+                    training_seen = training_seen or training
+                    # The training ended after a device OOM: what is left is start_verl.sh stopping Ray (seconds);
+                    # the attempt is over and its teardown (stop what is left) can start now.
+                    oom = first_error_at is not None and self._early_oom(classifier)
+                    ended = alive and "scripts" in verdict and training_seen and not training and oom
+                    gone = head.update(verdict) if alive and training and not (finished or exit_status) else None
+                    if gone == "suspect":
+                        # Confirm with a second scan soon, not a whole interval later.
+                        last_liveness = now - self.liveness_every_s + HEAD_CONFIRM_AFTER_S
+                    elif gone is not None:
+                        return self._head_died(gone, pgid, attempt.number, classifier.findings(), live)
                     self._check_workers()
-                    if not alive:
+                    if not alive or ended:
                         dead_since = dead_since or now
-                        # Read what the process wrote while dying before deciding.
-                        if now - dead_since >= 1.0:
+                        # Read what the process wrote while dying before deciding (the log is streamed).
+                        if now - dead_since >= DEAD_CONFIRM_S:
                             findings = classifier.findings()
                             root = findings[0] if findings else None
                             if finished:
@@ -265,7 +293,9 @@ class Watcher:
                             if self._user_stopped():
                                 return AttemptOutcome("stopped")
                             detail = f"process group {pgid} ended" + (f" (exit status {exit_status})" if exit_status else "")
-                            return AttemptOutcome("failed", root, findings, detail)
+                            if alive:
+                                detail = f"the training of process group {pgid} ended"
+                            return AttemptOutcome("failed", root, findings, detail, group_alive=alive)
                 if first_error_at is not None and now - first_error_at >= self.error_grace_s:
                     findings = classifier.findings()
                     root = findings[0] if findings else None
@@ -282,6 +312,42 @@ class Watcher:
             follower.stop()
 
     # ----------------------------------------------------------------- the target and the nodes
+
+    def _early_oom(self, classifier: Classifier) -> bool:
+        """A device OOM is the root cause so far: start preparing the next attempt now (it does not touch the
+        running one), so that the relaunch does not wait for it. True when that is the case."""
+        findings = classifier.findings()
+        if not findings or findings[0].category != "device_oom":
+            return False
+        if self._early is None:
+            self._early = self._start_prepare("device_oom")
+        return True
+
+    def _wait_group_end(self, ref: Any, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.ex.group_alive(ref):
+            time.sleep(0.5)
+
+    def _head_died(self, gone: str, pgid: Any, attempt: int, findings: list[Finding],
+                   live: LiveStatus) -> AttemptOutcome:
+        """The head's Ray daemon of this attempt is gone (seen twice): without its GCS the training cannot go
+        on (Ray's driver would only give up after its GCS reconnect timeout, 60 s). Alert now, then stop
+        what is left of the attempt (verified by identity) so that nothing waits on a dead cluster."""
+        from verlctl.monitor.catalogue import CATALOGUE
+
+        cat = next(c for c in CATALOGUE if c.name == "ray_gcs_unreachable")
+        root = Finding(category="ray_gcs_unreachable", line=0, excerpt=gone,
+                       message=f"the Ray head of attempt {attempt} is gone: {gone}; the training cannot reach "
+                       "the GCS any more", hint=cat.hint + "; look at the head's `gcs_server.out` / `raylet.out` "
+                       "and `dmesg` for why it died")
+        self._alert(root, attempt)
+        self.say(f"verlctl watch: stopping what is left of attempt {attempt} (process group {pgid})")
+        try:
+            self.ex.stop_group(pgid, grace_s=10)
+        except VerlctlError as exc:
+            self.say(f"verlctl watch: warning: could not stop process group {pgid}: {exc.message}")
+        return AttemptOutcome("failed", root, [root, *findings], f"the Ray head of process group {pgid} died",
+                              max_step=live.max_step, total=live.total)
 
     def _target_lost(self, exc: VerlctlError, attempt: int, findings: list[Finding]) -> AttemptOutcome | None:
         """The run's container (or its engine) stopped answering: say so at once, with the container's
@@ -447,7 +513,9 @@ class Watcher:
         self.emit("gave_up", category=category, reason=reason, advice=decision.advice)
         self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
 
-    def _restart(self, decision: Decision, category: str | None) -> None:
+    def _start_prepare(self, category: str | None, decision: Decision | None = None) -> tuple[list[str], Any] | None:
+        """Check and compose the attempt that ``decision`` (default: what :func:`decide` says now for
+        ``category``) would start, in a background thread: (the features it enables, its future)."""
         import concurrent.futures
 
         from rich.console import Console
@@ -455,9 +523,12 @@ class Watcher:
         from verlctl.ops.launch import Launcher, LaunchOptions
         from verlctl.spec.resolve import load_spec
 
-        added = [*self.history.added, decision.add_feature] if decision.add_feature else list(self.history.added)
-        enable = list(self.resolved.spec.features.enable) + [f for f in added
-                                                             if f not in self.resolved.spec.features.enable]
+        if decision is None:
+            features_on = {n: s.on and s.applicable for n, s in self._features().items()}
+            decision = decide(category, self.resolved.spec, features_on, self.history)
+            if not decision.restart:
+                return None
+        added, enable = self._next_features(decision)
 
         def prepare() -> tuple[Any, Any, Any]:
             resolved = load_spec(self.record.dir / "spec.resolved.yaml", use_env=False,
@@ -465,15 +536,38 @@ class Watcher:
             launcher = Launcher(resolved, LaunchOptions(yes=True), Console(stderr=True, quiet=True))
             return resolved, launcher, launcher.prepare_relaunch(self.ex, self.record)
 
-        # The next attempt is checked and composed in the target while the failed one is torn down (which
-        # happens even when the next one cannot be prepared).
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-        prepared = pool.submit(prepare)
+        try:
+            return enable, pool.submit(prepare)
+        finally:
+            pool.shutdown(wait=False)  # the thread ends with prepare()
+
+    def _next_features(self, decision: Decision) -> tuple[list[str], list[str]]:
+        """The features recovery has added with ``decision``, and the list to enable in the next attempt."""
+        added = [*self.history.added, decision.add_feature] if decision.add_feature else list(self.history.added)
+        enable = list(self.resolved.spec.features.enable) + [f for f in added
+                                                             if f not in self.resolved.spec.features.enable]
+        return added, enable
+
+    def _restart(self, decision: Decision, category: str | None) -> None:
+        # The next attempt is checked and composed in the target while the failed one is torn down (which
+        # happens even when the next one cannot be prepared); after a device OOM, from the moment it was
+        # seen (see _early_oom).
+        early, self._early = self._early, None
+        prepared_early = early is not None and early[0] == self._next_features(decision)[1]
+        if early is not None and prepared_early:
+            prepared = early[1]
+        else:
+            started = self._start_prepare(category, decision)
+            assert started is not None
+            prepared = started[1]
         try:
             teardown_s = self._teardown()
-            resolved, launcher, the_next = prepared.result()
         finally:
-            pool.shutdown(wait=True)
+            outcome = prepared.exception()  # wait for it either way
+        if outcome is not None:
+            raise outcome
+        resolved, launcher, the_next = prepared.result()
         if decision.add_feature:
             self.history.oom_retries += 1
             self.history.added.append(decision.add_feature)
@@ -481,7 +575,8 @@ class Watcher:
             self.history.restarts += 1
         resumed_from = self._latest_checkpoint()
         self.emit("recovery", category=category, reason=decision.reason, add_feature=decision.add_feature,
-                  features_added=list(self.history.added), resumed_from=resumed_from, teardown_s=teardown_s)
+                  features_added=list(self.history.added), resumed_from=resumed_from, teardown_s=teardown_s,
+                  prepared_early=prepared_early)
         self.say(f"verlctl watch: {decision.reason}" + (f"; resuming from {resumed_from}" if resumed_from else ""))
         launcher.relaunch(self.ex, self.record, reason=decision.reason, resumed_from=resumed_from,
                           prepared=the_next)
@@ -493,14 +588,16 @@ class Watcher:
         """Stop what is left of the failed attempt (every node) and wait for device memory; its duration."""
         started = time.monotonic()
         attempt = self.record.attempts[-1]
+        # The attempt failed: its Ray daemons serve nothing to save, they get SIGKILL at once (the training's
+        # processes get SIGTERM and the grace period).
         if self.ex.group_alive(attempt.ref):
-            self.ex.stop_group(attempt.ref, grace_s=20)
+            self.ex.stop_group(attempt.ref, grace_s=20, ray_grace_s=0)
         if self.record.workers:
             from verlctl.ops.inspect import worker_targets
 
             for w, wex, _ in worker_targets(self.record):
                 if wex is not None and w.ref is not None and wex.group_alive(w.ref):
-                    wex.stop_group(w.ref, grace_s=20)
+                    wex.stop_group(w.ref, grace_s=20, ray_grace_s=0)
         self._wait_memory_released()
         return round(time.monotonic() - started, 3)
 
@@ -528,6 +625,39 @@ class Watcher:
             time.sleep(2)
         self.say("verlctl watch: warning: device memory still in use after the wait; relaunching anyway")
         self.record.event("memory_release_timeout")
+
+
+#: After a first scan without a Ray daemon of the head, the second scan that confirms it comes this soon.
+HEAD_CONFIRM_AFTER_S = 0.5
+
+
+class HeadDaemons:
+    """The head's Ray daemons (``gcs_server``, ``raylet``) among the attempt's verified processes. Once seen,
+    one missing while the attempt's group lives is a suspect; missing again in the next scan, the head died.
+    Two scans, so that a scan that raced a process table change under load is no false alarm."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+        self.suspect = False
+
+    def update(self, verdict: dict[str, Any]) -> str | None:
+        """None (fine or not started), ``"suspect"`` (first miss), or what died (confirmed)."""
+        now = {str(k): int(v) for k, v in (verdict.get("ray") or {}).items()}
+        for name, pid in now.items():
+            self.seen[name] = pid
+        missing = [f"{name} (pid {pid})" for name, pid in self.seen.items() if now.get(name) != pid]
+        if not missing:
+            self.suspect = False
+            return None
+        if not self.suspect:
+            self.suspect = True
+            return "suspect"
+        return " and ".join(missing) + " ended"
+
+
+#: How long after the attempt's end (or its training's end after a device OOM) the watcher reads what the
+#: processes wrote while dying before it decides (the log is streamed: milliseconds; this is the margin).
+DEAD_CONFIRM_S = 0.5
 
 
 def target_state(ex: Executor) -> dict[str, Any]:

@@ -59,6 +59,16 @@ class FileSpec:
     mode: int = 0o644
 
 
+#: How long Ray's own daemons of a stopped attempt get after SIGTERM before SIGKILL. Ray itself gives each
+#: daemon 1 s (ray/_private/node.py, Node._kill_process_impl: terminate(), wait(timeout=1), kill()), `ray stop
+#: --force` sends SIGKILL, and `ray start --block` SIGKILLs the rest when one dies. On SIGTERM, `ray start
+#: --block` first drains the node for Ray Serve (RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S, 30 s) and gcs_server
+#: outlived a 20 s grace: without this, `stop` of a real-Ray run took 21 s. The GCS of a verlctl run keeps
+#: its state in memory only (no external Redis), so nothing is lost. The training's own processes (the driver,
+#: Ray workers and actors) keep the whole grace period.
+RAY_DAEMON_GRACE_S = 2.0
+
+
 class Executor(abc.ABC):
     kind: str = "?"
 
@@ -87,8 +97,9 @@ class Executor(abc.ABC):
         """Bytes of a file in the target from ``offset`` (None when it does not exist)."""
 
     @abc.abstractmethod
-    def _act(self, ref: GroupRef, sig: int) -> dict[str, Any]:
-        """Run :func:`procscan.act` in the target's PID namespace: verify ``ref`` now, signal it if ``sig``."""
+    def _act(self, ref: GroupRef, sig: int, only: str = "") -> dict[str, Any]:
+        """Run :func:`procscan.act` in the target's PID namespace: verify ``ref`` now, signal it if ``sig``
+        (``only="ray"``: only its Ray daemons)."""
 
     @abc.abstractmethod
     def leader_start(self, pid: int) -> int | None:
@@ -100,16 +111,16 @@ class Executor(abc.ABC):
 
         return procscan.markers()
 
-    def verdict(self, group: GroupRef | int, sig: int = 0) -> dict[str, Any]:
+    def verdict(self, group: GroupRef | int, sig: int = 0, only: str = "") -> dict[str, Any]:
         """Whether the group is still the attempt verlctl started (identity checked now), and its processes.
-        With ``sig``, signal them, only when verified."""
+        With ``sig``, signal them (``only="ray"``: only its Ray daemons), only when verified."""
         from verlctl.runtime import procscan
 
         ref = as_ref(group)
         if not procscan.valid_pgid(ref.pgid):
             return {"owned": False, "reason": f"process group id {ref.pgid} is out of range: not signalled",
                     "group": [], "strays": []}
-        return self._act(ref, sig)
+        return self._act(ref, sig, only)
 
     def group_alive(self, group: GroupRef | int) -> bool:
         """True while a verified process of the attempt is alive."""
@@ -127,15 +138,28 @@ class Executor(abc.ABC):
         pgid = self.start_detached(argv, log_path, cwd=cwd, env={**(env or {}), MARKER_VAR: marker})
         return GroupRef(pgid, marker, self.leader_start(pgid))
 
-    def stop_group(self, group: GroupRef | int, grace_s: float = 20.0) -> bool:
-        """SIGTERM the group, wait up to ``grace_s``, then SIGKILL. Returns True when it is gone."""
+    def kill_ray_daemons(self, group: GroupRef | int) -> list[list[Any]]:
+        """SIGKILL the Ray daemons (gcs_server, raylet, dashboard, agents, `ray start`) of the verified
+        attempt, each checked by pid and start time; what was signalled, as [pid, name]."""
+        verdict = self.verdict(group, int(signal.SIGKILL), only="ray")
+        return list(verdict.get("daemons") or []) if verdict.get("owned") else []
+
+    def stop_group(self, group: GroupRef | int, grace_s: float = 20.0,
+                   ray_grace_s: float = RAY_DAEMON_GRACE_S) -> bool:
+        """SIGTERM the group, wait up to ``grace_s``, then SIGKILL; Ray's own daemons still there after
+        ``ray_grace_s`` get SIGKILL then (see :data:`RAY_DAEMON_GRACE_S`). True when it is gone."""
         if not self.group_alive(group):
             return True
         self.signal_group(group, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
+        started = time.monotonic()
+        deadline = started + grace_s
+        escalated = False
         while time.monotonic() < deadline:
             if not self.group_alive(group):
                 return True
+            if not escalated and time.monotonic() - started >= min(ray_grace_s, grace_s):
+                escalated = True
+                self.kill_ray_daemons(group)
             time.sleep(0.25)
         self.signal_group(group, signal.SIGKILL)
         deadline = time.monotonic() + 10
@@ -151,6 +175,7 @@ class Executor(abc.ABC):
 
     def describe(self) -> str:
         return self.kind
+
 
 
 def _detach_script(log_path: str) -> str:
@@ -219,13 +244,13 @@ class HostExecutor(Executor):
         except FileNotFoundError:
             return None
 
-    def _act(self, ref: GroupRef, sig: int) -> dict[str, Any]:
+    def _act(self, ref: GroupRef, sig: int, only: str = "") -> dict[str, Any]:
         from verlctl.runtime import procscan
 
         # A leader that is our own child (started by this process) stays a zombie until reaped.
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(ref.pgid, os.WNOHANG)
-        return procscan.act(ref.pgid, ref.marker, ref.start, sig)
+        return procscan.act(ref.pgid, ref.marker, ref.start, sig, only)
 
     def leader_start(self, pid: int) -> int | None:
         from verlctl.runtime import procscan
@@ -431,12 +456,13 @@ class DockerExecutor(Executor):
             f"{self.describe()}: cannot check the run's processes: {(res.err or res.out).strip()[:200]}"
         ) from None
 
-    def _act(self, ref: GroupRef, sig: int) -> dict[str, Any]:
+    def _act(self, ref: GroupRef, sig: int, only: str = "") -> dict[str, Any]:
         if ref.container_started_at is not None and self.started_at() != ref.container_started_at:
             return {"owned": False, "group": [], "strays": [],
                     "reason": "the container restarted after the attempt started: the attempt has ended"}
         verdict: dict[str, Any] = self._procscan([str(ref.pgid), ref.marker or "-",
-                                                  "-" if ref.start is None else str(ref.start), str(int(sig))])
+                                                  "-" if ref.start is None else str(ref.start), str(int(sig)),
+                                                  *([only] if only else [])])
         return verdict
 
     def marked_processes(self) -> list[dict[str, Any]]:

@@ -121,9 +121,63 @@ def verify(procs: list[dict], pgid: int, marker: str | None, start: int | None) 
     if ours:
         verdict["group"] = [p["pid"] for p in members]
     verdict["owned"] = bool(verdict["group"] or verdict["strays"])
+    # The Ray daemons among the attempt's verified processes (the head's GCS and raylet that its `ray start`
+    # launched): named by their executable, counted only inside the verified group or its marked strays.
+    mine = set(verdict["group"]) | set(verdict["strays"])
+    verdict["ray"] = {name: p["pid"] for p in live if p["pid"] in mine
+                      for name in [ray_daemon(p.get("cmd", ""))] if name}
+    # All of Ray's own daemons among them (what `ray stop` would stop), as [pid, name].
+    verdict["daemons"] = [[p["pid"], name] for p in live if p["pid"] in mine
+                          for name in [ray_system(p.get("cmd", ""))] if name]
+    # The scripts the attempt's shells and interpreters run (e.g. whether its training script still runs).
+    verdict["scripts"] = sorted({script_of(p.get("cmd", "")) for p in live if p["pid"] in mine} - {""})
     if not verdict["owned"] and not verdict["reason"]:
         verdict["reason"] = f"process group {pgid} has ended"
     return verdict
+
+
+RAY_DAEMONS = ("gcs_server", "raylet")
+
+
+def ray_daemon(cmd: str) -> str | None:
+    """``gcs_server`` / ``raylet`` when the command line runs Ray's daemon of that name (its executable)."""
+    exe = cmd.split(" ", 1)[0].rsplit("/", 1)[-1] if cmd else ""
+    return exe if exe in RAY_DAEMONS else None
+
+
+#: Ray's daemons that run as Python scripts of the ray package, or under a process title Ray sets.
+RAY_PY_DAEMONS = ("/ray/autoscaler/_private/monitor.py", "/ray/dashboard/dashboard.py", "/ray/dashboard/agent.py",
+                  "/ray/_private/log_monitor.py", "/ray/_private/runtime_env/agent/main.py",
+                  "/ray/util/client/server/server.py")
+RAY_TITLES = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+
+def ray_system(cmd: str) -> str | None:
+    """The name of a Ray daemon (what `ray start` launched and `ray stop` stops: gcs_server, raylet, the
+    dashboard, agents, log monitor, autoscaler monitor, and `ray start` itself), None for anything else (the
+    training driver, Ray workers and actors)."""
+    daemon = ray_daemon(cmd)
+    if daemon:
+        return daemon
+    words = cmd.split(" ")
+    if words[0] in RAY_TITLES:
+        return words[0]
+    if words[0].rsplit("/", 1)[-1].startswith("python"):
+        for w in words[1:4]:
+            if w.endswith(RAY_PY_DAEMONS):
+                return w.rsplit("/", 1)[-1]
+            if w.endswith("/bin/ray") and "start" in words:
+                return "ray start"
+    return None
+
+
+def script_of(cmd: str) -> str:
+    """The file name of the script a shell or interpreter runs (``bash /x/run_training.sh`` -> that name)."""
+    words = cmd.split(" ")
+    if len(words) < 2 or words[0].rsplit("/", 1)[-1] not in ("bash", "sh", "python", "python3"):
+        return ""
+    arg = words[1]
+    return "" if arg.startswith("-") else arg.rsplit("/", 1)[-1]
 
 
 def _signal_pid(pid: int, start: int, sig: int) -> None:
@@ -150,11 +204,17 @@ def _signal_pid(pid: int, start: int, sig: int) -> None:
             os.kill(pid, sig)
 
 
-def act(pgid: int, marker: str | None, start: int | None, sig: int) -> dict:
-    """Verify the attempt's identity now; with ``sig`` > 0 signal its group and its stray processes."""
+def act(pgid: int, marker: str | None, start: int | None, sig: int, only: str = "") -> dict:
+    """Verify the attempt's identity now; with ``sig`` > 0 signal its group and its stray processes (with
+    ``only="ray"``: only its Ray daemons, each by pid and start time)."""
     procs = scan()
     verdict = verify(procs, pgid, marker, start)
-    if sig and verdict["owned"]:
+    if sig and verdict["owned"] and only == "ray":
+        starts = {p["pid"]: p["start"] for p in procs}
+        for pid, _name in verdict["daemons"]:
+            _signal_pid(pid, starts[pid], sig)
+        verdict["signalled"] = True
+    elif sig and verdict["owned"]:
         if verdict["group"] and valid_pgid(pgid):
             with contextlib.suppress(OSError):
                 os.killpg(pgid, sig)
@@ -166,9 +226,10 @@ def act(pgid: int, marker: str | None, start: int | None, sig: int) -> dict:
 
 
 def main(argv: list[str]) -> dict:
-    """``act`` from command-line words: PGID MARKER START SIG ('-' for none)."""
+    """``act`` from command-line words: PGID MARKER START SIG [ONLY] ('-' for none)."""
     pgid, marker, start, sig = argv[:4]
-    return act(int(pgid), None if marker == "-" else marker, None if start == "-" else int(start), int(sig))
+    return act(int(pgid), None if marker == "-" else marker, None if start == "-" else int(start), int(sig),
+               argv[4] if len(argv) > 4 else "")
 
 
 def leader_start(pid: int) -> int | None:
