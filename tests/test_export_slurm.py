@@ -200,3 +200,23 @@ def test_launch_slurm_dry_run_submits_nothing(tmp_path: Path) -> None:
                   env=clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), PATH="/nonexistent"))
     assert res.code == 0, res.err
     assert "sbatch --parsable it: 2 node(s)" in res.out and not (tmp_path / "state").exists()
+
+
+def test_launch_slurm_dry_run_json_is_one_object_and_submits_nothing(tmp_path: Path) -> None:
+    import json
+
+    from conftest import clean_env
+
+    res = run_cli("launch", *BASE, "--set", "container.runtime=host", "--backend", "slurm", "--dry-run", "--json",
+                  "--set", "cluster.nnodes=2", cwd=tmp_path,
+                  env=clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), PATH="/nonexistent"))
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["outcome"] == "dry_run" and doc["run_id"] is None and doc["slurm_job"] is None
+    assert any(a.startswith("sbatch --parsable it: 2 node(s)") for a in doc["actions"])
+    assert "dry run" in res.err and not (tmp_path / "state").exists()
+    # --json asks nothing: without --yes or --dry-run it is one error object, and nothing is submitted
+    res = run_cli("launch", *BASE, "--set", "container.runtime=host", "--backend", "slurm", "--json",
+                  "--set", "cluster.nnodes=2", cwd=tmp_path,
+                  env=clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), PATH="/nonexistent"))
+    assert res.code == 2 and "add --yes" in json.loads(res.out)["error"]["message"]

@@ -64,15 +64,12 @@ def launch(
             raise VerlctlError(f"--nodes {nodes}: a run needs at least one node; give --nodes 1 or more")
         flags = ({**flags[0], "cluster.nnodes": nodes}, {**flags[1], "cluster.nnodes": "--nodes"})
     if backend == "slurm":
-        if as_json:
-            raise VerlctlError("--json is not available with --backend slurm yet",
-                               hint="drop --json; `verlctl status RUN --json` reports the submitted job")
         from verlctl.ops.slurm_run import launch_slurm_flow
         from verlctl.render.slurm import SlurmOptions
 
         return launch_slurm_flow(
             config, flags[0], flags[1], SlurmOptions(partition=partition, time=time_limit, gres=gres), yes=yes,
-            dry_run=dry_run, watch=watch, notify_cmd=notify_cmd, verify_timeout=verify_timeout,
+            dry_run=dry_run, watch=watch, notify_cmd=notify_cmd, verify_timeout=verify_timeout, as_json=as_json,
         )
     given = [f for f, v in (("--partition", partition), ("--time", time_limit), ("--gres", gres)) if v is not None]
     if given:

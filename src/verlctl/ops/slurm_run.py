@@ -106,7 +106,7 @@ def submit_job(record: RunRecord, resolved: ResolvedSpec, opts: SlurmOptions, re
 
 
 def launch_slurm(resolved: ResolvedSpec, opts: SlurmOptions, console: Any, *, yes: bool, dry_run: bool,
-                 verify_timeout: float) -> RunRecord | None:
+                 verify_timeout: float, actions_out: list[str] | None = None) -> RunRecord | None:
     from verlctl.ops.launch import resume_action, resume_point
     from verlctl.render.slurm import check_options
 
@@ -122,6 +122,8 @@ def launch_slurm(resolved: ResolvedSpec, opts: SlurmOptions, console: Any, *, ye
         f"verify within {int(verify_timeout)}s that training started (a job still queued then is left queued)",
         f"record the run (id {run_id}) under the state dir",
     ]
+    if actions_out is not None:
+        actions_out.extend(actions)
     if dry_run or not yes:
         console.print("[bold]dry run[/bold]: these actions would be taken, in order (nothing is changed):"
                       if dry_run else "launch --backend slurm would:")
@@ -489,22 +491,48 @@ class SlurmWatcher:
 
 
 def launch_slurm_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str], opts: SlurmOptions, *,
-                      yes: bool, dry_run: bool, watch: bool, notify_cmd: str | None, verify_timeout: float) -> int:
+                      yes: bool, dry_run: bool, watch: bool, notify_cmd: str | None, verify_timeout: float,
+                      as_json: bool = False) -> int:
+    """``launch --backend slurm``. With ``as_json`` the progress goes to stderr and one object to stdout, as
+    for a local launch: ``outcome``, ``run_id``, ``actions``, ``findings``, ``run``, ``watcher_pid``, and
+    ``slurm_job`` ({job_id, job_name, output} of the submitted job, or null)."""
+    import json
+
     from rich.console import Console
 
     from verlctl.spec.resolve import load_spec
     from verlctl.wizard.flow import missing_message
 
-    console = Console()
+    console = Console(stderr=as_json)
+    if as_json and not (yes or dry_run):
+        raise VerlctlError("--json asks no question: add --yes to submit (or --dry-run to list the actions)")
     resolved = load_spec(config, flags=flags, flag_names=names)
     missing = resolved.missing_required()
     if missing:
         from verlctl.errors import SpecError
 
         raise SpecError(missing_message(missing))
-    record = launch_slurm(resolved, opts, console, yes=yes, dry_run=dry_run, verify_timeout=verify_timeout)
+    actions: list[str] = []
+
+    def doc(record: RunRecord | None, pid: int | None) -> dict[str, Any]:
+        job = record.slurm_jobs[-1] if record is not None and record.slurm_jobs else None
+        return {"outcome": "launched" if record is not None else "dry_run", "run_id": record.run_id if record else None,
+                "actions": actions, "findings": [], "run": record.model_dump(mode="json") if record else None,
+                "watcher_pid": pid,
+                "slurm_job": {"job_id": job.job_id, "job_name": job.job_name, "output": job.output} if job else None}
+
+    try:
+        record = launch_slurm(resolved, opts, console, yes=yes, dry_run=dry_run, verify_timeout=verify_timeout,
+                              actions_out=actions)
+    except VerlctlError as exc:
+        if as_json and exc.details is None:
+            exc.details = {**doc(None, None), "outcome": "error"}
+        raise
     if record is None:
+        if as_json:
+            sys.stdout.write(json.dumps(doc(None, None), indent=2, default=str) + "\n")
         return 0
+    pid = None
     if watch:
         from verlctl.ops.watcher_process import spawn_watcher
 
@@ -512,4 +540,6 @@ def launch_slurm_flow(config: Path | None, flags: dict[str, Any], names: dict[st
         console.print(f"watcher started (pid {pid}): it stays silent while training is healthy", highlight=False)
     console.print(f"[bold green]submitted[/bold green]: run [bold]{record.run_id}[/bold]", highlight=False)
     console.print("follow it with `verlctl status`, `verlctl logs -f`; stop it with `verlctl stop`", highlight=False)
+    if as_json:
+        sys.stdout.write(json.dumps(doc(record, pid), indent=2, default=str) + "\n")
     return 0
