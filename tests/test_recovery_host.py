@@ -222,7 +222,11 @@ def test_the_launch_checklist_says_whether_training_resumes_or_starts_fresh(tmp_
     args = ["launch", "--dry-run", *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")],
             "--set", "container.runtime=host", "--set", f"paths.checkpoints={ckpt}",
             "--set", f"paths.logs={tmp_path / 'logs'}"]
-    env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300")
+    # a host-runtime NPU launch needs the host's npu-smi (else npu_smi_missing is an error, as in `check`)
+    from test_check_cli import npu_smi_double
+
+    tools = npu_smi_double(tmp_path, "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
+    env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300", PATH=f"{tools}:{os.environ['PATH']}")
     res = run_cli(*args, env=env)
     assert res.code == 0, res.out + res.err
     assert f"training starts fresh (no checkpoint in {ckpt})" in res.out, res.out
