@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from verlctl.checks.findings import Severity
@@ -315,6 +317,20 @@ def test_f9_noset_only_with_devices_0_to_n_minus_1() -> None:
     sub = plan(**{"cluster.devices": [4, 5, 6, 7], "train.tensor_parallel": 4, "train.pipeline_parallel": 1})
     assert noset not in sub.command.env
     assert sub.command.env["ASCEND_RT_VISIBLE_DEVICES"] == "4,5,6,7"
+
+
+def test_one_step_off_leaves_noset_unset_as_its_official_npu_script_does() -> None:
+    """verl's one-step-off NPU script (8 rollout + 8 training NPUs on one node) exports no NOSET; with it, a
+    disaggregated placement puts tensors on the wrong device (reference A3: verl#2971, verl-omni PR#227)."""
+    noset = "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"
+    official = (Path(__file__).parent / "fixtures" / "official-scripts" / "0.7.0" / "recipe" / "one_step_off_policy"
+                / "shell" / "grpo_qwen3_8b_gsm8k_fsdp2_8_8_npu.sh").read_text()
+    assert noset not in official and "ASCEND_RT_VISIBLE_DEVICES" not in official
+    for version in ("0.7.0", "0.9.1"):
+        oso = plan(verl_version=version, mode="one_step_off_policy", strategy="fsdp",
+                   **{"cluster.devices": list(range(16)), "train.rollout_devices": 8, "train.trainer_devices": 8})
+        assert noset not in oso.command.env, version
+        assert oso.command.env["ASCEND_RT_VISIBLE_DEVICES"] == ",".join(str(d) for d in range(16))
 
 
 def test_s1_d1_d2_off_by_default_writes_nothing_and_0_7_0_cannot_turn_off() -> None:

@@ -523,11 +523,21 @@ def _agent_workers(spec: RunSpec) -> int:
     return 8
 
 
-@rule("oso_notes", ("oso_dapo_sampling", "oso_batch_rule"), Severity.WARNING)
+@rule("oso_notes", ("oso_dapo_sampling", "oso_batch_rule", "oso_noset"), Severity.WARNING)
 def _oso(ctx: RuleCtx) -> Iterable[Finding]:
-    """One-step-off: DAPO without dynamic sampling; the docs' batch rule."""
+    """One-step-off: DAPO without dynamic sampling; the docs' batch rule; no NOSET (see verl/environment.py)."""
     if not ctx.oso:
         return
+    noset = "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"
+    if ctx.spec.device == "npu" and str(ctx.spec.env.get(noset, "")).strip().lower() not in ("", "0", "false"):
+        yield warning(
+            "oso_noset",
+            f"one-step-off with env.{noset} set: Ray then leaves every NPU visible to every worker, and the "
+            "disaggregated rollout and trainer can put tensors on the wrong device ('Expects tensor to be on the "
+            "compute device npu:N, was on npu:0'; verl#2971); verl's one-step-off NPU script leaves it unset",
+            f"env.{noset}",
+            f"remove env.{noset} (verlctl does not set it in one-step-off mode)",
+        )
     if ctx.spec.algorithm == "dapo":
         yield info(
             "oso_dapo_sampling",

@@ -54,9 +54,12 @@ ENV_ROWS: tuple[EnvRow, ...] = (
     EnvRow(
         "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
         "1",
-        when(devices=NPU, test=_all_devices),
+        when(devices=NPU, test=lambda c: _all_devices(c) and not _oso(c)),
         "verl sets each worker's device itself (single_controller/base/worker.py: set_device(ray accelerator id)); "
-        "only with devices 0..n-1, where that id is also the visible ordinal (a subset lets Ray set visibility)",
+        "only with devices 0..n-1, where that id is also the visible ordinal (a subset lets Ray set visibility); "
+        "never in one-step-off mode: its official NPU script (recipe/one_step_off_policy/shell/"
+        "grpo_qwen3_8b_gsm8k_fsdp2_8_8_npu.sh, 8 rollout + 8 training NPUs on one A3 node) leaves it unset, and with "
+        "it a disaggregated placement puts tensors on the wrong device (verl#2971, verl-omni PR#227)",
     ),
     EnvRow("CUDA_VISIBLE_DEVICES", _devices, when(devices=GPU), "devices verl may use on each node"),
     EnvRow("HCCL_SOCKET_IFNAME", _ifname, when(devices=NPU)),
