@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from verlctl.checks.findings import Finding, error, info, warning
+from verlctl.detect.models import config_int, estimate_params_from_config, text_config
 
 GIB = float(1 << 30)
 #: Ray's memory monitor threshold (RAY_memory_usage_threshold default): workers are killed above it.
@@ -76,35 +77,15 @@ _MAX_CONFIG_BYTES = 4 << 20
 # The model
 
 
-def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    if any(k in config for k in ("num_hidden_layers", "n_layer", "num_layers")):
-        return config
-    for key in ("text_config", "llm_config", "language_config", "thinker_config"):
-        nested = config.get(key)
-        if isinstance(nested, Mapping):
-            inner = _text_config(nested)
-            if any(k in inner for k in ("num_hidden_layers", "n_layer", "num_layers")):
-                return inner
-    return config
-
-
-def _int(cfg: Mapping[str, Any], *keys: str) -> int | None:
-    for k in keys:
-        v = cfg.get(k)
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-    return None
-
-
 def _active_ffn(cfg: Mapping[str, Any], hidden: int) -> int:
     """The MLP width one token passes through: a dense model's intermediate size, or a MoE's routed experts
     per token (plus its shared experts) times the expert width: what the activations scale with."""
-    dense = _int(cfg, "intermediate_size", "ffn_hidden_size") or 4 * hidden
-    moe = _int(cfg, "moe_intermediate_size")
-    if not moe or not _int(cfg, "num_experts", "num_local_experts", "n_routed_experts"):
+    dense = config_int(cfg, "intermediate_size", "ffn_hidden_size") or 4 * hidden
+    moe = config_int(cfg, "moe_intermediate_size")
+    if not moe or not config_int(cfg, "num_experts", "num_local_experts", "n_routed_experts"):
         return dense
-    per_token = _int(cfg, "num_experts_per_tok", "moe_topk") or 1
-    shared = (_int(cfg, "shared_expert_intermediate_size") or 0) + (_int(cfg, "n_shared_experts") or 0) * moe
+    per_token = config_int(cfg, "num_experts_per_tok", "moe_topk") or 1
+    shared = (config_int(cfg, "shared_expert_intermediate_size") or 0) + (config_int(cfg, "n_shared_experts") or 0) * moe
     return per_token * moe + shared
 
 
@@ -112,12 +93,12 @@ def _expert_params(cfg: Mapping[str, Any], layers: int, hidden: int) -> int:
     """Parameters of the routed experts over all MoE layers (what Megatron splits over expert parallelism);
     the layer pattern as ``detect.models.estimate_params_from_config`` counts it (first_k_dense_replace,
     mlp_only_layers, decoder_sparse_step). 0 for a dense model."""
-    experts = _int(cfg, "num_experts", "num_local_experts", "n_routed_experts")
+    experts = config_int(cfg, "num_experts", "num_local_experts", "n_routed_experts")
     if not experts:
         return 0
-    moe = _int(cfg, "moe_intermediate_size") or _int(cfg, "intermediate_size", "ffn_hidden_size") or 4 * hidden
-    first_dense = _int(cfg, "first_k_dense_replace") or 0
-    step = _int(cfg, "decoder_sparse_step") or 1
+    moe = config_int(cfg, "moe_intermediate_size") or config_int(cfg, "intermediate_size", "ffn_hidden_size") or 4 * hidden
+    first_dense = config_int(cfg, "first_k_dense_replace") or 0
+    step = config_int(cfg, "decoder_sparse_step") or 1
     raw_only = cfg.get("mlp_only_layers")
     mlp_only = {i for i in raw_only if isinstance(i, int)} if isinstance(raw_only, list) else set()
     moe_layers = sum(1 for i in range(layers)
@@ -158,13 +139,11 @@ class ModelShape:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], name: str = "") -> ModelShape | None:
-        from verlctl.detect.models import estimate_params_from_config
-
-        cfg = _text_config(config)
-        layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
-        hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
-        heads = _int(cfg, "num_attention_heads", "n_head")
-        vocab = _int(cfg, "vocab_size", "padded_vocab_size")
+        cfg = text_config(config)
+        layers = config_int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+        hidden = config_int(cfg, "hidden_size", "n_embd", "d_model")
+        heads = config_int(cfg, "num_attention_heads", "n_head")
+        vocab = config_int(cfg, "vocab_size", "padded_vocab_size")
         if not (layers and hidden and heads and vocab):
             return None
         params = estimate_params_from_config(dict(config))
@@ -175,13 +154,13 @@ class ModelShape:
             layers=layers,
             hidden=hidden,
             heads=heads,
-            kv_heads=_int(cfg, "num_key_value_heads", "multi_query_group_num") or heads,
-            head_dim=_int(cfg, "head_dim") or hidden // heads,
+            kv_heads=config_int(cfg, "num_key_value_heads", "multi_query_group_num") or heads,
+            head_dim=config_int(cfg, "head_dim") or hidden // heads,
             intermediate=_active_ffn(cfg, hidden),
             vocab=vocab,
             tied=bool(tie),
             params=params,
-            experts=_int(cfg, "num_experts", "num_local_experts", "n_routed_experts") or 0,
+            experts=config_int(cfg, "num_experts", "num_local_experts", "n_routed_experts") or 0,
             name=name,
             expert_params=min(params, _expert_params(cfg, layers, hidden)),
         )

@@ -13,7 +13,7 @@ import math
 import os
 import stat
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -189,25 +189,24 @@ def _read_json(path: str, problems: list[str], label: str) -> Any:
         return None
 
 
-def _text_config(config: dict[str, Any]) -> dict[str, Any]:
+def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     """Multimodal configs keep the language model's shape under a nested key."""
-    if "num_hidden_layers" in config or "n_layer" in config or "num_layers" in config:
+    if any(k in config for k in ("num_hidden_layers", "n_layer", "num_layers")):
         return config
     for key in ("text_config", "llm_config", "language_config", "thinker_config"):
         nested = config.get(key)
-        if isinstance(nested, dict):
-            inner = _text_config(nested)
-            if "num_hidden_layers" in inner or "n_layer" in inner or "num_layers" in inner:
+        if isinstance(nested, Mapping):
+            inner = text_config(nested)
+            if any(k in inner for k in ("num_hidden_layers", "n_layer", "num_layers")):
                 return inner
     return config
 
 
-def _first_int(cfg: dict[str, Any], *keys: str) -> int | None:
+def config_int(cfg: Mapping[str, Any], *keys: str) -> int | None:
+    """The first of ``keys`` whose value is an int (not a bool)."""
     for key in keys:
         value = cfg.get(key)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int):
+        if isinstance(value, int) and not isinstance(value, bool):
             return value
     return None
 
@@ -218,16 +217,16 @@ def estimate_params_from_config(config: dict[str, Any]) -> int | None:
     Exact for Llama/Qwen2-style models without attention bias; biases and norms of other families
     make it an estimate (within a few per cent). Returns None if the config lacks the sizes.
     """
-    cfg = _text_config(config)
-    hidden = _first_int(cfg, "hidden_size", "n_embd", "d_model")
-    layers = _first_int(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    vocab = _first_int(cfg, "vocab_size", "padded_vocab_size")
-    heads = _first_int(cfg, "num_attention_heads", "n_head")
+    cfg = text_config(config)
+    hidden = config_int(cfg, "hidden_size", "n_embd", "d_model")
+    layers = config_int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    vocab = config_int(cfg, "vocab_size", "padded_vocab_size")
+    heads = config_int(cfg, "num_attention_heads", "n_head")
     if not (hidden and layers and vocab and heads):
         return None
-    kv_heads = _first_int(cfg, "num_key_value_heads", "multi_query_group_num") or heads
-    head_dim = _first_int(cfg, "head_dim") or hidden // heads
-    inter = _first_int(cfg, "intermediate_size", "ffn_hidden_size", "n_inner") or 4 * hidden
+    kv_heads = config_int(cfg, "num_key_value_heads", "multi_query_group_num") or heads
+    head_dim = config_int(cfg, "head_dim") or hidden // heads
+    inter = config_int(cfg, "intermediate_size", "ffn_hidden_size", "n_inner") or 4 * hidden
     tie = bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", False)))
 
     attn = hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + heads * head_dim * hidden
@@ -239,19 +238,19 @@ def estimate_params_from_config(config: dict[str, Any]) -> int | None:
     dense_mlp = 3 * hidden * inter
     norms = 2 * hidden
 
-    experts = _first_int(cfg, "num_experts", "num_local_experts", "n_routed_experts")
+    experts = config_int(cfg, "num_experts", "num_local_experts", "n_routed_experts")
     per_layer_dense = attn + dense_mlp + norms
     if experts:
-        moe_inter = _first_int(cfg, "moe_intermediate_size") or inter
-        shared = _first_int(cfg, "n_shared_experts", "num_shared_experts") or 0
-        shared_inter = _first_int(cfg, "shared_expert_intermediate_size")
+        moe_inter = config_int(cfg, "moe_intermediate_size") or inter
+        shared = config_int(cfg, "n_shared_experts", "num_shared_experts") or 0
+        shared_inter = config_int(cfg, "shared_expert_intermediate_size")
         moe_mlp = experts * 3 * hidden * moe_inter + hidden * experts  # experts + router
         if shared_inter:
             moe_mlp += 3 * hidden * shared_inter + hidden  # Qwen2-MoE shared expert + its gate
         elif shared:
             moe_mlp += shared * 3 * hidden * moe_inter
-        first_dense = _first_int(cfg, "first_k_dense_replace") or 0
-        step = _first_int(cfg, "decoder_sparse_step") or 1
+        first_dense = config_int(cfg, "first_k_dense_replace") or 0
+        step = config_int(cfg, "decoder_sparse_step") or 1
         mlp_only = set(cfg.get("mlp_only_layers") or [])
         total_layers = 0
         for i in range(layers):
@@ -370,22 +369,22 @@ def _check_index(path: str, index_name: str, listing: list[str], info: ModelInfo
 
 
 def _fill_from_config(info: ModelInfo, config: dict[str, Any]) -> None:
-    cfg = _text_config(config)
+    cfg = text_config(config)
     archs = config.get("architectures")
     if isinstance(archs, list) and archs:
         info.architecture = str(archs[0])
     model_type = config.get("model_type") or cfg.get("model_type")
     info.model_type = str(model_type) if model_type else None
-    info.num_layers = _first_int(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    info.num_attention_heads = _first_int(cfg, "num_attention_heads", "n_head")
+    info.num_layers = config_int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    info.num_attention_heads = config_int(cfg, "num_attention_heads", "n_head")
     info.num_kv_heads = (
-        _first_int(cfg, "num_key_value_heads", "multi_query_group_num") or info.num_attention_heads
+        config_int(cfg, "num_key_value_heads", "multi_query_group_num") or info.num_attention_heads
     )
-    info.hidden_size = _first_int(cfg, "hidden_size", "n_embd", "d_model")
-    info.intermediate_size = _first_int(cfg, "intermediate_size", "ffn_hidden_size", "n_inner")
-    info.vocab_size = _first_int(cfg, "vocab_size", "padded_vocab_size")
-    info.max_position_embeddings = _first_int(cfg, "max_position_embeddings", "n_positions", "seq_length")
-    info.num_experts = _first_int(cfg, "num_experts", "num_local_experts", "n_routed_experts")
+    info.hidden_size = config_int(cfg, "hidden_size", "n_embd", "d_model")
+    info.intermediate_size = config_int(cfg, "intermediate_size", "ffn_hidden_size", "n_inner")
+    info.vocab_size = config_int(cfg, "vocab_size", "padded_vocab_size")
+    info.max_position_embeddings = config_int(cfg, "max_position_embeddings", "n_positions", "seq_length")
+    info.num_experts = config_int(cfg, "num_experts", "num_local_experts", "n_routed_experts")
     dtype = cfg.get("torch_dtype") or config.get("torch_dtype") or cfg.get("dtype")
     info.torch_dtype = str(dtype) if dtype else None
     tie = cfg.get("tie_word_embeddings", config.get("tie_word_embeddings"))
