@@ -229,6 +229,8 @@ def test_oom_recovery_resubmits_with_offload_and_resumes(slurm_cluster: slurm_su
     assert st["state"] == "finished" and len(st["attempts"]) == 2
     listed = json.loads(verlctl(cl, root, "list", "--json").stdout)
     assert [(r["runtime"], len(r["slurm_jobs"])) for r in listed] == [("slurm", 2)]
+    # the 0600 env file (the secrets) kept for resubmissions is removed once the run has finished
+    assert not (Path(listed[0]["scripts_dir"]) / "verlctl.env").exists()
     table = verlctl(cl, root, "list").stdout
     # the table when it fits the width, else one block per run (the id is never cut): either shows 2 submissions
     assert ("slurm" in table and "│ 2 " in table) or "runtime slurm, container -, attempts 2," in table, table

@@ -381,6 +381,7 @@ class SlurmWatcher:
         while True:
             kind, finding = self.watch_job(self.record.slurm_jobs[-1])
             if kind == "finished":
+                _remove_env_file(self.record)  # no job of the run will read it again (it holds the secrets)
                 self.emit("finished", attempt=len(self.record.slurm_jobs))
                 self.record.write_status({**(self.record.read_status() or {}), "phase": "finished"})
                 return 0
@@ -464,6 +465,7 @@ class SlurmWatcher:
     def _give_up(self, decision: Any, category: str | None) -> None:
         reason = decision.reason if decision.reason.startswith("gave up:") else f"gave up: {decision.reason}"
         self.say(f"verlctl watch: {reason}")
+        _remove_env_file(self.record)  # no resubmission will read it again (it holds the secrets)
         self.emit("gave_up", category=category, reason=reason, advice=decision.advice)
         self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
 
