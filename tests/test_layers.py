@@ -18,6 +18,7 @@ RANKS: dict[str, int] = {
     "verlctl.failures": 0,
     "verlctl.checks.findings": 0,
     "verlctl.files": 0,  # atomic, no-follow writes
+    "verlctl.model_config": 0,  # reading a model's config.json (shared by detection and the memory estimate)
     "verlctl.detect": 1,
     "verlctl.spec": 1,
     "verlctl.inputs": 1,  # readers of outside formats (launch scripts)

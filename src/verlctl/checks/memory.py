@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from verlctl.checks.findings import Finding, error, info, warning
-from verlctl.detect.models import config_int, estimate_params_from_config, text_config
+from verlctl.model_config import config_int, text_config
 
 GIB = float(1 << 30)
 #: Ray's memory monitor threshold (RAY_memory_usage_threshold default): workers are killed above it.
@@ -139,6 +139,8 @@ class ModelShape:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], name: str = "") -> ModelShape | None:
+        from verlctl.detect.models import estimate_params_from_config
+
         cfg = text_config(config)
         layers = config_int(cfg, "num_hidden_layers", "n_layer", "num_layers")
         hidden = config_int(cfg, "hidden_size", "n_embd", "d_model")

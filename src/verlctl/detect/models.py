@@ -13,10 +13,12 @@ import math
 import os
 import stat
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel
+
+from verlctl.model_config import config_int, text_config
 
 #: Files that make a tokenizer (any one is enough; vocab.json usually comes with merges.txt).
 TOKENIZER_FILES = (
@@ -187,28 +189,6 @@ def _read_json(path: str, problems: list[str], label: str) -> Any:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         problems.append(f"{label} cannot be read: {exc}")
         return None
-
-
-def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Multimodal configs keep the language model's shape under a nested key."""
-    if any(k in config for k in ("num_hidden_layers", "n_layer", "num_layers")):
-        return config
-    for key in ("text_config", "llm_config", "language_config", "thinker_config"):
-        nested = config.get(key)
-        if isinstance(nested, Mapping):
-            inner = text_config(nested)
-            if any(k in inner for k in ("num_hidden_layers", "n_layer", "num_layers")):
-                return inner
-    return config
-
-
-def config_int(cfg: Mapping[str, Any], *keys: str) -> int | None:
-    """The first of ``keys`` whose value is an int (not a bool)."""
-    for key in keys:
-        value = cfg.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
 
 
 def estimate_params_from_config(config: dict[str, Any]) -> int | None:
