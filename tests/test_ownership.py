@@ -138,6 +138,20 @@ def test_stop_stops_the_run_and_its_processes_in_other_groups_within_5s(tmp_path
     assert json.loads((tmp_path / "runs" / RUN / "run.json").read_text())["stopped"] is True
 
 
+def test_a_leader_on_its_way_out_is_still_the_runs_by_pid_and_start_time() -> None:
+    """An exiting process has released its memory: its environment (the marker) reads empty. Its pid and
+    start time still name the process the run started, so the group is not called gone (or someone else's)
+    before it has exited; without a recorded start time the marker stays required."""
+    from verlctl.runtime.procscan import verify
+
+    leader = {"pid": 4321, "pgid": 4321, "state": "R", "start": 777, "marker": None, "cmd": "", "uid": 0}
+    assert verify([leader], 4321, "run.1.cafe", 777)["owned"] is True
+    assert verify([leader], 4321, "run.1.cafe", 778)["owned"] is False  # another process at that pid
+    assert verify([leader], 4321, "run.1.cafe", None)["owned"] is False
+    assert verify([{**leader, "marker": "run.1.other"}], 4321, "run.1.cafe", 777)["owned"] is False
+    assert verify([{**leader, "state": "Z"}], 4321, "run.1.cafe", 777)["owned"] is False
+
+
 def test_the_host_executor_starts_groups_with_an_identity_it_verifies(tmp_path: Path) -> None:
     from verlctl.runtime.executor import GroupRef, HostExecutor
 

@@ -109,6 +109,10 @@ def verify(procs: list[dict], pgid: int, marker: str | None, start: int | None) 
         if start is not None and leader["start"] != start:
             verdict["reason"] = f"pid {pgid} is another process now (not the one the run started)"
             ours = False
+        elif leader["marker"] is None and start is not None:
+            # Its environment can no longer be read (a process on its way out has released its memory), but
+            # pid and start time are the process the run started: still ours until it has exited.
+            ours = True
         elif leader["marker"] != marker:
             verdict["reason"] = f"process group {pgid} is not this run's (its leader lacks the run's marker)"
             ours = False
