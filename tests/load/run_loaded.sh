@@ -1,35 +1,45 @@
 #!/usr/bin/env bash
 # Run test files N times in a row on a loaded machine; stop at the first failure and print a summary.
 #
-#   tests/load/run_loaded.sh [-n N] [-b BUSY_PER_CORE] [TEST_PATH...]
+#   tests/load/run_loaded.sh [-n N] [-b BUSY_PER_CORE] [-j WORKERS] [TEST_PATH...]
 #
-# Defaults: N=10, two busy processes per core (nproc) for the whole run, and the Docker and multi-node test
-# files (tests/test_*_docker.py). Each run is `pytest -x -n 0` on the given paths; its output goes to
-# $LOAD_LOG_DIR/run-<i>.log (default: a new directory under /tmp). Exit status: 0 when every run passed,
-# the failing run's pytest status otherwise. The busy processes are this script's children and are
-# stopped (by their pids) when it exits. Not part of the CI test run: it takes N times the files' time.
+# Defaults: N=10, two busy processes per core (nproc) for the whole run, two pytest workers as in CI
+# (`-n 2 --dist loadgroup`; -j 0 runs in one process), and every test marked `docker` (all that use the
+# Docker engine: containers, the two-node sshd launch, the fault matrix, the Slurm cluster). Given paths
+# run whole, without the marker filter. Each run is `pytest -x`; its output goes to $LOAD_LOG_DIR/run-<i>.log
+# (default: a new directory under /tmp). Exit status: 0 when every run passed, the failing run's pytest
+# status otherwise. The busy processes are this script's children and are stopped (by their pids) when it
+# exits. Not part of the CI test run: it takes N times the tests' time.
 set -euo pipefail
 
 cd "$(dirname -- "${BASH_SOURCE[0]}")/../.."
 
 runs=10
 per_core=2
-while getopts 'n:b:h' opt; do
+workers=2
+while getopts 'n:b:j:h' opt; do
     case "$opt" in
         n) runs=$OPTARG ;;
         b) per_core=$OPTARG ;;
-        h) sed -n '2,10p' "$0"; exit 0 ;;
-        *) echo "usage: $0 [-n N] [-b BUSY_PER_CORE] [TEST_PATH...]" >&2; exit 2 ;;
+        j) workers=$OPTARG ;;
+        h) sed -n '2,12p' "$0"; exit 0 ;;
+        *) echo "usage: $0 [-n N] [-b BUSY_PER_CORE] [-j WORKERS] [TEST_PATH...]" >&2; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "error: -n must be a positive integer (got '$runs')" >&2; exit 2; }
 [[ "$per_core" =~ ^[0-9]+$ ]] || { echo "error: -b must be a non-negative integer (got '$per_core')" >&2; exit 2; }
+[[ "$workers" =~ ^[0-9]+$ ]] || { echo "error: -j must be a non-negative integer (got '$workers')" >&2; exit 2; }
 
 if [[ $# -gt 0 ]]; then
     tests=("$@")
 else
-    tests=(tests/test_*_docker.py)
+    tests=(-m docker tests)
+fi
+if [[ $workers -eq 0 ]]; then
+    dist=(-n 0)
+else
+    dist=(-n "$workers" --dist loadgroup)
 fi
 python=${PYTHON:-.venv/bin/python}
 log_dir=${LOAD_LOG_DIR:-$(mktemp -d /tmp/verlctl-load.XXXXXX)}
@@ -57,7 +67,7 @@ for ((i = 0; i < n_busy; i++)); do
     busy_pids+=("$!")
 done
 echo "load: $n_busy busy processes ($per_core per core, $cores cores): ${busy_pids[*]}"
-echo "runs: $runs x pytest -x -n 0 ${tests[*]}; logs in $log_dir"
+echo "runs: $runs x pytest -x ${dist[*]} ${tests[*]}; logs in $log_dir"
 
 durations=()
 status=0
@@ -65,7 +75,7 @@ failed_run=""
 for ((i = 1; i <= runs; i++)); do
     started=$SECONDS
     rc=0
-    "$python" -m pytest -p no:cacheprovider -x -n 0 -q "${tests[@]}" >"$log_dir/run-$i.log" 2>&1 || rc=$?
+    "$python" -m pytest -p no:cacheprovider -x "${dist[@]}" -q "${tests[@]}" >"$log_dir/run-$i.log" 2>&1 || rc=$?
     durations+=("$((SECONDS - started))")
     summary=$(tail -n 1 "$log_dir/run-$i.log")
     printf 'run %d/%d: exit %d in %ds: %s\n' "$i" "$runs" "$rc" "$((SECONDS - started))" "$summary"
@@ -79,7 +89,7 @@ stop_busy
 
 echo
 echo "== summary =="
-echo "test paths: ${tests[*]}"
+echo "tests: ${dist[*]} ${tests[*]}"
 echo "load: $n_busy busy processes on $cores cores"
 echo "runs passed: $((${#durations[@]} - (status != 0 ? 1 : 0)))/$runs; durations (s): ${durations[*]}"
 if [[ $status -ne 0 ]]; then
