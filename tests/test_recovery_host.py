@@ -126,6 +126,9 @@ def test_watch_says_what_it_follows_and_stays_silent_while_healthy(host_runs: Ho
     assert f"watching run {record.run_id}" in out[0] and f"process group {record.pgid}" in out[0], out[0]
     assert record.run_log in out[0] and "Silent while healthy" in out[0], out[0]
     assert [e["event"] for e in host_runs.events(record)][-1] == "finished"
+    # finished: no attempt reads the env file (the SwanLab key) again, and the double left it in place
+    assert not (Path(record.scripts_dir) / "verlctl.env").exists()
+    assert (Path(record.scripts_dir) / "trainer_double.sh").exists()
 
 
 def test_exit_137_without_device_oom_text_is_host_oom_and_never_adds_offload(host_runs: HostRuns) -> None:
@@ -148,6 +151,7 @@ def test_exit_137_without_device_oom_text_is_host_oom_and_never_adds_offload(hos
     assert "offload" not in " ".join(e.get("add_feature") or "" for e in events)
     st = host_runs.status(record)
     assert st["state"] == "failed (watcher gave up)" and st["gave_up"]["category"] == "host_oom", st
+    assert not (Path(record.scripts_dir) / "verlctl.env").exists()  # given up: no relaunch reads the key
 
 
 def test_a_resume_that_trains_no_step_and_exits_0_is_a_failure(host_runs: HostRuns) -> None:

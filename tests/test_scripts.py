@@ -65,12 +65,17 @@ def test_scripts_run_end_to_end_with_doubles(tmp_path: Path) -> None:
         {**BASE_PATHS, "container.workdir": str(workdir), "paths.logs": str(tmp_path / "logs"), "env": {"FOO": "bar"}}
     )
     rendered.write(tmp_path / "scripts")
-    rec = run_start_script(tmp_path / "scripts", tmp_path / "record", ["FOO", "ASCEND_RT_VISIBLE_DEVICES"])
+    env_file = tmp_path / "scripts" / "verlctl.env"
+    env_file.write_text("FROM_ENV_FILE=yes\n")  # what launch places there (0600), the SwanLab key among it
+    rec = run_start_script(tmp_path / "scripts", tmp_path / "record",
+                           ["FOO", "ASCEND_RT_VISIBLE_DEVICES", "FROM_ENV_FILE"])
     assert rec.proc.returncode == 0, rec.proc.stdout + rec.proc.stderr
     assert rec.argv == ["-m", "recipe.dapo.main_dapo", "--config-name", "dapo_megatron_trainer",
                         *rendered.command.override_texts()]
-    assert rec.env == {"FOO": "bar", "ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+    assert rec.env == {"FOO": "bar", "ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "FROM_ENV_FILE": "yes"}
     assert "all 8 NPU devices joined Ray" in rec.proc.stdout
+    # a run that ended well leaves no key behind: nothing will read the env file again
+    assert not env_file.exists() and (tmp_path / "scripts" / "start_verl.sh").exists()
     log = Path(rendered.log_file)
     assert log.exists() and "test double python3 ran" in log.read_text()
 
@@ -90,8 +95,12 @@ def test_training_failure_propagates_exit_status(tmp_path: Path) -> None:
     workdir = _verl_checkout(tmp_path / "verl")
     rendered = render_from({**BASE_PATHS, "container.workdir": str(workdir), "paths.logs": str(tmp_path / "l")})
     rendered.write(tmp_path / "s")
+    (tmp_path / "s" / "verlctl.env").write_text("FROM_ENV_FILE=yes\n")
     rec = run_start_script(tmp_path / "s", tmp_path / "rec", [], {"VERLCTL_TEST_EXIT": "3"})
     assert rec.proc.returncode == 3
+    assert "start_verl.sh exits with status 3" in rec.proc.stdout + rec.proc.stderr
+    # a failed run keeps the env file: the watcher's relaunch reads it (stop or a give-up removes it)
+    assert (tmp_path / "s" / "verlctl.env").read_text() == "FROM_ENV_FILE=yes\n"
 
 
 def test_recipe_entry_without_a_source_checkout_says_how_to_get_it(tmp_path: Path) -> None:

@@ -84,11 +84,12 @@ def test_oom_ladder_adds_offload_and_resumes_from_the_last_checkpoint(wenv: Laun
     assert st["state"] == "finished"
 
 
-def test_oom_ladder_goes_offload_then_recompute(wenv: LaunchEnv) -> None:
+def test_oom_ladder_goes_offload_then_recompute(wenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
     wenv.spec["env"].update({"VERLCTL_STANDIN_OOM_AT_STEP": "2",
                              "VERLCTL_STANDIN_OOM_UNLESS": f"{OFFLOAD};{RECOMPUTE}"})
     res = wenv.cli("launch", "-c", str(wenv.spec_file), "--yes")
     assert res.code == 0, res.out + res.err
+    assert key_file_state(wenv, docker_engine) == "present"
     res = wenv.cli("watch", timeout=600)
     assert res.code == 0, res.out + res.err
     added = [e["add_feature"] for e in events(wenv) if e["event"] == "recovery"]
@@ -99,14 +100,25 @@ def test_oom_ladder_goes_offload_then_recompute(wenv: LaunchEnv) -> None:
     assert OFFLOAD in argvs[2] and RECOMPUTE in argvs[2]
     assert all(PREFIX in a for a in argvs)
     assert "device_oom" in res.out
+    assert key_file_state(wenv, docker_engine) == "absent"  # the run finished: nothing reads the key again
 
 
-def test_oom_that_never_goes_away_stops_with_advice(wenv: LaunchEnv) -> None:
+def key_file_state(env: LaunchEnv, client) -> str:  # type: ignore[no-untyped-def]
+    """"present" or "absent": the run's 0600 env file (it holds the SwanLab key) in the run's container."""
+    record = json.loads((next((env.state / "runs").iterdir()) / "run.json").read_text())
+    res = client.containers.get(env.name).exec_run(["test", "-e", f"{record['scripts_dir']}/verlctl.env"])
+    return "present" if res.exit_code == 0 else "absent"
+
+
+def test_oom_that_never_goes_away_stops_with_advice(wenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
     wenv.spec["env"].update({"VERLCTL_STANDIN_OOM_AT_STEP": "2", "VERLCTL_STANDIN_OOM_ALWAYS": "1"})
     res = wenv.cli("launch", "-c", str(wenv.spec_file), "--yes")
     assert res.code == 0, res.out + res.err
     res = wenv.cli("watch", timeout=600)
     assert res.code == 1
+    # given up: no relaunch will read the key, so the watcher removed it (the failed script kept it)
+    assert key_file_state(wenv, docker_engine) == "absent"
+    assert "could not remove" not in res.out, res.out
     gave_up = wait_event(wenv, "gave_up", 5)
     assert gave_up["category"] == "device_oom"
     assert any("max_response_length" in a for a in gave_up["advice"])

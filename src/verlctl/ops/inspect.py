@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
@@ -411,18 +412,29 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
 
 
 def _remove_key_files(record: RunRecord, ex: Executor | None, console: Any) -> list[str]:
-    """The run's 0600 env file (it holds the SwanLab key): nothing needs it once the run is stopped."""
+    return remove_key_files(record, ex, lambda text: console.print(text, highlight=False, markup=False))
+
+
+def remove_key_files(record: RunRecord, ex: Executor | None, say: Callable[[str], None]) -> list[str]:
+    """Remove the run's 0600 env file (it holds the SwanLab key) on the head and every worker node: nothing
+    reads it once the run is stopped, has finished, or is given up (a relaunch would read it). Returns the
+    warnings, each also said."""
     from verlctl.render.render import ENV_FILE
 
     targets: list[Executor] = [ex] if ex is not None else []
     targets += [wex for _w, wex, _ in worker_targets(record) if wex is not None]
     warnings = []
     for t in targets:
-        res = t.run(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], timeout=30)
-        if not res.ok:
+        try:
+            res = t.run(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], timeout=30)
+        except VerlctlError as exc:  # the target is gone or unreachable: nothing there to remove now
+            warnings.append(f"could not remove {record.scripts_dir}/{ENV_FILE} in {t.describe()}: {exc.message}")
+        else:
+            if res.ok:
+                continue
             warnings.append(f"could not remove {record.scripts_dir}/{ENV_FILE} in {t.describe()}: "
                             f"{res.err.strip()[:200]}")
-            console.print(f"warning: {warnings[-1]}", highlight=False, markup=False)
+        say(f"warning: {warnings[-1]}")
     return warnings
 
 

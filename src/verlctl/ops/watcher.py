@@ -134,6 +134,7 @@ class Watcher:
                     return 1
                 self.emit("finished", attempt=len(self.record.attempts))
                 self.record.write_status({**(self.record.read_status() or {}), "phase": "finished"})
+                self._remove_key_files()  # no attempt of the run will read it again (it holds the secrets)
                 return 0
             if outcome.kind == "stopped":
                 self.emit("watch_stopped", detail=outcome.detail)
@@ -512,6 +513,12 @@ class Watcher:
             self.say(f"  advice: {a}")
         self.emit("gave_up", category=category, reason=reason, advice=decision.advice)
         self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
+        self._remove_key_files()  # no relaunch will read it again (it holds the secrets)
+
+    def _remove_key_files(self) -> None:
+        from verlctl.ops.inspect import remove_key_files
+
+        remove_key_files(self.record, self.ex, lambda text: self.say(f"verlctl watch: {text}"))
 
     def _start_prepare(self, category: str | None, decision: Decision | None = None) -> tuple[list[str], Any] | None:
         """Check and compose the attempt that ``decision`` (default: what :func:`decide` says now for
