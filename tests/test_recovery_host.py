@@ -239,3 +239,92 @@ def test_the_launch_checklist_says_whether_training_resumes_or_starts_fresh(tmp_
     res = run_cli(*args, env=env)
     assert res.code == 0, res.out + res.err
     assert f"training resumes from global_step_7 in {ckpt}" in res.out, res.out
+
+
+def test_a_key_file_that_cannot_be_removed_is_one_warning_naming_it(host_runs: HostRuns) -> None:
+    from verlctl.ops.inspect import remove_key_files
+
+    record = host_runs.start(["Total training steps: 5"])
+    env_file = Path(record.scripts_dir) / "verlctl.env"
+    said: list[str] = []
+    assert remove_key_files(record, HostExecutor(), said.append) == [] and said == []
+    assert not env_file.exists()
+    env_file.mkdir()  # `rm -f` refuses a directory: a real failure of the removal
+    (env_file / "x").write_text("k")
+    warnings = remove_key_files(record, HostExecutor(), said.append)
+    assert len(warnings) == 1 and said == [f"warning: {warnings[0]}"], said
+    assert warnings[0].startswith(f"could not remove {env_file} in ") and "Is a directory" in warnings[0], warnings
+    assert remove_key_files(record, None, said.append) == []  # no executor (a gone target): nothing to try
+
+
+def test_the_removal_warning_is_bounded_and_printed_literally(host_runs: HostRuns) -> None:
+    """stop's console path: a path with rich markup in it is printed as is; rm's message is cut at 200."""
+    import io
+
+    from rich.console import Console
+
+    from verlctl.ops.inspect import _remove_key_files
+
+    record = host_runs.start(["Total training steps: 5"])
+    deep = Path(record.scripts_dir) / "[bold]x[/bold]" / ("d" * 120) / ("e" * 120)
+    (deep / "verlctl.env").mkdir(parents=True)
+    record.scripts_dir = str(deep)
+    out = io.StringIO()
+    warnings = _remove_key_files(record, HostExecutor(), Console(file=out, width=2000))
+    prefix = f"could not remove {deep}/verlctl.env in {HostExecutor().describe()}: "
+    assert len(warnings) == 1 and warnings[0].startswith(prefix), warnings
+    assert len(warnings[0]) == len(prefix) + 200  # rm's message names the long path twice: cut to 200
+    assert out.getvalue() == f"warning: {warnings[0]}\n"  # "[bold]" stays literal
+
+
+@pytest.mark.docker
+def test_a_key_file_in_a_gone_container_is_a_warning_not_an_error(host_runs: HostRuns, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    """The watcher gives up on a run whose container was removed: the removal says so and goes on."""
+    from verlctl.ops.inspect import remove_key_files
+    from verlctl.runtime.executor import DockerExecutor
+
+    record = host_runs.start(["Total training steps: 5"])
+    gone = DockerExecutor(docker_engine, "0" * 64, "verlctl-test-gone-container")
+    said: list[str] = []
+    warnings = remove_key_files(record, gone, said.append)
+    assert len(warnings) == 1 and said == [f"warning: {warnings[0]}"], said
+    assert warnings[0].startswith(f"could not remove {record.scripts_dir}/verlctl.env in "), warnings
+    assert "verlctl-test-gone-container" in warnings[0] and "cannot run rm" in warnings[0], warnings
+
+
+def test_stop_reports_a_watcher_that_saw_the_stop_mark_and_ended_first(host_runs: HostRuns,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under load the watcher can see the run marked stopped and end before stop would signal it (CI saw it
+    with Slurm): stop still says it stopped the watcher, which was following the run when stop began."""
+    import io
+
+    from rich.console import Console
+
+    from verlctl.ops.inspect import stop_run, watcher_alive
+    from verlctl.ops.watcher_process import spawn_watcher
+
+    lines = ["Total training steps: 400"] + [_progress(i, 400) for i in range(400)]
+    record = host_runs.start(lines, pause=0.2)
+    pid = spawn_watcher(record, None)
+    deadline = time.monotonic() + 60
+    while not any(e["event"] == "watch_started" for e in host_runs.events(record)):
+        assert time.monotonic() < deadline, host_runs.events(record)
+        time.sleep(0.2)
+    assert watcher_alive(record)
+    saved = RunRecord.save
+
+    def save_then_let_the_watcher_end(self: RunRecord) -> None:
+        saved(self)
+        if self.stopped:  # the mark is written: wait until the watcher has seen it and ended by itself
+            end = time.monotonic() + 60
+            while watcher_alive(self):
+                assert time.monotonic() < end, "the watcher did not end after the stop mark"
+                time.sleep(0.1)
+
+    monkeypatch.setattr(RunRecord, "save", save_then_let_the_watcher_end)
+    out = io.StringIO()
+    result = stop_run(record.run_id, False, 5.0, Console(file=out, width=300))
+    assert result["watcher_stopped"] == pid, (result, out.getvalue())
+    assert f"stopped the watcher (pid {pid})" in out.getvalue()
+    assert "watch_stopped" in [e["event"] for e in host_runs.events(record)]  # it ended on its own
+    assert result["signalled"] and not HostExecutor().group_alive(record.ref)

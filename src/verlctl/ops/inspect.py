@@ -326,6 +326,20 @@ def _describe_wait(verdict: dict[str, Any], ref: GroupRef, where: str) -> str:
     return text
 
 
+def stop_watcher(record: RunRecord, watching: bool, console: Any) -> int | None:
+    """End the run's watcher (first, so that it never relaunches a stopped run); its pid, or None when none
+    was watching. ``watching``: it was alive before the run was marked stopped. A watcher that saw the mark
+    and ended by itself is stopped all the same; one still alive gets SIGTERM (its identity checked now)."""
+    pid = record.watcher_pid
+    if not watching or not pid:
+        return None
+    if watcher_alive(record):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 15)
+    console.print(f"stopped the watcher (pid {pid})", highlight=False, markup=False)
+    return pid
+
+
 def stop_run(run_id: str | None, remove_container: bool, grace: float, console: Any = None) -> dict[str, Any]:
     """Stop a run; prints what it does on ``console`` and returns it as the ``stop --json`` object:
     ``run_id``, ``watcher_stopped`` (pid or null), ``signalled`` ([{pgid, where}]), ``not_signalled`` (why
@@ -340,6 +354,9 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
     record = resolve_run(run_id)
     result: dict[str, Any] = {"run_id": record.run_id, "watcher_stopped": None, "signalled": [],
                               "not_signalled": None, "containers": [], "warnings": []}
+    # Whether a watcher follows the run, seen before the mark below: it ends by itself once it sees the mark,
+    # possibly before it would be signalled (stop_watcher).
+    watching = watcher_alive(record)
     # Mark the run stopped before anything else can fail: a watcher then never restarts it.
     record.stopped = True
     try:
@@ -352,15 +369,9 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
     if record.runtime == "slurm":
         from verlctl.ops.slurm_run import slurm_stop
 
-        return slurm_stop(record, grace, console)
+        return slurm_stop(record, grace, console, watching)
+    result["watcher_stopped"] = stop_watcher(record, watching, console)
     ex, container = target(record)
-    if record.watcher_pid and watcher_alive(record):
-        try:
-            os.kill(record.watcher_pid, 15)
-            result["watcher_stopped"] = record.watcher_pid
-            console.print(f"stopped the watcher (pid {record.watcher_pid})", highlight=False, markup=False)
-        except ProcessLookupError:
-            pass
     groups: list[Group] = []
     waits: list[str] = []
     ref = record.ref

@@ -301,19 +301,16 @@ def _watcher_running(record: RunRecord) -> bool:
     return bool(record.watcher_pid) and watcher_alive(record)
 
 
-def slurm_stop(record: RunRecord, grace: float, console: Any) -> dict[str, Any]:
+def slurm_stop(record: RunRecord, grace: float, console: Any, watching: bool) -> dict[str, Any]:
     """Cancel the run's current job (its id only, checked against its name); wait (bounded) for its end.
+    ``watching``: a watcher was alive before the run was marked stopped.
 
     Returns the ``stop --json`` object (as for a local run, with ``slurm_job``: {job_id, cancelled, state})."""
-    from verlctl.ops.inspect import watcher_alive
+    from verlctl.ops.inspect import stop_watcher
 
     result: dict[str, Any] = {"run_id": record.run_id, "watcher_stopped": None, "signalled": [],
                               "not_signalled": None, "containers": [], "warnings": [], "slurm_job": None}
-    if record.watcher_pid and watcher_alive(record):  # first: a watcher never resubmits a stopped run
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(record.watcher_pid, 15)
-            result["watcher_stopped"] = record.watcher_pid
-            console.print(f"stopped the watcher (pid {record.watcher_pid})", highlight=False, markup=False)
+    result["watcher_stopped"] = stop_watcher(record, watching, console)  # first: it never resubmits a stopped run
     ref = record.slurm_jobs[-1] if record.slurm_jobs else None
     if ref is None:
         result["not_signalled"] = "no Slurm job was recorded for this run"
