@@ -328,3 +328,34 @@ def test_stop_reports_a_watcher_that_saw_the_stop_mark_and_ended_first(host_runs
     assert f"stopped the watcher (pid {pid})" in out.getvalue()
     assert "watch_stopped" in [e["event"] for e in host_runs.events(record)]  # it ended on its own
     assert result["signalled"] and not HostExecutor().group_alive(record.ref)
+
+
+def test_stop_signals_a_watcher_still_following_the_run_and_nothing_else(host_runs: HostRuns) -> None:
+    """A watcher that has not seen the stop mark yet gets SIGTERM (its identity checked); without one watching
+    when stop began, nothing is signalled. The stand-in has a watcher's command line but never reads the mark."""
+    import io
+    import subprocess
+    import sys
+
+    from rich.console import Console
+
+    from verlctl.ops.inspect import stop_watcher
+
+    record = host_runs.start(["Total training steps: 5"])
+    code = "import time; time.sleep(120)"
+    procs = [subprocess.Popen([sys.executable, "-c", code, "verlctl", "watch", record.run_id]) for _ in range(2)]
+    try:
+        out = io.StringIO()
+        record.watcher_pid = procs[0].pid
+        assert stop_watcher(record, False, Console(file=out)) is None and out.getvalue() == ""
+        assert procs[0].poll() is None  # not watching when stop began: left alone
+        assert stop_watcher(record, True, Console(file=out)) == procs[0].pid
+        assert procs[0].wait(timeout=30) == -15  # SIGTERM, nothing else
+        assert out.getvalue() == f"stopped the watcher (pid {procs[0].pid})\n"
+        assert procs[1].poll() is None  # another process with the same command line: not the recorded pid
+        record.watcher_pid = None
+        assert stop_watcher(record, True, Console(file=io.StringIO())) is None
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
