@@ -326,12 +326,19 @@ def test_docker_engine_restarted(launch_env: LaunchEnv, private_engine) -> None:
     env = launch_env
     env.extra_env["DOCKER_HOST"] = private_engine["url"]
     env.spec["train"]["steps"] = 600
+    missed: str | None = None
     watch = launch_and_watch(env)
     try:
         before = wait_for(lambda: (c := checkpoints(env)) and len(c) >= 2 and c, 240, "two checkpoints")
         t_fault = time.time()
         private_engine["stop"]()  # SIGTERM: the engine stops its containers (no live-restore), then exits
-        lost = wait_event(env, "target_lost", 60)
+        engine_gone_s = time.time() - t_fault
+        try:
+            lost = wait_event(env, "target_lost", 60)
+        except AssertionError as exc:  # say what the watcher printed, and when the engine went
+            watch.terminate()
+            missed = f"{exc}; the engine was gone {engine_gone_s:.1f}s after the fault"
+            raise
         latency = lost["time"] - t_fault
         print(f"Docker engine stopped -> target_lost event ({lost['state']}): {latency:.2f} s")
         # Seen while the engine was stopping (its container exited) or once it was gone.
@@ -342,6 +349,8 @@ def test_docker_engine_restarted(launch_env: LaunchEnv, private_engine) -> None:
             assert back["state"] == "exited", back
     finally:
         code, out = finish_watch(watch, timeout=180)
+        if missed is not None:
+            raise AssertionError(f"{missed}; the watcher said: {out}") from None
     assert latency <= REPORT_WITHIN_S, latency
     assert code == 1 and "Traceback" not in out, out
     gave_up = wait_event(env, "gave_up", 5)
