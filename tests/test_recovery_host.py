@@ -359,3 +359,32 @@ def test_stop_signals_a_watcher_still_following_the_run_and_nothing_else(host_ru
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_an_engine_already_gone_when_the_watcher_looks_is_a_target_lost_event(host_runs: HostRuns,
+                                                                              tmp_path: Path) -> None:
+    """The run's Docker engine stopped before the watcher's next liveness scan (a loaded machine: the loaded
+    series caught it): the scan fails, the engine does not answer the inspect either, and both reasons go into
+    one ``target_lost`` event (the watcher crashed on the two ``error`` keys before)."""
+    import docker
+
+    from verlctl.ops.watcher import Watcher
+    from verlctl.runtime.executor import DockerExecutor
+    from verlctl.spec.resolve import load_spec
+
+    record = host_runs.start(["Total training steps: 5"])
+    gone = tmp_path / "gone.sock"  # a unix socket path nothing listens on: the engine is gone
+    client = docker.DockerClient(base_url=f"unix://{gone}", version="1.41", timeout=5)
+    ex = DockerExecutor(client, "f" * 64, "verlctl-test-engine-gone")
+    said: list[str] = []
+    watcher = Watcher(record, ex, load_spec(host_runs.root / "spec.yaml", use_env=False), say=said.append)
+    watcher.engine_wait_s = 1.0  # it does not come back
+    started = time.monotonic()
+    outcome = watcher.watch_attempt()
+    assert time.monotonic() - started < 30
+    assert outcome.kind == "lost" and "is engine unreachable" in outcome.detail, outcome
+    lost = next(e for e in host_runs.events(record) if e["event"] == "target_lost")
+    assert lost["state"] == "engine unreachable" and lost["attempt"] == 1, lost
+    assert "cannot run python3" in lost["error"] and "verlctl-test-engine-gone" in lost["error"], lost
+    assert "No such file or directory" in lost["engine_error"], lost
+    assert any("lost the run's container verlctl-test-engine-gone: engine unreachable" in s for s in said), said

@@ -366,7 +366,11 @@ class Watcher:
                 exc = again
             state = target_state(self.ex)
         self.say(f"verlctl watch: lost the run's {self.ex.describe()}: {state['state']} ({exc.message})")
-        self.emit("target_lost", attempt=attempt, error=exc.message, **state)
+        # ``error``: why the command failed; an engine that does not answer says its own as ``engine_error``.
+        lost = {k: v for k, v in state.items() if k != "error"}
+        if "error" in state:
+            lost["engine_error"] = state["error"]
+        self.emit("target_lost", attempt=attempt, error=exc.message, **lost)
         self.record.write_status({**(self.record.read_status() or {}), "phase": "target lost",
                                   "target": state})
         if state["state"] == "engine unreachable":
