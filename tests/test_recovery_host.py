@@ -388,3 +388,44 @@ def test_an_engine_already_gone_when_the_watcher_looks_is_a_target_lost_event(ho
     assert "cannot run python3" in lost["error"] and "verlctl-test-engine-gone" in lost["error"], lost
     assert "No such file or directory" in lost["engine_error"], lost
     assert any("lost the run's container verlctl-test-engine-gone: engine unreachable" in s for s in said), said
+
+
+def test_a_ray_head_that_says_its_daemons_exited_is_reported_at_once(host_runs: HostRuns) -> None:
+    """The head's `ray start --block` printed that its gcs_server exited (it kills the rest and exits) before
+    the watcher ever scanned the daemons: a loaded machine, where the watcher starts late (the loaded series
+    caught it). The driver would wait 60 s for the GCS; the watcher reports the head gone within seconds and
+    stops what is left. The lines are real Ray 2.x output (tests/test_faults_docker.py's run)."""
+    lines = ["Total training steps: 600", _progress(0, 600),
+             "step:1 - actor/pg_loss:0.1 - training/global_step:1", _progress(1, 600),
+             "2026-12-01 04:05:12,066\tERR scripts.py:1307 -- Some Ray subprocesses exited unexpectedly:",
+             "2026-12-01 04:05:12,066\tERR scripts.py:87 -- gcs_server [exit code=-9]",
+             "2026-12-01 04:05:12,067\tERR scripts.py:1315 -- Remaining processes will be killed."]
+    # The driver's wait for the GCS (Ray's 60 s reconnect timeout), then its error, as in the docker run.
+    tail = ('sleep 60; echo "[2026-12-01 04:06:12,489 E 346 429] rpc_client.h:204: Failed to connect to GCS '
+            'within 60 seconds."; exit 1')
+    record = host_runs.start(lines, tail=tail, pause=0.1)
+    started = time.monotonic()
+    res = host_runs.watch(record)
+    took = time.monotonic() - started
+    assert res.code == 1, res.out + res.err
+    assert took < 40, (took, res.out)  # not the driver's 60 s
+    assert "the Ray head of attempt 1 is gone: its `ray start` says 'Some Ray subprocesses exited unexpectedly'" \
+        in res.out, res.out
+    events = host_runs.events(record)
+    alert = next(e for e in events if e["event"] == "alert")
+    assert alert["category"] == "ray_gcs_unreachable" and "log line 5" in alert["message"], alert
+    assert not HostExecutor().group_alive(record.attempts[-1].ref)  # what was left is stopped
+    assert [e["event"] for e in events][-1] == "gave_up", events
+
+
+def test_ray_daemons_exiting_after_training_finished_is_no_failure(host_runs: HostRuns) -> None:
+    """The same Ray lines after `start_verl.sh` said the training finished (its exit stops Ray): the run
+    finished; nothing is reported gone."""
+    lines = ["Total training steps: 1", _progress(0, 1), "step:1 - actor/pg_loss:0.1 - training/global_step:1",
+             _progress(1, 1), "[verlctl 10:00:09] training finished",
+             "2026-12-01 04:05:12,066\tERR scripts.py:1307 -- Some Ray subprocesses exited unexpectedly:"]
+    record = host_runs.start(lines, tail="sleep 2", pause=0.1)
+    res = host_runs.watch(record)
+    assert res.code == 0, res.out + res.err
+    assert "the Ray head of attempt" not in res.out, res.out
+    assert [e["event"] for e in host_runs.events(record)][-1] == "finished"

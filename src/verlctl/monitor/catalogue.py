@@ -31,6 +31,11 @@ from verlctl.monitor.events import REPEATED_RE, STEP_RE, literal_alternation, st
 if TYPE_CHECKING:
     from verlctl.checks.findings import Finding as CheckFinding
 
+#: What the head's ``ray start --block`` prints when one of the Ray daemons it launched (gcs_server, raylet, ...)
+#: has exited; it then kills the rest and exits (ray/scripts/scripts.py, ``start``: the ``if block:`` loop over
+#: ``node.dead_processes()``; Ray 2.x). The GCS is gone from that line on.
+RAY_DAEMONS_EXITED = "Some Ray subprocesses exited unexpectedly"
+
 # Patterns that need a line start accept a Ray prefix ``(X pid=N) ``, torch's ``[rankN]: `` or a tqdm ``\r``.
 _BOL = r"(?:^|\r|\) |\]: ?)[ \t]*"
 
@@ -900,6 +905,14 @@ CATALOGUE: tuple[Category, ...] = (
                     "(raylet) Failed to connect to GCS. Please check `gcs_server.out` for more details.",
                 ),
                 message="cannot reach the Ray GCS ({address})",
+            ),
+            _sig(
+                re.escape(RAY_DAEMONS_EXITED),
+                RAY_DAEMONS_EXITED,
+                examples=(
+                    "2026-12-01 04:05:12,066\tERR scripts.py:1307 -- Some Ray subprocesses exited unexpectedly:",
+                ),
+                message="the Ray head's daemons exited (its `ray start --block` stops the rest): the GCS is gone",
             ),
         ),
     ),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verlctl.errors import VerlctlError
-from verlctl.monitor.catalogue import Classifier, Finding
+from verlctl.monitor.catalogue import RAY_DAEMONS_EXITED, Classifier, Finding
 from verlctl.monitor.events import ErrorFound, LogParser, Phase, PhaseKind, Progress, StepMetrics, TotalSteps
 from verlctl.monitor.recovery import Decision, History, decide
 from verlctl.runtime.executor import Executor, HostExecutor
@@ -216,6 +216,7 @@ class Watcher:
         head = HeadDaemons()
         training_seen = False
         ended = False  # the training script ended after an error; start_verl.sh is stopping Ray
+        head_exited: str | None = None  # the head's `ray start` said its daemons exited (from the log)
         try:
             while True:
                 text = follower.get(timeout=1.0)
@@ -229,6 +230,8 @@ class Watcher:
                         self._on_event(ev, live, attempt.resumed_from)
                         if isinstance(ev, ErrorFound) and first_error_at is None:
                             first_error_at = now
+                        if isinstance(ev, ErrorFound) and RAY_DAEMONS_EXITED in ev.finding.excerpt:
+                            head_exited = f"its `ray start` says {RAY_DAEMONS_EXITED!r} (log line {ev.line})"
                 # Alert once per attempt, with the root cause: wait until the traceback is complete (the
                 # group ended, or a few seconds passed) so that an OOM inside a RayTaskError is the OOM.
                 if first_error_at is not None and not alerted and (
@@ -244,6 +247,11 @@ class Watcher:
                     last_status_write = now
                 if self._user_stopped():
                     return AttemptOutcome("stopped", detail="the run was stopped with `verlctl stop`")
+                if head_exited is not None and not (finished or exit_status):
+                    # The head's Ray reported its own daemons' exit: seen even by a watcher that started (or
+                    # scanned) only after they were gone, which the process scan below cannot tell apart from
+                    # a head never seen.
+                    return self._head_died(head_exited, pgid, attempt.number, classifier.findings(), live)
                 # Every liveness_every_s while healthy; every DEAD_CONFIRM_S once an error is in the log (its
                 # traceback may stream for seconds, the end of the training is what is waited for).
                 every = self.liveness_every_s if first_error_at is None else DEAD_CONFIRM_S
@@ -331,9 +339,10 @@ class Watcher:
 
     def _head_died(self, gone: str, pgid: Any, attempt: int, findings: list[Finding],
                    live: LiveStatus) -> AttemptOutcome:
-        """The head's Ray daemon of this attempt is gone (seen twice): without its GCS the training cannot go
-        on (Ray's driver would only give up after its GCS reconnect timeout, 60 s). Alert now, then stop
-        what is left of the attempt (verified by identity) so that nothing waits on a dead cluster."""
+        """The head's Ray daemon of this attempt is gone (seen twice, or its `ray start` said so): without its
+        GCS the training cannot go on (Ray's driver would only give up after its GCS reconnect timeout, 60 s).
+        Alert now, then stop what is left of the attempt (verified by identity) so that nothing waits on a
+        dead cluster."""
         from verlctl.monitor.catalogue import CATALOGUE
 
         cat = next(c for c in CATALOGUE if c.name == "ray_gcs_unreachable")
