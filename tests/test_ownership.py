@@ -215,9 +215,12 @@ def test_the_verdict_names_the_attempts_own_ray_daemons_and_scripts(tmp_path: Pa
     ex = HostExecutor()
     ref = GroupRef(leader.pid, marker, leader_start(leader.pid))
     deadline = time.monotonic() + 20
-    while len(ex.verdict(ref)["ray"]) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # Wait for all three to have exec'd (until then a forked subshell still shows the leader's `bash -c`; the
+    # fresh-clone CI run caught the training script not yet exec'd when the daemons already were).
     verdict = ex.verdict(ref)
+    while (len(verdict["ray"]) < 2 or not verdict["scripts"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        verdict = ex.verdict(ref)
     assert set(verdict["ray"]) == {"gcs_server", "raylet"} and bystander.pid not in verdict["ray"].values()
     assert verdict["scripts"] == ["run_training.sh"], verdict
     head = HeadDaemons()
