@@ -504,6 +504,62 @@ SPEC_ROWS = [
         lambda t: spec_findings(resolve(**{k: v for k, v in BASE_PATHS.items() if k != "paths.val_files"}))[0], plan()),
 ]
 
+# verl 0.9.1's async trainers (checks/async_rules.py): each assert they make, triggered by the spec or by an
+# extra override that verl would read last.
+SEP = {**V091, **FSDP, "mode": "separate_async", "cluster.devices": list(range(8))}
+FA = {**V091, **FSDP, "mode": "fully_async", "cluster.devices": list(range(8))}
+SPEC_ROWS += [
+    spec_row("mode_version", ERROR, "mode", {**FSDP, "mode": "separate_async"}, SEP),
+    spec_row("mode_version", ERROR, "mode", {**FSDP, "mode": "fully_async", "verl_version": "0.7.0"}, FA),
+    spec_row("mode_version", ERROR, "mode", {**FSDP, "mode": "colocate_async", "verl_version": "0.7.0"},
+             {**FSDP, "mode": "colocate_async", "verl_version": "auto"}, "auto plans for the mode's version"),
+    spec_row("async_batch_sync_step", ERROR, "train.parameter_sync_step",
+             {**SEP, "train.parameter_sync_step": 3, "train.mini_batch_size": 8},
+             {**SEP, "train.parameter_sync_step": 4, "train.mini_batch_size": 8}),
+    spec_row("async_batch_sync_step", ERROR, "train.mini_batch_size",
+             {**FA, "train.mini_batch_size": 5}, {**FA, "train.mini_batch_size": 16}),
+    spec_row("async_batch_sync_step", ERROR, "train.parameter_sync_step",
+             {**SEP, "train.parameter_sync_step": 3, "train.mini_batch_size": 8},
+             {**V091, **FSDP, "mode": "colocate_async", "train.parameter_sync_step": 3, "train.mini_batch_size": 8},
+             "colocate_async syncs every step"),
+    spec_row("async_rollout_pool", ERROR, "extra_overrides",
+             {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.n_gpus_per_node=0"]},
+             {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.n_gpus_per_node=4"]}),
+    spec_row("async_rollout_pool", ERROR, "extra_overrides",
+             {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.nnodes=0"]},
+             {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.nnodes=1"]}),
+    spec_row("async_checkpoint_engine", ERROR, "extra_overrides",
+             {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.checkpoint_engine.backend=naive"]},
+             {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.checkpoint_engine.backend=nixl"]}),
+    spec_row("async_switch_disaggregation", ERROR, "extra_overrides",
+             {**SEP, "extra_overrides": ["trainer.v1.separate_async.hybrid_rollout.enable_switch=True",
+                                         "actor_rollout_ref.rollout.disaggregation.enabled=True"]},
+             {**SEP, "extra_overrides": ["trainer.v1.separate_async.hybrid_rollout.enable_switch=True"]}),
+    spec_row("async_reward_pool", ERROR, "extra_overrides",
+             {**SEP, "extra_overrides": ["reward.reward_model.enable=True"]},
+             {**SEP, "extra_overrides": ["reward.reward_model.enable=True",
+                                         "reward.reward_model.enable_resource_pool=True"]}),
+    spec_row("async_reward_pool", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["reward.reward_model.enable=True"]},
+             {**FA, "extra_overrides": ["reward.reward_model.enable=False"]}),
+    spec_row("fully_async_hybrid_engine", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["actor_rollout_ref.hybrid_engine=True"]},
+             {**FA, "extra_overrides": ["actor_rollout_ref.hybrid_engine=False"]}),
+    spec_row("fully_async_batch", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["data.train_batch_size=32"]}, {**FA, "extra_overrides": ["data.train_batch_size=0"]}),
+    spec_row("fully_async_batch", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["data.gen_batch_size=4"]}, {**FA, "extra_overrides": ["data.gen_batch_size=1"]}),
+    spec_row("fully_async_staleness", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["async_training.staleness_threshold=-0.5"]},
+             {**FA, "extra_overrides": ["async_training.staleness_threshold=0.5"]}),
+    spec_row("fully_async_staleness", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["async_training.trigger_parameter_sync_step=0"]},
+             {**FA, "extra_overrides": ["async_training.trigger_parameter_sync_step=2"]}),
+    spec_row("fully_async_log_probs", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["actor_rollout_ref.rollout.calculate_log_probs=False"]},
+             {**FA, "extra_overrides": ["actor_rollout_ref.rollout.calculate_log_probs=True"]}),
+]
+
 
 # ---- machine checks: real files, real probes, real captures -------------------------------------
 

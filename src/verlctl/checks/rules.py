@@ -635,3 +635,8 @@ def _restart(ctx: RuleCtx) -> Iterable[Finding]:
 def all_codes() -> set[str]:
     return {c for r in RULES for c in r.codes}
 
+
+
+# ------------------------------------------------------------------------------------------------ async trainers
+# verl 0.9.1's async trainers' asserts live in their own module; importing it registers them (appended to RULES).
+from verlctl.checks import async_rules as _async_rules  # noqa: E402,F401

@@ -254,9 +254,10 @@ def derive(resolved: ResolvedSpec) -> None:
             elif t.train_batch_size % t.mini_batch_size == 0:
                 put("train.parameter_sync_step", t.train_batch_size // t.mini_batch_size,
                     "= train.train_batch_size / train.mini_batch_size")
-        pss = t.parameter_sync_step
-        if t.mini_batch_size is None and pss and t.train_batch_size % pss == 0:
-            put("train.mini_batch_size", t.train_batch_size // pss, "= train.train_batch_size / parameter_sync_step")
+        sync_step = t.parameter_sync_step
+        if t.mini_batch_size is None and sync_step and t.train_batch_size % sync_step == 0:
+            put("train.mini_batch_size", t.train_batch_size // sync_step,
+                "= train.train_batch_size / parameter_sync_step")
     if t.mini_batch_size is None:
         put("train.mini_batch_size", t.train_batch_size, "= train.train_batch_size")
     if t.rollout_tensor_parallel is None:
