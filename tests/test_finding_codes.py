@@ -14,6 +14,7 @@ import ast
 import importlib
 import itertools
 import json
+import os
 import socket
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -504,6 +505,22 @@ SPEC_ROWS = [
         lambda t: spec_findings(resolve(**{k: v for k, v in BASE_PATHS.items() if k != "paths.val_files"}))[0], plan()),
 ]
 
+def _with_table(tmp: Path, severity: str) -> list[Finding]:
+    """The spec findings with VERLCTL_KNOWN_DEFECTS naming a table whose one entry has ``severity``."""
+    table = tmp / "defects.yaml"
+    table.write_text("defects:\n  - id: x\n    issue: i\n    effect: e\n    fix: f\n    " + severity
+                     + "\n    when: {device: [gpu]}\n", encoding="utf-8")
+    old = os.environ.get("VERLCTL_KNOWN_DEFECTS")
+    os.environ["VERLCTL_KNOWN_DEFECTS"] = str(table)
+    try:
+        return plan()(tmp)
+    finally:
+        if old is None:
+            os.environ.pop("VERLCTL_KNOWN_DEFECTS")
+        else:
+            os.environ["VERLCTL_KNOWN_DEFECTS"] = old
+
+
 # verl 0.9.1's async trainers (checks/async_rules.py): each assert they make, triggered by the spec or by an
 # extra override that verl would read last.
 SEP = {**V091, **FSDP, "mode": "separate_async", "cluster.devices": list(range(8))}
@@ -555,6 +572,12 @@ SPEC_ROWS += [
     spec_row("fully_async_staleness", ERROR, "extra_overrides",
              {**FA, "extra_overrides": ["async_training.trigger_parameter_sync_step=0"]},
              {**FA, "extra_overrides": ["async_training.trigger_parameter_sync_step=2"]}),
+    spec_row("known_defect", ERROR, "cluster.devices", {**FSDP, "cluster.devices": [1, 0, 2, 3, 4, 5, 6, 7]},
+             {**FSDP, "cluster.devices": list(range(8))}),
+    spec_row("known_defect", ERROR, "cluster.devices", {**FSDP, "cluster.devices": [1, 0, 2, 3, 4, 5, 6, 7]},
+             {**FSDP, "device": "gpu", "cluster.devices": [1, 0, 2, 3, 4, 5, 6, 7]}, "an NPU (CANN) rule"),
+    Row("known_defect_table", ERROR, "VERLCTL_KNOWN_DEFECTS", lambda tmp: _with_table(tmp, "severity: fatal"),
+        lambda tmp: _with_table(tmp, "severity: warning")),
     spec_row("fully_async_log_probs", ERROR, "extra_overrides",
              {**FA, "extra_overrides": ["actor_rollout_ref.rollout.calculate_log_probs=False"]},
              {**FA, "extra_overrides": ["actor_rollout_ref.rollout.calculate_log_probs=True"]}),

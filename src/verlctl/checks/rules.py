@@ -640,3 +640,4 @@ def all_codes() -> set[str]:
 # ------------------------------------------------------------------------------------------------ async trainers
 # verl 0.9.1's async trainers' asserts live in their own module; importing it registers them (appended to RULES).
 from verlctl.checks import async_rules as _async_rules  # noqa: E402,F401
+from verlctl.checks import defects as _defects  # noqa: E402,F401  (the known-defect table's spec-only entries)
