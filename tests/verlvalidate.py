@@ -250,8 +250,9 @@ def _validate(cfg: Any, b: dict[str, Any], trainers: set[str], code: dict[str, A
             mode_name = cfg.trainer.v1.trainer_mode
             if mode_name not in trainers:  # trainer_base.get_trainer_cls
                 raise ValueError(f"Unknown trainer '{mode_name}'. Available trainers: {sorted(trainers)}.")
-            _run(code.get("v1", ()), cfg, self_ns, need_reward_model, open_dict)
+            # the trainer class's own __init__ asserts run before PPOTrainer.__init__ (super()) and step()
             _run(code.get(mode_name, ()), cfg, self_ns, need_reward_model, open_dict)
+            _run(code.get("v1", ()), cfg, self_ns, need_reward_model, open_dict)
     else:
         _run(code.get(mode, ()), cfg, self_ns, need_reward_model, open_dict)
     ar = cfg.actor_rollout_ref
