@@ -137,3 +137,16 @@ def test_mode_readers_are_per_mode() -> None:
 def test_each_mode_names_its_processes() -> None:
     assert {"FullyAsyncRollouter", "FullyAsyncTrainer", "MessageQueue"} <= set(modes.MODES["fully_async"].processes)
     assert set(modes.process_names()) >= {"TaskRunnerV1", "OneStepTaskRunner", "FullyAsyncRollouter"}
+
+
+@pytest.mark.parametrize("mode", ["one_step_off_policy", "separate_async", "fully_async"])
+def test_the_checklist_has_the_device_split_line_for_every_disaggregated_mode(mode: str) -> None:
+    from verlctl.report import device_split_line
+
+    r = load_spec(None, flags={**BASE_PATHS, "verl_version": "0.9.1", "mode": mode, "train.rollout_devices": 2},
+                  environ={})
+    line = device_split_line(r)
+    assert line is not None and line.startswith(f"device split ({mode}): 6 trainer + 2 rollout devices per node of 8")
+    assert "cluster.devices - rollout_devices" in line  # the trainer's count is derived, with its source
+    assert device_split_line(load_spec(None, flags={**BASE_PATHS, "verl_version": "0.9.1", "mode": "colocate_async"},
+                                       environ={})) is None

@@ -584,7 +584,7 @@ def _checkpoints(ctx: RuleCtx) -> Iterable[Finding]:
             "train.save_freq",
             "set train.save_freq to a positive number of steps",
         )
-    elif t.save_freq > t.steps:
+    elif t.steps is not None and t.save_freq > t.steps:
         yield warning(
             "checkpoints_after_last_step",
             f"checkpoints are saved every {t.save_freq} steps (> {t.steps} steps): only the final step is saved "
@@ -641,3 +641,4 @@ def all_codes() -> set[str]:
 # verl 0.9.1's async trainers' asserts live in their own module; importing it registers them (appended to RULES).
 from verlctl.checks import async_rules as _async_rules  # noqa: E402,F401
 from verlctl.checks import defects as _defects  # noqa: E402,F401  (the known-defect table's spec-only entries)
+from verlctl.checks import managed as _managed  # noqa: E402,F401  (extra overrides of keys verlctl manages)

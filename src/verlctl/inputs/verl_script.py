@@ -70,8 +70,6 @@ FEATURE_KEYS: dict[str, str] = {
     f"{AR}.model.use_remove_padding": "remove_padding",
     f"{AR}.actor.use_dynamic_bsz": "dynamic_batch",
     f"{AR}.model.enable_gradient_checkpointing": "gradient_checkpointing",
-    f"{AR}.actor.fsdp_config.param_offload": "offload",
-    f"{MT}.param_offload": "offload",
     f"{AR}.rollout.enable_chunked_prefill": "chunked_prefill",
     f"{AR}.rollout.enable_prefix_caching": "prefix_cache",
     f"{OTC}.swap_optimizer": "swap_optimizer",
@@ -418,24 +416,42 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
         put("cluster.devices", list(range(per_node)), "trainer.n_gpus_per_node")
     nnodes = value_of("trainer.nnodes")
     if isinstance(nnodes, int) and nnodes > 1:
-        notes.append(f"trainer.nnodes={nnodes}: list the nodes in cluster.nodes (kept as an extra override meanwhile)")
+        # G6: a multi-node script: the spec spans that many nodes (trainer.nnodes is then verlctl's own).
+        put("cluster.nnodes", nnodes, "trainer.nnodes")
+        notes.append(
+            f"trainer.nnodes={nnodes}: cluster.nnodes is {nnodes}; list the {nnodes} node addresses in cluster.nodes "
+            "(the first is the Ray head) before `verlctl launch`, or let Slurm pick them (`verlctl export slurm`)"
+        )
     if strategy == "megatron" and f"{MT}.tensor_model_parallel_size" not in by_key:
         put("train.tensor_parallel", 1, "verl's default (the script sets no Megatron TP)")
     if strategy == "megatron" and f"{MT}.pipeline_model_parallel_size" not in by_key:
         put("train.pipeline_parallel", 1, "verl's default (the script sets no Megatron PP)")
 
     features: dict[str, Any] = tree.setdefault("features", {})
+    # G2: a default-on feature the script leaves at verl's default stays at verl's default (off) on import.
+    from verlctl.verl.features import FEATURES
+
+    mentioned = set(enable) | set(disable) | {FEATURE_KEYS[k] for k in by_key if k in FEATURE_KEYS}
+    left = [f.name for f in FEATURES if f.default_on and f.name not in mentioned]
     on = list(dict.fromkeys(enable))
     off = [f for f in dict.fromkeys(disable) if f not in on]
     if on:
         features["enable"] = on
     if off:
         features["disable"] = off
+    if left:
+        features["verl_default"] = left
+        sources["features.verl_default"] = "the script does not set them: verl's defaults stand"
     if not features:
         del tree["features"]
-    if "total_training_steps" not in " ".join(by_key):
+    if "trainer.val_before_train" not in by_key:
+        # G3: verl validates before training unless told otherwise (ppo_trainer.yaml trainer.val_before_train: True)
+        put("train.val_before_train", True, "verl's default (the script does not set trainer.val_before_train)")
+    if "trainer.total_training_steps" not in by_key:
+        # G1: the script trains by trainer.total_epochs (verl's default or its own): so does the spec.
+        put("train.steps", None, "the script sets no trainer.total_training_steps: trainer.total_epochs decides")
         notes.append(
-            "the script sets no trainer.total_training_steps (it trains by trainer.total_epochs): "
-            "verlctl's train.steps applies; set it in the spec"
+            "the script sets no trainer.total_training_steps: train.steps is left unset (null), so verl trains "
+            "for trainer.total_epochs as the script does"
         )
     return Mapped(tree, overrides, env, version, module, config_name, notes, sources)

@@ -354,7 +354,11 @@ class ContainerSpec(_Strict):
 class TrainSpec(_Strict):
     """Training hyperparameters (defaults are the seeds')."""
 
-    steps: PositiveInt = Field(default=4, description="trainer.total_training_steps")
+    steps: PositiveInt | None = Field(
+        default=4,
+        description="trainer.total_training_steps; null: not set, so verl's trainer.total_epochs decides (what an "
+        "imported script that trains by epochs does).",
+    )
     train_batch_size: PositiveInt = Field(default=32, description="Prompts per step (data.train_batch_size).")
     mini_batch_size: PositiveInt | None = Field(
         default=None, description="PPO mini batch in prompts (actor.ppo_mini_batch_size). Default: train_batch_size."
@@ -430,6 +434,11 @@ class FeaturesSpec(_Strict):
     )
     enable: list[str] = Field(default_factory=list, description="Feature names to turn on.")
     disable: list[str] = Field(default_factory=list, description="Feature names to turn off.")
+    verl_default: list[str] = Field(
+        default_factory=list,
+        description="Feature names left at verl's own default: neither turned on nor written (what an imported "
+        "script that does not set them does).",
+    )
     vpp_size: Annotated[int, Field(ge=2)] = Field(
         default=2, description="virtual_pipeline_model_parallel_size when the vpp feature is on."
     )
@@ -450,7 +459,7 @@ class FeaturesSpec(_Strict):
             raise ValueError(f"invalid mask {v!r}: expected exactly 7 characters of 0/1 (leftmost = bit 0)")
         return v
 
-    @field_validator("enable", "disable", mode="before")
+    @field_validator("enable", "disable", "verl_default", mode="before")
     @classmethod
     def _names(cls, v: object) -> object:
         return _csv_list(v)

@@ -282,11 +282,15 @@ ROWS: tuple[Row, ...] = (
         (
             Ov("data.train_batch_size", 0),
             Ov("async_training.trigger_parameter_sync_step", lambda c: c.spec.train.parameter_sync_step),
-            Ov("rollout.total_rollout_steps", lambda c: c.spec.train.steps * c.spec.train.train_batch_size),
         ),
         note="fully async: the rollouter asserts data.train_batch_size == 0 and streams prompts one by one; the "
         "trainer takes parameter_sync_step mini-batches per step, so train.steps steps are "
         "steps*train_batch_size rollout prompts (fully_async_rollouter.py total_train_steps)",
+    ),
+    Row(
+        "async",
+        when(modes=FULLY_ASYNC, versions={"0.9.1"}, test=lambda c: c.spec.train.steps is not None),
+        (Ov("rollout.total_rollout_steps", lambda c: (c.spec.train.steps or 0) * c.spec.train.train_batch_size),),
     ),
     Row(
         "async",
@@ -308,7 +312,17 @@ ROWS: tuple[Row, ...] = (
             Ov("trainer.nnodes", lambda c: c.trainer_nnodes),
             Ov("trainer.n_gpus_per_node", lambda c: c.train_devices_per_node),
             Ov("trainer.device", lambda c: "npu" if c.npu else "cuda"),
-            Ov("trainer.total_training_steps", lambda c: c.spec.train.steps),
+        ),
+    ),
+    Row(
+        "trainer",
+        when(test=lambda c: c.spec.train.steps is not None),
+        (Ov("trainer.total_training_steps", lambda c: c.spec.train.steps),),
+    ),
+    Row(
+        "trainer",
+        when(),
+        (
             Ov("trainer.save_freq", lambda c: c.spec.train.save_freq),
             Ov("trainer.test_freq", lambda c: c.spec.train.test_freq),
             Ov("trainer.val_before_train", lambda c: c.spec.train.val_before_train),

@@ -170,6 +170,10 @@ def resolve_features(resolved: ResolvedSpec, version: str) -> tuple[dict[str, Fe
                 "remove it from one of features.enable / features.disable",
             )
         )
+    for name in names("verl_default", fs.verl_default):
+        if name not in enabled and name not in disabled:
+            src = resolved.origin("features.verl_default")
+            states[name] = FeatureState(name, False, f"verl's default, nothing written ({src})")
     for name in enabled:
         src = resolved.origin("features.enable")
         states[name] = FeatureState(name, True, f"enabled ({src})", explicit_on=True)
