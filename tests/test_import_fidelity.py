@@ -94,3 +94,40 @@ def test_g9_plan_refuses_an_extra_override_of_a_managed_key() -> None:
     bad = [f for f in p.findings if f.code == "managed_override"]
     assert not p.ok and len(bad) == 1
     assert "trainer.nnodes=1" in bad[0].message and "cluster.nodes" in (bad[0].hint or "")
+
+
+def test_g7_a_v1_separate_async_script_imports_as_that_mode_on_091(tmp_path: Path) -> None:
+    """No --verl-version: the 0.9-only keys (trainer.use_v1, trainer.v1.*, rollout.checkpoint_engine) say 0.9.1."""
+    p = tmp_path / "sep.sh"
+    p.write_text(textwrap.dedent(f"""\
+        export ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7
+        {ENTRY} trainer.use_v1=True trainer.v1.trainer_mode=separate_async \\
+            trainer.v1.separate_async.parameter_sync_step=4 trainer.v1.separate_async.num_warmup_batches=1 \\
+            algorithm.adv_estimator=grpo data.train_files=/d/t.parquet data.val_files=/d/v.parquet \\
+            data.train_batch_size=16 actor_rollout_ref.model.path=/m/Qwen3-8B \\
+            actor_rollout_ref.actor.strategy=fsdp2 actor_rollout_ref.actor.ppo_mini_batch_size=4 \\
+            actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 \\
+            actor_rollout_ref.rollout.nnodes=1 actor_rollout_ref.rollout.n_gpus_per_node=4 \\
+            actor_rollout_ref.rollout.checkpoint_engine.backend=nccl \\
+            trainer.device=npu trainer.nnodes=1 trainer.n_gpus_per_node=4 trainer.total_epochs=1
+        """), encoding="utf-8")
+    r = import_script(p, None, {"HOME": "/home/u"})
+    d = r.document
+    assert (d["verl_version"], d["mode"]) == ("0.9.1", "separate_async")
+    assert (d["train"]["trainer_devices"], d["train"]["rollout_devices"]) == (4, 4)
+    assert d["train"]["parameter_sync_step"] == 4 and d["train"]["checkpoint_engine"] == "nccl"
+    k = keys(r)
+    assert k["trainer.v1.trainer_mode"] == "separate_async" and k["actor_rollout_ref.rollout.n_gpus_per_node"] == "4"
+    assert not [e for e in r.extras if e.startswith(("trainer.v1.", "actor_rollout_ref.rollout.n", "trainer.n"))]
+    plan = make_plan(load_spec(None, flags={k: v for k, v in _flat(d).items()}, environ={}))
+    assert plan.ok, [f.line() for f in plan.findings if f.severity.value == "error"]
+
+
+def _flat(doc: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for k, v in doc.items():
+        if isinstance(v, dict) and k != "env":
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out

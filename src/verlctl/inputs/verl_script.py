@@ -14,6 +14,7 @@ from typing import Any
 
 from verlctl.errors import VerlctlError
 from verlctl.inputs.shell_script import UNRESOLVED, ParsedScript
+from verlctl.spec.model import DISAGGREGATED_MODES
 from verlctl.spec.sources import SEED_ENV
 
 AR = "actor_rollout_ref"
@@ -63,7 +64,17 @@ FIELDS: dict[str, tuple[str, str]] = {
     "trainer.default_local_dir": ("paths.checkpoints", "str"),
     "trainer.project_name": ("logging.project", "str"),
     "trainer.experiment_name": ("logging.experiment", "str"),
+    # verl 0.9.1's async trainers (V1 trainer_mode; fully async)
+    "trainer.v1.separate_async.parameter_sync_step": ("train.parameter_sync_step", "int"),
+    "trainer.v1.separate_async.num_warmup_batches": ("train.num_warmup_batches", "float"),
+    "trainer.v1.colocate_async.num_warmup_batches": ("train.num_warmup_batches", "float"),
+    f"{AR}.rollout.checkpoint_engine.backend": ("train.checkpoint_engine", "str"),
+    "async_training.staleness_threshold": ("train.staleness_threshold", "float"),
 }
+
+#: Keys (or key prefixes, ending in '.') that only verl 0.9 has: a script that sets one targets verl 0.9.1 (G7).
+V091_ONLY = ("reward.", "trainer.use_v1", "trainer.v1.", "transfer_queue.", f"{AR}.rollout.checkpoint_engine.",
+             f"{AR}.rollout.nnodes", f"{AR}.rollout.n_gpus_per_node", "skip.", "distillation.")
 
 #: Hydra key -> feature whose on/off state the key's boolean value gives.
 FEATURE_KEYS: dict[str, str] = {
@@ -304,7 +315,7 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
         strategy = "fsdp"
     if version is None:
         if module.startswith("verl.experimental.") or engine is not None or any(
-            o.key.startswith("reward.") for o in overrides
+            o.key == k or (k.endswith(".") and o.key.startswith(k)) for o in overrides for k in V091_ONLY
         ):
             version = "0.9.1"
         elif module.startswith("recipe."):
@@ -324,6 +335,10 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
         else "grpo"
     )
 
+    v1_mode = value_of("trainer.v1.trainer_mode")
+    if module == "verl.trainer.main_ppo" and v1_mode in ("colocate_async", "separate_async") \
+            and value_of("trainer.use_v1") is not False:
+        mode = v1_mode  # verl 0.9.1's V1 trainer, selected by trainer.v1.trainer_mode
     tree: dict[str, Any] = {"verl_version": version, "algorithm": algorithm, "mode": mode, "strategy": strategy}
     sources: dict[str, str] = {}
 
@@ -406,10 +421,11 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
 
     # Devices per node: the trainer's (and, one-step-off, the rollout's).
     per_node = value_of("trainer.n_gpus_per_node")
-    rollout_per_node = value_of("rollout.n_gpus_per_node")
-    if mode == "one_step_off_policy" and isinstance(per_node, int) and isinstance(rollout_per_node, int):
+    rollout_key = f"{AR}.rollout.n_gpus_per_node" if mode == "separate_async" else "rollout.n_gpus_per_node"
+    rollout_per_node = value_of(rollout_key)
+    if mode in DISAGGREGATED_MODES and isinstance(per_node, int) and isinstance(rollout_per_node, int):
         put("train.trainer_devices", per_node, "trainer.n_gpus_per_node")
-        put("train.rollout_devices", rollout_per_node, "rollout.n_gpus_per_node")
+        put("train.rollout_devices", rollout_per_node, rollout_key)
         if "cluster" not in tree or "devices" not in tree["cluster"]:
             put("cluster.devices", list(range(per_node + rollout_per_node)), "trainer + rollout devices per node")
     elif isinstance(per_node, int) and per_node > 0 and ("cluster" not in tree or "devices" not in tree["cluster"]):
@@ -428,20 +444,12 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
         put("train.pipeline_parallel", 1, "verl's default (the script sets no Megatron PP)")
 
     features: dict[str, Any] = tree.setdefault("features", {})
-    # G2: a default-on feature the script leaves at verl's default stays at verl's default (off) on import.
-    from verlctl.verl.features import FEATURES
-
-    mentioned = set(enable) | set(disable) | {FEATURE_KEYS[k] for k in by_key if k in FEATURE_KEYS}
-    left = [f.name for f in FEATURES if f.default_on and f.name not in mentioned]
     on = list(dict.fromkeys(enable))
     off = [f for f in dict.fromkeys(disable) if f not in on]
     if on:
         features["enable"] = on
     if off:
         features["disable"] = off
-    if left:
-        features["verl_default"] = left
-        sources["features.verl_default"] = "the script does not set them: verl's defaults stand"
     if not features:
         del tree["features"]
     if "trainer.val_before_train" not in by_key:
