@@ -150,3 +150,19 @@ def test_the_checklist_has_the_device_split_line_for_every_disaggregated_mode(mo
     assert "cluster.devices - rollout_devices" in line  # the trainer's count is derived, with its source
     assert device_split_line(load_spec(None, flags={**BASE_PATHS, "verl_version": "0.9.1", "mode": "colocate_async"},
                                        environ={})) is None
+
+
+@pytest.mark.parametrize("actor", [p for p in modes.process_names()])
+def test_the_watcher_knows_a_dead_process_of_every_mode(actor: str) -> None:
+    """Each mode's own Ray actors (the rollouter, the message queue, ...): their death is diagnosed as a dead
+    actor, and their log lines are read as Ray-forwarded lines of that actor."""
+    from verlctl.monitor.diagnose import diagnose_bytes
+    from verlctl.monitor.events import RAY_PREFIX_RE
+
+    log = (f"({actor} pid=4242) [ASYNC MAIN] step 3 started\n"
+           f"ray.exceptions.RayTaskError(ActorDiedError): ray::{actor}.fit() (pid=4242, ip=10.0.0.2, "
+           f"actor_id=0123, repr=<{actor} object at 0x7f>)\n").encode()
+    m = RAY_PREFIX_RE.match(log.decode().splitlines()[0])
+    assert m is not None and m.group("actor") == actor
+    d = diagnose_bytes(log)
+    assert any(f.category == "ray_actor_died" for f in d.findings), [f.category for f in d.findings]
