@@ -154,3 +154,21 @@ def test_the_packaged_table_is_valid_and_ships_with_the_package() -> None:
                        "ascend_visible_devices_not_ascending"]
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
     assert "verl/*.yaml" in pyproject
+
+
+def test_check_matches_the_table_against_the_image_facts(tmp_path: Path) -> None:
+    """`verlctl check`'s machine findings: the versioned entries, from the stack the probe read."""
+    from verlctl.checks.facts import CheckFacts
+    from verlctl.checks.machine_checks import machine_findings
+    from verlctl.detect.machine import MachineState
+
+    flags = {**BASE_PATHS, "verl_version": "0.9.1", "mode": "separate_async", "container.runtime": "host",
+             "cluster.devices": list(range(8)), "strategy": "fsdp"}
+    resolved = load_spec(None, flags=flags, environ={})
+    stack = installed(tmp_path, {"verl": "0.9.0", "ray": "2.49.0"})
+    found = [f for f in machine_findings(resolved, CheckFacts(machine=MachineState(), image_versions=stack))
+             if f.code == "known_defect"]
+    assert [(f.severity, f.field) for f in found] == [(Severity.ERROR, "container.runtime")]
+    assert "verl_090_npu_hccl_weight_sync" in found[0].message
+    assert not [f for f in machine_findings(resolved, CheckFacts(machine=MachineState(), image_versions=None))
+                if f.code == "known_defect"]
