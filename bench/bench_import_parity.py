@@ -40,6 +40,12 @@ ENTRY_CONFIG = {
     ),
 }
 _MISSING = object()
+#: Keys whose composed value verl itself replaces at start-up, so a difference there is not one at run time:
+#: key -> (verlctl's value, why).
+RUNTIME_SET = {
+    "trainer.device": ("npu", "verl/utils/device.py auto_set_device (main_ppo.py main): on an NPU host every "
+                              "trainer.device other than cpu becomes npu"),
+}
 
 
 @dataclass
@@ -51,6 +57,10 @@ class Outcome:
     compared: int = 0
     extras: int = 0
     seconds: float = 0.0
+    # Keys verlctl ADDS (the script does not set them) whose composed value differs from what verl would use
+    # for the script anyway: key -> "verl X, verlctl Y". Goal: none.
+    added_changes: dict[str, str] = field(default_factory=dict)
+    added: int = 0  # keys verlctl adds
 
 
 def load_expectations() -> dict[str, Any]:
@@ -140,7 +150,24 @@ def run_one(rel: str) -> Outcome:
         key = ov.key if ov else raw.split("=", 1)[0]
         differing[key] = "value needs a command's output (not run by import)"
     status = "differs" if differing else "equivalent"
-    return Outcome(rel, status, "", differing, compared, len(result.extras), time.perf_counter() - t0)
+    script_keys = {ov.key for ov in map(split_override, cmd.overrides) if ov is not None}
+    added_changes: dict[str, str] = {}
+    added = 0
+    for raw in ours:
+        ov = split_override(raw)
+        if ov is None or ov.key in script_keys:
+            continue
+        added += 1
+        a, b = _get(orig_cfg, ov.key), _get(our_cfg, ov.key)
+        if a is _MISSING and b is _MISSING:
+            continue  # a config-group selection
+        if ov.key in RUNTIME_SET and _same(b, RUNTIME_SET[ov.key][0]):
+            continue
+        if a is _MISSING or b is _MISSING or not _same(a, b):
+            show = (lambda v: "(absent)" if v is _MISSING else json.dumps(v, default=str)[:80])  # noqa: E731
+            added_changes[ov.key] = f"verl {show(a)}, verlctl {show(b)}"
+    return Outcome(rel, status, "", differing, compared, len(result.extras), time.perf_counter() - t0,
+                   added_changes, added)
 
 
 def _split_argv(argv: list[str]) -> tuple[str, list[str]]:
@@ -231,20 +258,25 @@ def main(argv: list[str]) -> int:
         doc = {
             "scripts": [
                 {"script": o.script, "result": c, "reason": o.reason, "differing": o.differing,
-                 "keys_compared": o.compared, "extra_overrides": o.extras}
+                 "keys_compared": o.compared, "extra_overrides": o.extras, "keys_added": o.added,
+                 "adds_that_change_behaviour": o.added_changes}
                 for o, c in rows
             ],
             "in_scope": total,
             "equivalent_or_justified": good,
             "percent": round(100.0 * good / max(1, total), 1),
             "refused_runs_nowhere": sum(1 for _, c in rows if c == "refused"),
+            "scripts_with_behaviour_changing_adds": sum(1 for o, _ in rows if o.added_changes),
+            "behaviour_changing_adds": sum(len(o.added_changes) for o, _ in rows),
             "out_of_scope": data.get("out_of_scope", {}),
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0
-    print(f"{'script':<86} {'result':<14} keys  extra")
+    print(f"{'script':<86} {'result':<14} keys  extra  added  changing")
     for o, c in rows:
-        print(f"{o.script:<86} {c:<14} {o.compared:>4}  {o.extras:>5}")
+        print(f"{o.script:<86} {c:<14} {o.compared:>4}  {o.extras:>5}  {o.added:>5}  {len(o.added_changes):>8}")
+        for key, what in o.added_changes.items():
+            print(f"    added {key}: {what}")
         reasons = (scope.get(o.script) or {}).get("differs", {}) or {}
         for key, what in o.differing.items():
             why = reasons.get(key)
@@ -263,6 +295,9 @@ def main(argv: list[str]) -> int:
     refused = counts.get("refused", 0)
     print(f"\nin scope: {total} scripts; " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     print(f"equivalent or justified: {good}/{total} = {100.0 * good / max(1, total):.1f} %")
+    changing = [o for o, _ in rows if o.added_changes]
+    print(f"adds that change behaviour: {sum(len(o.added_changes) for o in changing)} keys in {len(changing)} of "
+          f"{total} scripts (goal 0)")
     print(f"of the {total - refused} whose command verl itself can run on the target version: "
           f"{good}/{total - refused} = {100.0 * good / max(1, total - refused):.1f} % ({time.perf_counter() - t0:.1f} s)")
     return 0

@@ -14,6 +14,7 @@ import ast
 import importlib
 import itertools
 import json
+import os
 import socket
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -502,6 +503,92 @@ SPEC_ROWS = [
              {**SWAN, "logging.swanlab.mode": "local"}),
     Row("required_path", ERROR, "paths.val_files",
         lambda t: spec_findings(resolve(**{k: v for k, v in BASE_PATHS.items() if k != "paths.val_files"}))[0], plan()),
+]
+
+def _with_table(tmp: Path, severity: str) -> list[Finding]:
+    """The spec findings with VERLCTL_KNOWN_DEFECTS naming a table whose one entry has ``severity``."""
+    table = tmp / "defects.yaml"
+    table.write_text("defects:\n  - id: x\n    issue: i\n    effect: e\n    fix: f\n    " + severity
+                     + "\n    when: {device: [gpu]}\n", encoding="utf-8")
+    old = os.environ.get("VERLCTL_KNOWN_DEFECTS")
+    os.environ["VERLCTL_KNOWN_DEFECTS"] = str(table)
+    try:
+        return plan()(tmp)
+    finally:
+        if old is None:
+            os.environ.pop("VERLCTL_KNOWN_DEFECTS")
+        else:
+            os.environ["VERLCTL_KNOWN_DEFECTS"] = old
+
+
+# verl 0.9.1's async trainers (checks/async_rules.py): each assert they make, triggered by the spec or by an
+# extra override that verl would read last.
+SEP = {**V091, **FSDP, "mode": "separate_async", "cluster.devices": list(range(8))}
+FA = {**V091, **FSDP, "mode": "fully_async", "cluster.devices": list(range(8))}
+SPEC_ROWS += [
+    spec_row("mode_version", ERROR, "mode", {**FSDP, "mode": "separate_async"}, SEP),
+    spec_row("mode_version", ERROR, "mode", {**FSDP, "mode": "fully_async", "verl_version": "0.7.0"}, FA),
+    spec_row("mode_version", ERROR, "mode", {**FSDP, "mode": "colocate_async", "verl_version": "0.7.0"},
+             {**FSDP, "mode": "colocate_async", "verl_version": "auto"}, "auto plans for the mode's version"),
+    spec_row("async_batch_sync_step", ERROR, "train.parameter_sync_step",
+             {**SEP, "train.parameter_sync_step": 3, "train.mini_batch_size": 8},
+             {**SEP, "train.parameter_sync_step": 4, "train.mini_batch_size": 8}),
+    spec_row("async_batch_sync_step", ERROR, "train.mini_batch_size",
+             {**FA, "train.mini_batch_size": 5}, {**FA, "train.mini_batch_size": 16}),
+    spec_row("async_batch_sync_step", ERROR, "train.parameter_sync_step",
+             {**SEP, "train.parameter_sync_step": 3, "train.mini_batch_size": 8},
+             {**V091, **FSDP, "mode": "colocate_async", "train.parameter_sync_step": 3, "train.mini_batch_size": 8},
+             "colocate_async syncs every step"),
+    spec_row("async_rollout_pool", ERROR, "extra_overrides",
+             {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.n_gpus_per_node=0"]},
+             {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.n_gpus_per_node=4"]}),
+    spec_row("async_rollout_pool", ERROR, "extra_overrides",
+             {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.nnodes=0"]},
+             {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.nnodes=1"]}),
+    spec_row("async_checkpoint_engine", ERROR, "extra_overrides",
+             {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.checkpoint_engine.backend=naive"]},
+             {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.checkpoint_engine.backend=nixl"]}),
+    spec_row("async_switch_disaggregation", ERROR, "extra_overrides",
+             {**SEP, "extra_overrides": ["trainer.v1.separate_async.hybrid_rollout.enable_switch=True",
+                                         "actor_rollout_ref.rollout.disaggregation.enabled=True"]},
+             {**SEP, "extra_overrides": ["trainer.v1.separate_async.hybrid_rollout.enable_switch=True"]}),
+    spec_row("async_reward_pool", ERROR, "extra_overrides",
+             {**SEP, "extra_overrides": ["reward.reward_model.enable=True"]},
+             {**SEP, "extra_overrides": ["reward.reward_model.enable=True",
+                                         "reward.reward_model.enable_resource_pool=True"]}),
+    spec_row("async_reward_pool", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["reward.reward_model.enable=True"]},
+             {**FA, "extra_overrides": ["reward.reward_model.enable=False"]}),
+    spec_row("fully_async_hybrid_engine", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["actor_rollout_ref.hybrid_engine=True"]},
+             {**FA, "extra_overrides": ["actor_rollout_ref.hybrid_engine=False"]}),
+    spec_row("fully_async_batch", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["data.train_batch_size=32"]}, {**FA, "extra_overrides": ["data.train_batch_size=0"]}),
+    spec_row("fully_async_batch", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["data.gen_batch_size=4"]}, {**FA, "extra_overrides": ["data.gen_batch_size=1"]}),
+    spec_row("fully_async_staleness", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["async_training.staleness_threshold=-0.5"]},
+             {**FA, "extra_overrides": ["async_training.staleness_threshold=0.5"]}),
+    spec_row("fully_async_staleness", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["async_training.trigger_parameter_sync_step=0"]},
+             {**FA, "extra_overrides": ["async_training.trigger_parameter_sync_step=2"]}),
+    spec_row("known_defect", ERROR, "cluster.devices", {**FSDP, "cluster.devices": [1, 0, 2, 3, 4, 5, 6, 7]},
+             {**FSDP, "cluster.devices": list(range(8))}),
+    spec_row("known_defect", ERROR, "cluster.devices", {**FSDP, "cluster.devices": [1, 0, 2, 3, 4, 5, 6, 7]},
+             {**FSDP, "device": "gpu", "cluster.devices": [1, 0, 2, 3, 4, 5, 6, 7]}, "an NPU (CANN) rule"),
+    Row("known_defect_table", ERROR, "VERLCTL_KNOWN_DEFECTS", lambda tmp: _with_table(tmp, "severity: fatal"),
+        lambda tmp: _with_table(tmp, "severity: warning")),
+    spec_row("managed_override", ERROR, "extra_overrides", {"extra_overrides": ["trainer.nnodes=4"]},
+             {"extra_overrides": ["trainer.nnodes=1"]}, "the value verlctl emits anyway"),
+    spec_row("managed_override", ERROR, "extra_overrides", {**SEP, "extra_overrides": ["actor_rollout_ref.rollout.n_gpus_per_node=2"]},
+             {**FSDP, **V091, "extra_overrides": ["actor_rollout_ref.rollout.n_gpus_per_node=2"]},
+             "not a key verlctl manages in sync mode"),
+    spec_row("managed_override", ERROR, "extra_overrides", {"extra_overrides": ["trainer.total_training_steps=100"]},
+             {"train.steps": None, "extra_overrides": ["trainer.total_training_steps=100"]},
+             "train.steps unset: verlctl emits no total_training_steps"),
+    spec_row("fully_async_log_probs", ERROR, "extra_overrides",
+             {**FA, "extra_overrides": ["actor_rollout_ref.rollout.calculate_log_probs=False"]},
+             {**FA, "extra_overrides": ["actor_rollout_ref.rollout.calculate_log_probs=True"]}),
 ]
 
 

@@ -96,6 +96,23 @@ def _validated(mapped: Mapped) -> Any:
     raise ImportFailure(f"{mapped.module}: the script's values do not make a valid spec")
 
 
+def _leave_default_features(mapped: Mapped) -> None:
+    """G2: a default-on feature whose keys the script does not set stays at verl's default: it is listed in
+    ``features.verl_default`` (nothing written), never turned on by verlctl's defaults."""
+    from verlctl.inputs.verl_script import FEATURE_KEYS
+    from verlctl.verl.features import FEATURES
+
+    feats = mapped.tree.setdefault("features", {})
+    mentioned = set(feats.get("enable", [])) | set(feats.get("disable", []))
+    mentioned |= {FEATURE_KEYS[o.key] for o in mapped.overrides if o.key in FEATURE_KEYS}
+    left = [f.name for f in FEATURES if f.default_on and f.name not in mentioned]
+    if left:
+        feats["verl_default"] = left
+        mapped.sources["features.verl_default"] = "the script does not set them: verl's defaults stand"
+    if not feats:
+        del mapped.tree["features"]
+
+
 def _emitted_value(text: str) -> Any:
     ov = split_override(text)
     return None if ov is None else parse_value(ov.value_text)
@@ -107,6 +124,7 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
 
     parsed = parse_file(path, environ)
     mapped = map_script(parsed, version)
+    _leave_default_features(mapped)
     resolved = _validated(mapped)
     command = build_command(resolved)
     emitted = {line.key: line for line in command.overrides if line.key}

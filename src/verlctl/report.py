@@ -123,11 +123,32 @@ def print_wrapped(console: Any, text: Any, first: int = 0, rest: int = 2) -> Non
                       overflow="ignore")
 
 
+def device_split_line(resolved: ResolvedSpec) -> str | None:
+    """The trainer / rollout device split of a disaggregated mode, as one checklist line (None: colocated)."""
+    from verlctl.verl.modes import is_disaggregated
+
+    spec = resolved.spec
+    if not is_disaggregated(spec.mode):
+        return None
+    t = spec.train
+    nodes = spec.cluster.node_count
+    if t.rollout_nodes:
+        return (f"device split ({spec.mode}): {nodes - t.rollout_nodes} trainer node(s) x {t.trainer_devices} + "
+                f"{t.rollout_nodes} rollout node(s) x {t.rollout_devices} devices "
+                f"(train.rollout_nodes: {resolved.origin('train.rollout_nodes')})")
+    return (f"device split ({spec.mode}): {t.trainer_devices} trainer + {t.rollout_devices} rollout devices per node "
+            f"of {len(spec.cluster.devices)} (train.trainer_devices: {resolved.origin('train.trainer_devices')}; "
+            f"train.rollout_devices: {resolved.origin('train.rollout_devices')})")
+
+
 def print_checklist(console: Any, resolved: ResolvedSpec, command: TrainingCommand | None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
     leaves = resolved.leaves()
+    split = device_split_line(resolved)
+    if split:
+        console.print(split, highlight=False)
     for title, prefixes in SECTIONS:
         table = Table(title=title, title_justify="left", show_header=True, header_style="bold", expand=False)
         table.add_column("setting")

@@ -86,6 +86,15 @@ def machine_findings(resolved: ResolvedSpec, facts: CheckFacts, vpp_on: bool = F
     out += check_recipe(spec, facts.recipe_missing)
     out += check_image_versions(_target_version(resolved), facts.image_versions,
                                 "container.image" if spec.container.runtime == "docker" else "container.runtime")
+    if facts.image_versions is not None:
+        from verlctl.checks.defects import known_defect_findings
+        from verlctl.verl.compose import resolve_features
+
+        states, _ = resolve_features(resolved, _target_version(resolved))
+        on = {n for n, s in states.items() if s.on and s.applicable}
+        out += known_defect_findings(spec, on, facts.image_versions,
+                                     "container.image" if spec.container.runtime == "docker" else "container.runtime",
+                                     versioned_only=True)
     return out
 
 

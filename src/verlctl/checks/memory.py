@@ -47,6 +47,7 @@ from typing import Any
 
 from verlctl.checks.findings import Finding, error, info, warning
 from verlctl.model_config import config_int, text_config
+from verlctl.verl.modes import is_disaggregated
 
 GIB = float(1 << 30)
 #: Ray's memory monitor threshold (RAY_memory_usage_threshold default): workers are killed above it.
@@ -296,7 +297,7 @@ def layout_for(spec: Any, features: Mapping[str, bool], version: str | None = No
     extra = _raw_overrides(list(spec.extra_overrides))
     ar = "actor_rollout_ref"
     dpn = len(spec.cluster.devices)
-    colocated = spec.mode != "one_step_off_policy"
+    colocated = not is_disaggregated(spec.mode)
     train_dpn = dpn if colocated else (t.trainer_devices or max(1, dpn // 2))
     rollout_dpn = dpn if colocated else (t.rollout_devices or max(1, dpn - dpn // 2))
     offload = bool(features.get("offload"))

@@ -16,6 +16,7 @@ from verlctl.checks.findings import Finding, Severity, error, info, warning
 from verlctl.spec.model import RunSpec
 from verlctl.spec.resolve import ResolvedSpec
 from verlctl.verl.compose import FeatureState
+from verlctl.verl.modes import is_disaggregated
 
 V070 = "0.7.0"
 V091 = "0.9.1"
@@ -53,7 +54,8 @@ class RuleCtx:
 
     @property
     def oso(self) -> bool:
-        return self.spec.mode == "one_step_off_policy"
+        """A disaggregated mode (one-step-off, separate_async, fully_async): trainer and rollout split devices."""
+        return is_disaggregated(self.spec.mode)
 
     @property
     def nnodes(self) -> int:
@@ -532,20 +534,20 @@ def _oso(ctx: RuleCtx) -> Iterable[Finding]:
     if ctx.spec.device == "npu" and str(ctx.spec.env.get(noset, "")).strip().lower() not in ("", "0", "false"):
         yield warning(
             "oso_noset",
-            f"one-step-off with env.{noset} set: Ray then leaves every NPU visible to every worker, and the "
+            f"{ctx.spec.mode} with env.{noset} set: Ray then leaves every NPU visible to every worker, and the "
             "disaggregated rollout and trainer can put tensors on the wrong device ('Expects tensor to be on the "
             "compute device npu:N, was on npu:0'; verl#2971); verl's one-step-off NPU script leaves it unset",
             f"env.{noset}",
             f"remove env.{noset} (verlctl does not set it in one-step-off mode)",
         )
-    if ctx.spec.algorithm == "dapo":
+    if ctx.spec.algorithm == "dapo" and ctx.spec.mode in ("one_step_off_policy", "fully_async"):
         yield info(
             "oso_dapo_sampling",
-            "one_step_off_policy DAPO: clip-higher, token-level loss and overlong shaping are used; "
-            "dynamic sampling (filter_groups) is not (the one-step-off trainer does not implement it)",
+            f"{ctx.spec.mode} DAPO: clip-higher, token-level loss and overlong shaping are used; "
+            f"dynamic sampling (filter_groups) is not (the {ctx.spec.mode} trainer does not implement it)",
             "mode",
         )
-    if ctx.rollout_total and ctx.total and ctx.sequences % ctx.total:
+    if ctx.spec.mode == "one_step_off_policy" and ctx.rollout_total and ctx.total and ctx.sequences % ctx.total:
         yield warning(
             "oso_batch_rule",
             "one-step-off: responses_per_prompt*train_batch_size should be divisible by the training "
@@ -582,7 +584,7 @@ def _checkpoints(ctx: RuleCtx) -> Iterable[Finding]:
             "train.save_freq",
             "set train.save_freq to a positive number of steps",
         )
-    elif t.save_freq > t.steps:
+    elif t.steps is not None and t.save_freq > t.steps:
         yield warning(
             "checkpoints_after_last_step",
             f"checkpoints are saved every {t.save_freq} steps (> {t.steps} steps): only the final step is saved "
@@ -633,3 +635,10 @@ def _restart(ctx: RuleCtx) -> Iterable[Finding]:
 def all_codes() -> set[str]:
     return {c for r in RULES for c in r.codes}
 
+
+
+# ------------------------------------------------------------------------------------------------ async trainers
+# verl 0.9.1's async trainers' asserts live in their own module; importing it registers them (appended to RULES).
+from verlctl.checks import async_rules as _async_rules  # noqa: E402,F401
+from verlctl.checks import defects as _defects  # noqa: E402,F401  (the known-defect table's spec-only entries)
+from verlctl.checks import managed as _managed  # noqa: E402,F401  (extra overrides of keys verlctl manages)

@@ -35,7 +35,7 @@ NoFeatures = Annotated[
 ]
 VerlVersion = Annotated[Optional[str], typer.Option("--verl-version", help="0.7.0, 0.9.1 or auto.")]  # noqa: UP045
 AlgorithmOpt = Annotated[Optional[str], typer.Option("--algorithm", help="dapo or grpo.")]  # noqa: UP045
-ModeOpt = Annotated[Optional[str], typer.Option("--mode", help="sync or one_step_off_policy.")]  # noqa: UP045
+ModeOpt = Annotated[Optional[str], typer.Option("--mode", help="sync, one_step_off_policy; verl 0.9.1: colocate_async, separate_async, fully_async.")]  # noqa: UP045
 StrategyOpt = Annotated[Optional[str], typer.Option("--strategy", help="megatron, fsdp or fsdp2.")]  # noqa: UP045
 DeviceOpt = Annotated[Optional[str], typer.Option("--device", help="npu or gpu.")]  # noqa: UP045
 SwanlabOpt = Annotated[

@@ -14,7 +14,7 @@ import stat
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from verlctl.detect.common import CallTimeout, Unavailable, UnavailableCode, call_with_timeout, unavailable
 from verlctl.detect.datasets import DatasetInfo, inspect_parquet
@@ -83,14 +83,32 @@ class ImageVersions(BaseModel):
     where: str  # "container NAME" or "this host"
     python: str | None = None  # "3.10.12"
     ray: str | None = None  # None: no ray distribution
+    # The rest of the stack as installed there (the known-defect gate matches these, never an image tag):
+    # verl, vllm, vllm_ascend, torch, torch_npu, sglang (distribution versions) and cann (the toolkit's
+    # ascend_toolkit_install.info). None: not installed / not found.
+    stack: dict[str, str | None] = Field(default_factory=dict)
 
 
-#: Prints {"python": "3.10.12", "ray": "2.49.0" or null} with the interpreter run_training.sh uses.
+#: Prints {"python": "3.10.12", "ray": "2.49.0" or null, "stack": {...}} with the interpreter run_training.sh
+#: uses: distribution metadata only (nothing is imported), and the CANN toolkit's install record.
 VERSIONS_SNIPPET = (
-    "import json, sys\n"
-    "try:\n    import importlib.metadata as m\n    ray = m.version('ray')\n"
-    "except Exception:\n    ray = None\n"
-    "print(json.dumps({'python': '%d.%d.%d' % sys.version_info[:3], 'ray': ray}))\n"
+    "import glob, json, os, sys\n"
+    "def v(name):\n"
+    "    try:\n        import importlib.metadata as m\n        return m.version(name)\n"
+    "    except Exception:\n        return None\n"
+    "def cann():\n"
+    "    home = os.environ.get('ASCEND_TOOLKIT_HOME') or '/usr/local/Ascend/ascend-toolkit/latest'\n"
+    "    for p in sorted(glob.glob(os.path.join(home, '*', 'ascend_toolkit_install.info'))):\n"
+    "        try:\n            lines = open(p, encoding='utf-8', errors='replace').read().splitlines()\n"
+    "        except OSError:\n            continue\n"
+    "        for line in lines:\n"
+    "            if line.startswith('version='):\n                return line.split('=', 1)[1].strip()\n"
+    "    return None\n"
+    "stack = {k: v(d) for k, d in (('verl', 'verl'), ('vllm', 'vllm'), ('vllm_ascend', 'vllm_ascend'), "
+    "('torch', 'torch'), ('torch_npu', 'torch_npu'), ('sglang', 'sglang'))}\n"
+    "stack['vllm_ascend'] = stack['vllm_ascend'] or v('vllm-ascend')\n"
+    "stack['cann'] = cann()\n"
+    "print(json.dumps({'python': '%d.%d.%d' % sys.version_info[:3], 'ray': v('ray'), 'stack': stack}))\n"
 )
 
 
@@ -99,7 +117,9 @@ def parse_versions(text: str, where: str) -> ImageVersions | None:
 
     try:
         doc = json.loads(text.strip().splitlines()[-1])
-        return ImageVersions(where=where, python=doc.get("python"), ray=doc.get("ray"))
+        stack = doc.get("stack") if isinstance(doc.get("stack"), dict) else {}
+        return ImageVersions(where=where, python=doc.get("python"), ray=doc.get("ray"),
+                             stack={str(k): (str(x) if x else None) for k, x in stack.items()})
     except (ValueError, IndexError, AttributeError):
         return None
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from verlctl.errors import VerlctlError
 from verlctl.inputs.shell_script import UNRESOLVED, ParsedScript
+from verlctl.spec.model import DISAGGREGATED_MODES
 from verlctl.spec.sources import SEED_ENV
 
 AR = "actor_rollout_ref"
@@ -63,15 +64,23 @@ FIELDS: dict[str, tuple[str, str]] = {
     "trainer.default_local_dir": ("paths.checkpoints", "str"),
     "trainer.project_name": ("logging.project", "str"),
     "trainer.experiment_name": ("logging.experiment", "str"),
+    # verl 0.9.1's async trainers (V1 trainer_mode; fully async)
+    "trainer.v1.separate_async.parameter_sync_step": ("train.parameter_sync_step", "int"),
+    "trainer.v1.separate_async.num_warmup_batches": ("train.num_warmup_batches", "float"),
+    "trainer.v1.colocate_async.num_warmup_batches": ("train.num_warmup_batches", "float"),
+    f"{AR}.rollout.checkpoint_engine.backend": ("train.checkpoint_engine", "str"),
+    "async_training.staleness_threshold": ("train.staleness_threshold", "float"),
 }
+
+#: Keys (or key prefixes, ending in '.') that only verl 0.9 has: a script that sets one targets verl 0.9.1 (G7).
+V091_ONLY = ("reward.", "trainer.use_v1", "trainer.v1.", "transfer_queue.", f"{AR}.rollout.checkpoint_engine.",
+             f"{AR}.rollout.nnodes", f"{AR}.rollout.n_gpus_per_node", "skip.", "distillation.")
 
 #: Hydra key -> feature whose on/off state the key's boolean value gives.
 FEATURE_KEYS: dict[str, str] = {
     f"{AR}.model.use_remove_padding": "remove_padding",
     f"{AR}.actor.use_dynamic_bsz": "dynamic_batch",
     f"{AR}.model.enable_gradient_checkpointing": "gradient_checkpointing",
-    f"{AR}.actor.fsdp_config.param_offload": "offload",
-    f"{MT}.param_offload": "offload",
     f"{AR}.rollout.enable_chunked_prefill": "chunked_prefill",
     f"{AR}.rollout.enable_prefix_caching": "prefix_cache",
     f"{OTC}.swap_optimizer": "swap_optimizer",
@@ -306,7 +315,7 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
         strategy = "fsdp"
     if version is None:
         if module.startswith("verl.experimental.") or engine is not None or any(
-            o.key.startswith("reward.") for o in overrides
+            o.key == k or (k.endswith(".") and o.key.startswith(k)) for o in overrides for k in V091_ONLY
         ):
             version = "0.9.1"
         elif module.startswith("recipe."):
@@ -326,6 +335,10 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
         else "grpo"
     )
 
+    v1_mode = value_of("trainer.v1.trainer_mode")
+    if module == "verl.trainer.main_ppo" and v1_mode in ("colocate_async", "separate_async") \
+            and value_of("trainer.use_v1") is not False:
+        mode = v1_mode  # verl 0.9.1's V1 trainer, selected by trainer.v1.trainer_mode
     tree: dict[str, Any] = {"verl_version": version, "algorithm": algorithm, "mode": mode, "strategy": strategy}
     sources: dict[str, str] = {}
 
@@ -408,17 +421,23 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
 
     # Devices per node: the trainer's (and, one-step-off, the rollout's).
     per_node = value_of("trainer.n_gpus_per_node")
-    rollout_per_node = value_of("rollout.n_gpus_per_node")
-    if mode == "one_step_off_policy" and isinstance(per_node, int) and isinstance(rollout_per_node, int):
+    rollout_key = f"{AR}.rollout.n_gpus_per_node" if mode == "separate_async" else "rollout.n_gpus_per_node"
+    rollout_per_node = value_of(rollout_key)
+    if mode in DISAGGREGATED_MODES and isinstance(per_node, int) and isinstance(rollout_per_node, int):
         put("train.trainer_devices", per_node, "trainer.n_gpus_per_node")
-        put("train.rollout_devices", rollout_per_node, "rollout.n_gpus_per_node")
+        put("train.rollout_devices", rollout_per_node, rollout_key)
         if "cluster" not in tree or "devices" not in tree["cluster"]:
             put("cluster.devices", list(range(per_node + rollout_per_node)), "trainer + rollout devices per node")
     elif isinstance(per_node, int) and per_node > 0 and ("cluster" not in tree or "devices" not in tree["cluster"]):
         put("cluster.devices", list(range(per_node)), "trainer.n_gpus_per_node")
     nnodes = value_of("trainer.nnodes")
     if isinstance(nnodes, int) and nnodes > 1:
-        notes.append(f"trainer.nnodes={nnodes}: list the nodes in cluster.nodes (kept as an extra override meanwhile)")
+        # G6: a multi-node script: the spec spans that many nodes (trainer.nnodes is then verlctl's own).
+        put("cluster.nnodes", nnodes, "trainer.nnodes")
+        notes.append(
+            f"trainer.nnodes={nnodes}: cluster.nnodes is {nnodes}; list the {nnodes} node addresses in cluster.nodes "
+            "(the first is the Ray head) before `verlctl launch`, or let Slurm pick them (`verlctl export slurm`)"
+        )
     if strategy == "megatron" and f"{MT}.tensor_model_parallel_size" not in by_key:
         put("train.tensor_parallel", 1, "verl's default (the script sets no Megatron TP)")
     if strategy == "megatron" and f"{MT}.pipeline_model_parallel_size" not in by_key:
@@ -433,9 +452,14 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
         features["disable"] = off
     if not features:
         del tree["features"]
-    if "total_training_steps" not in " ".join(by_key):
+    if "trainer.val_before_train" not in by_key:
+        # G3: verl validates before training unless told otherwise (ppo_trainer.yaml trainer.val_before_train: True)
+        put("train.val_before_train", True, "verl's default (the script does not set trainer.val_before_train)")
+    if "trainer.total_training_steps" not in by_key:
+        # G1: the script trains by trainer.total_epochs (verl's default or its own): so does the spec.
+        put("train.steps", None, "the script sets no trainer.total_training_steps: trainer.total_epochs decides")
         notes.append(
-            "the script sets no trainer.total_training_steps (it trains by trainer.total_epochs): "
-            "verlctl's train.steps applies; set it in the spec"
+            "the script sets no trainer.total_training_steps: train.steps is left unset (null), so verl trains "
+            "for trainer.total_epochs as the script does"
         )
     return Mapped(tree, overrides, env, version, module, config_name, notes, sources)

@@ -292,6 +292,7 @@ class Launcher:
                 w.executor = self._prepare_worker(record, w)
                 self._readiness(w.executor)
             the_plan = self._retarget_version(the_plan, ready)
+            self._known_defects(record, self.executor, the_plan)
             record.verl_version = the_plan.command.version
             if self.workers:
                 self._check_nodes(record, the_plan)
@@ -537,6 +538,26 @@ class Launcher:
             self._print_findings(result.findings)
         if has_errors(result.findings):
             raise VerlctlError("the multi-node pre-flight found errors (listed above): nothing was started")
+
+    def _known_defects(self, record: RunRecord, ex: Executor, the_plan: Plan) -> None:
+        """The known-defect gate against the stack read inside the target (verlctl/verl/known_defects.yaml):
+        an error entry stops the launch before anything starts, a warning is printed."""
+        from verlctl.checks.defects import known_defect_findings
+        from verlctl.detect.check_probes import VERSIONS_SNIPPET, parse_versions
+
+        res = ex.run(["python3", "-c", VERSIONS_SNIPPET], timeout=60)
+        versions = parse_versions(res.out, ex.describe()) if res.ok else None
+        if versions is None:
+            self.report.warn(f"{ex.describe()}: the stack versions could not be read; known-defect gate skipped")
+            return
+        on = {n for n, s in the_plan.command.features.items() if s.on and s.applicable}
+        findings = known_defect_findings(self.resolved.spec, on, versions, versioned_only=True)
+        record.event("known_defects", stack=versions.stack, findings=[f.model_dump(mode="json") for f in findings])
+        if findings:
+            self._print_findings(findings)
+        if has_errors(findings):
+            raise VerlctlError("a known defect of the target's stack (listed above) breaks this run: nothing was "
+                               "started", hint=next(f.hint for f in findings if f.severity is Severity.ERROR))
 
     def _retarget_version(self, the_plan: Plan, ready: Readiness) -> Plan:
         spec = self.resolved.spec

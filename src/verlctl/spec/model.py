@@ -24,7 +24,11 @@ from pydantic import (
 
 VerlVersion = Literal["0.7.0", "0.9.1", "auto"]
 Algorithm = Literal["dapo", "grpo"]
-Mode = Literal["sync", "one_step_off_policy"]
+Mode = Literal["sync", "one_step_off_policy", "colocate_async", "separate_async", "fully_async"]
+#: The modes whose trainer and rollout run on separate devices (they take a device split). The verl knowledge
+#: of each mode is :mod:`verlctl.verl.modes` (its ``is_disaggregated``); tests/test_async_modes.py checks that
+#: this set is that table's.
+DISAGGREGATED_MODES = frozenset({"one_step_off_policy", "separate_async", "fully_async"})
 Strategy = Literal["megatron", "fsdp", "fsdp2"]
 Device = Literal["npu", "gpu"]
 Runtime = Literal["docker", "host"]
@@ -350,7 +354,11 @@ class ContainerSpec(_Strict):
 class TrainSpec(_Strict):
     """Training hyperparameters (defaults are the seeds')."""
 
-    steps: PositiveInt = Field(default=4, description="trainer.total_training_steps")
+    steps: PositiveInt | None = Field(
+        default=4,
+        description="trainer.total_training_steps; null: not set, so verl's trainer.total_epochs decides (what an "
+        "imported script that trains by epochs does).",
+    )
     train_batch_size: PositiveInt = Field(default=32, description="Prompts per step (data.train_batch_size).")
     mini_batch_size: PositiveInt | None = Field(
         default=None, description="PPO mini batch in prompts (actor.ppo_mini_batch_size). Default: train_batch_size."
@@ -380,16 +388,40 @@ class TrainSpec(_Strict):
     test_freq: int = Field(default=10, ge=-1, description="Validate every N steps (-1: never).")
     val_before_train: bool = Field(default=False, description="Validate before the first step.")
     trainer_devices: PositiveInt | None = Field(
-        default=None, description="one_step_off_policy: training devices per node (seed TRAINER_GPUS, default 4)."
+        default=None, description="one_step_off_policy / separate_async / fully_async: training devices per node (seed "
+        "TRAINER_GPUS, default half of cluster.devices)."
     )
     rollout_devices: PositiveInt | None = Field(
-        default=None, description="one_step_off_policy: rollout devices per node (seed ROLLOUT_GPUS, default 4)."
+        default=None, description="one_step_off_policy / separate_async / fully_async: rollout devices per node (seed "
+        "ROLLOUT_GPUS, default the other half)."
     )
     rollout_nodes: PositiveInt | None = Field(
         default=None,
-        description="one_step_off_policy split by whole nodes: this many nodes run the rollout and the other nodes "
+        description="disaggregated modes split by whole nodes: this many nodes run the rollout and the other nodes "
         "of cluster.nodes train (rollout.nnodes / trainer.nnodes; verl docs/advance/one_step_off.md). "
         "trainer_devices / rollout_devices then count per node of each side (default: all of cluster.devices).",
+    )
+    parameter_sync_step: PositiveInt | None = Field(
+        default=None,
+        description="separate_async / fully_async: mini-batch updates between two weight syncs to the rollout "
+        "(trainer.v1.separate_async.parameter_sync_step / async_training.trigger_parameter_sync_step). verl requires "
+        "train_batch_size == parameter_sync_step * mini_batch_size. Default: train_batch_size / mini_batch_size.",
+    )
+    num_warmup_batches: Annotated[float, Field(gt=0, le=MAX_INT)] | None = Field(
+        default=None,
+        description="colocate_async / separate_async: batches generated before training starts "
+        "(trainer.v1.<mode>.num_warmup_batches; fractions allowed). Default: verl's (1).",
+    )
+    staleness_threshold: Annotated[float, Field(ge=0, le=MAX_INT)] | None = Field(
+        default=None,
+        description="fully_async: how stale a sample may be, as a fraction of a sync cycle "
+        "(async_training.staleness_threshold). Default: verl's (0.1).",
+    )
+    checkpoint_engine: Literal["nccl", "nixl", "mooncake"] | None = Field(
+        default=None,
+        description="separate_async / fully_async: how weights reach the rollout "
+        "(actor_rollout_ref.rollout.checkpoint_engine.backend; on NPU 'nccl' selects verl's HCCL engine). "
+        "Default: nccl (verl's 'naive' is refused by separate_async).",
     )
 
 
@@ -402,6 +434,11 @@ class FeaturesSpec(_Strict):
     )
     enable: list[str] = Field(default_factory=list, description="Feature names to turn on.")
     disable: list[str] = Field(default_factory=list, description="Feature names to turn off.")
+    verl_default: list[str] = Field(
+        default_factory=list,
+        description="Feature names left at verl's own default: neither turned on nor written (what an imported "
+        "script that does not set them does).",
+    )
     vpp_size: Annotated[int, Field(ge=2)] = Field(
         default=2, description="virtual_pipeline_model_parallel_size when the vpp feature is on."
     )
@@ -422,7 +459,7 @@ class FeaturesSpec(_Strict):
             raise ValueError(f"invalid mask {v!r}: expected exactly 7 characters of 0/1 (leftmost = bit 0)")
         return v
 
-    @field_validator("enable", "disable", mode="before")
+    @field_validator("enable", "disable", "verl_default", mode="before")
     @classmethod
     def _names(cls, v: object) -> object:
         return _csv_list(v)
@@ -565,7 +602,11 @@ class RunSpec(_Strict):
         default="0.7.0", description="Target verl version (0.7.0: the seed image; 0.9.1; auto: the container's)."
     )
     algorithm: Algorithm = Field(default="dapo")
-    mode: Mode = Field(default="sync", description="sync (colocated) or one_step_off_policy (split devices).")
+    mode: Mode = Field(
+        default="sync",
+        description="sync (colocated), one_step_off_policy (split devices); verl 0.9.1 only: colocate_async, "
+        "separate_async (V1 trainer, split devices), fully_async (split devices).",
+    )
     strategy: Strategy = Field(default="megatron")
     device: Device = Field(default="npu")
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)

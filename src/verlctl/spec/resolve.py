@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from verlctl.errors import SpecError
-from verlctl.spec.model import RunSpec
+from verlctl.spec.model import DISAGGREGATED_MODES, RunSpec
 from verlctl.spec.sources import (
     Layer,
     Origin,
@@ -242,11 +242,27 @@ def derive(resolved: ResolvedSpec) -> None:
         resolved.origins[path] = Origin(Source.DERIVED, why)
 
     t = spec.train
+    if spec.mode in ("separate_async", "fully_async"):
+        # verl asserts train_batch_size == parameter_sync_step * ppo_mini_batch_size (separate_async) and
+        # consumes parameter_sync_step mini-batches per step (fully_async): derive the missing one.
+        if t.parameter_sync_step is None:
+            if t.mini_batch_size is None:
+                pss = 4 if t.train_batch_size % 4 == 0 else 1
+                put("train.parameter_sync_step", pss,
+                    "verl's default 4 (ppo_trainer.yaml trainer.v1.separate_async.parameter_sync_step)"
+                    if pss == 4 else "1: verl's default 4 does not divide train.train_batch_size")
+            elif t.train_batch_size % t.mini_batch_size == 0:
+                put("train.parameter_sync_step", t.train_batch_size // t.mini_batch_size,
+                    "= train.train_batch_size / train.mini_batch_size")
+        sync_step = t.parameter_sync_step
+        if t.mini_batch_size is None and sync_step and t.train_batch_size % sync_step == 0:
+            put("train.mini_batch_size", t.train_batch_size // sync_step,
+                "= train.train_batch_size / parameter_sync_step")
     if t.mini_batch_size is None:
         put("train.mini_batch_size", t.train_batch_size, "= train.train_batch_size")
     if t.rollout_tensor_parallel is None:
         put("train.rollout_tensor_parallel", t.tensor_parallel, "= train.tensor_parallel")
-    if spec.mode == "one_step_off_policy":
+    if spec.mode in DISAGGREGATED_MODES:
         n = len(spec.cluster.devices)
         if t.rollout_nodes is not None:  # whole-node split: each side uses all devices of its nodes
             if t.trainer_devices is None:

@@ -45,6 +45,10 @@ DAPO = {"dapo"}
 GRPO = {"grpo"}
 SYNC = {"sync"}
 OSO = {"one_step_off_policy"}
+COLOCATE_ASYNC = {"colocate_async"}
+SEPARATE_ASYNC = {"separate_async"}
+FULLY_ASYNC = {"fully_async"}
+V1_ASYNC = COLOCATE_ASYNC | SEPARATE_ASYNC
 
 ROWS: tuple[Row, ...] = (
     Row(
@@ -179,6 +183,13 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "algorithm",
+        when(algorithms=DAPO, modes=V1_ASYNC, versions={"0.9.1"}),
+        (Ov("algorithm.filter_groups.enable", True), Ov("algorithm.filter_groups.metric", "acc")),
+        note="DAPO dynamic sampling: the V1 replay buffer filters groups in every trainer_mode "
+        "(trainer/ppo/v1/trainer_base.py _resolve_filter_groups_metric)",
+    ),
+    Row(
+        "algorithm",
         when(algorithms=DAPO, modes=SYNC, versions={"0.7.0"}),
         (Ov("algorithm.filter_groups.max_num_gen_batches", 10),),
         note="0.7.0's DAPO trainer stops after this many generation batches per step (0.9.1's V1 trainer "
@@ -227,13 +238,69 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "one-step-off",
-        when(modes=OSO),
+        when(modes=OSO | FULLY_ASYNC),
         (
             Ov(f"{AR}.hybrid_engine", False),
             Ov("rollout.nnodes", lambda c: c.rollout_nnodes),
             Ov("rollout.n_gpus_per_node", lambda c: c.spec.train.rollout_devices),
         ),
         note="trainer and rollout on separate devices of each node, or on separate whole nodes (rollout_nodes)",
+    ),
+    Row(
+        "async",
+        when(modes=V1_ASYNC, versions={"0.9.1"}),
+        (Ov("trainer.use_v1", True), Ov("trainer.v1.trainer_mode", lambda c: c.spec.mode)),
+        note="verl 0.9.1's V1 trainer (main_ppo.py: if config.trainer.use_v1; get_trainer_cls(trainer_mode)); "
+        "use_v1 is written out because verl's neo branch plans to flip its default (verl #6999)",
+    ),
+    Row(
+        "async",
+        when(modes={"colocate_async"}, versions={"0.9.1"}, test=lambda c: c.spec.train.num_warmup_batches is not None),
+        (Ov("trainer.v1.colocate_async.num_warmup_batches", lambda c: c.spec.train.num_warmup_batches),),
+    ),
+    Row(
+        "async",
+        when(modes={"separate_async"}, versions={"0.9.1"}, test=lambda c: c.spec.train.num_warmup_batches is not None),
+        (Ov("trainer.v1.separate_async.num_warmup_batches", lambda c: c.spec.train.num_warmup_batches),),
+    ),
+    Row(
+        "async",
+        when(modes=SEPARATE_ASYNC, versions={"0.9.1"}),
+        (
+            Ov("trainer.v1.separate_async.parameter_sync_step", lambda c: c.spec.train.parameter_sync_step),
+            Ov(f"{AR}.rollout.nnodes", lambda c: c.rollout_nnodes),
+            Ov(f"{AR}.rollout.n_gpus_per_node", lambda c: c.spec.train.rollout_devices),
+            Ov(f"{AR}.rollout.checkpoint_engine.backend", lambda c: c.spec.train.checkpoint_engine or "nccl"),
+        ),
+        note="the standalone rollout pool and the weight sync of separate_async "
+        "(trainer_separate_async.py asserts nnodes > 0, n_gpus_per_node > 0, backend != naive); on NPU 'nccl' "
+        "is verl's HCCL checkpoint engine (checkpoint_engine/hccl_checkpoint_engine.py registers it as nccl)",
+    ),
+    Row(
+        "async",
+        when(modes=FULLY_ASYNC, versions={"0.9.1"}),
+        (
+            Ov("data.train_batch_size", 0),
+            Ov("async_training.trigger_parameter_sync_step", lambda c: c.spec.train.parameter_sync_step),
+        ),
+        note="fully async: the rollouter asserts data.train_batch_size == 0 and streams prompts one by one; the "
+        "trainer takes parameter_sync_step mini-batches per step, so train.steps steps are "
+        "steps*train_batch_size rollout prompts (fully_async_rollouter.py total_train_steps)",
+    ),
+    Row(
+        "async",
+        when(modes=FULLY_ASYNC, versions={"0.9.1"}, test=lambda c: c.spec.train.steps is not None),
+        (Ov("rollout.total_rollout_steps", lambda c: (c.spec.train.steps or 0) * c.spec.train.train_batch_size),),
+    ),
+    Row(
+        "async",
+        when(modes=FULLY_ASYNC, versions={"0.9.1"}, test=lambda c: c.spec.train.staleness_threshold is not None),
+        (Ov("async_training.staleness_threshold", lambda c: c.spec.train.staleness_threshold),),
+    ),
+    Row(
+        "async",
+        when(modes=FULLY_ASYNC, versions={"0.9.1"}, test=lambda c: c.spec.train.checkpoint_engine is not None),
+        (Ov(f"{AR}.rollout.checkpoint_engine.backend", lambda c: c.spec.train.checkpoint_engine),),
     ),
     Row(
         "trainer",
@@ -245,7 +312,17 @@ ROWS: tuple[Row, ...] = (
             Ov("trainer.nnodes", lambda c: c.trainer_nnodes),
             Ov("trainer.n_gpus_per_node", lambda c: c.train_devices_per_node),
             Ov("trainer.device", lambda c: "npu" if c.npu else "cuda"),
-            Ov("trainer.total_training_steps", lambda c: c.spec.train.steps),
+        ),
+    ),
+    Row(
+        "trainer",
+        when(test=lambda c: c.spec.train.steps is not None),
+        (Ov("trainer.total_training_steps", lambda c: c.spec.train.steps),),
+    ),
+    Row(
+        "trainer",
+        when(),
+        (
             Ov("trainer.save_freq", lambda c: c.spec.train.save_freq),
             Ov("trainer.test_freq", lambda c: c.spec.train.test_freq),
             Ov("trainer.val_before_train", lambda c: c.spec.train.val_before_train),

@@ -19,6 +19,7 @@ from verlctl.verl.features import (
     canonical_name,
 )
 from verlctl.verl.hydra_syntax import hydra_value
+from verlctl.verl.modes import MODES, version_problem
 from verlctl.verl.table import Ctx
 
 
@@ -91,6 +92,17 @@ def effective_version(resolved: ResolvedSpec, container_version: str | None = No
         return v, []
     if container_version:
         return container_version, []
+    mode = MODES.get(resolved.spec.mode)
+    if mode is not None and DEFAULT_VERSION not in mode.versions:
+        planned = mode.versions[-1]
+        return planned, [
+            info(
+                "verl_version_auto",
+                f"verl_version is auto: planned for {planned} (mode {mode.name} exists there only); launch uses "
+                "the version installed in the container",
+                "verl_version",
+            )
+        ]
     return DEFAULT_VERSION, [
         info(
             "verl_version_auto",
@@ -158,6 +170,10 @@ def resolve_features(resolved: ResolvedSpec, version: str) -> tuple[dict[str, Fe
                 "remove it from one of features.enable / features.disable",
             )
         )
+    for name in names("verl_default", fs.verl_default):
+        if name not in enabled and name not in disabled:
+            src = resolved.origin("features.verl_default")
+            states[name] = FeatureState(name, False, f"verl's default, nothing written ({src})")
     for name in enabled:
         src = resolved.origin("features.enable")
         states[name] = FeatureState(name, True, f"enabled ({src})", explicit_on=True)
@@ -277,7 +293,20 @@ def build_command(resolved: ResolvedSpec, container_version: str | None = None) 
     version, findings = effective_version(resolved, container_version)
     states, ffind = resolve_features(resolved, version)
     findings += ffind
-    entry = entry_for(version, resolved.spec.algorithm, resolved.spec.mode, resolved.spec.strategy)
+    mode = resolved.spec.mode
+    problem = version_problem(mode, version)
+    if problem:
+        findings.append(
+            error(
+                "mode_version",
+                f"{problem} (verl 0.7.0 has no V1 trainer and no fully_async_policy; they ship in the 0.9.1 wheel)",
+                "mode",
+                f"set verl_version: {MODES[mode].versions[-1]} (an image with that verl), or mode: sync / "
+                "one_step_off_policy",
+            )
+        )
+        mode = "sync"  # a placeholder entry: the error keeps the plan from being rendered
+    entry = entry_for(version, resolved.spec.algorithm, mode, resolved.spec.strategy)
     overrides = [OverrideLine(g.split("=", 1)[0], None, "", "config group", raw=g) for g in entry.group_overrides]
     overrides += build_overrides(resolved, version, states)
     ctx = Ctx(resolved.spec, version, {n: s.on and s.applicable for n, s in states.items()})

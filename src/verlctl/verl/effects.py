@@ -28,11 +28,14 @@ class Reader:
     strategies: frozenset[str] | None = None  # {"megatron"} or {"fsdp"} (fsdp2 counts as fsdp); None: any
     engines: frozenset[str] | None = None  # rollout engine ("vllm", "sglang"); None: any
     note: str = ""
+    modes: frozenset[str] | None = None  # the trainer modes whose code path this is; None: any
 
-    def covers(self, strategy: str, engine: str) -> bool:
+    def covers(self, strategy: str, engine: str, mode: str | None = None) -> bool:
         family = "megatron" if strategy == "megatron" else "fsdp"
-        return (self.strategies is None or family in self.strategies) and (
-            self.engines is None or engine in self.engines
+        return (
+            (self.strategies is None or family in self.strategies)
+            and (self.engines is None or engine in self.engines)
+            and (mode is None or self.modes is None or mode in self.modes)
         )
 
 
@@ -43,8 +46,8 @@ SGL = frozenset({"sglang"})
 
 
 def r(path: str, reads: str, strategies: frozenset[str] | None = None, engines: frozenset[str] | None = None,
-      note: str = "") -> Reader:
-    return Reader(path, reads, strategies, engines, note)
+      note: str = "", modes: frozenset[str] | None = None) -> Reader:
+    return Reader(path, reads, strategies, engines, note, modes)
 
 
 def both(*readers: Reader) -> dict[str, tuple[Reader, ...]]:
@@ -77,6 +80,16 @@ OSO_091 = "verl/experimental/one_step_off_policy/main_ppo.py"
 MAIN_070 = "verl/trainer/main_ppo.py"
 MAIN_091 = "verl/trainer/main_ppo.py"
 CFG_091 = "verl/workers/config/engine.py"
+SEP_T = "verl/trainer/ppo/v1/trainer_separate_async.py"
+COL_T = "verl/trainer/ppo/v1/trainer_colocate_async.py"
+FA_MAIN = "verl/experimental/fully_async_policy/fully_async_main.py"
+FA_T = "verl/experimental/fully_async_policy/fully_async_trainer.py"
+FA_R = "verl/experimental/fully_async_policy/fully_async_rollouter.py"
+CKPT_E = "verl/checkpoint_engine/base.py"
+OSO_M = frozenset({"one_step_off_policy"})
+SEP_M = frozenset({"separate_async"})
+COL_M = frozenset({"colocate_async"})
+FA_M = frozenset({"fully_async"})
 
 AR = "actor_rollout_ref"
 
@@ -335,12 +348,49 @@ EFFECTS: dict[str, dict[str, tuple[Reader, ...]]] = {
     # ---------------------------------------------------------------------------------------- one-step-off
     f"{AR}.hybrid_engine": {
         V070: (r(REC_OSO_T, r"self\.hybrid_engine = config\.actor_rollout_ref\.hybrid_engine"),),
-        V091: (r("verl/experimental/one_step_off_policy/ray_trainer.py", r"hybrid_engine"),),
+        V091: (r("verl/experimental/one_step_off_policy/ray_trainer.py", r"hybrid_engine", modes=OSO_M),
+               r(FA_T, r"self\.hybrid_engine = config\.actor_rollout_ref\.hybrid_engine", modes=FA_M)),
     },
-    "rollout.nnodes": {V070: (r(REC_OSO, r"config\.rollout\.nnodes"),), V091: (r(OSO_091, r"config\.rollout\.nnodes"),)},
+    "rollout.nnodes": {
+        V070: (r(REC_OSO, r"config\.rollout\.nnodes"),),
+        V091: (r(OSO_091, r"config\.rollout\.nnodes", modes=OSO_M),
+               r(FA_MAIN, r"config\.actor_rollout_ref\.rollout\.nnodes = config\.rollout\.nnodes", modes=FA_M)),
+    },
     "rollout.n_gpus_per_node": {
         V070: (r(REC_OSO, r"config\.rollout\.n_gpus_per_node"),),
-        V091: (r(OSO_091, r"config\.rollout\.n_gpus_per_node"),),
+        V091: (r(OSO_091, r"config\.rollout\.n_gpus_per_node", modes=OSO_M),
+               r(FA_MAIN, r"config\.actor_rollout_ref\.rollout\.n_gpus_per_node = config\.rollout\.n_gpus_per_node",
+                 modes=FA_M)),
+    },
+    # ---------------------------------------------------------------------------------------- 0.9.1 async trainers
+    "trainer.use_v1": {V091: (r(MAIN_091, r"if config\.trainer\.use_v1:"),)},
+    "trainer.v1.trainer_mode": {V091: (r(MAIN_091, r"get_trainer_cls\(config\.trainer\.v1\.trainer_mode\)"),)},
+    "trainer.v1.colocate_async.num_warmup_batches": {
+        V091: (r(COL_T, r"trainer\.v1\.colocate_async\.num_warmup_batches", modes=COL_M),),
+    },
+    "trainer.v1.separate_async.num_warmup_batches": {
+        V091: (r(SEP_T, r"trainer\.v1\.separate_async\.num_warmup_batches", modes=SEP_M),),
+    },
+    "trainer.v1.separate_async.parameter_sync_step": {
+        V091: (r(SEP_T, r"parameter_sync_step = config\.trainer\.v1\.separate_async\.parameter_sync_step", modes=SEP_M),
+               r(V1, r'get\("parameter_sync_step", 1\)', note="the step loop: parameter_sync_step mini-batches")),
+    },
+    f"{AR}.rollout.nnodes": {V091: (r(SEP_T, r"rollout\.nnodes", modes=SEP_M),)},
+    f"{AR}.rollout.n_gpus_per_node": {V091: (r(SEP_T, r"rollout\.n_gpus_per_node", modes=SEP_M),)},
+    f"{AR}.rollout.checkpoint_engine.backend": {
+        V091: (r(CKPT_E, r"self\.backend_cls = CheckpointEngineRegistry\.get\(config\.backend\)",
+                 note="CheckpointEngineManager, built from actor_rollout_ref.rollout.checkpoint_engine"),),
+    },
+    "async_training.trigger_parameter_sync_step": {
+        V091: (r(FA_T, r"self\.trigger_parameter_sync_step = config\.async_training\.trigger_parameter_sync_step",
+                 modes=FA_M),),
+    },
+    "async_training.staleness_threshold": {
+        V091: (r(FA_R, r'self\.staleness_threshold: float = config\.async_training\.get\("staleness_threshold"',
+                 modes=FA_M),),
+    },
+    "rollout.total_rollout_steps": {
+        V091: (r(FA_R, r"self\.config\.rollout\.total_rollout_steps is not None", modes=FA_M),),
     },
     # ---------------------------------------------------------------------------------------- trainer
     **{
@@ -359,6 +409,6 @@ EFFECTS: dict[str, dict[str, tuple[Reader, ...]]] = {
 }
 
 
-def readers(key: str, version: str, strategy: str, engine: str) -> tuple[Reader, ...]:
-    """The readers of ``key`` on this code path (empty: nothing reads it there)."""
-    return tuple(x for x in EFFECTS.get(key, {}).get(version, ()) if x.covers(strategy, engine))
+def readers(key: str, version: str, strategy: str, engine: str, mode: str | None = None) -> tuple[Reader, ...]:
+    """The readers of ``key`` on this code path (empty: nothing reads it there); ``mode`` None: any mode."""
+    return tuple(x for x in EFFECTS.get(key, {}).get(version, ()) if x.covers(strategy, engine, mode))

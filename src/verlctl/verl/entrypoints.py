@@ -67,6 +67,11 @@ CORE_CONFIG_LOCATOR = (
 
 
 def entry_for(version: str, algorithm: str, mode: str, strategy: str) -> Entry:
+    from verlctl.verl.modes import version_problem
+
+    problem = version_problem(mode, version)
+    if problem:
+        raise ValueError(problem)
     megatron = strategy == "megatron"
     if version == "0.7.0":
         if mode == "one_step_off_policy":
@@ -92,6 +97,27 @@ def entry_for(version: str, algorithm: str, mode: str, strategy: str) -> Entry:
                 core_searchpath=True,
             )
         groups = ("model_engine=megatron",) if megatron else ()
+        if mode == "fully_async":
+            # fully_async_main.py: @hydra.main(config_path="config", config_name="fully_async_ppo_trainer"); its
+            # yaml extends ppo_trainer through pkg://verl.trainer.config, so the core model_engine group applies.
+            return Entry(
+                "verl.experimental.fully_async_policy.fully_async_main",
+                "fully_async_ppo_trainer",
+                "verl/experimental/fully_async_policy/config",
+                groups,
+                "verl 0.9.1 fully async policy: rollouter and trainer joined by a message queue",
+            )
+        if mode in ("colocate_async", "separate_async"):
+            # The V1 trainer of main_ppo, selected by trainer.v1.trainer_mode (main_ppo.py:141 get_trainer_cls);
+            # separate_async imports transfer_queue at module level (trainer_separate_async.py:23).
+            return Entry(
+                "verl.trainer.main_ppo",
+                "ppo_trainer",
+                "verl/trainer/config",
+                groups,
+                f"verl 0.9.1 V1 trainer, trainer.v1.trainer_mode={mode}",
+                imports=("transfer_queue",),
+            )
         note = (
             "verl 0.9.1 core trainer: DAPO dynamic sampling via algorithm.filter_groups (no recipe checkout needed)"
             if algorithm == "dapo"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from verlctl.verl.modes import is_disaggregated
 from verlctl.verl.table import Ctx, When, when
 
 
@@ -43,7 +44,8 @@ def _all_devices(c: Ctx) -> bool:
 
 
 def _oso(c: Ctx) -> bool:
-    return c.spec.mode == "one_step_off_policy"
+    """A disaggregated mode (one-step-off and its successors separate_async / fully_async)."""
+    return is_disaggregated(c.spec.mode)
 
 
 NPU = {"npu"}

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from verlctl.verl.modes import is_disaggregated
+
 if TYPE_CHECKING:
     from verlctl.spec.model import RunSpec
 
@@ -51,14 +53,14 @@ class Ctx:
 
     @property
     def rollout_nnodes(self) -> int:
-        """Nodes of the rollout: all of them, or ``rollout_nodes`` whole nodes (one-step-off node split)."""
+        """Nodes of the rollout: all of them, or ``rollout_nodes`` whole nodes (a disaggregated node split)."""
         rn = self.spec.train.rollout_nodes
-        return rn if self.spec.mode == "one_step_off_policy" and rn else self.nnodes
+        return rn if is_disaggregated(self.spec.mode) and rn else self.nnodes
 
     @property
     def trainer_nnodes(self) -> int:
         rn = self.spec.train.rollout_nodes
-        return max(1, self.nnodes - rn) if self.spec.mode == "one_step_off_policy" and rn else self.nnodes
+        return max(1, self.nnodes - rn) if is_disaggregated(self.spec.mode) and rn else self.nnodes
 
     @property
     def devices_per_node(self) -> int:
@@ -66,8 +68,8 @@ class Ctx:
 
     @property
     def train_devices_per_node(self) -> int:
-        """Devices the trainer uses per node (one-step-off splits them with the rollout)."""
-        if self.spec.mode == "one_step_off_policy" and self.spec.train.trainer_devices:
+        """Devices the trainer uses per node (a disaggregated mode splits them with the rollout)."""
+        if is_disaggregated(self.spec.mode) and self.spec.train.trainer_devices:
             return self.spec.train.trainer_devices
         return self.devices_per_node
 

@@ -1,0 +1,168 @@
+"""verl 0.9.1's async trainers as verlctl modes (issue 23): colocate_async, separate_async (the V1 trainer's
+trainer.v1.trainer_mode) and fully_async (verl.experimental.fully_async_policy)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from verlctl.plan import make_plan
+from verlctl.spec.model import DISAGGREGATED_MODES
+from verlctl.spec.resolve import load_spec
+from verlctl.verl import modes
+from verlctl.verl.effects import readers
+
+from conftest import BASE_PATHS, run_cli
+
+ASYNC = ("colocate_async", "separate_async", "fully_async")
+
+
+def plan(**flags):
+    return make_plan(load_spec(None, flags={**BASE_PATHS, "cluster.devices": list(range(8)), **flags}, environ={}))
+
+
+def ovs(p) -> dict[str, str]:
+    return {t.split("=", 1)[0]: t.split("=", 1)[1] for t in p.command.override_texts()}
+
+
+def test_the_disaggregated_modes_are_verl_knowledge() -> None:
+    assert frozenset(DISAGGREGATED_MODES) == modes.DISAGGREGATED
+    assert [m for m in modes.MODES if modes.is_disaggregated(m)] == ["one_step_off_policy", "separate_async",
+                                                                    "fully_async"]
+    assert not modes.is_disaggregated("sync") and not modes.is_disaggregated("colocate_async")
+    assert not modes.is_disaggregated("nonsense")
+
+
+@pytest.mark.parametrize("mode", ASYNC)
+def test_the_async_modes_exist_in_091_only(mode: str) -> None:
+    p = plan(mode=mode, verl_version="0.7.0", strategy="fsdp")
+    bad = [f for f in p.findings if f.code == "mode_version"]
+    assert len(bad) == 1 and not p.ok
+    assert "verl 0.9.1 only" in bad[0].message and "verl_version: 0.9.1" in (bad[0].hint or "")
+    auto = plan(mode=mode, verl_version="auto", strategy="fsdp", **{"train.tensor_parallel": 2})
+    assert auto.command.version == "0.9.1" and not [f for f in auto.findings if f.code == "mode_version"]
+
+
+def test_plan_refuses_an_async_mode_on_070_in_one_line(tmp_path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("paths: {model: /m/Q, train_files: /d/t.parquet, val_files: /d/v.parquet}\nmode: fully_async\n"
+                    "strategy: fsdp\n", encoding="utf-8")
+    res = run_cli("plan", "-c", str(spec), "-o", str(tmp_path / "out"))
+    assert res.code != 0 and "Traceback" not in res.out + res.err
+    assert "mode_version" in res.out and "verl 0.9.1 only" in " ".join(res.out.split())
+    assert not (tmp_path / "out").exists()
+
+
+def test_separate_async_keys() -> None:
+    p = plan(mode="separate_async", verl_version="0.9.1", strategy="megatron", **{"train.tensor_parallel": 2})
+    assert p.ok, [f.line() for f in p.findings]
+    o = ovs(p)
+    assert p.command.entry.module == "verl.trainer.main_ppo" and "transfer_queue" in p.command.entry.imports
+    assert o["trainer.use_v1"] == "True" and o["trainer.v1.trainer_mode"] == "separate_async"
+    # train_batch_size 32 = parameter_sync_step (verl's default 4) x mini batch 8
+    assert o["trainer.v1.separate_async.parameter_sync_step"] == "4" and o["actor_rollout_ref.actor.ppo_mini_batch_size"] == "8"
+    # the device split: 4 trainer + 4 rollout devices (the seed's TRAINER_GPUS / ROLLOUT_GPUS)
+    assert o["trainer.n_gpus_per_node"] == "4" and o["actor_rollout_ref.rollout.n_gpus_per_node"] == "4"
+    assert o["actor_rollout_ref.rollout.nnodes"] == "1"
+    assert o["actor_rollout_ref.rollout.checkpoint_engine.backend"] == "nccl"
+    assert "rollout.nnodes" not in o and "actor_rollout_ref.hybrid_engine" not in o
+    assert "trainer.v1.separate_async.num_warmup_batches" not in o  # verl's default stands
+    p2 = plan(mode="separate_async", verl_version="0.9.1", strategy="fsdp",
+              **{"train.mini_batch_size": 16, "train.num_warmup_batches": 1.5, "train.checkpoint_engine": "nixl"})
+    o2 = ovs(p2)
+    assert o2["trainer.v1.separate_async.parameter_sync_step"] == "2"
+    assert o2["trainer.v1.separate_async.num_warmup_batches"] == "1.5"
+    assert o2["actor_rollout_ref.rollout.checkpoint_engine.backend"] == "nixl"
+
+
+def test_colocate_async_keys() -> None:
+    p = plan(mode="colocate_async", verl_version="0.9.1", strategy="fsdp", **{"train.num_warmup_batches": 2})
+    o = ovs(p)
+    assert o["trainer.v1.trainer_mode"] == "colocate_async" and o["trainer.v1.colocate_async.num_warmup_batches"] == "2.0"
+    assert o["trainer.n_gpus_per_node"] == "8"  # colocated: every device trains and rolls out
+    assert "actor_rollout_ref.rollout.n_gpus_per_node" not in o and "trainer.v1.separate_async.parameter_sync_step" not in o
+
+
+def test_fully_async_keys() -> None:
+    p = plan(mode="fully_async", verl_version="0.9.1", strategy="fsdp",
+             **{"train.steps": 5, "train.staleness_threshold": 0.5, "cluster.nodes": ["192.0.2.1", "192.0.2.2"],
+                "train.rollout_nodes": 1})
+    assert p.ok, [f.line() for f in p.findings]
+    o = ovs(p)
+    assert p.command.entry.module == "verl.experimental.fully_async_policy.fully_async_main"
+    assert p.command.entry.config_name == "fully_async_ppo_trainer"
+    assert o["data.train_batch_size"] == "0" and o["actor_rollout_ref.hybrid_engine"] == "False"
+    assert o["async_training.trigger_parameter_sync_step"] == "4" and o["async_training.staleness_threshold"] == "0.5"
+    assert o["rollout.total_rollout_steps"] == str(5 * 32)  # 5 trainer steps of 32 prompts
+    # whole-node split: one rollout node, one trainer node, each with all 8 devices
+    assert (o["rollout.nnodes"], o["rollout.n_gpus_per_node"]) == ("1", "8")
+    assert (o["trainer.nnodes"], o["trainer.n_gpus_per_node"]) == ("1", "8")
+
+
+def test_every_key_of_the_async_modes_has_a_reader_on_its_mode_path() -> None:
+    missing: dict[str, set[str]] = {}
+    planned = 0
+    for mode, strategy, algorithm, device, mask, engine in itertools.product(
+        ASYNC, ("megatron", "fsdp", "fsdp2"), ("dapo", "grpo"), ("npu", "gpu"), ("0000000", "1111100"),
+        ("vllm", "sglang"),
+    ):
+        flags = {"verl_version": "0.9.1", "mode": mode, "strategy": strategy, "algorithm": algorithm,
+                 "device": device, "features.mask": mask, "train.rollout_engine": engine,
+                 "train.num_warmup_batches": 1, "train.staleness_threshold": 0.2, "train.checkpoint_engine": "nccl"}
+        if mode != "colocate_async":
+            flags["train.tensor_parallel"] = 2
+        p = plan(**flags)
+        if not p.ok:
+            continue
+        planned += 1
+        for line in p.command.overrides:
+            if line.section in ("extra", "config group"):
+                continue
+            if not readers(line.key, "0.9.1", strategy, engine, mode):
+                missing.setdefault(line.key, set()).add(f"{mode} {strategy} {engine}")
+    assert planned > 100
+    assert not missing, "\n".join(f"{k}: no reader on {sorted(v)}" for k, v in sorted(missing.items()))
+
+
+def test_mode_readers_are_per_mode() -> None:
+    """A key read on one mode's code path only has no reader on another's."""
+    assert readers("async_training.staleness_threshold", "0.9.1", "fsdp", "vllm", "fully_async")
+    assert not readers("async_training.staleness_threshold", "0.9.1", "fsdp", "vllm", "separate_async")
+    assert not readers("trainer.v1.separate_async.num_warmup_batches", "0.9.1", "fsdp", "vllm", "colocate_async")
+    assert readers("rollout.nnodes", "0.9.1", "fsdp", "vllm", "fully_async")
+    assert not readers("rollout.nnodes", "0.9.1", "fsdp", "vllm", "separate_async")
+
+
+def test_each_mode_names_its_processes() -> None:
+    assert {"FullyAsyncRollouter", "FullyAsyncTrainer", "MessageQueue"} <= set(modes.MODES["fully_async"].processes)
+    assert set(modes.process_names()) >= {"TaskRunnerV1", "OneStepTaskRunner", "FullyAsyncRollouter"}
+
+
+@pytest.mark.parametrize("mode", ["one_step_off_policy", "separate_async", "fully_async"])
+def test_the_checklist_has_the_device_split_line_for_every_disaggregated_mode(mode: str) -> None:
+    from verlctl.report import device_split_line
+
+    r = load_spec(None, flags={**BASE_PATHS, "verl_version": "0.9.1", "mode": mode, "train.rollout_devices": 2},
+                  environ={})
+    line = device_split_line(r)
+    assert line is not None and line.startswith(f"device split ({mode}): 6 trainer + 2 rollout devices per node of 8")
+    assert "cluster.devices - rollout_devices" in line  # the trainer's count is derived, with its source
+    assert device_split_line(load_spec(None, flags={**BASE_PATHS, "verl_version": "0.9.1", "mode": "colocate_async"},
+                                       environ={})) is None
+
+
+@pytest.mark.parametrize("actor", [p for p in modes.process_names()])
+def test_the_watcher_knows_a_dead_process_of_every_mode(actor: str) -> None:
+    """Each mode's own Ray actors (the rollouter, the message queue, ...): their death is diagnosed as a dead
+    actor, and their log lines are read as Ray-forwarded lines of that actor."""
+    from verlctl.monitor.diagnose import diagnose_bytes
+    from verlctl.monitor.events import RAY_PREFIX_RE
+
+    log = (f"({actor} pid=4242) [ASYNC MAIN] step 3 started\n"
+           f"ray.exceptions.RayTaskError(ActorDiedError): ray::{actor}.fit() (pid=4242, ip=10.0.0.2, "
+           f"actor_id=0123, repr=<{actor} object at 0x7f>)\n").encode()
+    m = RAY_PREFIX_RE.match(log.decode().splitlines()[0])
+    assert m is not None and m.group("actor") == actor
+    d = diagnose_bytes(log)
+    assert any(f.category == "ray_actor_died" for f in d.findings), [f.category for f in d.findings]
