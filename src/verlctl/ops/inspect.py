@@ -12,7 +12,7 @@ from typing import Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
 from verlctl.runtime.executor import RAY_DAEMON_GRACE_S, DockerExecutor, Executor, GroupRef, HostExecutor
-from verlctl.runtime.records import RunRecord, all_runs, resolve_run, scan_runs
+from verlctl.runtime.records import RunRecord, all_runs, record_trust, resolve_run, scan_runs
 
 TAIL_BYTES = 4 * 1024 * 1024
 
@@ -352,8 +352,15 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
 
         console = Console()
     record = resolve_run(run_id)
+    refusal, trust_warnings = record_trust(record)
+    if refusal is not None:
+        raise VerlctlError(f"run {record.run_id} is not stopped: {refusal}; nothing was changed or signalled",
+                           hint="stop another user's run as that user (or ask its owner); a record in a "
+                                "directory others can write may name any process")
     result: dict[str, Any] = {"run_id": record.run_id, "watcher_stopped": None, "signalled": [],
-                              "not_signalled": None, "containers": [], "warnings": []}
+                              "not_signalled": None, "containers": [], "warnings": list(trust_warnings)}
+    for text in trust_warnings:
+        console.print(f"warning: {text}", highlight=False, markup=False)
     # Whether a watcher follows the run, seen before the mark below: it ends by itself once it sees the mark,
     # possibly before it would be signalled (stop_watcher).
     watching = watcher_alive(record)

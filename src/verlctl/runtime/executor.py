@@ -127,8 +127,13 @@ class Executor(abc.ABC):
         return bool(self.verdict(group)["owned"])
 
     def signal_group(self, group: GroupRef | int, sig: int) -> bool:
-        """Signal the attempt's processes after verifying them; False when nothing of it is alive."""
-        return bool(self.verdict(group, int(sig))["owned"])
+        """Signal the attempt's processes after verifying them; False when nothing of it is alive. A target
+        set that fails the last check before the signal (procscan.deliver) is refused as a whole: an error."""
+        verdict = self.verdict(group, int(sig))
+        if verdict.get("refused"):
+            raise RuntimeFailure(f"{self.describe()}: process group {as_ref(group).pgid} was not signalled: "
+                                 f"{verdict['refused']}")
+        return bool(verdict["owned"])
 
     def start_group(self, argv: list[str], log_path: str, marker: str, cwd: str | None = None,
                     env: Mapping[str, str] | None = None) -> GroupRef:

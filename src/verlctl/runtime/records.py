@@ -354,3 +354,46 @@ def resolve_run(run_id: str | None) -> RunRecord:
         raise VerlctlError(f"no run {run_id!r} (see `verlctl list`)")
     names = matches + [d.run_id for d in bad]
     raise VerlctlError(f"run id {run_id!r} is ambiguous: {', '.join(names[:5])}")
+
+
+# ------------------------------------------------------------------ whose record is it (A1)
+
+
+def _owner_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except (KeyError, OSError, ImportError):
+        return f"uid {uid}"
+
+
+def record_trust(record: RunRecord) -> tuple[str | None, list[str]]:
+    """Whether this user may act on the processes a record names: (why not, or None; warnings).
+
+    A record is only as trustworthy as the files it is read from: one owned by another user, or kept where
+    another user can write (a world-writable run directory, or a world-writable runs directory without the
+    sticky bit), may name any process (pid and start time are world-readable). Such records are refused.
+    A group-writable place is a warning (with a private user group it is harmless)."""
+    me = os.geteuid()
+    trusted = {me, 0}
+    warnings: list[str] = []
+    d = runs_dir() / record.run_id
+    checks = [(runs_dir(), "the runs directory", True), (d, "the run's directory", False),
+              (d / "run.json", "run.json", False)]
+    for path, what, sticky_ok in checks:
+        try:
+            st = os.lstat(path)
+        except OSError as exc:
+            return f"{what} {path} cannot be checked ({exc.strerror or exc})", warnings
+        if stat.S_ISLNK(st.st_mode):
+            return f"{what} {path} is a symlink", warnings
+        if st.st_uid not in trusted:
+            return f"{what} {path} belongs to {_owner_name(st.st_uid)}, not to this user", warnings
+        shared = st.st_mode & stat.S_IWOTH
+        if shared and not (sticky_ok and st.st_mode & stat.S_ISVTX):
+            return f"{what} {path} is writable by every user (mode {stat.S_IMODE(st.st_mode):o})", warnings
+        if st.st_mode & stat.S_IWGRP and not (sticky_ok and st.st_mode & stat.S_ISVTX):
+            warnings.append(f"{what} {path} is writable by its group (mode {stat.S_IMODE(st.st_mode):o}): "
+                            "anyone in that group could change the record")
+    return None, warnings

@@ -1,0 +1,188 @@
+"""Other people's things (issue #22, adversarial review turn 3): forged records, decoys owned by this user and
+by another uid (``nobody``), processes in another PID namespace. Real processes and real signals; every
+process here is started by the test and killed by it at the end."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env, run_cli
+
+RUN = "20260101-000000-adv-abcd"
+NOBODY = 65534
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (another uid, PID namespaces)")
+
+
+def leader_start(pid: int) -> int:
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    return int(raw[raw.rfind(")") + 2:].split()[19])
+
+
+def alive(pid: int) -> bool:
+    try:
+        st = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return st[st.rfind(")") + 2] != "Z"
+
+
+def record_doc(state: Path, pgid: int, run: str = RUN, **attempt: object) -> dict:
+    return {
+        "run_id": run, "created_at": 4102444800, "runtime": "host", "workdir": str(state),
+        "scripts_dir": str(state / "scripts"), "run_log": str(state / "run.log"), "train_log": "",
+        "checkpoints": "", "experiment": "exp", "verl_version": "0.7.0", "pgid": pgid,
+        "attempts": [{"number": 1, "pgid": pgid, "started_at": time.time(), **attempt}],
+    }
+
+
+def write_record(state: Path, pgid: int, run: str = RUN, **attempt: object) -> Path:
+    d = state / "runs" / run
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "run.json").write_text(json.dumps(record_doc(state, pgid, run, **attempt)), encoding="utf-8")
+    return d
+
+
+def cli(state: Path, *args: str):  # type: ignore[no-untyped-def]
+    return run_cli(*args, env=clean_env(VERLCTL_STATE_DIR=str(state), COLUMNS="250"))
+
+
+@pytest.fixture
+def procs():  # type: ignore[no-untyped-def]
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(argv: list[str], env: dict[str, str] | None = None, user: int | None = None,
+              clear_env: bool = False) -> subprocess.Popen[bytes]:
+        p = subprocess.Popen(argv, start_new_session=True, env=(env or {}) if clear_env else {**os.environ, **(env or {})},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, user=user)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        with contextlib.suppress(OSError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def wait_for(cond, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return bool(cond())
+
+
+def test_a1_a_forged_record_naming_a_decoys_pid_and_start_time_does_not_kill_it(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
+    # A1, same user: pid and start time are world-readable, the marker is made up. The decoy's environment
+    # reads (it is this user's process) and has no marker: it is not the run's.
+    decoy = procs(["sleep", "600"])
+    empty = procs(["/bin/sleep", "600"], clear_env=True)  # `env -i`: an environment that reads empty
+    for victim in (decoy, empty):
+        write_record(tmp_path, victim.pid, marker=f"{RUN}/1/forged", leader_start=leader_start(victim.pid))
+        res = cli(tmp_path, "stop", RUN, "--grace", "2")
+        assert res.code == 0, res.err
+        assert "nothing signalled" in res.out and "not this run's" in res.out, res.out
+        assert "stopped process group" not in res.out
+        res = cli(tmp_path, "status", RUN, "--json")
+        assert res.json()["alive"] is False
+    time.sleep(0.3)
+    assert alive(decoy.pid) and alive(empty.pid)
+
+
+@as_root
+def test_a1_a_record_planted_by_nobody_in_a_shared_state_dir_is_refused(procs) -> None:  # type: ignore[no-untyped-def]
+    # A1 across users: `nobody` writes a record into a 1777 state dir that names a root process; root's
+    # `verlctl stop` (the newest record) must neither kill it nor take the record for its own.
+    shared = Path(tempfile.mkdtemp(prefix="verlctl-adv-shared-"))
+    try:
+        shared.chmod(0o1777)
+        (shared / "runs").mkdir()
+        (shared / "runs").chmod(0o1777)
+        decoy = procs(["sleep", "600"])
+        doc = record_doc(shared, decoy.pid, marker=f"{RUN}/1/planted-by-nobody", leader_start=leader_start(decoy.pid))
+        plant = ("import json, os, sys; d = os.path.join(sys.argv[1], 'runs', sys.argv[2]); os.mkdir(d, 0o755); "
+                 "open(os.path.join(d, 'run.json'), 'w').write(sys.argv[3])")
+        subprocess.run([shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3", "-c", plant, str(shared), RUN, json.dumps(doc)], check=True, user=NOBODY,
+                       env={"PATH": os.environ.get("PATH", "/usr/bin")})
+        assert (shared / "runs" / RUN / "run.json").stat().st_uid == NOBODY
+        res = cli(shared, "stop", "--grace", "2")
+        assert res.code != 0, res.out
+        assert "belongs to uid 65534" in res.err and "not stopped" in res.err, res.err
+        assert "Traceback" not in res.err and len(res.err.strip().splitlines()) <= 3, res.err
+        assert json.loads((shared / "runs" / RUN / "run.json").read_text()).get("stopped") is not True
+        time.sleep(0.3)
+        assert alive(decoy.pid)
+        # the same record as root's own file, but in a run directory every user can write: refused too
+        subprocess.run(["chown", "-R", "0:0", "--", str(shared / "runs" / RUN)], check=True)
+        (shared / "runs" / RUN).chmod(0o777)
+        res = cli(shared, "stop", RUN, "--grace", "2")
+        assert res.code != 0 and "writable by every user" in res.err, res.err
+        assert alive(decoy.pid)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_the_last_check_before_a_signal_refuses_a_target_set_with_a_decoy(procs) -> None:  # type: ignore[no-untyped-def]
+    # Defence in depth: deliver() checks each target on its own (marker read now, start time, PID namespace)
+    # and signals nothing when one of them is not the run's, whatever verify() said.
+    from verlctl.runtime import procscan
+
+    marker = f"{RUN}/1/deliver"
+    run = procs(["sleep", "600"], env={"VERLCTL_ATTEMPT": marker})
+    decoy = procs(["sleep", "600"])
+    other_run = procs(["sleep", "600"], env={"VERLCTL_ATTEMPT": f"{RUN}/2/other"})
+    rs, ds, os_ = leader_start(run.pid), leader_start(decoy.pid), leader_start(other_run.pid)
+    for bad in ([decoy.pid, ds], [other_run.pid, os_], [run.pid, rs + 1], [1, 1], [os.getpid(), leader_start(os.getpid())]):
+        out = procscan.deliver([[run.pid, rs], bad], marker, signal.SIGTERM)
+        assert out["refused"] and out["signalled"] == [], (bad, out)
+    time.sleep(0.3)
+    assert alive(run.pid) and alive(decoy.pid) and alive(other_run.pid)
+    assert procscan.deliver([[run.pid, rs]], "", signal.SIGTERM)["signalled"] == []
+    out = procscan.deliver([[run.pid, rs]], marker, signal.SIGTERM)
+    assert out == {"signalled": [run.pid], "refused": ""}
+    assert wait_for(lambda: not alive(run.pid))
+    assert alive(decoy.pid) and alive(other_run.pid)
+
+
+@as_root
+def test_a_process_with_the_runs_marker_in_another_pid_namespace_is_not_the_runs(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
+    # "Same container namespace": a container's processes are visible in the host's /proc; one that carries
+    # the run's marker (another container of a copied environment) is never signalled by a host-side stop.
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1)")
+    marker = f"{RUN}/1/nsmarker"
+    run = procs(["sleep", "600"], env={"VERLCTL_ATTEMPT": marker})
+    nested = procs(["unshare", "--pid", "--fork", "--", "env", f"VERLCTL_ATTEMPT={marker}", "sleep", "600"])
+
+    def nested_sleep() -> int | None:
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                with contextlib.suppress(OSError):
+                    raw = Path(f"/proc/{name}/stat").read_text()
+                    if int(raw[raw.rfind(")") + 2:].split()[1]) == nested.pid and "sleep" in raw:
+                        return int(name)
+        return None
+
+    assert wait_for(lambda: nested_sleep() is not None)
+    inner = nested_sleep()
+    assert inner is not None
+    assert os.readlink(f"/proc/{inner}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    write_record(tmp_path, run.pid, marker=marker, leader_start=leader_start(run.pid))
+    res = cli(tmp_path, "stop", RUN, "--grace", "5")
+    assert res.code == 0, res.err
+    assert f"stopped process group {run.pid}" in res.out
+    assert "other groups" not in res.out, res.out  # the nested process is not counted as the run's
+    assert wait_for(lambda: not alive(run.pid))
+    time.sleep(0.3)
+    assert alive(inner)
