@@ -334,8 +334,9 @@ def stop_watcher(record: RunRecord, watching: bool, console: Any) -> int | None:
     if not watching or not pid:
         return None
     if watcher_alive(record):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, 15)
+        from verlctl.runtime import procscan
+
+        procscan.deliver_watcher(pid, record.run_id, 15)  # checked again there, just before the signal
     console.print(f"stopped the watcher (pid {pid})", highlight=False, markup=False)
     return pid
 

@@ -313,6 +313,33 @@ def _send(pid: int, fd: int, sig: int) -> bool:
     return True
 
 
+def deliver_watcher(pid: int, run_id: str, sig: int) -> bool:
+    """Signal the watcher of ``run_id`` at ``pid``, checked here on its own just before the signal (through a
+    pidfd): this user's process, in this PID namespace, running ``verlctl watch <run_id>``. False when not."""
+    if not valid_pgid(pid) or pid == os.getpid() or not run_id or not sig:
+        return False
+    fd = _pidfd(pid)
+    if fd is None:
+        return False
+    try:
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = [a.decode("utf-8", "replace") for a in fh.read(65536).split(b"\0")]
+        except OSError:
+            return False
+        if uid != os.geteuid() or _pid_ns(pid) != _pid_ns("self") or "watch" not in argv:
+            return False
+        i = argv.index("watch")
+        if i < 1 or not (argv[i - 1] == "verlctl" or argv[i - 1].endswith("/verlctl")):
+            return False
+        if run_id not in argv[i + 1:]:
+            return False
+        return _send(pid, fd, sig)
+    finally:
+        os_close(fd)
+
+
 def act(pgid: int, marker: str | None, start: int | None, sig: int, only: str = "") -> dict:
     """Verify the attempt's identity now; with ``sig`` > 0 signal its group and its stray processes (with
     ``only="ray"``: only its Ray daemons), through :func:`deliver`, which checks each of them again."""
