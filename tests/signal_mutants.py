@@ -305,7 +305,7 @@ def main() -> int:
         if item is None:
             rel, desc, line, source = "-", "baseline (no mutant)", 0, None
         else:
-            rel, tree, (idx, kind, line, desc, op) = item
+            rel, tree, (idx, _kind, line, desc, op) = item
             source = canary_source() if tree is None else ast.unparse(mutate.apply(tree, idx, op)) + "\n"
         t0 = time.monotonic()
         child = os.fork()

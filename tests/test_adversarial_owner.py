@@ -10,11 +10,16 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+from test_recovery_host import (
+    HostRuns,  # a real watcher, a TEST-DOUBLE trainer (a bash script printing verl's lines)
+)
 
 from conftest import clean_env, run_cli
 
@@ -186,3 +191,101 @@ def test_a_process_with_the_runs_marker_in_another_pid_namespace_is_not_the_runs
     assert wait_for(lambda: not alive(run.pid))
     time.sleep(0.3)
     assert alive(inner)
+
+
+# ------------------------------------------------------------------ A7: one watcher per run, one writer
+
+@pytest.fixture
+def host_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    from verlctl.runtime.executor import HostExecutor
+
+    monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
+    runs = HostRuns(tmp_path)
+    yield runs
+    ex = HostExecutor()
+    for r in runs.records:
+        for a in r.attempts:
+            if ex.group_alive(a.ref):
+                ex.stop_group(a.ref, grace_s=2)
+
+
+def _watch_started(record, pid: int) -> bool:  # type: ignore[no-untyped-def]
+    return any(e.get("event") == "watch_started" and e.get("pid") == pid for e in record.events())
+
+
+def test_a7_a_second_watcher_of_a_run_is_refused_and_a_hand_started_one_is_recorded(host_runs) -> None:  # type: ignore[no-untyped-def]
+    from verlctl.runtime.records import load_run
+
+    record = host_runs.start(["Total training steps: 5"], tail="sleep 300")
+    first = subprocess.Popen([sys.executable, "-m", "verlctl", "watch", record.run_id], env=host_runs.env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    third = None
+    try:
+        assert wait_for(lambda: _watch_started(record, first.pid), 60)
+        assert load_run(record.run_id).watcher_pid == first.pid  # hand-started, and recorded
+        res = run_cli("watch", record.run_id, env=host_runs.env(), timeout=90)
+        assert res.code != 0, res.out
+        assert f"already watched (pid {first.pid})" in res.err and "Traceback" not in res.err, res.err
+        assert load_run(record.run_id).watcher_pid == first.pid
+        st = run_cli("status", record.run_id, "--json", env=host_runs.env()).json()
+        assert st["watcher"] == {"pid": first.pid, "alive": True}, st
+        # the lock ends with its holder, however it ends: after a kill -9 the next watcher takes over
+        first.kill()
+        first.wait()
+        third = subprocess.Popen([sys.executable, "-m", "verlctl", "watch", record.run_id], env=host_runs.env(),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert wait_for(lambda: _watch_started(record, third.pid), 60)
+        assert load_run(record.run_id).watcher_pid == third.pid
+        res = run_cli("stop", record.run_id, "--grace", "5", env=host_runs.env())
+        assert res.code == 0, res.err
+        assert f"stopped the watcher (pid {third.pid})" in res.out, res.out
+        assert third.wait(timeout=60) is not None
+    finally:
+        for p in (first, third):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_a7_stop_waits_for_a_relaunch_that_holds_the_record_and_stops_its_attempt(host_runs, procs) -> None:  # type: ignore[no-untyped-def]
+    # The lost attempt of A7: a relaunch starts attempt 2 and records it while `stop` marks the run. With the
+    # record's lock, stop sees attempt 2 (and stops it) instead of the stale attempt 1.
+    from verlctl.runtime.executor import HostExecutor
+    from verlctl.runtime.records import Attempt, load_run, record_lock
+
+    record = host_runs.start(["Total training steps: 5"], tail="true")
+    ex = HostExecutor()
+    assert wait_for(lambda: not ex.group_alive(record.attempts[0].ref), 60)  # attempt 1 has ended
+    stop = None
+    try:
+        with record_lock(record):
+            stop = subprocess.Popen([sys.executable, "-m", "verlctl", "stop", record.run_id, "--grace", "5"],
+                                    env=host_runs.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+            def waits_on_the_lock() -> bool:
+                with contextlib.suppress(OSError):
+                    for fd in os.listdir(f"/proc/{stop.pid}/fd"):
+                        with contextlib.suppress(OSError):
+                            if os.readlink(f"/proc/{stop.pid}/fd/{fd}").endswith("/record.lock"):
+                                return True
+                return False
+
+            assert wait_for(waits_on_the_lock, 60), "stop never opened the record's lock"
+            # the relaunch: attempt 2 starts and is recorded while stop waits
+            ref = ex.start_group(["sleep", "600"], str(Path(record.run_log)), f"{record.run_id}/2/{os.urandom(8).hex()}")
+            fresh = load_run(record.run_id)
+            fresh.attempts.append(Attempt(number=2, pgid=ref.pgid, started_at=time.time(), marker=ref.marker,
+                                          leader_start=ref.start))
+            fresh.pgid = ref.pgid
+            fresh.save()
+            host_runs.records.append(fresh)
+            assert stop.poll() is None
+        out, err = stop.communicate(timeout=90)
+        assert stop.returncode == 0, err
+        assert f"stopped process group {ref.pgid}" in out, out
+        assert not ex.group_alive(ref)
+        assert load_run(record.run_id).stopped is True
+    finally:
+        if stop is not None and stop.poll() is None:
+            stop.kill()
+            stop.wait()

@@ -12,7 +12,15 @@ from typing import Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
 from verlctl.runtime.executor import RAY_DAEMON_GRACE_S, DockerExecutor, Executor, GroupRef, HostExecutor
-from verlctl.runtime.records import RunRecord, all_runs, record_trust, resolve_run, scan_runs
+from verlctl.runtime.records import (
+    RunRecord,
+    all_runs,
+    load_run,
+    record_lock,
+    record_trust,
+    resolve_run,
+    scan_runs,
+)
 
 TAIL_BYTES = 4 * 1024 * 1024
 
@@ -362,13 +370,17 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
                               "not_signalled": None, "containers": [], "warnings": list(trust_warnings)}
     for text in trust_warnings:
         console.print(f"warning: {text}", highlight=False, markup=False)
-    # Whether a watcher follows the run, seen before the mark below: it ends by itself once it sees the mark,
+    # Whether a watcher follows the run is seen before the mark below: it ends by itself once it sees the mark,
     # possibly before it would be signalled (stop_watcher).
-    watching = watcher_alive(record)
-    # Mark the run stopped before anything else can fail: a watcher then never restarts it.
-    record.stopped = True
+    # Mark the run stopped before anything else can fail: a watcher then never restarts it. Under the record's
+    # lock, on the record as it is now: a relaunch either finished recording its attempt (stopped below) or
+    # sees the mark and starts nothing (ops/watcher.py, Watcher._restart).
     try:
-        record.save()
+        with record_lock(record):
+            record = load_run(record.run_id)
+            watching = watcher_alive(record)
+            record.stopped = True
+            record.save()
     except OSError as exc:
         raise VerlctlError(
             f"cannot mark run {record.run_id} stopped ({exc.strerror or exc}: {record.dir}): nothing was signalled",
