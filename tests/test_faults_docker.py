@@ -358,3 +358,54 @@ def test_docker_engine_restarted(launch_env: LaunchEnv, private_engine) -> None:
     st = status(env)
     assert st["container"]["state"] == "exited" and st["state"] == "failed (watcher gave up)", st
     nothing_lost(env, before)
+
+
+# ------------------------------------------------------------------ Ctrl-C / SIGTERM during launch (A19)
+
+INTERRUPT_CLEANED_WITHIN_S = 60.0  # the verified stop (20 s grace at most) and the container's removal, loaded
+
+
+@pytest.mark.parametrize(("phase", "sig"), [("preflight: compose", "SIGINT"), ("verify that", "SIGTERM")])
+def test_an_interrupted_launch_stops_what_it_started(fenv: LaunchEnv, docker_engine, phase: str, sig: str) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C (or SIGTERM) during `launch`: exit 130 with one line, the gate closed, the attempt stopped, the
+    container this launch created removed, the run marked stopped: nothing keeps training (review A19)."""
+    import os
+    import signal
+    import tempfile
+
+    err = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen([sys.executable, "-m", "verlctl", "launch", "-c", str(fenv.spec_file), "--yes"],
+                            env=fenv.env(), stdout=subprocess.PIPE, stderr=err, text=True)
+    seen = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+            if phase in line:
+                break
+        assert any(phase in ln for ln in seen), "".join(seen)
+        t_sig = time.monotonic()
+        os.kill(proc.pid, getattr(signal, sig))  # the launch's own process, started above
+        rest = proc.communicate(timeout=INTERRUPT_CLEANED_WITHIN_S + 60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    took = time.monotonic() - t_sig
+    err.seek(0)
+    stderr = err.read()
+    print(f"{sig} during '{phase}': exit {proc.returncode} after {took:.1f} s")
+    assert proc.returncode == 130, "".join(seen) + rest + stderr
+    assert took <= INTERRUPT_CLEANED_WITHIN_S, took
+    what = "Ctrl-C" if sig == "SIGINT" else "SIGTERM"
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"interrupted ({what}) during launch of run" in lines[0], stderr
+    assert "Traceback" not in stderr + rest
+    assert "removed container" in rest or "container" in lines[0], rest + stderr
+    assert docker_engine.containers.list(all=True, filters={"name": fenv.name}) == []
+    kinds = [e["event"] for e in events(fenv)]
+    assert "launch_interrupted" in kinds, kinds
+    st = status(fenv)
+    assert st["state"] != "running", st
+    record = json.loads((run_dir(fenv) / "run.json").read_text())
+    assert record["stopped"] is True
