@@ -373,7 +373,7 @@ def test_an_interrupted_launch_stops_what_it_started(fenv: LaunchEnv, docker_eng
     import signal
     import tempfile
 
-    err = tempfile.TemporaryFile(mode="w+")
+    err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - read after the process ends
     proc = subprocess.Popen([sys.executable, "-m", "verlctl", "launch", "-c", str(fenv.spec_file), "--yes"],
                             env=fenv.env(), stdout=subprocess.PIPE, stderr=err, text=True)
     seen = []
