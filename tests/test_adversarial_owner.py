@@ -289,3 +289,43 @@ def test_a7_stop_waits_for_a_relaunch_that_holds_the_record_and_stops_its_attemp
         if stop is not None and stop.poll() is None:
             stop.kill()
             stop.wait()
+
+
+def test_a_session_member_whose_environment_lost_the_marker_is_signalled_only_with_its_session(procs) -> None:  # type: ignore[no-untyped-def]
+    # Ray's DashboardAgent / RuntimeEnvAgent rewrite their environment with their process title: the marker
+    # cannot be read from them, but they are members of the attempt's session (its leader ran setsid).
+    from verlctl.runtime import procscan
+
+    marker = f"{RUN}/1/session"
+    leader = procs(["bash", "-c", "env -u VERLCTL_ATTEMPT sleep 600 & wait"], env={"VERLCTL_ATTEMPT": marker})
+
+    def child() -> int | None:
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                with contextlib.suppress(OSError):
+                    raw = Path(f"/proc/{name}/stat").read_text()
+                    fields = raw[raw.rfind(")") + 2:].split()
+                    if int(fields[1]) == leader.pid and "sleep" in Path(f"/proc/{name}/cmdline").read_text():
+                        return int(name)
+        return None
+
+    assert wait_for(lambda: child() is not None)
+    kid = child()
+    assert kid is not None and b"VERLCTL_ATTEMPT" not in Path(f"/proc/{kid}/environ").read_bytes()
+    decoy = procs(["sleep", "600"])
+    ls, ks, ds = leader_start(leader.pid), leader_start(kid), leader_start(decoy.pid)
+    # without a verified member of its session in the same call, or from another session: refused
+    assert procscan.deliver([[kid, ks]], marker, signal.SIGTERM, session=leader.pid)["refused"]
+    assert procscan.deliver([[leader.pid, ls], [kid, ks]], marker, signal.SIGTERM)["refused"]
+    out = procscan.deliver([[leader.pid, ls], [decoy.pid, ds]], marker, signal.SIGTERM, session=decoy.pid)
+    assert out["refused"] and out["signalled"] == []
+    time.sleep(0.3)
+    assert alive(leader.pid) and alive(kid) and alive(decoy.pid)
+    # the whole verified group, through stop's own path
+    from verlctl.runtime.executor import GroupRef, HostExecutor
+
+    ex = HostExecutor()
+    ref = GroupRef(leader.pid, marker, ls)
+    assert sorted(ex.verdict(ref)["group"]) == sorted([leader.pid, kid])
+    assert ex.stop_group(ref, grace_s=10)
+    assert not alive(kid) and not alive(leader.pid) and alive(decoy.pid)

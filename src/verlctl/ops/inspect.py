@@ -469,25 +469,43 @@ def remove_key_files(record: RunRecord, ex: Executor | None, say: Callable[[str]
     return warnings
 
 
+KEEP_ALIVE = "sleep infinity"  # the command of a container verlctl creates (runtime/containers.py)
+
+
 def container_users(record: RunRecord, container: Any, client: Any) -> list[str]:
-    """Why ``container`` must not be removed for ``record``: other runs that use it (recorded, or with a
-    process inside). Empty when only this run uses it."""
+    """Why ``container`` must not be removed for ``record``: other runs that use it (recorded and not
+    stopped; for a running container, alive in it), and every live process in it other than its init, its
+    keep-alive (``sleep infinity``) and this run's own (its marker, its watcher's ``tail -F`` of its log):
+    a colleague's ``docker exec`` has no marker and is as much in use. Empty when only this run uses it."""
     from verlctl.runtime.executor import DockerExecutor
 
     reasons: list[str] = []
-    if container.status == "running":
-        ex = DockerExecutor(client, container.id, container.name)
-        for p in ex.marked_processes():
-            owner = str(p.get("marker") or "?").split("/", 1)[0]  # markers are <run id>/<attempt>/<token>
-            if owner != record.run_id:
-                reasons.append(f"run {owner} has a process in it (pid {p.get('pid')}: {str(p.get('cmd'))[:60]})")
-                break
-        for other in all_runs():
-            if other.run_id == record.run_id or other.container_id != container.id or other.stopped:
+    running = container.status == "running"
+    ex = DockerExecutor(client, container.id, container.name) if running else None
+    for other in all_runs():
+        if other.run_id == record.run_id or other.container_id != container.id or other.stopped:
+            continue
+        if ex is None:
+            reasons.append(f"run {other.run_id} uses it and is not stopped")
+            continue
+        oref = other.ref
+        if oref is not None and ex.group_alive(oref):
+            reasons.append(f"run {other.run_id} is running in it")
+    if ex is not None:
+        others = []
+        for p in ex.residents():
+            cmd = str(p.get("cmd") or "")
+            if p.get("pid") == 1 or (p.get("ppid") == 1 and cmd == KEEP_ALIVE):
                 continue
-            oref = other.ref
-            if oref is not None and ex.group_alive(oref):
-                reasons.append(f"run {other.run_id} is running in it")
+            owner = str(p.get("marker") or "").split("/", 1)[0]  # markers are <run id>/<attempt>/<token>
+            if owner == record.run_id or (p.get("follower") and record.run_log and record.run_log in cmd):
+                continue
+            who = f"run {owner}" if owner else f"uid {p.get('uid')}"
+            others.append(f"pid {p.get('pid')} ({who}): {cmd[:60]}")
+        if others:
+            more = f", and {len(others) - 1} more" if len(others) > 1 else ""
+            reasons.append(f"{len(others)} other process{'es' if len(others) != 1 else ''} live in it: "
+                           f"{others[0]}{more}")
     return reasons
 
 

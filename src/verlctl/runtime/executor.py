@@ -474,6 +474,13 @@ class DockerExecutor(Executor):
         value = self._procscan(["--markers"])
         return value if isinstance(value, list) else []
 
+    def residents(self) -> list[dict[str, Any]]:
+        """Every live process in the container (pid, ppid, uid, cmd, marker, follower), for the removal check."""
+        value = self._procscan(["--residents"])
+        if not isinstance(value, list):
+            raise RuntimeFailure(f"{self.describe()}: cannot list the container's processes")
+        return value
+
     def leader_start(self, pid: int) -> int | None:
         value = self._procscan(["--start", str(pid)])
         return int(value) if isinstance(value, int) else None

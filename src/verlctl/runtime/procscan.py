@@ -232,19 +232,22 @@ def script_of(cmd: str) -> str:
     return "" if arg.startswith("-") else arg.rsplit("/", 1)[-1]
 
 
-def deliver(targets: list[list[int]], marker: str, sig: int) -> dict:
+def deliver(targets: list[list[int]], marker: str, sig: int, session: int | None = None) -> dict:
     """Send ``sig`` to every target ``[pid, start]``, each verified again here, on its own, just before the
     signal: a pidfd names the process (no pid reuse between check and signal), and it must have that start
-    time, live in this PID namespace and carry ``marker`` in its environment (read now). A target that has
-    ended, or whose environment can no longer be read (on its way out), is left out. When any target fails a
-    check, nothing at all is signalled: {"signalled": [pids], "refused": reason or ""}."""
+    time, live in this PID namespace and carry ``marker`` in its environment (read now). A member of the
+    attempt's ``session`` (its leader ran setsid) whose environment no longer shows the marker (Ray's agents
+    rewrite theirs with their process title) counts only when a target of that session that carries the marker
+    is verified in the same call: a session id cannot be joined from outside, nor reused while it has members.
+    A target that has ended, or whose environment cannot be read any more (on its way out), is left out. When
+    any target fails a check, nothing at all is signalled: {"signalled": [pids], "refused": reason or ""}."""
     out: dict = {"signalled": [], "refused": ""}
     own_ns = _pid_ns("self")
     if not marker or own_ns is None or not sig:
         out["refused"] = "no marker, no signal, or this PID namespace cannot be read"
         return out
     me = os.getpid()
-    checked = []
+    checked = []  # (pid, fd, carries the marker, session id)
     try:
         for pid, start in targets:
             if not valid_pgid(pid) or pid == me:
@@ -253,31 +256,28 @@ def deliver(targets: list[list[int]], marker: str, sig: int) -> dict:
             fd = _pidfd(pid)
             if fd is None:
                 continue  # it has ended
-            checked.append((pid, fd))
             st = _stat(pid)
-            if st is None or st["state"][:1] in ("Z", "X"):
-                checked.pop()
+            env = _environ(pid) if st is not None else None
+            if st is None or st["state"][:1] in ("Z", "X") or env is None:
                 os_close(fd)
-                continue
+                continue  # ended, or on its way out: nothing left to signal
+            checked.append((pid, fd, _marker_in(env) == marker, st["sid"]))
             if st["start"] != start:
                 out["refused"] = f"pid {pid} is another process than the one verified"
                 return out
             if _pid_ns(pid) != own_ns:
                 out["refused"] = f"pid {pid} runs in another PID namespace"
                 return out
-            env = _environ(pid)
-            if env is None:
-                checked.pop()
-                os_close(fd)
-                continue  # on its way out: nothing left to signal
-            if _marker_in(env) != marker:
+        anchored = session is not None and any(m and sid == session for _p, _f, m, sid in checked)
+        for pid, _fd, marked, sid in checked:
+            if not marked and not (anchored and sid == session):
                 out["refused"] = f"pid {pid} does not carry the run's marker"
                 return out
-        for pid, fd in checked:
+        for pid, fd, _m, _sid in checked:
             if _send(pid, fd, sig):
                 out["signalled"].append(pid)
     finally:
-        for _pid, fd in checked:
+        for _pid, fd, _m, _sid in checked:
             os_close(fd)
     return out
 
@@ -355,7 +355,7 @@ def act(pgid: int, marker: str | None, start: int | None, sig: int, only: str = 
         if not set(pids) <= verified:
             verdict["refused"] = "the processes to signal are not the ones verified: nothing signalled"
         else:
-            done = deliver([[pid, starts[pid]] for pid in pids], marker, sig)
+            done = deliver([[pid, starts[pid]] for pid in pids], marker, sig, session=pgid)
             verdict["refused"] = done["refused"]
             verdict["delivered"] = done["signalled"]
         verdict["signalled"] = not verdict["refused"]
@@ -380,8 +380,34 @@ def markers() -> list[dict]:
             if p["marker"] and p["state"][:1] not in ("Z", "X")]
 
 
+FOLLOW_VAR = "VERLCTL_FOLLOW"  # a verlctl watcher's `tail -F` (runtime/follow.py)
+
+
+def residents() -> list[dict]:
+    """Every live process but this scan (and its parents): pid, ppid, uid, command, its verlctl attempt marker and whether it
+    is a verlctl follower (``tail -F`` of a watcher). What `stop --remove-container` would end. Reads only."""
+    procs = scan()
+    ppid = {p["pid"]: p["ppid"] for p in procs}
+    mine = set()  # this scan and what runs it (`timeout ... python3 -c`), up to the container's init
+    pid = os.getpid()
+    while pid > 1 and pid not in mine:
+        mine.add(pid)
+        pid = ppid.get(pid, 0)
+    prefix = (FOLLOW_VAR + "=").encode()
+    out = []
+    for p in procs:
+        if p["pid"] in mine or p["state"][:1] in ("Z", "X"):
+            continue
+        env = _environ(p["pid"]) or b""
+        out.append({"pid": p["pid"], "ppid": p["ppid"], "uid": p["uid"], "cmd": p["cmd"][:200],
+                    "marker": p["marker"], "follower": any(i.startswith(prefix) for i in env.split(b"\0"))})
+    return out
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--start"]:
+    if sys.argv[1:2] == ["--residents"]:
+        print(json.dumps(residents()))
+    elif sys.argv[1:2] == ["--start"]:
         print(json.dumps(leader_start(int(sys.argv[2]))))
     elif sys.argv[1:2] == ["--markers"]:
         print(json.dumps(markers()))
