@@ -249,7 +249,7 @@ def select(rel: str, kinds: set[str]) -> list[tuple]:
     return [(rel, tree, s) for s in out]
 
 
-CANARY_DELIVER = """def deliver(targets, marker, sig):
+CANARY_DELIVER = """def deliver(targets, marker, sig, session=None):
     out = {"signalled": [], "refused": ""}
     for pid, _start in targets:
         if pid > 1 and pid != os.getpid():

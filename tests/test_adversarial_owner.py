@@ -329,3 +329,70 @@ def test_a_session_member_whose_environment_lost_the_marker_is_signalled_only_wi
     assert sorted(ex.verdict(ref)["group"]) == sorted([leader.pid, kid])
     assert ex.stop_group(ref, grace_s=10)
     assert not alive(kid) and not alive(leader.pid) and alive(decoy.pid)
+
+
+# ------------------------------------------------------------------ A5: one run per checkpoint directory
+
+def test_a5_the_start_script_refuses_a_checkpoint_directory_a_live_run_holds(tmp_path: Path) -> None:
+    import fcntl
+
+    from test_scripts import BASE_PATHS, _verl_checkout
+    from verlctl.checks.ownership import CHECKPOINT_LOCK, checkpoint_lock_held
+
+    from scripts_harness import render_from, run_start_script
+
+    ckpt = tmp_path / "ckpt"
+    rendered = render_from({**BASE_PATHS, "container.workdir": str(_verl_checkout(tmp_path / "verl")),
+                            "paths.logs": str(tmp_path / "logs"), "paths.checkpoints": str(ckpt)})
+    rendered.write(tmp_path / "scripts")
+    ckpt.mkdir()
+    (ckpt / CHECKPOINT_LOCK).write_text("")
+    with open(ckpt / CHECKPOINT_LOCK) as held:  # a live run (of any user) holds it
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert checkpoint_lock_held(str(ckpt)) is True
+        rec = run_start_script(tmp_path / "scripts", tmp_path / "record", [])
+        assert rec.proc.returncode != 0, rec.proc.stdout
+        assert f"the checkpoint directory {ckpt} is in use by another live run" in rec.proc.stderr, rec.proc.stderr
+        assert rec.argv == [] and "devices joined Ray" not in rec.proc.stdout  # stopped before Ray, no training
+    assert checkpoint_lock_held(str(ckpt)) is False
+    rec = run_start_script(tmp_path / "scripts", tmp_path / "record", [])
+    assert rec.proc.returncode == 0, rec.proc.stdout + rec.proc.stderr
+    assert checkpoint_lock_held(str(ckpt)) is False  # released with the run's last process
+    # a planted symlink is never followed
+    (ckpt / CHECKPOINT_LOCK).unlink()
+    (ckpt / CHECKPOINT_LOCK).symlink_to(tmp_path / "elsewhere")
+    rec = run_start_script(tmp_path / "scripts", tmp_path / "record", [])
+    assert rec.proc.returncode != 0 and "is a symlink: refused" in rec.proc.stderr
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@as_root
+def test_a5_the_default_checkpoint_directory_of_another_user_is_not_shared(tmp_path: Path) -> None:
+    from verlctl.spec.resolve import load_spec
+
+    flags = {"paths.model": "/m/Qwen3-0.6B", "paths.train_files": "/d/t.parquet", "paths.val_files": "/d/v.parquet"}
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        first = load_spec(None, flags=flags, environ={}).spec.paths
+        assert first.checkpoints.startswith(f"{tmp_path}/checkpoints/") and not first.checkpoints.endswith("-root")
+        os.makedirs(first.checkpoints)
+        os.chown(first.checkpoints, NOBODY, NOBODY)  # a colleague's run made it
+        second = load_spec(None, flags=flags, environ={}).spec.paths
+        assert second.checkpoints == first.checkpoints + "-root", second.checkpoints
+        assert second.logs == first.logs + "-root", second.logs
+        os.chown(first.checkpoints, 0, 0)  # this user's own: resumed from, as before
+        assert load_spec(None, flags=flags, environ={}).spec.paths.checkpoints == first.checkpoints
+    finally:
+        os.chdir(cwd)
+
+
+def test_o3_the_ray_dashboard_listens_on_loopback_for_a_single_node_run() -> None:
+    from test_scripts import BASE_PATHS
+
+    from scripts_harness import render_from
+
+    one = render_from(dict(BASE_PATHS)).files["start_verl.sh"]
+    assert "--dashboard-host=127.0.0.1 " in one and "0.0.0.0" not in one
+    two = render_from({**BASE_PATHS, "cluster.nodes": ["192.0.2.1", "192.0.2.2"]}).files["start_verl.sh"]
+    assert "--dashboard-host=0.0.0.0 " in two

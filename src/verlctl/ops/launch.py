@@ -157,6 +157,10 @@ class Launcher:
         acts.append(f"copy {START_SCRIPT}, {TRAIN_SCRIPT} and {ENV_FILE} (mode 0600) to {where}:{scripts_dir}")
         acts.append(f"start `bash {scripts_dir}/{START_SCRIPT}` in its own process group, output to {run_log}: "
                     "Ray starts; training waits until the checks below pass (else everything started is stopped)")
+        if spec.cluster.node_count > 1:  # single-node runs bind it to 127.0.0.1 (render.py)
+            acts.append(f"note: Ray's dashboard listens on 0.0.0.0:{spec.cluster.dashboard_port} of the head "
+                        "(multi-node), without authentication: anyone who reaches that port can run code as the "
+                        "run's user; restrict it with a firewall")
         acts.append(f"preflight: compose the {len(the_plan.command.overrides)} overrides with {where}'s verl + Hydra "
                     f"({the_plan.command.entry.config_name})")
         sw = spec.logging.swanlab
@@ -219,7 +223,8 @@ class Launcher:
             the_plan.findings += check_checkpoint_storage(spec, collect_storage(spec))
         from verlctl.checks.devices import device_tool_findings  # the same finding `check` gives
 
-        the_plan.findings = sorted_findings(the_plan.findings + device_tool_findings(spec))
+        the_plan.findings = sorted_findings(the_plan.findings + device_tool_findings(spec)
+                                            + _checkpoints_in_use(spec))
         run_id = new_run_id(spec.logging.experiment or "run")
         actions = self.planned_actions(the_plan, run_id)
         self.actions, self.findings = actions, the_plan.findings
@@ -833,6 +838,18 @@ def _without_secrets_in_target(ex: Executor, record: RunRecord, findings: list[F
             hint="relaunch by hand with SWANLAB_API_KEY exported (`verlctl launch`), or use mode offline",
         )
     return [f for f in findings if f.code != "swanlab_api_key"]
+
+
+def _checkpoints_in_use(spec: Any) -> list[Finding]:
+    """checks/ownership.py's finding, naming the runs recorded here (not stopped) that use the directory."""
+    from verlctl.checks.ownership import checkpoint_in_use
+    from verlctl.runtime.records import all_runs
+
+    try:
+        users = [r.run_id for r in all_runs() if r.checkpoints == spec.paths.checkpoints and not r.stopped]
+    except VerlctlError:
+        users = []
+    return checkpoint_in_use(spec, users)
 
 
 def _engine_id(client: Any) -> str:
