@@ -354,6 +354,15 @@ def test_a5_the_start_script_refuses_a_checkpoint_directory_a_live_run_holds(tmp
         assert rec.proc.returncode != 0, rec.proc.stdout
         assert f"the checkpoint directory {ckpt} is in use by another live run" in rec.proc.stderr, rec.proc.stderr
         assert rec.argv == [] and "devices joined Ray" not in rec.proc.stdout  # stopped before Ray, no training
+        # and before launch, the finding names the run recorded here that uses it (or says it is someone else's)
+        from verlctl.checks.ownership import checkpoint_in_use
+        from verlctl.spec.resolve import load_spec
+
+        spec = load_spec(None, flags={**BASE_PATHS, "paths.checkpoints": str(ckpt)}, environ={}).spec
+        (mine,) = checkpoint_in_use(spec, ["r-live"])
+        assert mine.code == "checkpoint_in_use" and "(run r-live)" in mine.message, mine.line()
+        (theirs,) = checkpoint_in_use(spec, [])
+        assert "(a run of another user or state directory)" in theirs.message, theirs.line()
     assert checkpoint_lock_held(str(ckpt)) is False
     rec = run_start_script(tmp_path / "scripts", tmp_path / "record", [])
     assert rec.proc.returncode == 0, rec.proc.stdout + rec.proc.stderr
