@@ -305,7 +305,8 @@ def test_a_session_member_whose_environment_lost_the_marker_is_signalled_only_wi
                 with contextlib.suppress(OSError):
                     raw = Path(f"/proc/{name}/stat").read_text()
                     fields = raw[raw.rfind(")") + 2:].split()
-                    if int(fields[1]) == leader.pid and "sleep" in Path(f"/proc/{name}/cmdline").read_text():
+                    argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+                    if int(fields[1]) == leader.pid and argv[0] == b"sleep":  # exec'd (not the forked bash)
                         return int(name)
         return None
 
