@@ -267,6 +267,7 @@ class Launcher:
             raise LaunchInterrupted(signum)
 
         main = threading.current_thread() is threading.main_thread()
+        previous_int = signal.getsignal(signal.SIGINT)
         previous = signal.signal(signal.SIGTERM, on_term) if main else None
         try:
             return self._execute(the_plan, run_id)
@@ -283,7 +284,7 @@ class Launcher:
         finally:
             if main:
                 signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGINT, previous_int if previous_int is not None else signal.default_int_handler)
 
     def _clean_up_interrupted(self, record: RunRecord, what: str) -> str:
         """The failed-launch clean-up after an interrupt; the one line that says what was done."""
