@@ -386,6 +386,10 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
             f"cannot mark run {record.run_id} stopped ({exc.strerror or exc}: {record.dir}): nothing was signalled",
             hint="make the run's record directory writable, then run `verlctl stop` again",
         ) from None
+    except VerlctlError as exc:  # the record's lock cannot be taken, or the record is damaged now
+        raise VerlctlError(f"cannot mark run {record.run_id} stopped ({exc.message}): nothing was signalled",
+                           hint=exc.hint or "make the run's record directory writable, then run `verlctl stop` "
+                                "again") from None
     if record.runtime == "slurm":
         from verlctl.ops.slurm_run import slurm_stop
 
