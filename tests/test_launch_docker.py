@@ -116,7 +116,9 @@ def test_stop_kills_only_the_run_process_group(lenv: LaunchEnv, docker_engine) -
     assert res.code == 0, res.err
     assert "in use (1 other process live in it" in res.out and "left in place" in res.out, res.out
     # once it has ended, --remove-container removes it
-    container.exec_run(["pkill", "-f", "--", "# unrelated"])  # the process this test started, in its container
+    for line in container.exec_run(["ps", "-eo", "pid=,args="]).output.decode().splitlines():
+        if line.strip().endswith("# unrelated"):  # the process this test started, by its pid
+            container.exec_run(["kill", "--", line.split()[0]])
     wait_for(lambda: "unrelated" not in container.exec_run(["ps", "-eo", "args"]).output.decode(), 20)
     res = lenv.cli("stop", "--remove-container")
     assert res.code == 0, res.err
