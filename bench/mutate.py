@@ -108,9 +108,32 @@ def is_docstring_or_annotation(tree: ast.AST) -> set[int]:
     return skip
 
 
+#: Modules that send signals (or decide what gets one): a mutant of these can signal any process on the
+#: machine (a sampled `marker != marker` in procscan.py once made `stop` kill every process, as root). They
+#: are mutated only inside a private PID namespace (tests/signal_mutants.py runs them against decoys).
+SIGNAL_PATH_MODULES = ("src/verlctl/runtime/procscan.py", "src/verlctl/ops/inspect.py",
+                       "src/verlctl/runtime/executor.py")
+INIT_PID_NS = "pid:[4026531836]"  # the kernel's initial PID namespace (PROC_PID_INIT_INO)
+
+
+def private_pid_namespace() -> bool:
+    """True inside a PID namespace of its own whose /proc is that namespace's (``unshare --pid --fork
+    --mount-proc``, or a throw-away container): a stray signal there reaches nothing outside it."""
+    try:
+        mine = os.readlink("/proc/self/ns/pid")
+        init = os.readlink("/proc/1/ns/pid")
+    except OSError:
+        return False
+    return mine != INIT_PID_NS and init == mine
+
+
 def main() -> None:
     root = Path(sys.argv[1])
     target = root / sys.argv[2]
+    if os.path.normpath(sys.argv[2]) in SIGNAL_PATH_MODULES and not private_pid_namespace():
+        sys.exit(f"mutate.py: {sys.argv[2]} is in the signal path: mutate it only inside a private PID namespace "
+                 "(`unshare --pid --fork --mount-proc --kill-child ...`, or a throw-away container), "
+                 "see tests/signal_mutants.py")
     outjson = Path(sys.argv[3])
     maxmut = int(sys.argv[4])
     timeout = float(sys.argv[5])

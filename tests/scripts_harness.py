@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,15 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+_DIRS = tempfile.TemporaryDirectory(prefix="verlctl-scripts-")  # removed when the test process ends
+
+
 def render_from(flags: dict[str, Any]) -> Rendered:
-    flags = {"cluster.ray_port": _free_port(), **flags}
+    # Checkpoints and logs of its own for every render (not the default under the current directory): the
+    # start script locks its checkpoint directory, and tests run in parallel.
+    own = tempfile.mkdtemp(dir=_DIRS.name)
+    flags = {"cluster.ray_port": _free_port(), "paths.checkpoints": f"{own}/ckpt", "paths.logs": f"{own}/logs",
+             **flags}
     plan = make_plan(load_spec(None, flags=flags, environ={}))
     assert plan.ok, [f.line() for f in plan.findings if f.severity.value == "error"]
     return plan.render()

@@ -75,7 +75,8 @@ def test_npu_container_maps_only_the_chosen_devices_or_runs_privileged(tmp_path:
         remove_container(docker_engine, spec.container.name)
 
 
-def test_a_container_under_the_default_name_is_reused_only_if_it_is_this_users(tmp_path: Path, docker_engine, test_image) -> None:  # type: ignore[no-untyped-def]
+def test_a_container_under_the_default_name_is_reused_only_if_it_is_this_users(tmp_path: Path, docker_engine, test_image,  # type: ignore[no-untyped-def]
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """On a shared server the default container name may be a colleague's: without an explicit
     container.name, verlctl reuses only a container it created for this user on this host."""
     from verlctl.errors import VerlctlError
@@ -96,8 +97,18 @@ def test_a_container_under_the_default_name_is_reused_only_if_it_is_this_users(t
         with pytest.raises(VerlctlError, match="was created by colleague@"):
             containers.plan_container(docker_engine, spec, allow_pull=False, name_explicit=False)
         remove_container(docker_engine, name)
-        # this user's own
+        # labelled this user@host, by a run this state dir does not record (A13: on a shared account, a
+        # colleague's): refused, saying whose it is
+        monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
         docker_engine.containers.create(test_image, ["sleep", "60"], name=name, labels=containers.labels_for("r1", "e"))
+        with pytest.raises(VerlctlError, match=r"was created by run r1 of .*, which is not recorded in"):
+            containers.plan_container(docker_engine, spec, allow_pull=False, name_explicit=False)
+        assert containers.plan_container(docker_engine, spec, allow_pull=False, name_explicit=True).exists
+        # this user's own: a run recorded here created it
+        from verlctl.runtime.records import RunRecord
+
+        RunRecord(run_id="r1", created_at=1.0, runtime="docker", workdir="/w", scripts_dir="/w/s", run_log="/w/l.log",
+                  train_log="", checkpoints="", experiment="e", verl_version="0.7.0").save()
         assert containers.plan_container(docker_engine, spec, allow_pull=False, name_explicit=False).exists
     finally:
         remove_container(docker_engine, name)

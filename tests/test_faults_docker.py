@@ -358,3 +358,88 @@ def test_docker_engine_restarted(launch_env: LaunchEnv, private_engine) -> None:
     st = status(env)
     assert st["container"]["state"] == "exited" and st["state"] == "failed (watcher gave up)", st
     nothing_lost(env, before)
+
+
+# ------------------------------------------------------------------ Ctrl-C / SIGTERM during launch (A19)
+
+INTERRUPT_CLEANED_WITHIN_S = 60.0  # the verified stop (20 s grace at most) and the container's removal, loaded
+
+
+@pytest.mark.parametrize(("phase", "sig"), [("preflight: compose", "SIGINT"), ("verify that", "SIGTERM")])
+def test_an_interrupted_launch_stops_what_it_started(fenv: LaunchEnv, docker_engine, phase: str, sig: str) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C (or SIGTERM) during `launch`: exit 130 with one line, the gate closed, the attempt stopped, the
+    container this launch created removed, the run marked stopped: nothing keeps training (review A19)."""
+    import os
+    import signal
+    import tempfile
+
+    err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - read after the process ends
+    proc = subprocess.Popen([sys.executable, "-m", "verlctl", "launch", "-c", str(fenv.spec_file), "--yes"],
+                            env=fenv.env(), stdout=subprocess.PIPE, stderr=err, text=True)
+    seen = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+            if phase in line:
+                break
+        assert any(phase in ln for ln in seen), "".join(seen)
+        t_sig = time.monotonic()
+        os.kill(proc.pid, getattr(signal, sig))  # the launch's own process, started above
+        rest = proc.communicate(timeout=INTERRUPT_CLEANED_WITHIN_S + 60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    took = time.monotonic() - t_sig
+    err.seek(0)
+    stderr = err.read()
+    print(f"{sig} during '{phase}': exit {proc.returncode} after {took:.1f} s")
+    assert proc.returncode == 130, "".join(seen) + rest + stderr
+    assert took <= INTERRUPT_CLEANED_WITHIN_S, took
+    what = "Ctrl-C" if sig == "SIGINT" else "SIGTERM"
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"interrupted ({what}) during launch of run" in lines[0], stderr
+    assert "Traceback" not in stderr + rest
+    assert "removed container" in rest or "container" in lines[0], rest + stderr
+    assert docker_engine.containers.list(all=True, filters={"name": fenv.name}) == []
+    kinds = [e["event"] for e in events(fenv)]
+    assert "launch_interrupted" in kinds, kinds
+    st = status(fenv)
+    assert st["state"] != "running", st
+    record = json.loads((run_dir(fenv) / "run.json").read_text())
+    assert record["stopped"] is True
+
+
+def test_two_watchers_of_one_run(fenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    """A7: a second `verlctl watch` of a watched run is refused at once, naming the first; after an OOM the
+    run is relaunched once, every attempt is recorded, and `stop` leaves nothing of it running."""
+    offload = "actor_rollout_ref.actor.megatron.param_offload=True"
+    fenv.spec["train"]["steps"] = 600
+    fenv.spec["env"].update({"VERLCTL_STANDIN_OOM_AT_STEP": "3", "VERLCTL_STANDIN_OOM_UNLESS": offload})
+    res = fenv.cli("launch", "-c", str(fenv.spec_file), "--yes", "--watch")
+    assert res.code == 0, res.out + res.err
+    first = wait_event(fenv, "watch_started", 60)
+    t0 = time.monotonic()
+    second = fenv.cli("watch", timeout=120)
+    refused_s = time.monotonic() - t0
+    print(f"second watcher refused after {refused_s:.1f} s (CLI start-up included)")
+    assert second.code != 0, second.out
+    assert f"already watched (pid {first['pid']})" in second.err and "Traceback" not in second.err, second.err
+    assert refused_s <= REPORT_WITHIN_S + 10, refused_s
+    wait_event(fenv, "recovery", 240)
+    started = wait_for(lambda: [e for e in events(fenv) if e["event"] == "started"][1:] or None, 120,
+                       "attempt 2 started")
+    kinds = [e["event"] for e in events(fenv)]
+    assert kinds.count("watch_started") == 1 and kinds.count("recovery") == 1, kinds
+    assert kinds.count("started") == 2, kinds
+    record = json.loads((run_dir(fenv) / "run.json").read_text())
+    assert [a["pgid"] for a in record["attempts"]][1] == started[0]["pgid"], record["attempts"]
+    assert record["watcher_pid"] == first["pid"]
+    res = fenv.cli("stop", "--grace", "10")
+    assert res.code == 0, res.err
+    assert f"stopped the watcher (pid {first['pid']})" in res.out and f"stopped process group {started[0]['pgid']}" in res.out, res.out
+    container = docker_engine.containers.get(fenv.name)
+    out = container.exec_run(["ps", "-eo", "args="]).output.decode()
+    left = [ln for ln in out.splitlines() if any(k in ln for k in ("start_verl.sh", "standin", "raylet", "gcs_server"))]
+    assert not left, left

@@ -1297,7 +1297,31 @@ NODE_ROWS = [
         "30 % of the worker's 128 GiB RAM is 38.4 GiB"),
 ]
 
-ROWS = SPEC_ROWS + MACHINE_ROWS + FIELD_ROWS + NODE_ROWS
+def checkpoint_lock(held: bool) -> Findings:
+    """checks/ownership.py on a real checkpoint directory whose lock file a live flock holds (or not)."""
+
+    def run(tmp: Path) -> list[Finding]:
+        import fcntl
+
+        from verlctl.checks.ownership import CHECKPOINT_LOCK, checkpoint_in_use
+
+        (tmp / "ckpt").mkdir()
+        lock = tmp / "ckpt" / CHECKPOINT_LOCK
+        lock.write_text("")
+        with open(lock) as fh:  # as start_verl.sh holds it (`flock -n 9` on a read descriptor)
+            if held:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return checkpoint_in_use(resolve(**{"paths.checkpoints": str(tmp / "ckpt")}).spec, ["r1"])
+
+    return run
+
+
+OWNERSHIP_ROWS = [
+    Row("checkpoint_in_use", ERROR, "paths.checkpoints", checkpoint_lock(True), checkpoint_lock(False),
+        "the lock file is there, nobody holds it: the run that made it has ended"),
+]
+
+ROWS = SPEC_ROWS + MACHINE_ROWS + FIELD_ROWS + NODE_ROWS + OWNERSHIP_ROWS
 
 
 def _ids(rows: Iterable[Row]) -> list[str]:

@@ -111,7 +111,15 @@ def test_stop_kills_only_the_run_process_group(lenv: LaunchEnv, docker_engine) -
     ps = container.exec_run(["ps", "-eo", "args"]).output.decode()
     assert "# unrelated" in ps
     assert "standin" not in ps and "raylet" not in ps and "start_verl.sh" not in ps
-    # created by this run: --remove-container removes it
+    # created by this run, but the unrelated process still lives in it: kept, saying why (A6)
+    res = lenv.cli("stop", "--remove-container")
+    assert res.code == 0, res.err
+    assert "in use (1 other process live in it" in res.out and "left in place" in res.out, res.out
+    # once it has ended, --remove-container removes it
+    for line in container.exec_run(["ps", "-eo", "pid=,args="]).output.decode().splitlines():
+        if line.strip().endswith("# unrelated"):  # the process this test started, by its pid
+            container.exec_run(["kill", "--", line.split()[0]])
+    wait_for(lambda: "unrelated" not in container.exec_run(["ps", "-eo", "args"]).output.decode(), 20)
     res = lenv.cli("stop", "--remove-container")
     assert res.code == 0, res.err
     import docker

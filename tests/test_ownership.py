@@ -144,8 +144,11 @@ def test_a_leader_on_its_way_out_is_still_the_runs_by_pid_and_start_time() -> No
     before it has exited; without a recorded start time the marker stays required."""
     from verlctl.runtime.procscan import verify
 
-    leader = {"pid": 4321, "pgid": 4321, "state": "R", "start": 777, "marker": None, "cmd": "", "uid": 0}
+    leader = {"pid": 4321, "pgid": 4321, "state": "R", "start": 777, "marker": None, "cmd": "", "uid": 0,
+              "env_readable": False}
     assert verify([leader], 4321, "run.1.cafe", 777)["owned"] is True
+    # A1: an environment that reads, without the marker, is a process verlctl never started
+    assert verify([{**leader, "env_readable": True}], 4321, "run.1.cafe", 777)["owned"] is False
     assert verify([leader], 4321, "run.1.cafe", 778)["owned"] is False  # another process at that pid
     assert verify([leader], 4321, "run.1.cafe", None)["owned"] is False
     assert verify([{**leader, "marker": "run.1.other"}], 4321, "run.1.cafe", 777)["owned"] is False

@@ -208,3 +208,51 @@ def test_a_failed_launch_into_a_reused_container_removes_only_its_key_file(launc
     assert res.code == 0 and "not created by this run" in res.out, res.out
     c.reload()
     assert c.status == "running"
+
+
+def test_remove_container_keeps_a_container_with_a_colleagues_processes_or_another_runs_use(
+        launch_env: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    """A6: `stop --remove-container` lists the container's live processes other than its init, its keep-alive
+    and the run's own; a colleague's `docker exec` (no marker) keeps it, and so does another run that reused
+    the container and is not stopped, even when the container has exited."""
+    import docker
+
+    env = launch_env
+    env.spec["train"]["steps"] = 400
+    res = env.cli("launch", "-c", str(env.spec_file), "--yes", "--verify-timeout", "180")
+    assert res.code == 0, res.out + res.err
+    (a_id, a), = runs(env).items()
+    container = docker_engine.containers.get(env.name)
+    for n in ("900", "901"):  # a colleague's work, started by hand
+        container.exec_run(["setsid", "sleep", n], detach=True)
+    wait_for(lambda: sum(ln.endswith(("sleep 900", "sleep 901")) for ln in ps(container)) == 2, timeout=30)
+    res = env.cli("stop", a_id, "--remove-container", "--grace", "5")
+    assert res.code == 0, res.err
+    assert f"stopped process group {a['pgid']}" in res.out, res.out
+    assert "in use (2 other processes live in it: pid" in res.out and "left in place" in res.out, res.out
+    container.reload()
+    assert container.status == "running"
+    colleague = [ln for ln in ps(container) if ln.endswith(("sleep 900", "sleep 901"))]
+    assert len(colleague) == 2, ps(container)
+    for ln in colleague:  # the test's own planted processes
+        container.exec_run(["kill", "-9", ln.split()[0]])
+    wait_for(lambda: not any(ln.endswith(("sleep 900", "sleep 901")) for ln in ps(container)), timeout=30)
+
+    # another run reused the container and is not stopped; the container has exited since
+    b_id = a_id[:-4] + "bbbb"
+    doc = json.loads((env.state / "runs" / a_id / "run.json").read_text())
+    doc.update(run_id=b_id, stopped=False, container_created=False, created_at=doc["created_at"] + 1)
+    (env.state / "runs" / b_id).mkdir()
+    (env.state / "runs" / b_id / "run.json").write_text(json.dumps(doc))
+    container.stop(timeout=5)
+    res = env.cli("stop", a_id, "--remove-container")
+    assert res.code == 0, res.err
+    assert f"run {b_id} uses it and is not stopped" in res.out, res.out
+    container.reload()
+    assert container.status == "exited"
+    doc["stopped"] = True
+    (env.state / "runs" / b_id / "run.json").write_text(json.dumps(doc))
+    res = env.cli("stop", a_id, "--remove-container")
+    assert res.code == 0 and f"removed container {env.name}" in res.out, res.out
+    with pytest.raises(docker.errors.NotFound):
+        docker_engine.containers.get(env.name)

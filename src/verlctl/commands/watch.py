@@ -25,6 +25,9 @@ def watch(
 
     record = resolve_run(run)
     resolved = load_spec(record.dir / "spec.resolved.yaml", use_env=False)
+    from verlctl.ops.watcher import become_watcher
+
+    _watch_lock = become_watcher(record)  # one watcher per run; held until this process ends
 
     def say(text: str) -> None:
         sys.stdout.write(text + "\n")

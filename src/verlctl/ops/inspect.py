@@ -12,7 +12,15 @@ from typing import Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
 from verlctl.runtime.executor import RAY_DAEMON_GRACE_S, DockerExecutor, Executor, GroupRef, HostExecutor
-from verlctl.runtime.records import RunRecord, all_runs, resolve_run, scan_runs
+from verlctl.runtime.records import (
+    RunRecord,
+    all_runs,
+    load_run,
+    record_lock,
+    record_trust,
+    resolve_run,
+    scan_runs,
+)
 
 TAIL_BYTES = 4 * 1024 * 1024
 
@@ -334,8 +342,9 @@ def stop_watcher(record: RunRecord, watching: bool, console: Any) -> int | None:
     if not watching or not pid:
         return None
     if watcher_alive(record):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, 15)
+        from verlctl.runtime import procscan
+
+        procscan.deliver_watcher(pid, record.run_id, 15)  # checked again there, just before the signal
     console.print(f"stopped the watcher (pid {pid})", highlight=False, markup=False)
     return pid
 
@@ -352,20 +361,35 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
 
         console = Console()
     record = resolve_run(run_id)
+    refusal, trust_warnings = record_trust(record)
+    if refusal is not None:
+        raise VerlctlError(f"run {record.run_id} is not stopped: {refusal}; nothing was changed or signalled",
+                           hint="stop another user's run as that user (or ask its owner); a record in a "
+                                "directory others can write may name any process")
     result: dict[str, Any] = {"run_id": record.run_id, "watcher_stopped": None, "signalled": [],
-                              "not_signalled": None, "containers": [], "warnings": []}
-    # Whether a watcher follows the run, seen before the mark below: it ends by itself once it sees the mark,
+                              "not_signalled": None, "containers": [], "warnings": list(trust_warnings)}
+    for text in trust_warnings:
+        console.print(f"warning: {text}", highlight=False, markup=False)
+    # Whether a watcher follows the run is seen before the mark below: it ends by itself once it sees the mark,
     # possibly before it would be signalled (stop_watcher).
-    watching = watcher_alive(record)
-    # Mark the run stopped before anything else can fail: a watcher then never restarts it.
-    record.stopped = True
+    # Mark the run stopped before anything else can fail: a watcher then never restarts it. Under the record's
+    # lock, on the record as it is now: a relaunch either finished recording its attempt (stopped below) or
+    # sees the mark and starts nothing (ops/watcher.py, Watcher._restart).
     try:
-        record.save()
+        with record_lock(record):
+            record = load_run(record.run_id)
+            watching = watcher_alive(record)
+            record.stopped = True
+            record.save()
     except OSError as exc:
         raise VerlctlError(
             f"cannot mark run {record.run_id} stopped ({exc.strerror or exc}: {record.dir}): nothing was signalled",
             hint="make the run's record directory writable, then run `verlctl stop` again",
         ) from None
+    except VerlctlError as exc:  # the record's lock cannot be taken, or the record is damaged now
+        raise VerlctlError(f"cannot mark run {record.run_id} stopped ({exc.message}): nothing was signalled",
+                           hint=exc.hint or "make the run's record directory writable, then run `verlctl stop` "
+                                "again") from None
     if record.runtime == "slurm":
         from verlctl.ops.slurm_run import slurm_stop
 
@@ -449,25 +473,43 @@ def remove_key_files(record: RunRecord, ex: Executor | None, say: Callable[[str]
     return warnings
 
 
+KEEP_ALIVE = "sleep infinity"  # the command of a container verlctl creates (runtime/containers.py)
+
+
 def container_users(record: RunRecord, container: Any, client: Any) -> list[str]:
-    """Why ``container`` must not be removed for ``record``: other runs that use it (recorded, or with a
-    process inside). Empty when only this run uses it."""
+    """Why ``container`` must not be removed for ``record``: other runs that use it (recorded and not
+    stopped; for a running container, alive in it), and every live process in it other than its init, its
+    keep-alive (``sleep infinity``) and this run's own (its marker, its watcher's ``tail -F`` of its log):
+    a colleague's ``docker exec`` has no marker and is as much in use. Empty when only this run uses it."""
     from verlctl.runtime.executor import DockerExecutor
 
     reasons: list[str] = []
-    if container.status == "running":
-        ex = DockerExecutor(client, container.id, container.name)
-        for p in ex.marked_processes():
-            owner = str(p.get("marker") or "?").split("/", 1)[0]  # markers are <run id>/<attempt>/<token>
-            if owner != record.run_id:
-                reasons.append(f"run {owner} has a process in it (pid {p.get('pid')}: {str(p.get('cmd'))[:60]})")
-                break
-        for other in all_runs():
-            if other.run_id == record.run_id or other.container_id != container.id or other.stopped:
+    running = container.status == "running"
+    ex = DockerExecutor(client, container.id, container.name) if running else None
+    for other in all_runs():
+        if other.run_id == record.run_id or other.container_id != container.id or other.stopped:
+            continue
+        if ex is None:
+            reasons.append(f"run {other.run_id} uses it and is not stopped")
+            continue
+        oref = other.ref
+        if oref is not None and ex.group_alive(oref):
+            reasons.append(f"run {other.run_id} is running in it")
+    if ex is not None:
+        others = []
+        for p in ex.residents():
+            cmd = str(p.get("cmd") or "")
+            if p.get("pid") == 1 or (p.get("ppid") == 1 and cmd == KEEP_ALIVE):
                 continue
-            oref = other.ref
-            if oref is not None and ex.group_alive(oref):
-                reasons.append(f"run {other.run_id} is running in it")
+            owner = str(p.get("marker") or "").split("/", 1)[0]  # markers are <run id>/<attempt>/<token>
+            if owner == record.run_id or (p.get("follower") and record.run_log and record.run_log in cmd):
+                continue
+            who = f"run {owner}" if owner else f"uid {p.get('uid')}"
+            others.append(f"pid {p.get('pid')} ({who}): {cmd[:60]}")
+        if others:
+            more = f", and {len(others) - 1} more" if len(others) > 1 else ""
+            reasons.append(f"{len(others)} other process{'es' if len(others) != 1 else ''} live in it: "
+                           f"{others[0]}{more}")
     return reasons
 
 

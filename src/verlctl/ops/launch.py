@@ -8,6 +8,7 @@ With ``dry_run`` every action is printed in order and nothing is created, starte
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from verlctl.checks.findings import Finding, Severity, has_errors, sorted_findings
-from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
+from verlctl.errors import EXIT_FAILURE, ExitCode, RuntimeFailure, VerlctlError
 from verlctl.ops import preflight
 from verlctl.plan import Plan, make_plan
 from verlctl.render.render import ENV_FILE, START_SCRIPT, TRAIN_SCRIPT, Rendered
@@ -103,6 +104,10 @@ def _target_paths(resolved: ResolvedSpec, run_id: str) -> tuple[str, str, str]:
     return workdir, scripts_dir, run_log
 
 
+class LaunchInterrupted(BaseException):
+    """SIGTERM during `launch`: handled like Ctrl-C (the failed-launch clean-up)."""
+
+
 class Launcher:
     def __init__(self, resolved: ResolvedSpec, options: LaunchOptions, console: Any,
                  confirm: Callable[[Plan, list[str]], bool] | None = None) -> None:
@@ -120,6 +125,7 @@ class Launcher:
         self.actions: list[str] = []  # what run() planned, and its findings (launch --json)
         self.findings: list[Finding] = []
         self.declined = False  # the confirmation was answered no
+        self._gate: str | None = None  # the start gate of the attempt being launched (closed on an interrupt)
 
     # --------------------------------------------------------------------------------- planning
 
@@ -151,6 +157,10 @@ class Launcher:
         acts.append(f"copy {START_SCRIPT}, {TRAIN_SCRIPT} and {ENV_FILE} (mode 0600) to {where}:{scripts_dir}")
         acts.append(f"start `bash {scripts_dir}/{START_SCRIPT}` in its own process group, output to {run_log}: "
                     "Ray starts; training waits until the checks below pass (else everything started is stopped)")
+        if spec.cluster.node_count > 1:  # single-node runs bind it to 127.0.0.1 (render.py)
+            acts.append(f"note: Ray's dashboard listens on 0.0.0.0:{spec.cluster.dashboard_port} of the head "
+                        "(multi-node), without authentication: anyone who reaches that port can run code as the "
+                        "run's user; restrict it with a firewall")
         acts.append(f"preflight: compose the {len(the_plan.command.overrides)} overrides with {where}'s verl + Hydra "
                     f"({the_plan.command.entry.config_name})")
         sw = spec.logging.swanlab
@@ -213,7 +223,8 @@ class Launcher:
             the_plan.findings += check_checkpoint_storage(spec, collect_storage(spec))
         from verlctl.checks.devices import device_tool_findings  # the same finding `check` gives
 
-        the_plan.findings = sorted_findings(the_plan.findings + device_tool_findings(spec))
+        the_plan.findings = sorted_findings(the_plan.findings + device_tool_findings(spec)
+                                            + _checkpoints_in_use(spec))
         run_id = new_run_id(spec.logging.experiment or "run")
         actions = self.planned_actions(the_plan, run_id)
         self.actions, self.findings = actions, the_plan.findings
@@ -242,7 +253,70 @@ class Launcher:
             shown = [f for f in the_plan.findings if f.severity is Severity.WARNING]
             if shown:
                 self._print_findings(shown)
-        return self._execute(the_plan, run_id)
+        return self._execute_interruptible(the_plan, run_id)
+
+    def _execute_interruptible(self, the_plan: Plan, run_id: str) -> RunRecord:
+        """:meth:`_execute`; on Ctrl-C (KeyboardInterrupt) or SIGTERM, the failed-launch clean-up: the gate
+        is closed (``gate.fail``: the script stops what it started), the attempt is stopped (verified), the
+        key file and the container this launch created are removed, the run is marked stopped, and one line
+        says so (exit 130)."""
+        import signal
+        import threading
+
+        def on_term(signum: int, _frame: Any) -> None:
+            raise LaunchInterrupted(signum)
+
+        main = threading.current_thread() is threading.main_thread()
+        previous_int = signal.getsignal(signal.SIGINT)
+        previous = signal.signal(signal.SIGTERM, on_term) if main else None
+        try:
+            return self._execute(the_plan, run_id)
+        except (KeyboardInterrupt, LaunchInterrupted) as exc:
+            what = "SIGTERM" if isinstance(exc, LaunchInterrupted) else "Ctrl-C"
+            if self.record is None:
+                raise VerlctlError(f"interrupted ({what}) before anything was started: nothing changed",
+                                   code=ExitCode.INTERRUPTED) from None
+            if main:  # the clean-up itself is not interrupted again
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            message = self._clean_up_interrupted(self.record, what)
+            raise VerlctlError(message, code=ExitCode.INTERRUPTED) from None
+        finally:
+            if main:
+                signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+                signal.signal(signal.SIGINT, previous_int if previous_int is not None else signal.default_int_handler)
+
+    def _clean_up_interrupted(self, record: RunRecord, what: str) -> str:
+        """The failed-launch clean-up after an interrupt; the one line that says what was done."""
+        if self._gate and self.executor is not None:
+            with contextlib.suppress(Exception):  # the script stops itself at the gate (and Ray with it)
+                self.executor.run(["touch", "--", f"{self._gate}.fail"], timeout=30)
+        self._adopt_created_container(record)
+        cleaned = self._clean_up_failed(record)
+        record.stopped = True  # no watcher restarts it; `status` says stopped
+        with contextlib.suppress(OSError):
+            record.event("launch_interrupted", signal=what, pgid=record.pgid, **cleaned)
+        with contextlib.suppress(OSError):
+            record.save()
+        done = []
+        if record.pgid is not None:
+            done.append(f"process group {record.pgid} stopped")
+        done += [f"container {c} removed" for c in cleaned.get("removed_containers", [])]
+        return (f"interrupted ({what}) during launch of run {record.run_id}: "
+                + (", ".join(done) if done else "nothing had been started") + "; the run is marked stopped")
+
+    def _adopt_created_container(self, record: RunRecord) -> None:
+        """A container created for this run whose id was not recorded yet (interrupted inside the create
+        call): found by its ``io.verlctl.run`` label, so that the clean-up can remove it."""
+        if record.runtime != "docker" or record.container_id or self.client is None:
+            return
+        from verlctl.runtime import containers
+
+        with contextlib.suppress(Exception):
+            found = self.client.containers.list(all=True, filters={"label": f"{containers.LABEL_PREFIX}.run={record.run_id}"})
+            if len(found) == 1:
+                record.container_id = found[0].id
+                record.container_created = True
 
     def _print_findings(self, findings: list[Finding]) -> None:
         from verlctl.report import print_findings
@@ -305,6 +379,7 @@ class Launcher:
             # Ray comes up while verlctl checks the overrides and SwanLab; the script starts training only
             # once the gate opens (and stops, with everything it started, if the checks fail).
             gate = f"{scripts_dir}/gate"
+            self._gate = gate
             pgid = self.start(self.executor, record, the_plan, reason="launch", gate=gate,
                               resumed_from=resume_point(spec.paths.checkpoints))
             group = record.attempts[-1].ref
@@ -785,6 +860,18 @@ def _without_secrets_in_target(ex: Executor, record: RunRecord, findings: list[F
             hint="relaunch by hand with SWANLAB_API_KEY exported (`verlctl launch`), or use mode offline",
         )
     return [f for f in findings if f.code != "swanlab_api_key"]
+
+
+def _checkpoints_in_use(spec: Any) -> list[Finding]:
+    """checks/ownership.py's finding, naming the runs recorded here (not stopped) that use the directory."""
+    from verlctl.checks.ownership import checkpoint_in_use
+    from verlctl.runtime.records import all_runs
+
+    try:
+        users = [r.run_id for r in all_runs() if r.checkpoints == spec.paths.checkpoints and not r.stopped]
+    except VerlctlError:
+        users = []
+    return checkpoint_in_use(spec, users)
 
 
 def _engine_id(client: Any) -> str:

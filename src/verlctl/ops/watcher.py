@@ -78,6 +78,27 @@ class AttemptOutcome:
 # ----------------------------------------------------------------------------------------------- watcher
 
 
+class WatchStopped(VerlctlError):
+    """The run was marked stopped before the watcher relaunched it."""
+
+
+def become_watcher(record: RunRecord) -> int:
+    """Take the run's watcher lock (one watcher per run; refused with the holder named) and record this
+    process as its watcher, hand-started or spawned by `launch --watch`. The descriptor holds the lock."""
+    from verlctl.runtime.records import hold_watch_lock, load_run, record_lock
+
+    fd = hold_watch_lock(record)
+    pid = _own_pid()
+    with record_lock(record):
+        fresh = load_run(record.run_id)
+        if fresh.watcher_pid != pid:
+            fresh.watcher_pid = pid
+            fresh.save()
+    record.watcher_pid = pid
+    record.event("watcher_recorded", pid=pid)
+    return fd
+
+
 class Watcher:
     def __init__(
         self,
@@ -156,6 +177,10 @@ class Watcher:
                 return 1
             try:
                 self._restart(decision, category)
+            except WatchStopped as exc:
+                self.say(f"verlctl watch: {exc.message}")
+                self.emit("watch_stopped", detail=exc.message)
+                return 0
             except VerlctlError as exc:
                 self._give_up(Decision(False, f"gave up: cannot relaunch: {exc.message}",
                                        advice=[exc.hint] if exc.hint else []), category)
@@ -598,8 +623,16 @@ class Watcher:
                   features_added=list(self.history.added), resumed_from=resumed_from, teardown_s=teardown_s,
                   prepared_early=prepared_early)
         self.say(f"verlctl watch: {decision.reason}" + (f"; resuming from {resumed_from}" if resumed_from else ""))
-        launcher.relaunch(self.ex, self.record, reason=decision.reason, resumed_from=resumed_from,
-                          prepared=the_next)
+        from verlctl.runtime.records import load_run, record_lock
+
+        # Start the attempt and record it under the record's lock: `stop` marks the run under the same lock,
+        # so either it sees this attempt (and stops it) or this watcher sees its mark (and starts nothing).
+        with record_lock(self.record):
+            if load_run(self.record.run_id).stopped:
+                self.record.stopped = True
+                raise WatchStopped("the run was stopped while the next attempt was prepared: not relaunched")
+            launcher.relaunch(self.ex, self.record, reason=decision.reason, resumed_from=resumed_from,
+                              prepared=the_next)
         self._resume_checked = False
         self._advance_seen = False
         self.current = resolved

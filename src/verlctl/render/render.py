@@ -163,6 +163,10 @@ def render(resolved: ResolvedSpec, command: TrainingCommand, ray_args: tuple[str
         ray_resource_args=resource_args,
         ray_start_args=[*spec.cluster.ray_start_args, *ray_args],
         ray_tmp=f"/tmp/verlctl-ray-{digest}",
+        checkpoints=spec.paths.checkpoints or "",  # locked for the attempt's lifetime (checks/ownership.py)
+        # Ray's dashboard runs code for anyone who reaches it (no auth): this machine only, unless other
+        # nodes are in the run (the launch checklist says so then).
+        dashboard_host="127.0.0.1" if spec.cluster.node_count == 1 else "0.0.0.0",
         nofile=NOFILE_LIMIT,
         socket_ifname=spec.cluster.socket_ifname,
         ifname_vars=("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")

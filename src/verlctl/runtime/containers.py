@@ -198,6 +198,23 @@ def image_present(client: Any, image: str) -> bool:
     return True
 
 
+def _created_elsewhere(container: Any) -> str | None:
+    """Whose it is, when the container was created by a run this state directory does not record (the same
+    ``user@host`` label is every user of a shared account, review A13); None when one of its runs created it."""
+    from verlctl.runtime.records import all_runs, runs_dir
+
+    run = (container.labels or {}).get(f"{LABEL_PREFIX}.run")
+    try:
+        recorded = {r.run_id for r in all_runs()}
+    except VerlctlError:
+        recorded = set()
+    if run and run in recorded:
+        return None
+    owner = (container.labels or {}).get(f"{LABEL_PREFIX}.created-by") or "?"
+    return (f"was created by run {run or '?'} of {owner}, which is not recorded in {runs_dir()} (another user of "
+            "this account, or another state directory)")
+
+
 def container_image_names(container: Any) -> set[str]:
     names = set(container.image.tags or [])
     names.add(container.image.id)
@@ -223,6 +240,13 @@ def plan_container(client: Any, spec: RunSpec, allow_pull: bool, image_explicit:
                 f"a container named {c.name} already exists and {who}: verlctl does not reuse it by default",
                 hint=f"to reuse it deliberately, name it: --set container.name={c.name} (or container.name in the "
                 "spec); otherwise choose another container.name",
+            )
+        foreign = _created_elsewhere(existing)
+        if foreign is not None:
+            raise VerlctlError(
+                f"a container named {c.name} already exists and {foreign}: verlctl does not reuse it by default",
+                hint=f"on a shared account it may be a colleague's: to reuse it deliberately, name it: --set "
+                f"container.name={c.name}; otherwise choose another container.name",
             )
     if existing is not None:
         plan = ContainerPlan(

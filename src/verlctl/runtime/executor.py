@@ -127,8 +127,13 @@ class Executor(abc.ABC):
         return bool(self.verdict(group)["owned"])
 
     def signal_group(self, group: GroupRef | int, sig: int) -> bool:
-        """Signal the attempt's processes after verifying them; False when nothing of it is alive."""
-        return bool(self.verdict(group, int(sig))["owned"])
+        """Signal the attempt's processes after verifying them; False when nothing of it is alive. A target
+        set that fails the last check before the signal (procscan.deliver) is refused as a whole: an error."""
+        verdict = self.verdict(group, int(sig))
+        if verdict.get("refused"):
+            raise RuntimeFailure(f"{self.describe()}: process group {as_ref(group).pgid} was not signalled: "
+                                 f"{verdict['refused']}")
+        return bool(verdict["owned"])
 
     def start_group(self, argv: list[str], log_path: str, marker: str, cwd: str | None = None,
                     env: Mapping[str, str] | None = None) -> GroupRef:
@@ -468,6 +473,13 @@ class DockerExecutor(Executor):
     def marked_processes(self) -> list[dict[str, Any]]:
         value = self._procscan(["--markers"])
         return value if isinstance(value, list) else []
+
+    def residents(self) -> list[dict[str, Any]]:
+        """Every live process in the container (pid, ppid, uid, cmd, marker, follower), for the removal check."""
+        value = self._procscan(["--residents"])
+        if not isinstance(value, list):
+            raise RuntimeFailure(f"{self.describe()}: cannot list the container's processes")
+        return value
 
     def leader_start(self, pid: int) -> int | None:
         value = self._procscan(["--start", str(pid)])

@@ -13,6 +13,13 @@ An attempt's identity (recorded when verlctl started it):
 A group is the attempt's when its leader has the recorded start time and marker, or (leader gone) when a
 member carries the marker: a pgid cannot be reused while one of its members lives. Other processes that carry
 the marker (Ray workers that made their own process group) are the attempt's too. Nothing else is signalled.
+Pid and start time alone (both world-readable) count only for a leader whose environment can no longer be
+read (an exiting process has released its memory): a readable environment without the marker is never ours.
+
+Defence in depth: :func:`deliver`, the only function that sends a signal, checks every target again on its
+own just before the signal (through a pidfd: the same process, its start time, the same PID namespace as
+this scan, the marker read from its environment now), and signals nothing at all when one target fails: a
+wrong target set (a bug in :func:`verify`, a forged record) is refused, not partly carried out.
 """
 
 from __future__ import annotations
@@ -53,17 +60,51 @@ def _stat(pid: int) -> dict | None:
             "start": int(rest[19])}
 
 
-def _marker_of(pid: int) -> str | None:
+def _has_memory(pid: int) -> bool:
+    """False for a process without an address space (one on its way out, a kernel thread): its environment
+    reads empty although it had one (``/proc/<pid>/stat`` field 23, vsize, is 0 then)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return False
+    rest = raw[raw.rfind(")") + 2:].split()
+    return len(rest) > 20 and rest[20] != "0"
+
+
+def _environ(pid: int) -> bytes | None:
+    """The process's environment, None when it cannot be read (another user's process, or no address space
+    any more). An empty environment of a live process (``env -i``) is read, and is empty."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
             env = fh.read()
     except OSError:
+        return None
+    if not env and not _has_memory(pid):
+        return None
+    return env
+
+
+def _marker_in(env: bytes | None) -> str | None:
+    if env is None:
         return None
     prefix = (MARKER_VAR + "=").encode()
     for item in env.split(b"\0"):
         if item.startswith(prefix):
             return item[len(prefix):].decode("utf-8", "replace")
     return None
+
+
+def _marker_of(pid: int) -> str | None:
+    return _marker_in(_environ(pid))
+
+
+def _pid_ns(pid: int | str) -> str | None:
+    """The PID namespace of a process (``pid:[inode]``), None when it cannot be read."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
 
 
 def _cmd_of(pid: int) -> str:
@@ -82,7 +123,10 @@ def scan() -> list[dict]:
         st = _stat(int(name))
         if st is None:
             continue
-        st["marker"] = _marker_of(st["pid"])
+        env = _environ(st["pid"])
+        st["marker"] = _marker_in(env)
+        st["env_readable"] = env is not None
+        st["ns"] = _pid_ns(name)
         try:
             st["uid"] = os.stat("/proc/" + name).st_uid
         except OSError:
@@ -101,7 +145,10 @@ def verify(procs: list[dict], pgid: int, marker: str | None, start: int | None) 
     if not marker:
         verdict["reason"] = "the record has no process identity (made by an older verlctl): nothing is signalled"
         return verdict
-    live = [p for p in procs if p["state"][:1] not in ("Z", "X")]
+    own_ns = _pid_ns("self")
+    # Not the processes of another PID namespace (a container's processes are visible in the host's /proc
+    # too); one whose namespace cannot be read is kept here, and deliver() refuses to signal it.
+    live = [p for p in procs if p["state"][:1] not in ("Z", "X") and p.get("ns") in (None, own_ns)]
     members = [p for p in live if p["pgid"] == pgid]
     verdict["strays"] = [p["pid"] for p in live if p["marker"] == marker and p["pgid"] != pgid]
     leader = next((p for p in live if p["pid"] == pgid), None)
@@ -109,9 +156,10 @@ def verify(procs: list[dict], pgid: int, marker: str | None, start: int | None) 
         if start is not None and leader["start"] != start:
             verdict["reason"] = f"pid {pgid} is another process now (not the one the run started)"
             ours = False
-        elif leader["marker"] is None and start is not None:
+        elif leader["marker"] is None and start is not None and not leader.get("env_readable", True):
             # Its environment can no longer be read (a process on its way out has released its memory), but
-            # pid and start time are the process the run started: still ours until it has exited.
+            # pid and start time are the process the run started: still ours until it has exited. A leader
+            # whose environment reads without the marker is not (pid and start time are world-readable).
             ours = True
         elif leader["marker"] != marker:
             verdict["reason"] = f"process group {pgid} is not this run's (its leader lacks the run's marker)"
@@ -184,48 +232,133 @@ def script_of(cmd: str) -> str:
     return "" if arg.startswith("-") else arg.rsplit("/", 1)[-1]
 
 
-def _signal_pid(pid: int, start: int, sig: int) -> None:
-    """Signal one process, only if it is still the one scanned (pidfd: no reuse between check and kill)."""
-    if hasattr(os, "pidfd_open"):
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            return
-        try:
+def deliver(targets: list[list[int]], marker: str, sig: int, session: int | None = None) -> dict:
+    """Send ``sig`` to every target ``[pid, start]``, each verified again here, on its own, just before the
+    signal: a pidfd names the process (no pid reuse between check and signal), and it must have that start
+    time, live in this PID namespace and carry ``marker`` in its environment (read now). A member of the
+    attempt's ``session`` (its leader ran setsid) whose environment no longer shows the marker (Ray's agents
+    rewrite theirs with their process title) counts only when a target of that session that carries the marker
+    is verified in the same call: a session id cannot be joined from outside, nor reused while it has members.
+    A target that has ended, or whose environment cannot be read any more (on its way out), is left out. When
+    any target fails a check, nothing at all is signalled: {"signalled": [pids], "refused": reason or ""}."""
+    out: dict = {"signalled": [], "refused": ""}
+    own_ns = _pid_ns("self")
+    if not marker or own_ns is None or not sig:
+        out["refused"] = "no marker, no signal, or this PID namespace cannot be read"
+        return out
+    me = os.getpid()
+    checked = []  # (pid, fd, carries the marker, session id)
+    try:
+        for pid, start in targets:
+            if not valid_pgid(pid) or pid == me:
+                out["refused"] = f"pid {pid!r} is never signalled"
+                return out
+            fd = _pidfd(pid)
+            if fd is None:
+                continue  # it has ended
             st = _stat(pid)
-            if st is not None and st["start"] == start:
-                import signal as _signal
+            env = _environ(pid) if st is not None else None
+            if st is None or st["state"][:1] in ("Z", "X") or env is None:
+                os_close(fd)
+                continue  # ended, or on its way out: nothing left to signal
+            checked.append((pid, fd, _marker_in(env) == marker, st["sid"]))
+            if st["start"] != start:
+                out["refused"] = f"pid {pid} is another process than the one verified"
+                return out
+            if _pid_ns(pid) != own_ns:
+                out["refused"] = f"pid {pid} runs in another PID namespace"
+                return out
+        anchored = session is not None and any(m and sid == session for _p, _f, m, sid in checked)
+        for pid, _fd, marked, sid in checked:
+            if not marked and not (anchored and sid == session):
+                out["refused"] = f"pid {pid} does not carry the run's marker"
+                return out
+        for pid, fd, _m, _sid in checked:
+            if _send(pid, fd, sig):
+                out["signalled"].append(pid)
+    finally:
+        for _pid, fd, _m, _sid in checked:
+            os_close(fd)
+    return out
 
-                _signal.pidfd_send_signal(fd, sig)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-        return
-    st = _stat(pid)
-    if st is not None and st["start"] == start:
+
+def os_close(fd: int) -> None:
+    if fd >= 0:
         with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd for ``pid`` (-1 where pidfds are unavailable: Python < 3.9 or an old kernel), None when gone."""
+    if not hasattr(os, "pidfd_open"):
+        return -1
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    except OSError:
+        return -1
+
+
+def _send(pid: int, fd: int, sig: int) -> bool:
+    try:
+        if fd >= 0:
+            import signal as _signal
+
+            _signal.pidfd_send_signal(fd, sig)
+        else:
             os.kill(pid, sig)
+    except OSError:
+        return False
+    return True
+
+
+def deliver_watcher(pid: int, run_id: str, sig: int) -> bool:
+    """Signal the watcher of ``run_id`` at ``pid``, checked here on its own just before the signal (through a
+    pidfd): this user's process, in this PID namespace, running ``verlctl watch <run_id>``. False when not."""
+    if not valid_pgid(pid) or pid == os.getpid() or not run_id or not sig:
+        return False
+    fd = _pidfd(pid)
+    if fd is None:
+        return False
+    try:
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = [a.decode("utf-8", "replace") for a in fh.read(65536).split(b"\0")]
+        except OSError:
+            return False
+        if uid != os.geteuid() or _pid_ns(pid) != _pid_ns("self") or "watch" not in argv:
+            return False
+        i = argv.index("watch")
+        if i < 1 or not (argv[i - 1] == "verlctl" or argv[i - 1].endswith("/verlctl")):
+            return False
+        if run_id not in argv[i + 1:]:
+            return False
+        return _send(pid, fd, sig)
+    finally:
+        os_close(fd)
 
 
 def act(pgid: int, marker: str | None, start: int | None, sig: int, only: str = "") -> dict:
     """Verify the attempt's identity now; with ``sig`` > 0 signal its group and its stray processes (with
-    ``only="ray"``: only its Ray daemons, each by pid and start time)."""
+    ``only="ray"``: only its Ray daemons), through :func:`deliver`, which checks each of them again."""
     procs = scan()
     verdict = verify(procs, pgid, marker, start)
-    if sig and verdict["owned"] and only == "ray":
+    if sig and verdict["owned"] and marker:
         starts = {p["pid"]: p["start"] for p in procs}
-        for pid, _name in verdict["daemons"]:
-            _signal_pid(pid, starts[pid], sig)
-        verdict["signalled"] = True
-    elif sig and verdict["owned"]:
-        if verdict["group"] and valid_pgid(pgid):
-            with contextlib.suppress(OSError):
-                os.killpg(pgid, sig)
-        starts = {p["pid"]: p["start"] for p in procs}
-        for pid in verdict["strays"]:
-            _signal_pid(pid, starts[pid], sig)
-        verdict["signalled"] = True
+        verified = set(verdict["group"]) | set(verdict["strays"])
+        if only == "ray":
+            pids = [pid for pid, _name in verdict["daemons"]]
+        else:
+            pids = list(verdict["group"]) + list(verdict["strays"])
+        if not set(pids) <= verified:
+            verdict["refused"] = "the processes to signal are not the ones verified: nothing signalled"
+        else:
+            done = deliver([[pid, starts[pid]] for pid in pids], marker, sig, session=pgid)
+            verdict["refused"] = done["refused"]
+            verdict["delivered"] = done["signalled"]
+        verdict["signalled"] = not verdict["refused"]
     return verdict
 
 
@@ -247,8 +380,34 @@ def markers() -> list[dict]:
             if p["marker"] and p["state"][:1] not in ("Z", "X")]
 
 
+FOLLOW_VAR = "VERLCTL_FOLLOW"  # a verlctl watcher's `tail -F` (runtime/follow.py)
+
+
+def residents() -> list[dict]:
+    """Every live process but this scan (and its parents): pid, ppid, uid, command, its verlctl attempt marker and whether it
+    is a verlctl follower (``tail -F`` of a watcher). What `stop --remove-container` would end. Reads only."""
+    procs = scan()
+    ppid = {p["pid"]: p["ppid"] for p in procs}
+    mine = set()  # this scan and what runs it (`timeout ... python3 -c`), up to the container's init
+    pid = os.getpid()
+    while pid > 1 and pid not in mine:
+        mine.add(pid)
+        pid = ppid.get(pid, 0)
+    prefix = (FOLLOW_VAR + "=").encode()
+    out = []
+    for p in procs:
+        if p["pid"] in mine or p["state"][:1] in ("Z", "X"):
+            continue
+        env = _environ(p["pid"]) or b""
+        out.append({"pid": p["pid"], "ppid": p["ppid"], "uid": p["uid"], "cmd": p["cmd"][:200],
+                    "marker": p["marker"], "follower": any(i.startswith(prefix) for i in env.split(b"\0"))})
+    return out
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--start"]:
+    if sys.argv[1:2] == ["--residents"]:
+        print(json.dumps(residents()))
+    elif sys.argv[1:2] == ["--start"]:
         print(json.dumps(leader_start(int(sys.argv[2]))))
     elif sys.argv[1:2] == ["--markers"]:
         print(json.dumps(markers()))

@@ -354,3 +354,113 @@ def resolve_run(run_id: str | None) -> RunRecord:
         raise VerlctlError(f"no run {run_id!r} (see `verlctl list`)")
     names = matches + [d.run_id for d in bad]
     raise VerlctlError(f"run id {run_id!r} is ambiguous: {', '.join(names[:5])}")
+
+
+# ------------------------------------------------------------------ whose record is it (A1)
+
+
+def _owner_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except (KeyError, OSError, ImportError):
+        return f"uid {uid}"
+
+
+def record_trust(record: RunRecord) -> tuple[str | None, list[str]]:
+    """Whether this user may act on the processes a record names: (why not, or None; warnings).
+
+    A record is only as trustworthy as the files it is read from: one owned by another user, or kept where
+    another user can write (a world-writable run directory, or a world-writable runs directory without the
+    sticky bit), may name any process (pid and start time are world-readable). Such records are refused.
+    A group-writable place is a warning (with a private user group it is harmless)."""
+    me = os.geteuid()
+    trusted = {me, 0}
+    warnings: list[str] = []
+    d = runs_dir() / record.run_id
+    checks = [(runs_dir(), "the runs directory", True), (d, "the run's directory", False),
+              (d / "run.json", "run.json", False)]
+    for path, what, sticky_ok in checks:
+        try:
+            st = os.lstat(path)
+        except OSError as exc:
+            return f"{what} {path} cannot be checked ({exc.strerror or exc})", warnings
+        if stat.S_ISLNK(st.st_mode):
+            return f"{what} {path} is a symlink", warnings
+        if st.st_uid not in trusted:
+            return f"{what} {path} belongs to {_owner_name(st.st_uid)}, not to this user", warnings
+        shared = st.st_mode & stat.S_IWOTH
+        if shared and not (sticky_ok and st.st_mode & stat.S_ISVTX):
+            return f"{what} {path} is writable by every user (mode {stat.S_IMODE(st.st_mode):o})", warnings
+        if st.st_mode & stat.S_IWGRP and not (sticky_ok and st.st_mode & stat.S_ISVTX):
+            warnings.append(f"{what} {path} is writable by its group (mode {stat.S_IMODE(st.st_mode):o}): "
+                            "anyone in that group could change the record")
+    return None, warnings
+
+
+# ------------------------------------------------------------------ one watcher, one writer (A7)
+
+WATCH_LOCK = "watcher.lock"
+RECORD_LOCK = "record.lock"
+
+
+def _lock_fd(path: Path) -> int:
+    """A lock file in a run's directory, opened without following a planted symlink."""
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def hold_watch_lock(record: RunRecord) -> int:
+    """Become the run's one watcher: an exclusive flock on ``watcher.lock`` in the run's directory, held (by
+    the returned descriptor) while this process lives. A second watcher of the run is refused, naming the
+    first; the lock ends with its holder, however it ends (no stale lock after a kill -9)."""
+    import fcntl
+
+    path = record.dir / WATCH_LOCK
+    try:
+        fd = _lock_fd(path)
+    except OSError as exc:
+        raise VerlctlError(f"cannot open {path} ({exc.strerror or exc}): not watching") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        os.close(fd)
+        who = f"pid {holder}" if holder.isdigit() else "another process"
+        raise VerlctlError(f"run {record.run_id} is already watched ({who}): one watcher per run",
+                           hint=f"follow it with `verlctl logs -f {record.run_id}` or `verlctl status "
+                                f"{record.run_id}`; its watcher's output is in {record.dir / 'watcher.log'}") from None
+    except OSError as exc:
+        os.close(fd)
+        raise VerlctlError(f"cannot lock {path} ({exc.strerror or exc}): not watching") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+@contextlib.contextmanager
+def record_lock(record: RunRecord, timeout: float = 120.0) -> Any:
+    """Exclusive use of the run's record (``record.lock``): a relaunch (start an attempt, save it) and
+    `stop`'s mark never interleave, so no attempt is lost and no stop is overwritten. Waits up to
+    ``timeout`` for the holder."""
+    import fcntl
+
+    path = record.dir / RECORD_LOCK
+    try:
+        fd = _lock_fd(path)
+    except OSError as exc:
+        raise VerlctlError(f"cannot open {path} ({exc.strerror or exc})") from None
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise VerlctlError(f"run {record.run_id}: its record stayed locked for {timeout:g}s "
+                                       "(a relaunch in progress?)", hint="try again in a minute") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)

@@ -290,11 +290,15 @@ def derive(resolved: ResolvedSpec) -> None:
         # directory it runs in), made absolute on the host.
         base = run_base_dir()
         tail = f"{spec.logging.project}/{spec.logging.experiment}"
+        # Two users launching one experiment from one directory must not share checkpoints: a default that
+        # another user's run already made gets this user's name (review A5).
+        suffix, why = _foreign_default(f"{base}/checkpoints/{tail}", f"{base}/logs/{tail}")
         if spec.paths.checkpoints is None:
-            put("paths.checkpoints", f"{base}/checkpoints/{tail}",
-                f"<current directory {base}>/checkpoints/<project>/<experiment>")
+            put("paths.checkpoints", f"{base}/checkpoints/{tail}{suffix}",
+                f"<current directory {base}>/checkpoints/<project>/<experiment>{why}")
         if spec.paths.logs is None:
-            put("paths.logs", f"{base}/logs/{tail}", f"<current directory {base}>/logs/<project>/<experiment>")
+            put("paths.logs", f"{base}/logs/{tail}{suffix}",
+                f"<current directory {base}>/logs/<project>/<experiment>{why}")
     if spec.cluster.master_addr is None and spec.cluster.nodes:
         put("cluster.master_addr", spec.cluster.nodes[0], "the first node")
     sw = spec.logging.swanlab
@@ -302,6 +306,25 @@ def derive(resolved: ResolvedSpec) -> None:
         put("logging.swanlab.enabled", sw.host is not None, "on when a SwanLab host is set")
     if sw.log_dir is None:
         put("logging.swanlab.log_dir", f"{(spec.paths.logs or '').rstrip('/')}/swanlog", "<paths.logs>/swanlog")
+
+
+def _foreign_default(*paths: str) -> tuple[str, str]:
+    """("-<user>", why) when one of the default directories exists and belongs to another user, else ("", "")."""
+    me = os.geteuid()
+    for path in paths:
+        try:
+            owner = os.stat(path).st_uid
+        except OSError:
+            continue
+        if owner != me:
+            try:
+                import pwd
+
+                user = pwd.getpwuid(me).pw_name
+            except (KeyError, ImportError):
+                user = f"uid{me}"
+            return f"-{user}", f"-<user> ({path} belongs to uid {owner})"
+    return "", ""
 
 
 def run_base_dir() -> str:
