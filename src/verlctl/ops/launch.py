@@ -573,6 +573,8 @@ class Launcher:
         if outcome.skipped:
             self.report.warn(f"preflight skipped: {outcome.message}")
             return
+        if not outcome.ok and outcome.hint:  # a missing package: the message names it, the hint the fix
+            raise VerlctlError(f"{outcome.field}: {outcome.message}", hint=outcome.hint)
         if not outcome.ok:
             raise VerlctlError(
                 f"preflight compose failed: {outcome.message}"
