@@ -465,6 +465,11 @@ SPEC_ROWS = [
              {**SWAN, "logging.console": False, "logging.swanlab.mode": "local"}, "SwanLab is a logger"),
     spec_row("restart_category", ERROR, "recovery.restart_on",
              {"recovery.restart_on": ["hccl_timout"]}, {"recovery.restart_on": ["hccl_timeout"]}),
+    spec_row("ray_cpus_short", ERROR, "cluster.ray_start_args", {**V091, "cluster.ray_start_args": ["--num-cpus=33"]},
+             {**V091, "cluster.ray_start_args": ["--num-cpus=34"]}, "verl 0.9.1 GRPO on 8 devices holds 34"),
+    spec_row("ray_init_on_started_ray", ERROR, "extra_overrides",
+             {"extra_overrides": ["ray_kwargs.ray_init.num_cpus=16"]},
+             {"extra_overrides": ["ray_kwargs.ray_init.num_cpus=null"]}),
     # feature resolution (verl/compose.py)
     spec_row("verl_version_auto", INFO, "verl_version", {"verl_version": "auto"}, {"verl_version": "0.9.1"}),
     spec_row("unknown_feature", ERROR, "features.enable", {"features.enable": ["vppp"]}, {"features.enable": ["vpp"]}),

@@ -113,3 +113,49 @@ def test_0_7_0_main_ppo_composes_and_reports_why_validate_config_was_skipped(tmp
     bad = _plan(verl_version="0.7.0", algorithm="grpo", extra_overrides=["actor_rollout_ref.actor.nope=1"]).command
     outcome, out = run_preflight(tmp_path, bad, workdir, root)
     assert not outcome.ok and outcome.override == "actor_rollout_ref.actor.nope=1", out
+
+
+def _gpu_grpo(**flags):
+    return _plan(verl_version="0.7.0", algorithm="grpo", device="gpu", strategy="fsdp", **flags).command
+
+
+def test_flash_attn_without_the_flash_attn_package_fails_in_the_preflight_with_the_fix(tmp_path: Path) -> None:
+    """Real verl 0.9.1 on an image without flash-attn failed at model init after 235 s (realverl.md, v1): the
+    preflight looks the module up in the target's python3 before training starts."""
+    import importlib.util
+
+    if importlib.util.find_spec("flash_attn") is not None:
+        pytest.skip("flash_attn is installed here")
+    root = _need("0.7.0")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    cmd = _gpu_grpo()
+    assert "+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2" in cmd.override_texts()
+    outcome, out = run_preflight(tmp_path, cmd, workdir, root)
+    assert not outcome.ok, out
+    assert outcome.field == "features"
+    assert "flash-attn" in outcome.message and "module flash_attn" in outcome.message
+    assert "`--disable flash_attn`" in (outcome.hint or "")
+    # No trigger: with the feature off the command says sdpa, needs no package, and composes.
+    off = _gpu_grpo(**{"features.disable": ["flash_attn"]})
+    assert "+actor_rollout_ref.model.override_config.attn_implementation=sdpa" in off.override_texts()
+    outcome, out = run_preflight(tmp_path, off, workdir, root)
+    assert outcome.ok and not outcome.skipped, out
+
+
+def test_flash_attention_2_from_extra_overrides_names_extra_overrides(tmp_path: Path) -> None:
+    from verlctl.verl.packages import package_checks
+
+    raw = "+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2"
+    checks = package_checks(_gpu_grpo(**{"features.disable": ["flash_attn"]}, extra_overrides=[raw]))
+    assert [(c.module, c.field) for c in checks] == [("flash_attn", "extra_overrides")]
+    assert f"change `{raw}` in extra_overrides" in checks[0].hint
+    # NPU: the feature goes through transformers' NPU integration (no attn_implementation): nothing is needed.
+    npu = _plan(verl_version="0.7.0", algorithm="grpo", device="npu").command
+    assert package_checks(npu) == []
+
+
+def test_interpret_reads_a_missing_package_line() -> None:
+    line = 'VERLCTL_PREFLIGHT_MISSING {"module": "m", "message": "msg", "hint": "fix it", "field": "features"}'
+    outcome = preflight.interpret(3, "noise\n" + line + "\n", [])
+    assert (outcome.ok, outcome.message, outcome.hint, outcome.field) == (False, "msg", "fix it", "features")

@@ -65,6 +65,8 @@ HEALTHY = {
     "step-metrics-with-validation-multi-dataset-prime-issue21.txt": [],
     "verl-npu-platform-not-available-cpu-only-actor-warning-issue6741.txt": ["npu_unavailable"],
     "vllm-ascend-0.7.3-startup-plugin-lines-issue644.txt": [],
+    # real verl 0.9.1 on CPU: the DataLoader-killed traceback after the last step is the teardown of a finished run
+    "realverl-0.9.1-cpu-grpo-dataloader-killed-after-last-checkpoint.txt": [],
 }
 
 # Lines that look alarming but are not failures (real text unless marked).

@@ -225,7 +225,11 @@ def test_cli_json_on_training_logs(name: str, tmp_path) -> None:  # type: ignore
     for step, key, value in SAMPLES.get(name, []):
         assert by_step[step][key] == value
     last = STEP_LINES[name][-1][0] if STEP_LINES[name] else None
-    assert doc["progress"] == (None if last is None else {"step": last, "total": None})
+    assert doc["progress"] == (None if last is None else {"step": last, "total": PROGRESS_TOTALS.get(name)})
+
+
+#: The verl-logs fixtures with a tqdm "Training Progress: ... N/T" line: T.
+PROGRESS_TOTALS = {"realverl-0.9.1-cpu-grpo-dataloader-killed-after-last-checkpoint.txt": 2}
 
 
 def test_cli_reads_stdin_and_prints_a_summary() -> None:
@@ -370,4 +374,4 @@ def test_cli_output_is_the_same_with_the_json_writer_in_a_second_process(tmp_pat
     one = run_verlctl("diagnose", str(log), "--json", env={"VERLCTL_DIAGNOSE_PIPELINE": "0"})
     two = run_verlctl("diagnose", str(log), "--json", env={"VERLCTL_DIAGNOSE_PIPELINE": "1"})
     assert one.code == two.code == 1 and one.err == two.err == ""
-    assert one.out == two.out and len(one.json()["steps"]) == 3 * 6
+    assert one.out == two.out and len(one.json()["steps"]) == 3 * 8

@@ -632,6 +632,68 @@ def _restart(ctx: RuleCtx) -> Iterable[Finding]:
             )
 
 
+def _ray_num_cpus(args: list[str]) -> int | None:
+    """The ``--num-cpus=N`` that cluster.ray_start_args gives (its validator admits only ``--name[=value]``)."""
+    value: str | None = None
+    for a in args:
+        if a.startswith("--num-cpus="):
+            value = a.split("=", 1)[1]
+    try:
+        return int(float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+@rule(
+    "ray_cpus",
+    ("ray_cpus_short", "ray_init_on_started_ray"),
+    Severity.ERROR,
+    cites=(
+        Cite(V091, "verl/single_controller/ray/base.py", 146, 'bundle = {"CPU": self.max_colocate_count}'),
+        Cite(V091, "verl/single_controller/ray/base.py", 192, "max_colocate_count: int = 3"),
+        Cite(V091, "verl/trainer/main_ppo.py", 149, "tq.init(config.transfer_queue)"),
+        Cite(V091, "verl/trainer/config/transfer_queue/transfer_queue.yaml", 29, "num_data_storage_units: 8"),
+        Cite(V091, "verl/experimental/one_step_off_policy/main_ppo.py", 33, "@ray.remote(num_cpus=10"),
+        Cite(V070, "verl/single_controller/ray/base.py", 127, 'bundle = {"CPU": self.max_colocate_count}'),
+        Cite(V070, "verl/trainer/ppo/ray_trainer.py", 93, "max_colocate_count=3"),
+        Cite(V070, "verl/trainer/main_ppo.py", 80, "ray.remote(num_cpus=1)(TaskRunner)"),
+    ),
+)
+def _ray_cpus(ctx: RuleCtx) -> Iterable[Finding]:
+    """Ray's logical CPUs cover what verl's actors hold (else one never schedules and verl hangs silently);
+    verl's own ray.init must not size the Ray that start_verl.sh already started."""
+    from verlctl.verl.entrypoints import entry_for
+    from verlctl.verl.ray_cpus import cpu_demand
+
+    spec = ctx.spec
+    module = entry_for(ctx.version, spec.algorithm, spec.mode, spec.strategy).module
+    need = cpu_demand(ctx.version, module, list(spec.extra_overrides), ctx.per_node)
+    given = _ray_num_cpus(list(spec.cluster.ray_start_args))
+    if given is not None and given < max(need.head, need.worker):
+        yield error(
+            "ray_cpus_short",
+            f"cluster.ray_start_args gives Ray --num-cpus={given}, but verl {ctx.version}'s actors hold {need.head} "
+            f"logical CPUs on the head ({need.describe()}){_cited(ctx, 'ray_cpus')}: an actor would never be "
+            "scheduled and verl waits without a message",
+            "cluster.ray_start_args",
+            f"use --num-cpus={need.head} or more (logical CPUs only schedule; they need not be cores), or drop "
+            "--num-cpus: start_verl.sh then raises Ray's count to what verl needs where the node has fewer cores",
+        )
+    for raw in spec.extra_overrides:
+        key = raw.split("=", 1)[0].lstrip("+~")
+        if key in ("ray_kwargs.ray_init.num_cpus", "ray_kwargs.ray_init.num_gpus") and \
+                raw.split("=", 1)[-1].strip().lower() not in ("null", "none", "~", ""):
+            yield error(
+                "ray_init_on_started_ray",
+                f"extra_overrides sets {key}, but verl's ray.init joins the Ray that start_verl.sh started, and Ray "
+                "refuses it there ('When connecting to an existing cluster, num_cpus and num_gpus must not be "
+                "provided', ray/_private/worker.py)",
+                "extra_overrides",
+                "remove it; give Ray's CPU count as cluster.ray_start_args: [--num-cpus=N] (devices come from "
+                "cluster.devices)",
+            )
+
+
 def all_codes() -> set[str]:
     return {c for r in RULES for c in r.codes}
 

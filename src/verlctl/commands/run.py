@@ -51,12 +51,21 @@ def launch(
     gres: Annotated[
         Optional[str], typer.Option(help="--backend slurm: GRES name[:type] of the devices.")  # noqa: UP045
     ] = None,
+    canary: Annotated[
+        bool, typer.Option("--canary", help="First run 1 step + a checkpoint, then a resume from it + 1 step "
+                                            "(weight sync), each timed; the full run starts only if both pass.")
+    ] = False,
+    canary_timeout: Annotated[float, typer.Option(help="With --canary: seconds for each canary phase.")] = 3600.0,
 ) -> int:
     """Prepare the container, start training and verify it started (asks first unless --yes)."""
     from verlctl.errors import VerlctlError
     from verlctl.ops.flow import launch_flow
 
     check_seconds(verify_timeout, "--verify-timeout")
+    check_seconds(canary_timeout, "--canary-timeout")
+    if canary and backend == "slurm":
+        raise VerlctlError("--canary runs with --backend local for now (a Slurm job is one allocation)",
+                           hint="launch without --canary, or run the canary on one node with --backend local")
     if backend not in ("local", "slurm"):
         raise VerlctlError(f"--backend {backend!r}: give local or slurm")
     if nodes is not None:
@@ -76,7 +85,7 @@ def launch(
         raise VerlctlError(f"{given[0]} is a Slurm option: add --backend slurm")
     return launch_flow(
         config, flags[0], flags[1], yes=yes, dry_run=dry_run, out=out, pull=pull, watch=watch, notify_cmd=notify_cmd,
-        verify_timeout=verify_timeout, ask_all=ask_all, as_json=as_json,
+        verify_timeout=verify_timeout, ask_all=ask_all, as_json=as_json, canary=canary, canary_timeout=canary_timeout,
     )
 
 

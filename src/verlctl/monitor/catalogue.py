@@ -67,6 +67,11 @@ class Category:
     #: (the traceback that such a message prints)
     silences: tuple[str, ...] = ()
     silence_lines: int = 0
+    #: a line saying the last step ran: never a finding; what follows it is the run's teardown
+    marks_finished: bool = False
+    #: after such a line, a known teardown message: no finding, and it takes back the fallback traceback
+    #: (``python_exception``) it ends, when that started after the mark within the fold window
+    teardown_after_finish: bool = False
 
 
 def _sig(pattern: str, *anchors: str, examples: Iterable[str] = (), **kw: str) -> Signature:
@@ -94,6 +99,21 @@ CATALOGUE: tuple[Category, ...] = (
         ),
         silences=("python_exception", "missing_module"),
         silence_lines=6,
+    ),
+    Category(
+        "run_finished",
+        "the last training step ran (verl's final validation line)",
+        "nothing to do: what follows is the run's teardown",
+        (
+            _sig(
+                r"Final validation metrics",
+                "Final validation metrics",
+                examples=(
+                    "(TaskRunnerV1) 'Final validation metrics: None'",
+                ),
+            ),
+        ),
+        marks_finished=True,
     ),
     Category(
         "disk_full",
@@ -320,6 +340,25 @@ CATALOGUE: tuple[Category, ...] = (
                 ere=r"(^|\) |\]: ?)[[:space:]]*MemoryError",
             ),
         ),
+    ),
+    Category(
+        "dataloader_worker_killed",
+        "a DataLoader worker process was killed (mid-run, usually the host's OOM killer)",
+        "check the host's memory (`dmesg`, the container's memory limit): lower "
+        "`data.dataloader_num_workers` (extra_overrides; verl's default 8) or `train.train_batch_size`, or give the "
+        "container more RAM. After the last step (verl's 'Final validation metrics') this is the normal teardown "
+        "of a finished run and is not reported",
+        (
+            _sig(
+                r"DataLoader worker \(pid (?P<pid>\d+)\) is killed by signal: (?P<signal>\w[\w ]*)",
+                "DataLoader worker (pid",
+                examples=(
+                    "(TaskRunnerV1) RuntimeError: DataLoader worker (pid 13197) is killed by signal: Killed.",
+                ),
+                message="a DataLoader worker (pid {pid}) was killed by signal: {signal}",
+            ),
+        ),
+        teardown_after_finish=True,
     ),
     Category(
         "missing_module",
@@ -1367,6 +1406,8 @@ class Classifier:
         self._cache: dict[str, tuple[Match | None, int]] = {}
         self._silenced_until: dict[str, int] = {}
         self.dropped = 0
+        self.finished_at: int | None = None  # the line that said the last step ran (run_finished)
+        self.teardown_lines: list[int] = []  # known teardown messages after it (not findings)
 
     def feed_line(self, lineno: int, line: str) -> Finding | None:
         match, repeats = self.match_line(line)
@@ -1388,6 +1429,13 @@ class Classifier:
     def add(self, lineno: int, match: Match, repeats: int = 0) -> Finding | None:
         """Record ``match`` seen on ``lineno``; the new :class:`Finding`, or None for a repeat / a fold."""
         name = match.category.name
+        if match.category.marks_finished:
+            self.finished_at = lineno if self.finished_at is None else self.finished_at
+            return None
+        if match.category.teardown_after_finish and self.finished_at is not None and lineno > self.finished_at:
+            self._take_back_teardown_traceback(lineno)
+            self.teardown_lines.append(lineno)
+            return None
         if match.category.silences:
             for silenced in match.category.silences:
                 self._silenced_until[silenced] = lineno + match.category.silence_lines
@@ -1412,6 +1460,18 @@ class Classifier:
         self._last_line[name] = (lineno, finding)
         self._order.append(finding)
         return finding
+
+    def _take_back_teardown_traceback(self, lineno: int) -> None:
+        """Drop the fallback traceback finding that this teardown message ends (it started after the
+        finished mark, within the fold window); repeats of a traceback seen before the mark stay."""
+        assert self.finished_at is not None
+        for name, (last, finding) in list(self._last_line.items()):
+            if not _FALLBACK.get(name, False) or not (self.finished_at < finding.line and 0 <= lineno - last <= self.fold_window):
+                continue
+            if finding in self._order:
+                self._order.remove(finding)
+            self._by_key = {k: f for k, f in self._by_key.items() if f is not finding}
+            del self._last_line[name]
 
     def findings(self) -> list[Finding]:
         """Root cause first (catalogue order, then line); fallback categories only if nothing else."""

@@ -23,6 +23,8 @@ def launch_flow(
     verify_timeout: float,
     ask_all: bool,
     as_json: bool = False,
+    canary: bool = False,
+    canary_timeout: float = 3600.0,
 ) -> int:
     """Launch (``launch``, ``quickstart``). With ``as_json`` nothing is asked, the progress lines go to
     stderr and one object goes to stdout: ``outcome`` ("launched", "dry_run", or "error" beside the error
@@ -59,7 +61,8 @@ def launch_flow(
 
         # The answers can be saved as a spec file (offered after the launch question) when rounds were asked.
         confirm = confirm_launch(console, resolved, offer_save=asked)
-    options = LaunchOptions(yes=yes, dry_run=dry_run, pull=pull, verify_timeout=verify_timeout, out_dir=out)
+    options = LaunchOptions(yes=yes, dry_run=dry_run, pull=pull, verify_timeout=verify_timeout, out_dir=out,
+                            canary=canary, canary_timeout=canary_timeout)
     launcher = Launcher(resolved, options, console, confirm=confirm)
     try:
         record = launcher.run()

@@ -47,6 +47,8 @@ class LaunchOptions:
     verify_timeout: float = 300.0
     settle_s: float = 10.0
     out_dir: Path | None = None  # dry-run: where to write the rendered files
+    canary: bool = False  # one step, a checkpoint, a resume and a weight sync first (ops/canary.py)
+    canary_timeout: float = 3600.0  # seconds for each canary phase
 
 
 @dataclass
@@ -169,6 +171,12 @@ class Launcher:
             if sw.mode == "cloud":
                 acts.append(f"SwanLab: check the login to {sw.host} with the key from the 0600 env file "
                             "(nothing saved)")
+        if self.options.canary:
+            from verlctl.ops.canary import CANARY_DIR
+
+            acts.append(f"canary in {where}: 1 step + a checkpoint, then a resume from it + 1 step (weight sync), "
+                        f"with checkpoints under {spec.paths.checkpoints}/{CANARY_DIR}/{run_id} (removed when it "
+                        "passes); the full run starts only if both pass")
         acts.append(resume_action(spec.paths.checkpoints))
         acts.append(f"verify within {int(self.options.verify_timeout)}s that {the_plan.command.entry.module} runs")
         acts.append(f"record the run (id {run_id}) under the state dir")
@@ -185,6 +193,10 @@ class Launcher:
                 f"cluster.nnodes is {spec.cluster.nnodes} but no hosts are listed in cluster.nodes: a scheduler "
                 "picks them; use `verlctl launch --backend slurm` (or list the hosts in cluster.nodes)"
             )
+        if opts.canary and multi:
+            raise VerlctlError("launch --canary runs on one node for now; this spec lists "
+                               f"{len(spec.cluster.nodes)} nodes in cluster.nodes",
+                               hint="launch without --canary, or try the canary with a one-node spec first")
         if multi and spec.container.runtime != "docker":
             raise VerlctlError(
                 "a multi-node launch needs container.runtime: docker (the other nodes are driven through their "
@@ -372,6 +384,11 @@ class Launcher:
                 self._check_nodes(record, the_plan)
             rendered = the_plan.render()
             record.train_log = rendered.log_file
+            if self.options.canary:
+                from verlctl.ops.canary import Canary
+
+                self._preflight(self.executor, the_plan, scripts_dir, workdir)  # a bad key fails before any run
+                Canary(self, record, the_plan, self.options.canary_timeout).run()
             for ex in [self.executor, *(w.executor for w in self.workers if w.executor)]:
                 self._copy(ex, rendered, scripts_dir)
             self._write_record_files(record, rendered)
@@ -669,6 +686,8 @@ class Launcher:
         if outcome.skipped:
             self.report.warn(f"preflight skipped: {outcome.message}")
             return
+        if not outcome.ok and outcome.hint:  # a missing package: the message names it, the hint the fix
+            raise VerlctlError(f"{outcome.field}: {outcome.message}", hint=outcome.hint)
         if not outcome.ok:
             raise VerlctlError(
                 f"preflight compose failed: {outcome.message}"
@@ -690,6 +709,10 @@ class Launcher:
         if env_file:
             files[ENV_FILE] = FileSpec(rendered.env_file.encode(), 0o600)
         ex.put_files(scripts_dir, files)
+
+    def copy_scripts(self, ex: Executor, rendered: Rendered, scripts_dir: str, env_file: bool = True) -> None:
+        """Copy the rendered scripts (and the 0600 env file) into the target (the canary's phases use it)."""
+        self._copy(ex, rendered, scripts_dir, env_file)
 
     def prepare_relaunch(self, ex: Executor, record: RunRecord) -> tuple[Plan, Rendered]:
         """Check and compose the next attempt (spec checks, preflight in the target) without touching the

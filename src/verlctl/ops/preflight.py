@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from verlctl.verl.compose import TrainingCommand
 from verlctl.verl.entrypoints import CORE_CONFIG_LOCATOR, IMPORT_HINTS, RECIPE_HINT
+from verlctl.verl.packages import package_checks
 
 SCRIPT = "verlctl_preflight.py"
 PAYLOAD = "preflight.json"
@@ -47,6 +48,11 @@ for name in spec.get("imports", []):
     except Exception as exc:  # noqa: BLE001
         text = " ".join(("%s: %s" % (type(exc).__name__, exc)).split())
         print("VERLCTL_PREFLIGHT_FAIL %s does not import (%s): %s" % (name, text, spec["imports_hint"].get(name, "")))
+        sys.exit(3)
+# Packages that an override value needs (verl/packages.py), looked up without importing them.
+for need in spec.get("packages", []):
+    if importlib.util.find_spec(need["module"]) is None:
+        print("VERLCTL_PREFLIGHT_MISSING " + json.dumps(need))
         sys.exit(3)
 
 try:
@@ -125,6 +131,7 @@ def payload(command: TrainingCommand, workdir: str) -> bytes:
         "source_hint": RECIPE_HINT,
         "imports": list(entry.imports),
         "imports_hint": {name: IMPORT_HINTS.get(name, "") for name in entry.imports},
+        "packages": [c.as_payload() for c in package_checks(command)],
         "core_searchpath": entry.core_searchpath,
         "locator": CORE_CONFIG_LOCATOR,
         "validate": entry.module == "verl.trainer.main_ppo",
@@ -139,6 +146,8 @@ class Outcome:
     message: str
     override: str | None = None
     validation: str = ""  # verl's validate_config: "ok: ..." or "skipped: <why>"
+    hint: str | None = None  # the fix, where the preflight knows it (a missing package)
+    field: str | None = None  # the spec field it is about
 
 
 _KEY_IN_MESSAGE = re.compile(r"(?:override|append to config)[^']*'([^']+)'|at '([^']+)'|key '([^']+)'", re.I)
@@ -154,6 +163,12 @@ def interpret(code: int, output: str, overrides: list[str]) -> Outcome:
             return Outcome(True, False, line, validation=validation)
         if line.startswith("VERLCTL_PREFLIGHT_SKIP"):
             return Outcome(True, True, line.split(" ", 1)[1] if " " in line else "")
+        if line.startswith("VERLCTL_PREFLIGHT_MISSING "):
+            try:
+                need = json.loads(line.split(" ", 1)[1])
+                return Outcome(False, False, str(need["message"]), hint=str(need["hint"]), field=str(need["field"]))
+            except (ValueError, KeyError, TypeError):
+                pass
         if line.startswith("VERLCTL_PREFLIGHT_FAIL"):
             message = line.split(" ", 1)[1] if " " in line else "composition failed"
             return Outcome(False, False, message, offending_override(message, overrides))

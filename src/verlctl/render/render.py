@@ -147,6 +147,9 @@ def render(resolved: ResolvedSpec, command: TrainingCommand, ray_args: tuple[str
     resource = "NPU" if npu else "GPU"
     n = len(spec.cluster.devices)
     resource_args = f"--resources='{{\"NPU\": {n}}}'" if npu else f"--num-gpus={n}"
+    from verlctl.verl.ray_cpus import cpu_demand
+
+    cpus = cpu_demand(command.version, command.entry.module, command.override_texts(), n)
     digest = hashlib.sha256(f"{spec.logging.experiment}|{spec.paths.checkpoints}".encode()).hexdigest()[:8]
     start = env.get_template("start_verl.sh.j2").render(
         **common,
@@ -162,6 +165,9 @@ def render(resolved: ResolvedSpec, command: TrainingCommand, ray_args: tuple[str
         ray_resource=resource,
         ray_resource_args=resource_args,
         ray_start_args=[*spec.cluster.ray_start_args, *ray_args],
+        ray_cpus_head=cpus.head,
+        ray_cpus_worker=cpus.worker,
+        ray_cpus_items=[(what, n) for what, n in cpus.items if n],
         ray_tmp=f"/tmp/verlctl-ray-{digest}",
         checkpoints=spec.paths.checkpoints or "",  # locked for the attempt's lifetime (checks/ownership.py)
         # Ray's dashboard runs code for anyone who reaches it (no auth): this machine only, unless other
