@@ -138,7 +138,13 @@ def make_realverl_env(tmp_path: Path, client: Any, image: str, *, steps: int = 2
         "strategy": "fsdp2",
         "device": "gpu",
         "cluster": {"devices": [0], "ray_port": free_port(), "dashboard_port": free_port(),
-                    "ray_start_args": ["--num-cpus=16"]},
+                    # Ray's logical CPUs for verl's actors (realverl.md "For verlctl's start_verl.sh"); and
+                    # free ports where Ray's defaults are fixed, as on any host that runs another Ray head
+                    # (other sessions' tests share this host network).
+                    "ray_start_args": ["--num-cpus=16", f"--ray-client-server-port={free_port()}",
+                                       f"--dashboard-agent-listen-port={free_port()}",
+                                       f"--dashboard-agent-grpc-port={free_port()}",
+                                       f"--metrics-export-port={free_port()}"]},
         "paths": {
             "model": str(tiny / "model"),
             "train_files": [str(tiny / "data" / "train.parquet")],
