@@ -55,6 +55,8 @@ CPU_OVERRIDES = [
     "actor_rollout_ref.rollout.agent.num_workers=1",
     "reward.num_workers=1",
     "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+    # vLLM on CPU otherwise compiles the model with torch inductor (a C++ build) in every start: minutes here
+    "actor_rollout_ref.rollout.enforce_eager=True",
 ]
 
 

