@@ -14,8 +14,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 
-# Docker fixtures (engine, locally built test image, container factory) live in tests/docker_support.py.
-pytest_plugins = ["docker_support"]
+# Docker fixtures (engine, locally built test image, container factory) live in tests/docker_support.py;
+# the real-verl image and run fixtures in tests/realverl_support.py.
+pytest_plugins = ["docker_support", "realverl_support"]
 
 # Inputs every minimal spec needs.
 BASE_PATHS = {

