@@ -666,7 +666,10 @@ def _ray_cpus(ctx: RuleCtx) -> Iterable[Finding]:
     from verlctl.verl.ray_cpus import cpu_demand
 
     spec = ctx.spec
-    module = entry_for(ctx.version, spec.algorithm, spec.mode, spec.strategy).module
+    try:
+        module = entry_for(ctx.version, spec.algorithm, spec.mode, spec.strategy).module
+    except ValueError:
+        return  # the mode does not exist in this version: mode_version reports it
     need = cpu_demand(ctx.version, module, list(spec.extra_overrides), ctx.per_node)
     given = _ray_num_cpus(list(spec.cluster.ray_start_args))
     if given is not None and given < max(need.head, need.worker):
