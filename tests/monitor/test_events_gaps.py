@@ -13,6 +13,8 @@ from verlctl.monitor.catalogue import CATALOGUE, Classifier, ere_patterns, to_er
 from verlctl.monitor.events import (
     ErrorFound,
     LogParser,
+    Phase,
+    PhaseKind,
     StepMetrics,
     ValidationMetrics,
     parse_progress,
@@ -106,3 +108,48 @@ def test_a_finding_made_without_a_count_counts_once() -> None:
     f = Finding(category="host_oom", line=0, excerpt="start_verl.sh exits with status 137", message="m", hint="h")
     assert f.to_dict()["count"] == 1
     assert f.to_check_finding().code == "host_oom"
+
+
+# ---- the fresh sample (seed 4242, after the gaps above): survivors that a real log would expose ------------
+
+
+def test_a_checkpoint_saved_line_is_the_saved_phase_and_other_global_step_lines_are_not() -> None:
+    """verl's checkpoint managers log ``Saved model to .../global_step_N/actor/...`` once the files are
+    written; a resume prints ``Load from checkpoint folder: .../global_step_N``, which saves nothing."""
+    log = ("(TaskRunner pid=7) Load from checkpoint folder: /ckpt/global_step_3\n"
+           "(WorkerDict pid=9) Saved model to /ckpt/global_step_4/actor/model_world_size_8_rank_0.pt\n")
+    phases = [(p.kind, p.step, p.line) for p in parse_text(log) if isinstance(p, Phase)]
+    assert (PhaseKind.CHECKPOINT_SAVED, 4, 2) in phases
+    assert not [p for p in phases if p[0] is PhaseKind.CHECKPOINT_SAVED and p[1] == 3]
+
+
+def test_the_first_line_from_a_worker_actor_is_the_workers_starting_phase() -> None:
+    """Before any other marker, the first line a Ray worker actor prints (``(WorkerDict pid=...)``) says the
+    workers are starting, whatever it says."""
+    log = "(TaskRunner pid=7) loading data\n(WorkerDict pid=9) model config loaded\n(WorkerDict pid=9) again\n"
+    phases = [(p.kind, p.line, p.detail) for p in parse_text(log) if isinstance(p, Phase)]
+    assert phases == [(PhaseKind.WORKERS_STARTING, 2, "first line from WorkerDict")]
+
+
+def test_events_and_catalogue_entries_are_immutable() -> None:
+    """One parsed event goes to several consumers (status, charts, the watcher), and the catalogue is
+    module-level, shared by every classifier: neither can be changed through one reference."""
+    import dataclasses
+
+    finding = Finding(category="c", line=1, excerpt="e", message="m", hint="h")
+    events = [ErrorFound(1, finding), StepMetrics(1, 1, {"a": 1}), Phase(1, PhaseKind.RAY_STARTED)]
+    for obj in [*events, CATALOGUE[0], CATALOGUE[0].signatures[0]]:
+        field = dataclasses.fields(obj)[0].name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, field, None)
+
+
+def test_a_failure_between_tqdm_redraws_is_quoted_alone() -> None:
+    """A traceback line that shares a physical line with tqdm's carriage-return redraws: the excerpt is its
+    own segment, not the progress bars around it."""
+    line = ("Training Progress:  10%|#         | 1/10 [00:01<00:09, 1.00s/it]"
+            "\rtorch.OutOfMemoryError: NPU out of memory. Tried to allocate 2.00 GiB"
+            "\rTraining Progress:  10%|#         | 1/10 [00:02<00:09, 1.00s/it]")
+    f = Classifier().feed_line(1, line)
+    assert f is not None and f.category == "device_oom"
+    assert f.excerpt == "torch.OutOfMemoryError: NPU out of memory. Tried to allocate 2.00 GiB"
