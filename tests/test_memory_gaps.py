@@ -79,3 +79,51 @@ def test_the_kv_cache_error_says_how_many_tokens_fit() -> None:
     assert est.kv_short and est.kv_tokens_fit is not None and 0 < est.kv_tokens_fit < lay.seq
     [kv] = [f for f in memory_findings(est) if f.code == "memory_kv_cache"]
     assert f"holds about {int(est.kv_tokens_fit)} tokens, less than one sequence of {lay.seq}" in kv.message
+
+
+# ---- the fresh sample (seed 4242, after the gaps above) ---------------------------------------------------
+
+
+def test_the_layout_advice_reaches_eight_pipeline_stages() -> None:
+    """Qwen3-14B (40 layers) at TP 1 x PP 4 on 44 GiB GPUs: no size-4 layout is larger, TP 2 x PP 2 is not
+    tried (the same size), and the smallest larger one that fits is eight stages of five layers."""
+    s = shape(CONFIGS["Qwen3-14B"])
+    lay = Layout(device="gpu", strategy="megatron", tp=1, pp=4, rollout_tp=4, prompt=1024, response=1024,
+                 offload=True, optimizer_offload=True, ref_offload=True, recompute=True, recompute_uniform=True)
+    est = estimate(lay, s, 44.0, HOST)
+    assert est.failing == ["update"]
+    assert advise(est, 44.0, HOST) == ["use train.tensor_parallel=1, train.pipeline_parallel=8"]
+    assert estimate(replace(lay, pp=8), s, 44.0, HOST).fits
+
+
+def test_a_kl_penalty_in_the_reward_keeps_the_reference_model() -> None:
+    """``use_kl_loss=False`` with ``algorithm.use_kl_in_reward=True``: verl still builds the reference policy
+    (the reward's KL needs its log-probs), so its weights count in the estimate."""
+    from verlctl.checks.memory import layout_for
+    from verlctl.spec.resolve import load_spec
+
+    from conftest import BASE_PATHS
+
+    def has_ref(*extra: str) -> bool:
+        spec = load_spec(None, flags={**BASE_PATHS, "algorithm": "dapo", "extra_overrides": list(extra)},
+                         environ={}).spec
+        return layout_for(spec, {}).has_ref
+
+    assert not has_ref("actor_rollout_ref.actor.use_kl_loss=False")
+    assert has_ref("actor_rollout_ref.actor.use_kl_loss=False", "algorithm.use_kl_in_reward=True")
+    assert has_ref("actor_rollout_ref.actor.use_kl_loss=True")
+
+
+def test_the_first_pipeline_stage_holds_the_in_flight_micro_batches() -> None:
+    """Megatron's 1F1B schedule: the first of PP stages holds PP micro-batches' activations of its layers, plus
+    the warm-up share (PP - 1) / (PP x VPP) of one more; interleaving (VPP) shrinks that share. Without
+    recompute, the first stage of PP 4 therefore keeps 7/4 of PP 1's activations, and 5/4 with VPP 3."""
+    s = shape(QWEN3_8B)  # 36 layers: PP 4 x VPP 3 divides them
+    lay = Layout(device="npu", strategy="megatron", tp=1, prompt=1024, response=1024)
+
+    def activations(**changes: int) -> float:
+        return estimate(replace(lay, **changes), s, 64.0, HOST).device["update"].parts["activations"]
+
+    one = activations(pp=1)
+    assert activations(pp=4) == pytest.approx(one * 7 / 4, rel=1e-6)
+    assert activations(pp=4, vpp=3) == pytest.approx(one * 5 / 4, rel=1e-6)
