@@ -127,3 +127,14 @@ def test_the_first_pipeline_stage_holds_the_in_flight_micro_batches() -> None:
     one = activations(pp=1)
     assert activations(pp=4) == pytest.approx(one * 7 / 4, rel=1e-6)
     assert activations(pp=4, vpp=3) == pytest.approx(one * 5 / 4, rel=1e-6)
+
+
+def test_one_step_off_rollout_replicas_are_counted_on_the_rollout_devices_only() -> None:
+    """One-step-off on 16-device nodes split 8 + 8, rollout TP 2: four vLLM replicas share the batch's 32
+    sequences, so each holds 8 at once (the KV cache a full batch wants), not the 4 of eight replicas."""
+    lay = Layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
+                 train_devices_per_node=8, rollout_devices_per_node=8, rollout_tp=2, prompt=1024, response=3072,
+                 batch=8, n=4)
+    assert lay.rollout_devices == 8 and replace(lay, colocated=True).rollout_devices == 16
+    est = estimate(lay, shape(CONFIGS["Qwen3-14B"]), 64.0, HOST)
+    assert est.kv_tokens_wanted == 8 * lay.seq
