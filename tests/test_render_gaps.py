@@ -36,6 +36,10 @@ def test_each_section_of_the_training_command_is_titled_once() -> None:
     assert len(known) >= 6, titles
     assert len(known) == len(set(known)), known
     assert known[:3] == ["data", "model, optimiser and batch sizes", "parallelism"]
+    assert {"feature offload", "feature recompute"} <= set(known), known  # a feature's lines under its name
+    lines = script.splitlines()
+    after = lines[lines.index("  # parallelism") + 1]
+    assert after.strip().startswith("actor_rollout_ref.actor.megatron.tensor_model_parallel_size="), after
 
 
 def test_a_note_shared_by_several_overrides_is_written_once_above_them() -> None:
