@@ -48,13 +48,20 @@ def plan_for(version: str, strategy: str, algorithm: str, mode: str, mask: str, 
     return make_plan(load_spec(None, flags=flags, environ={}))
 
 
+def _grouped(*values: str) -> object:
+    """One verl version's composition tests run in one worker process (``--dist loadgroup``), so that they
+    share tests/verlcompose.py's memoised compositions."""
+    return pytest.param(*values, marks=pytest.mark.xdist_group(f"verl-{values[0]}"))
+
+
 MATRIX = [
-    (v, s, a, m)
+    _grouped(v, s, a, m)
     for v in VERSIONS
     for s in ("megatron", "fsdp")
     for a in ("dapo", "grpo")
     for m in ("sync", "one_step_off_policy")
 ]
+GROUPED_VERSIONS = [_grouped(v) for v in VERSIONS]
 
 
 @pytest.mark.parametrize(("version", "strategy", "algorithm", "mode"), MATRIX)
@@ -85,7 +92,7 @@ def test_every_accepted_mask_composes(version: str, strategy: str, algorithm: st
     assert not failures, failures[:3]
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", GROUPED_VERSIONS)
 @pytest.mark.parametrize("strategy", ["megatron", "fsdp", "fsdp2"])
 def test_gpu_and_fsdp2_samples_compose(version: str, strategy: str) -> None:
     _need(version)
@@ -209,3 +216,53 @@ def test_audit_findings_in_the_composed_config(version: str) -> None:
     else:  # S1: 0.7.0 cannot turn it off: nothing is written and the plan says so
         assert not any("chunked_prefill" in o for o in plan.command.override_texts())
         assert plan.command.features["chunked_prefill"].label() == "verl default"
+
+
+@pytest.mark.parametrize("version", GROUPED_VERSIONS)
+def test_the_shared_composition_equals_a_full_compose(version: str) -> None:
+    """tests/verlcompose.py composes the config-group part once and applies each list's key overrides to a
+    copy with Hydra's own function: for lists that touch every feature, both strategies, one-step-off's recipe
+    entry, a config-group override and a bad key, the result (or the error) is exactly a full compose's."""
+    _need(version)
+    cases = [
+        ("megatron", "dapo", "sync", "1111111", {}),
+        ("megatron", "grpo", "sync", "0000000", {}),
+        ("fsdp", "grpo", "one_step_off_policy", "0010100", {}),
+        ("fsdp", "grpo", "sync", "1100000", {"train.rollout_engine": "sglang"}),
+        ("megatron", "grpo", "sync", "0000000",
+         {"extra_overrides": ["actor_rollout_ref.actor.megatron.virtual_pipeline_parallel_size=2"]}),
+        ("megatron", "grpo", "sync", "0000000", {"extra_overrides": ["actor_rollout_ref.actor.megatron.grad_offload=True"]}),
+        ("fsdp", "grpo", "sync", "0000000", {"extra_overrides": ["actor_rollout_ref.rollout.no_such_key=1"]}),
+        ("fsdp", "grpo", "sync", "0000000", {"extra_overrides": ["+actor_rollout_ref.rollout.new_key=1"]}),
+    ]
+    shared_used = 0
+    for strategy, algorithm, mode, mask, extra in cases:
+        plan = plan_for(version, strategy, algorithm, mode, mask, **extra)
+        assert plan.ok, [f.line() for f in plan.findings]
+        e, overrides = plan.command.entry, plan.command.override_texts()
+        with verlcompose._initialised(version, e.config_dir):
+            try:
+                full: object = verlcompose._full(version, e.config_name, overrides)
+            except Exception as exc:
+                full = f"{type(exc).__name__}: {exc}"
+            try:
+                shared: object = verlcompose._shared(version, e.config_dir, e.config_name, overrides)
+            except Exception as exc:
+                shared = f"{type(exc).__name__}: {exc}"
+        assert shared is not None, (mask, extra)  # none of these needs the fallback
+        shared_used += 1
+        assert shared == full, (strategy, mode, mask, extra)
+    assert shared_used == len(cases)
+    # a config-group choice goes into the shared part, and a wrong one is Hydra's error there too
+    plan = plan_for(version, "fsdp", "grpo", "sync", "0000000")
+    e, overrides = plan.command.entry, plan.command.override_texts()
+    group = "actor@actor_rollout_ref.actor"
+    with verlcompose._initialised(version, e.config_dir):
+        choice = [*overrides, f"{group}=dp_actor"]
+        assert verlcompose._shared(version, e.config_dir, e.config_name, choice) == verlcompose._full(
+            version, e.config_name, choice)
+        bad = [*overrides, f"{group}=no_such_option"]
+        with pytest.raises(Exception, match="no_such_option") as full_err:
+            verlcompose._full(version, e.config_name, bad)
+        with pytest.raises(type(full_err.value), match="no_such_option"):
+            verlcompose._shared(version, e.config_dir, e.config_name, bad)

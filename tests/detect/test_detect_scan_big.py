@@ -13,6 +13,9 @@ from detect_helpers import REPO
 
 from verlctl.detect.scan import DEFAULT_BUDGET_S, ScanOptions, scan
 
+#: The 200k-file tree is module-scoped: one xdist worker runs the module, so it is built once, not per worker.
+pytestmark = pytest.mark.xdist_group("detect-big-tree")
+
 
 def _bench_module():  # bench/ is not a package: load the script by path
     spec = importlib.util.spec_from_file_location("bench_scan", REPO / "bench" / "bench_scan.py")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from verlctl.checks.findings import Finding, error, info, warning
-from verlctl.checks.units import _size, params_text
+from verlctl.checks.units import params_text, size_text
 from verlctl.detect.check_probes import CheckpointProbe
 from verlctl.detect.common import Unavailable, UnavailableCode
 from verlctl.detect.models import ModelInfo
@@ -71,22 +71,22 @@ def _checkpoint_space(
         return [
             info(
                 "checkpoint_size_unknown",
-                f"{_size(probe.free_bytes)} free at {probe.checked_path}{where}; the checkpoint size is unknown "
+                f"{size_text(probe.free_bytes)} free at {probe.checked_path}{where}; the checkpoint size is unknown "
                 "(no parameter count for the model)",
                 field,
             )
         ]
     one = checkpoint_bytes(params)
     fits = probe.free_bytes // one if one else COMFORTABLE_CHECKPOINTS
-    size = f"one checkpoint of a {params_text(params)}-parameter model is about {_size(one)} ({CHECKPOINT_FORMULA})"
-    free = f"{_size(probe.free_bytes)} free at {probe.checked_path}{where}"
+    size = f"one checkpoint of a {params_text(params)}-parameter model is about {size_text(one)} ({CHECKPOINT_FORMULA})"
+    free = f"{size_text(probe.free_bytes)} free at {probe.checked_path}{where}"
     if fits < 1:
         return [
             error(
                 "checkpoint_space",
                 f"{free}: not enough for a single checkpoint; {size}",
                 field,
-                f"free at least {_size(one - probe.free_bytes)} or choose a larger disk for paths.checkpoints",
+                f"free at least {size_text(one - probe.free_bytes)} or choose a larger disk for paths.checkpoints",
             )
         ]
     if fits < COMFORTABLE_CHECKPOINTS:

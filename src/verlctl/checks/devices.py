@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from verlctl.checks.findings import Finding, error, warning
-from verlctl.checks.units import _ids
+from verlctl.checks.units import id_list
 from verlctl.detect.common import Unavailable, UnavailableCode
 from verlctl.detect.gpu import GpuInfo
 from verlctl.detect.machine import MachineState
@@ -82,9 +82,9 @@ def _gpu_findings(spec: RunSpec, gpu: GpuInfo, holders: Mapping[int, str]) -> li
 def _device_missing(kind: str, tool: str, dev: int, present: list[int]) -> Finding:
     return error(
         "device_missing",
-        f"{kind} {dev} is not in the output of {tool} (it shows {kind} {_ids(present)})",
+        f"{kind} {dev} is not in the output of {tool} (it shows {kind} {id_list(present)})",
         "cluster.devices",
-        f"choose cluster.devices from: {_ids(present)}",
+        f"choose cluster.devices from: {id_list(present)}",
     )
 
 

@@ -33,7 +33,7 @@ from verlctl.checks.model_checks import (
     megatron_tp_ok,
     vllm_tp_ok,
 )
-from verlctl.checks.network import _find_interface, check_network, is_head, local_ipv4
+from verlctl.checks.network import check_network, find_interface, is_head, local_ipv4
 from verlctl.checks.storage import check_checkpoint_storage
 from verlctl.checks.units import params_text, total_devices
 from verlctl.detect.check_probes import CheckpointProbe, DatasetCheck, DockerFacts, FileProbe
@@ -126,7 +126,7 @@ def _network_summary(spec: RunSpec, network: NetworkInfo | Unavailable | None, m
     if not isinstance(network, NetworkInfo):
         return {"status": "unavailable", "reason": network.reason if network else "not checked"}
     name = spec.cluster.socket_ifname
-    iface = _find_interface(network, name) if name else None
+    iface = find_interface(network, name) if name else None
     return {
         "status": "ok",
         "default_interface": network.default_interface,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from verlctl.checks.findings import Finding, error, warning
-from verlctl.checks.units import _ids, _valid, total_devices
+from verlctl.checks.units import id_list, total_devices, valid_sizes
 from verlctl.detect.common import Unavailable
 from verlctl.detect.models import ModelInfo
 from verlctl.spec.model import RunSpec
@@ -71,14 +71,14 @@ def _train_tp(spec: RunSpec, model: ModelInfo, heads: int, kv: int) -> list[Find
     if megatron_tp_ok(heads, kv, tp):
         return []
     which = f"{heads} attention heads" if heads % tp else f"{kv} key/value heads (query groups)"
-    choices = _valid(total_devices(spec), lambda t: megatron_tp_ok(heads, kv, t))
+    choices = valid_sizes(total_devices(spec), lambda t: megatron_tp_ok(heads, kv, t))
     return [
         error(
             "model_tp_heads",
             f"{model.name or model.path} has {which}, not divisible by the training TP {tp} (Megatron requires "
             "num_attention_heads and num_query_groups to be multiples of tensor_model_parallel_size)",
             "train.tensor_parallel",
-            f"valid training TP for this model: {_ids(choices)}",
+            f"valid training TP for this model: {id_list(choices)}",
         )
     ]
 
@@ -92,13 +92,13 @@ def _rollout_tp(spec: RunSpec, model: ModelInfo, heads: int, kv: int) -> list[Fi
         why = f"Total number of attention heads ({heads}) must be divisible by tensor parallel size ({rtp})"
     else:
         why = f"{kv} key/value heads can be neither split nor replicated evenly over tensor parallel size {rtp}"
-    choices = _valid(total_devices(spec), lambda t: vllm_tp_ok(heads, kv, t))
+    choices = valid_sizes(total_devices(spec), lambda t: vllm_tp_ok(heads, kv, t))
     return [
         error(
             "model_rollout_tp_heads",
             f"{model.name or model.path}: the rollout ({engine}) fails with '{why}'",
             "train.rollout_tensor_parallel",
-            f"valid rollout TP for this model: {_ids(choices)}",
+            f"valid rollout TP for this model: {id_list(choices)}",
         )
     ]
 
@@ -107,13 +107,13 @@ def _layers(spec: RunSpec, model: ModelInfo, layers: int, vpp_on: bool, recomput
     pp = spec.train.pipeline_parallel
     name = model.name or model.path
     if layers % pp:
-        choices = _valid(min(layers, total_devices(spec)), lambda p: layers % p == 0)
+        choices = valid_sizes(min(layers, total_devices(spec)), lambda p: layers % p == 0)
         return [
             error(
                 "model_layers_pp",
                 f"{name} has {layers} layers, which do not split evenly over PP {pp} pipeline stages",
                 "train.pipeline_parallel",
-                f"valid PP for this model: {_ids(choices)} (or an uneven layout with "
+                f"valid PP for this model: {id_list(choices)} (or an uneven layout with "
                 "num_layers_in_first_pipeline_stage / num_layers_in_last_pipeline_stage)",
             )
         ]
@@ -131,20 +131,20 @@ def _layers(spec: RunSpec, model: ModelInfo, layers: int, vpp_on: bool, recomput
                     f"{name} has {layers} layers, {where}: recompute_method uniform needs recompute_num_layers "
                     f"({recompute}) to divide them",
                     "features.recompute_num_layers",
-                    f"valid recompute_num_layers: {_ids([d for d in range(1, chunk + 1) if chunk % d == 0])}, "
+                    f"valid recompute_num_layers: {id_list([d for d in range(1, chunk + 1) if chunk % d == 0])}, "
                     "or recompute_method block",
                 )
             ]
     if vpp_on and layers % (pp * vpp):
         sizes = [v for v in range(2, layers // pp + 1) if (layers // pp) % v == 0]
-        pps = _valid(min(layers, total_devices(spec)), lambda p: layers % (p * vpp) == 0)
+        pps = valid_sizes(min(layers, total_devices(spec)), lambda p: layers % (p * vpp) == 0)
         return [
             error(
                 "model_layers_vpp",
                 f"{name} has {layers} layers: {layers // pp} per pipeline stage (PP {pp}) do not split into "
                 f"{vpp} virtual stages (layers must be divisible by PP × vpp_size = {pp * vpp})",
                 "features.vpp_size",
-                f"valid vpp_size with PP {pp}: {_ids(sizes)}; valid PP with vpp_size {vpp}: {_ids(pps)}; or turn vpp off",
+                f"valid vpp_size with PP {pp}: {id_list(sizes)}; valid PP with vpp_size {vpp}: {id_list(pps)}; or turn vpp off",
             )
         ]
     return []

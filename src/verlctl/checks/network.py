@@ -4,7 +4,7 @@ is this machine's and on that interface."""
 from __future__ import annotations
 
 from verlctl.checks.findings import Finding, error, info, warning
-from verlctl.detect.check_probes import _literal_ipv4
+from verlctl.detect.check_probes import literal_ipv4
 from verlctl.detect.common import Unavailable
 from verlctl.detect.network import NetInterface, NetworkInfo
 from verlctl.spec.model import RunSpec
@@ -22,7 +22,7 @@ def is_head(spec: RunSpec, network: NetworkInfo, master_ips: list[str]) -> bool:
     return bool(set(master_ips) & local_ipv4(network))
 
 
-def _find_interface(network: NetworkInfo, name: str) -> NetInterface | None:
+def find_interface(network: NetworkInfo, name: str) -> NetInterface | None:
     return network.interface(name) or next((i for i in network.interfaces if name in i.altnames), None)
 
 
@@ -36,7 +36,7 @@ def _check_ifname(spec: RunSpec, network: NetworkInfo) -> tuple[list[Finding], N
     name = spec.cluster.socket_ifname
     if not name:
         return [], None
-    iface = _find_interface(network, name)
+    iface = find_interface(network, name)
     if iface is None:
         return [
             error(
@@ -106,6 +106,6 @@ def check_network(
     if isinstance(network, Unavailable):
         field = "cluster.socket_ifname" if c.socket_ifname else "cluster.master_addr"
         return [warning("network_unchecked", f"the network interfaces were not checked: {network.reason}", field)]
-    ips = master_ips if master_ips is not None else _literal_ipv4(c.master_addr)
+    ips = master_ips if master_ips is not None else literal_ipv4(c.master_addr)
     found, iface = _check_ifname(spec, network)
     return found + _check_master(spec, network, iface, ips)

@@ -7,15 +7,15 @@ from collections.abc import Callable
 from verlctl.spec.model import RunSpec
 
 
-def _ids(values: list[int]) -> str:
+def id_list(values: list[int]) -> str:
     return ", ".join(str(v) for v in values) if values else "none"
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
-def _valid(limit: int, ok: Callable[[int], bool]) -> list[int]:
+def valid_sizes(limit: int, ok: Callable[[int], bool]) -> list[int]:
     return [t for t in range(1, max(1, limit) + 1) if ok(t)]
 
 

@@ -241,7 +241,7 @@ def dataset_paths(spec: RunSpec) -> list[tuple[str, str]]:
     return [("paths.train_files", f) for f in p.train_files or []] + [("paths.val_files", f) for f in p.val_files or []]
 
 
-def _literal_ipv4(addr: str | None) -> list[str]:
+def literal_ipv4(addr: str | None) -> list[str]:
     if not addr:
         return []
     try:
@@ -250,10 +250,10 @@ def _literal_ipv4(addr: str | None) -> list[str]:
         return []
 
 
-def _resolve_ipv4(addr: str | None, timeout: float) -> list[str]:
+def resolve_ipv4(addr: str | None, timeout: float) -> list[str]:
     if not addr:
         return []
-    literal = _literal_ipv4(addr)
+    literal = literal_ipv4(addr)
     if literal:
         return literal
 

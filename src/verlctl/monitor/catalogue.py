@@ -24,12 +24,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from verlctl.monitor.events import REPEATED_RE, STEP_RE, literal_alternation, strip_ansi
-
-if TYPE_CHECKING:
-    from verlctl.checks.findings import Finding as CheckFinding
+from verlctl.monitor.finding import Finding
 
 #: What the head's ``ray start --block`` prints when one of the Ray daemons it launched (gcs_server, raylet, ...)
 #: has exited; it then kills the rest and exits (ray/scripts/scripts.py, ``start``: the ``if block:`` loop over
@@ -1270,34 +1267,6 @@ def ere_patterns(catalogue: Iterable[Category] = CATALOGUE) -> list[str]:
 # --------------------------------------------------------------------------------------------------
 # Findings and the classifier
 # --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Finding:
-    """A classified failure in a log: the first line it was seen on, and how often it recurred."""
-
-    category: str
-    line: int
-    excerpt: str
-    message: str
-    hint: str
-    count: int = 1
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "category": self.category,
-            "line": self.line,
-            "excerpt": self.excerpt,
-            "message": self.message,
-            "hint": self.hint,
-            "count": self.count,
-        }
-
-    def to_check_finding(self) -> CheckFinding:
-        """As the project-wide :class:`verlctl.checks.findings.Finding` (code = category)."""
-        from verlctl.checks.findings import error
-
-        return error(self.category, self.message, field=f"line {self.line}", hint=self.hint)
 
 
 @dataclass(frozen=True, eq=False)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from verlctl.monitor.catalogue import Finding
+    from verlctl.monitor.finding import Finding
 
 Number = int | float
 

@@ -144,15 +144,15 @@ def run_status(run_id: str | None) -> dict[str, Any]:
         doc["live"] = live
     if ex is not None:
         text = read_tail(ex, record.run_log)
-        _summarise(text, doc)
+        summarise(text, doc)
     last_failure = next((e for e in reversed(record.events()) if e.get("event") in ("failure", "alert")), None)
     if last_failure and not doc["last_error"]:
         doc["last_error"] = {k: last_failure.get(k) for k in ("category", "reason", "message", "hint") if k in last_failure}
-    _watcher_outcome(record, doc)
+    watcher_outcome(record, doc)
     return doc
 
 
-def _watcher_outcome(record: RunRecord, doc: dict[str, Any]) -> None:
+def watcher_outcome(record: RunRecord, doc: dict[str, Any]) -> None:
     """The watcher's last word on the current attempt: it gave up (with why), so the run is a failure even
     when its log ends with "training finished" (e.g. a resume that trained 0 steps)."""
     events = record.events()
@@ -168,7 +168,7 @@ def _watcher_outcome(record: RunRecord, doc: dict[str, Any]) -> None:
         doc["state"] = "failed (watcher gave up)"
 
 
-def _summarise(text: str, doc: dict[str, Any]) -> None:
+def summarise(text: str, doc: dict[str, Any]) -> None:
     from verlctl.monitor.summary import diagnose_text
 
     if not text:

@@ -807,7 +807,7 @@ class Launcher:
                 after = text.split(TRAINING_MARKER, 1)[1].split("\n", 1)[-1] if seen_marker_at is not None else ""
                 first_line = next((ln for ln in after.splitlines() if ln.strip()), None)
                 # Training progress proves the trainer started (what happens later is the watcher's job).
-                started = first_line is not None and _has_progress(after)
+                started = first_line is not None and has_progress(after)
                 if not started and not ex.group_alive(group):
                     text += follower.get(timeout=1.0)
                     self._fail_verify(record, text, "the training process exited during start-up (process group "
@@ -933,7 +933,7 @@ def _count_devices(tool: str, text: str) -> int | None:
 _PROGRESS = re.compile(r"Training Progress|^step:\d+ ", re.M)
 
 
-def _has_progress(text: str) -> bool:
+def has_progress(text: str) -> bool:
     return bool(_PROGRESS.search(text))
 
 

@@ -22,12 +22,12 @@ from verlctl.detect.check_probes import (
     DatasetCheck,
     DockerFacts,
     ImageVersions,
-    _resolve_ipv4,
     check_dataset_file,
     dataset_paths,
     parse_checkpoint_probe,
     parse_versions,
     probe_checkpoint_dir,
+    resolve_ipv4,
 )
 from verlctl.detect.common import (
     CallTimeout,
@@ -253,7 +253,7 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
     calls: dict[str, tuple[Callable[[], object], float]] = {
         "machine": (lambda: detect_machine(options), 2 * budget_s + 5),
         "datasets": (lambda: [check_dataset_file(f, p, budget_s) for f, p in dataset_paths(spec)], budget_s * 2 + 2),
-        "ips": (lambda: _resolve_ipv4(spec.cluster.master_addr, budget_s), budget_s + 1),
+        "ips": (lambda: resolve_ipv4(spec.cluster.master_addr, budget_s), budget_s + 1),
     }
     if spec.paths.model:
         model_path = spec.paths.model

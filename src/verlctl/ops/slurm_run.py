@@ -172,14 +172,14 @@ def load_options(record: RunRecord) -> SlurmOptions:
 def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any) -> None:
     """Until training prints progress in the job's output; a job that ends first is a failure with the
     diagnosis of its output. A job still queued at the deadline is left queued (said, not a failure)."""
-    from verlctl.ops.launch import TRAINING_MARKER, _has_progress
+    from verlctl.ops.launch import TRAINING_MARKER, has_progress
 
     deadline = time.monotonic() + timeout
     st = slurm.state(ref.job_id)
     while time.monotonic() < deadline:
         text = slurm.read_output(ref.output).decode(errors="replace")
         after = text.split(TRAINING_MARKER, 1)[1] if TRAINING_MARKER in text else ""
-        if after and _has_progress(after):
+        if after and has_progress(after):
             first = next((ln for ln in after.splitlines()[1:] if ln.strip()), "")
             record.event("verified", job_id=ref.job_id, first_line=first[:300])
             console.print(f"training is running: {first.strip()[:160]}", highlight=False, markup=False)
@@ -225,7 +225,7 @@ def _remove_env_file(record: RunRecord) -> None:
 
 
 def slurm_status(record: RunRecord) -> dict[str, Any]:
-    from verlctl.ops.inspect import _summarise, _watcher_outcome, watcher_alive
+    from verlctl.ops.inspect import summarise, watcher_alive, watcher_outcome
 
     ref = record.slurm_jobs[-1] if record.slurm_jobs else None
     st = slurm.state(ref.job_id) if ref else None
@@ -249,8 +249,8 @@ def slurm_status(record: RunRecord) -> dict[str, Any]:
         doc["live"] = live
     if ref is not None:
         size = slurm.output_size(ref.output) or 0
-        _summarise(slurm.read_output(ref.output, max(0, size - 256 * 1024)).decode(errors="replace"), doc)
-    _watcher_outcome(record, doc)
+        summarise(slurm.read_output(ref.output, max(0, size - 256 * 1024)).decode(errors="replace"), doc)
+    watcher_outcome(record, doc)
     return doc
 
 

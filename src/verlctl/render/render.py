@@ -63,7 +63,7 @@ class Rendered:
         return write_file(path, self.env_file.encode("utf-8"), 0o600)
 
 
-def _env(loader_dir: Path) -> Any:
+def jinja_env(loader_dir: Path) -> Any:
     import jinja2
 
     env = jinja2.Environment(
@@ -116,7 +116,7 @@ def log_file_for(resolved: ResolvedSpec) -> str:
 def render(resolved: ResolvedSpec, command: TrainingCommand, ray_args: tuple[str, ...] = ()) -> Rendered:
     """``ray_args``: more ``ray start`` arguments for every node (a scheduler's job adds its own ports)."""
     spec = resolved.spec
-    env = _env(TEMPLATES)
+    env = jinja_env(TEMPLATES)
     log_file = log_file_for(resolved)
     common = {
         "verlctl_version": __version__,

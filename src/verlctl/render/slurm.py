@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from verlctl.errors import VerlctlError
-from verlctl.render.render import START_SCRIPT, TEMPLATES, TRAIN_SCRIPT, Rendered, _env
+from verlctl.render.render import START_SCRIPT, TEMPLATES, TRAIN_SCRIPT, Rendered, jinja_env
 
 #: Slurm's time-limit forms (sbatch(1) --time): minutes, minutes:seconds, hours:minutes:seconds,
 #: days-hours, days-hours:minutes, days-hours:minutes:seconds, or no limit.
@@ -130,7 +130,7 @@ def render_sbatch(
                      f"{devices_per_node} NPU per node; give the site's GRES with --gres NAME")
     start = rendered.files[START_SCRIPT]
     train = rendered.files[TRAIN_SCRIPT]
-    script = _env(TEMPLATES).get_template("job.sbatch.j2").render(
+    script = jinja_env(TEMPLATES).get_template("job.sbatch.j2").render(
         job_name=_job_name(experiment),
         nnodes=nnodes,
         nodelist=",".join(nodelist),
