@@ -26,16 +26,30 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from verlctl.errors import RuntimeFailure, VerlctlError
 from verlctl.spec.resolve import ResolvedSpec
 
 if TYPE_CHECKING:
-    from verlctl.ops.launch import Launcher
     from verlctl.plan import Plan
+    from verlctl.render.render import Rendered
     from verlctl.runtime.executor import Executor
     from verlctl.runtime.records import RunRecord
+
+
+class CanaryHost(Protocol):
+    """What the canary needs of the launch that runs it (ops/launch.py's Launcher), so that this module does not
+    import the launcher (no import circle, tests/test_layers.py)."""
+
+    executor: Executor | None
+    resolved: ResolvedSpec
+    report: Any
+
+    def copy_scripts(self, ex: Executor, rendered: Rendered, scripts_dir: str, env_file: bool = True) -> None: ...
+
+    def start(self, ex: Executor, record: RunRecord, the_plan: Plan, reason: str,
+              resumed_from: str | None = None, gate: str | None = None) -> int: ...
 
 CANARY_DIR = ".verlctl-canary"
 TRACKER = "latest_checkpointed_iteration.txt"
@@ -80,7 +94,7 @@ class PhaseResult:
 
 @dataclass
 class Canary:
-    launcher: Launcher
+    launcher: CanaryHost
     record: RunRecord
     the_plan: Plan
     timeout_s: float
