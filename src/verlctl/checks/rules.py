@@ -630,6 +630,23 @@ def _restart(ctx: RuleCtx) -> Iterable[Finding]:
             )
 
 
+@rule("image_device", ("image_for_npu",), Severity.ERROR)
+def _image_device(ctx: RuleCtx) -> Iterable[Finding]:
+    """A GPU run does not get the default image, which is Ascend's (910B): it has no CUDA (U19)."""
+    from verlctl.spec.model import DEFAULT_IMAGE
+
+    c = ctx.spec.container
+    if ctx.spec.device == "gpu" and c.runtime == "docker" and c.image == DEFAULT_IMAGE:
+        yield error(
+            "image_for_npu",
+            f"device is gpu but container.image is the default, {DEFAULT_IMAGE}: an Ascend (910B) image without "
+            "CUDA, so training on the GPUs cannot start",
+            "container.image",
+            "set container.image to a CUDA verl image of the target verl version (verl's docker/ images, e.g. "
+            "verlai/verl:...), or device: npu",
+        )
+
+
 def all_codes() -> set[str]:
     return {c for r in RULES for c in r.codes}
 
