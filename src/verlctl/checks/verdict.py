@@ -255,7 +255,8 @@ def spec_facts(resolved: ResolvedSpec, model: Any = None, reasons: dict[Need, st
     caller already has, e.g. the wizard's detected model)."""
     from verlctl.detect.machine import MachineState
 
-    not_collected = {n.value: why for n, why in (reasons or PLAN_REASONS).items()}
+    not_collected = {n.value: why for n, why in (reasons or PLAN_REASONS).items()
+                     if n is not Need.NODES or len(resolved.spec.cluster.nodes) > 1}  # one node: nothing to ask
     if model is None:
         model, why = model_fact(resolved.spec)
         if why is not None:

@@ -33,8 +33,9 @@ def check(
     budget: Budget = 20.0,
 ) -> int:
     """Check a spec against this machine: paths, devices, model shape vs TP/PP, network, image, container."""
-    from verlctl.checks.findings import has_errors, sorted_findings
-    from verlctl.checks.machine_checks import describe_machine, machine_findings, summarize
+    from verlctl.checks.findings import has_errors
+    from verlctl.checks.machine_checks import describe_machine, summarize
+    from verlctl.checks.verdict import decide
     from verlctl.errors import VerlctlError
     from verlctl.ops.machine_facts import collect_facts
     from verlctl.spec.resolve import load_spec
@@ -42,22 +43,19 @@ def check(
     if not budget > 0:
         raise VerlctlError(f"--budget must be a positive number of seconds, not {budget:g}")
     resolved = load_spec(config, flags=flags[0], flag_names=flags[1])
-    findings, vpp_on = spec_findings(resolved)
     facts = collect_facts(resolved, budget)
-    from verlctl.checks.field_checks import memory_and_field_findings
-
-    memory, field = memory_and_field_findings(resolved, facts, budget)
-    findings = [f for f in findings if not f.code.startswith("memory_")] + field
-    findings = sorted_findings(findings + machine_findings(resolved, facts, vpp_on))
+    verdict = decide(resolved, facts)
+    findings, memory = verdict.findings, verdict.memory
     if as_json:
         doc: dict[str, Any] = {
             "findings": [f.model_dump(mode="json") for f in findings],
+            "not_checked": verdict.to_json(),
             "machine": summarize(resolved, facts),
             "memory": memory.to_json() if memory else None,
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        _print(describe_machine(resolved, facts), findings, memory)
+        _print(describe_machine(resolved, facts), findings, memory, verdict.not_checked_lines())
     if has_errors(findings):
         if not as_json:
             sys.stderr.write("error: the check found errors (listed above)\n")
@@ -91,11 +89,12 @@ def spec_findings(resolved: ResolvedSpec) -> tuple[list[Finding], bool]:
     return found, bool(vpp and vpp.on and vpp.applicable)
 
 
-def _print(lines: list[str], findings: list[Finding], memory: Estimate | None = None) -> None:
+def _print(lines: list[str], findings: list[Finding], memory: Estimate | None = None,
+           not_checked: list[str] | None = None) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    from verlctl.report import print_findings, print_memory, print_wrapped
+    from verlctl.report import print_findings, print_memory, print_not_checked, print_wrapped
 
     console = Console()
     for line in lines:
@@ -103,3 +102,4 @@ def _print(lines: list[str], findings: list[Finding], memory: Estimate | None = 
     if memory is not None:
         print_memory(console, memory)
     print_findings(console, findings)
+    print_not_checked(console, not_checked or [])

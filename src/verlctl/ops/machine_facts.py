@@ -38,7 +38,7 @@ from verlctl.detect.common import (
 )
 from verlctl.detect.datasets import parquet_check_argv, parse_parquet_check_output
 from verlctl.detect.machine import MachineState
-from verlctl.detect.models import inspect_model
+from verlctl.detect.models import ModelInfo, inspect_model
 from verlctl.runtime.holders import describe_holders
 from verlctl.spec.model import RunSpec
 from verlctl.spec.resolve import ResolvedSpec
@@ -64,12 +64,15 @@ class _Docker:
             self.client.close()
 
 
-def collect_docker(spec: RunSpec, timeout: float) -> _Docker:
+def collect_docker(spec: RunSpec, timeout: float, *, pull: bool = False, name_explicit: bool = True,
+                   image_explicit: bool = False) -> _Docker:
+    """The engine's view of the spec's image and container, as launch would plan it (``name_explicit``: a
+    container found under the default name is reused only when this user created it)."""
     from verlctl.errors import VerlctlError
     from verlctl.runtime import containers
 
     c = spec.container
-    facts = DockerFacts(image=c.image, container=c.name)
+    facts = DockerFacts(image=c.image, container=c.name, pull=pull)
     try:
         client = containers.connect(timeout)
     except VerlctlError as exc:
@@ -81,6 +84,9 @@ def collect_docker(spec: RunSpec, timeout: float) -> _Docker:
         facts.image_present = containers.image_present(client, c.image)
         existing = containers.find_container(client, c.name)
         if existing is not None:
+            owner = (existing.labels or {}).get(f"{containers.LABEL_PREFIX}.created-by")
+            if not name_explicit and owner != containers.creator():
+                facts.foreign = f"was created by {owner}" if owner else "was not created by verlctl"
             plan = containers.plan_container(client, spec, allow_pull=True, image_explicit=False)
             facts.exists, facts.state = True, plan.state
             # the reference the container was created from (an image's first tag may be another alias)
@@ -240,18 +246,87 @@ def _dataset_results(spec: RunSpec, value: object) -> list[DatasetCheck]:
     return [DatasetCheck(field=f, path=p, file=failed) for f, p in dataset_paths(spec)]
 
 
-def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) -> CheckFacts:
+def _device_nodes_missing(spec: RunSpec) -> list[str] | None:
+    if spec.device != "npu":
+        return None
+    return [f"/dev/davinci{d}" for d in spec.cluster.devices if not os.path.exists(f"/dev/davinci{d}")]
+
+
+def _resume_step(spec: RunSpec) -> int | None:
+    from verlctl.ops.launch import resume_point
+
+    point = resume_point(spec.paths.checkpoints)
+    return int(point.rsplit("_", 1)[1]) if point else None
+
+
+def _ray_ports_busy(spec: RunSpec) -> list[int] | None:
+    """Multi-node runs start the head on master_addr (maybe not this host): only a single node is tested."""
+    from verlctl.checks.field_checks import ports_in_use
+
+    if len(spec.cluster.nodes) > 1:
+        return None
+    c = spec.cluster
+    return ports_in_use(list(dict.fromkeys((c.ray_port, c.dashboard_port))))
+
+
+def _hccl_busy(resolved: ResolvedSpec) -> dict[str, list[int]] | None:
+    from verlctl.checks.field_checks import hccl_port_ranges, ports_in_use
+    from verlctl.verl.compose import build_command
+
+    if resolved.spec.device != "npu":
+        return None
+    ranges = hccl_port_ranges(resolved.spec, build_command(resolved).env)
+    return {name: ports_in_use(ports) for name, ports in ranges.items()}
+
+
+def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S, *, machine: MachineState | None = None,
+                  pull: bool = False, prompts: bool = True) -> CheckFacts:
+    """Every fact the verdict's rules read (``checks/verdict.py``), collected here: the probes at the same time,
+    each within ``budget_s``; then the in-container fallbacks (parquet schemas without pyarrow here,
+    checkpoints under the container work dir), the image's contents, live ports. ``machine``: a MachineState
+    already detected (the wizard's), used instead of probing the host again. What cannot be collected is
+    named in ``not_collected`` with why."""
+    facts = _collect(resolved, budget_s, machine, pull)
+    from verlctl.checks.field_checks import collect_prompt_lengths
+
+    spec = resolved.spec
+    if prompts:
+        facts.prompt_lengths = collect_prompt_lengths(resolved, facts, budget_s)
+    facts.device_nodes_missing = _device_nodes_missing(spec)
+    facts.resume_step = _resume_step(spec)
+    facts.ray_ports_busy = _ray_ports_busy(spec)
+    facts.hccl_ports_busy = _hccl_busy(resolved)
+    missing: dict[str, str] = {}
+    if len(spec.cluster.nodes) > 1:
+        missing["nodes"] = "the per-node pre-flight runs in verlctl launch, inside every node's container"
+    if spec.container.runtime == "docker":
+        d = facts.docker
+        if d is None or d.error:
+            missing["docker"] = f"no Docker engine: {d.error if d else 'not asked'}"
+            missing["image"] = "no Docker engine"
+        elif not d.running:
+            missing["image"] = (f"container {d.container} is not running" if d.exists
+                                else f"container {d.container} does not exist yet (launch creates it)")
+    m = facts.model
+    if not isinstance(m, ModelInfo) or (m.num_layers is None and m.num_attention_heads is None):
+        why = "paths.model is not set" if not spec.paths.model else f"no readable config.json under {spec.paths.model}"
+        missing["model"] = why
+    facts.not_collected = missing
+    return facts
+
+
+def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None, pull: bool) -> CheckFacts:
     """Run every probe ``check`` needs, at the same time, each within ``budget_s``; then the in-container
     fallbacks (parquet schemas without pyarrow here, checkpoints under the container work dir)."""
     from verlctl.detect.machine import DetectOptions, detect_machine
 
     spec = resolved.spec
-    probes: list[Any] = ["npu" if spec.device == "npu" else "gpu", "network", "system"]
+    probes: list[Any] = ["npu", "gpu", "network", "system"]  # both kinds: a GPU host with device npu (U19)
     options = DetectOptions(
         probes=probes, npu_timeout_s=budget_s, gpu_timeout_s=budget_s, system_timeout_s=min(budget_s, 5.0)
     )
     calls: dict[str, tuple[Callable[[], object], float]] = {
-        "machine": (lambda: detect_machine(options), 2 * budget_s + 5),
+        "machine": ((lambda: given) if given is not None else (lambda: detect_machine(options)), 2 * budget_s + 5),
         "datasets": (lambda: [check_dataset_file(f, p, budget_s) for f, p in dataset_paths(spec)], budget_s * 2 + 2),
         "ips": (lambda: _resolve_ipv4(spec.cluster.master_addr, budget_s), budget_s + 1),
     }
@@ -259,7 +334,9 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
         model_path = spec.paths.model
         calls["model"] = (lambda: inspect_model(model_path), budget_s)
     if spec.container.runtime == "docker":
-        calls["docker"] = (lambda: collect_docker(spec, budget_s), 3 * budget_s + 5)
+        name_explicit = resolved.explicit("container.name")
+        calls["docker"] = (lambda: collect_docker(spec, budget_s, pull=pull, name_explicit=name_explicit),
+                           3 * budget_s + 5)
     got = run_probes_concurrently(calls)
     machine = _machine_result(spec, got["machine"])
     docker = got.get("docker")
