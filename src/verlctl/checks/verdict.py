@@ -250,15 +250,16 @@ def model_fact(spec: RunSpec) -> tuple[Any, str | None]:
     return info, None
 
 
-def spec_facts(resolved: ResolvedSpec, model: Any = None, reasons: dict[Need, str] | None = None) -> CheckFacts:
+def spec_facts(resolved: ResolvedSpec, model: Any = None, reasons: dict[Need, str] | None = None,
+               look: bool = True) -> CheckFacts:
     """The facts ``plan`` has: the spec and, when readable here, the model's config.json (``model``: one the
-    caller already has, e.g. the wizard's detected model)."""
+    caller already has, e.g. the wizard's detected model; ``look`` false: do not read it when None)."""
     from verlctl.detect.machine import MachineState
 
     not_collected = {n.value: why for n, why in (reasons or PLAN_REASONS).items()
                      if n is not Need.NODES or len(resolved.spec.cluster.nodes) > 1}  # one node: nothing to ask
     if model is None:
-        model, why = model_fact(resolved.spec)
+        model, why = model_fact(resolved.spec) if look else (None, "the model's config.json is not readable here")
         if why is not None:
             not_collected[Need.MODEL.value] = why
     return CheckFacts(machine=MachineState(), model=model, not_collected=not_collected)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verlctl.checks.findings import Finding, Severity, has_errors, sorted_findings
+from verlctl.checks.findings import Finding, Severity, has_errors
 from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
 from verlctl.ops import preflight
 from verlctl.plan import Plan, make_plan
@@ -120,12 +120,23 @@ class Launcher:
         self.actions: list[str] = []  # what run() planned, and its findings (launch --json)
         self.findings: list[Finding] = []
         self.declined = False  # the confirmation was answered no
+        self.facts: Any = None  # the verdict's facts (CheckFacts), collected once
+        self.verdict: Any = None  # the Verdict of run()
+        self.blocked: list[str] = []  # container plans that could not be made (the verdict says why)
 
     # --------------------------------------------------------------------------------- planning
 
     def plan(self) -> Plan:
-        the_plan = make_plan(self.resolved)
-        return the_plan
+        """The one verdict (``checks/verdict.py``) on the facts ``check`` collects (``collect_facts``)."""
+        if self.facts is None:
+            from verlctl.ops.machine_facts import collect_facts
+
+            self.facts = collect_facts(self.resolved, pull=self.options.pull)
+        return make_plan(self.resolved, facts=self.facts)
+
+    def not_checked(self) -> list[dict[str, str]]:
+        """The verdict's rules that could not run (``launch --json``)."""
+        return self.verdict.to_json() if self.verdict is not None else []
 
     def planned_actions(self, the_plan: Plan, run_id: str) -> list[str]:
         spec = self.resolved.spec
@@ -133,9 +144,12 @@ class Launcher:
         acts: list[str] = directories_to_create(spec, run_id)
         if spec.container.runtime == "docker":
             head = f" on {spec.cluster.master_addr} (Ray head)" if self.workers else ""
-            for m in self.container_plan.added_mounts:
+            for m in (self.container_plan.added_mounts if self.container_plan is not None else []):
                 acts.append(f"mount {m.host} at the same path (covers {m.why}){head}")
-            acts += [a + head for a in self.container_plan.actions()]
+            if self.container_plan is not None:
+                acts += [a + head for a in self.container_plan.actions()]
+            else:
+                acts.append(f"prepare container {spec.container.name}{head}: blocked by the errors above")
             for w in self.workers:
                 acts += [f"{a} on {w.address} (over ssh)" for a in w.plan.actions()]
             where = f"container {spec.container.name}"
@@ -192,9 +206,13 @@ class Launcher:
             self.client = (
                 node_client(head, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config) if head else containers.connect()
             )
-            self.container_plan = containers.plan_container(
-                self.client, spec, allow_pull=opts.pull, image_explicit=explicit_image, name_explicit=explicit_name
-            )
+            try:  # its refusals are the verdict's rules too: the dry run lists them all, with the actions
+                self.container_plan = containers.plan_container(
+                    self.client, spec, allow_pull=opts.pull, image_explicit=explicit_image,
+                    name_explicit=explicit_name
+                )
+            except VerlctlError as exc:
+                self.blocked.append(exc.message)
             engines = {_engine_id(self.client)}
             for i, address in enumerate(n for n in c.nodes if multi and n != head):
                 client = node_client(address, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config)
@@ -207,16 +225,11 @@ class Launcher:
                                                  name=name, name_explicit=explicit_name)
                 self.workers.append(NodeTarget(address, client, plan))
         the_plan = self.plan()
-        if multi:
-            from verlctl.checks.storage import check_checkpoint_storage, collect_storage
-
-            the_plan.findings += check_checkpoint_storage(spec, collect_storage(spec))
-        from verlctl.checks.devices import device_tool_findings  # the same finding `check` gives
-
-        the_plan.findings = sorted_findings(the_plan.findings + device_tool_findings(spec))
+        if self.blocked and not has_errors(the_plan.findings):
+            raise VerlctlError(self.blocked[0])  # a refusal no rule foresaw: the run stops here, as before
         run_id = new_run_id(spec.logging.experiment or "run")
         actions = self.planned_actions(the_plan, run_id)
-        self.actions, self.findings = actions, the_plan.findings
+        self.actions, self.findings, self.verdict = actions, the_plan.findings, the_plan.verdict
         if opts.dry_run:
             self._dry_run(the_plan, actions)
             return None
@@ -251,6 +264,10 @@ class Launcher:
 
     def _dry_run(self, the_plan: Plan, actions: list[str]) -> None:
         self._print_findings(the_plan.findings)
+        if the_plan.verdict is not None:
+            from verlctl.report import print_not_checked
+
+            print_not_checked(self.console, the_plan.verdict.not_checked_lines())
         self.console.print("[bold]dry run[/bold]: these actions would be taken, in order (nothing is changed):")
         for i, a in enumerate(actions, 1):
             self.console.print(f"  {i:2}. {a}", highlight=False, markup=False)
@@ -553,7 +570,7 @@ class Launcher:
                     hint="set verl_version explicitly to the closest supported version",
                 )
             self.report.note(f"verl_version auto -> {base} (installed in the target)")
-            new = make_plan(self.resolved, container_version=base)
+            new = make_plan(self.resolved, container_version=base, facts=self.facts)
             if has_errors(new.findings):
                 self._print_findings(new.findings)
                 raise VerlctlError(f"the spec has errors for verl {base}")

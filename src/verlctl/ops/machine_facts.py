@@ -366,3 +366,9 @@ def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None
         holders=describe_holders(busy_pids(spec, machine)),
         image_versions=versions,
     )
+
+
+def wizard_facts(resolved: ResolvedSpec, machine: MachineState | None) -> CheckFacts:
+    """The wizard's final verdict facts: those of ``check``, with the machine the wizard detected (None:
+    probe it now, as ``init --yes`` does)."""
+    return collect_facts(resolved, machine=machine)
