@@ -46,9 +46,8 @@ def launch_flow(
             if missing:
                 raise SpecError(missing_message(missing))
         else:
-            from verlctl.wizard.flow import run_wizard
-
             from verlctl.ops.machine_facts import wizard_facts
+            from verlctl.wizard.flow import run_wizard
 
             resolved = run_wizard(config, flags, names, ask_all=ask_all, console=console, facts_for=wizard_facts)
             asked = True
