@@ -249,17 +249,16 @@ def _device_nodes(ctx: VerdictCtx) -> Iterable[Finding]:
     """The NPU device nodes of cluster.devices exist on this host (launch maps them into the container, N1)."""
     missing = ctx.facts.device_nodes_missing
     spec = ctx.spec
-    if not missing or spec.device != "npu":
-        return
-    if spec.container.runtime == "docker" and spec.container.privileged:
+    # container.runtime host: training opens the devices itself (npu-smi's list is what the devices rule reads)
+    if not missing or spec.device != "npu" or spec.container.runtime != "docker" or spec.container.privileged:
         return
     yield error(
         "device_nodes_missing",
         f"device node{'s' if len(missing) > 1 else ''} {', '.join(missing)} do{'' if len(missing) > 1 else 'es'} "
         f"not exist on this host (cluster.devices = {spec.cluster.devices}): the NPUs cannot be used",
         "cluster.devices",
-        "check `npu-smi info` and cluster.devices (the Ascend driver creates /dev/davinciN)"
-        + (", or use container.privileged: true" if spec.container.runtime == "docker" else ""),
+        "check `npu-smi info` and cluster.devices (the Ascend driver creates /dev/davinciN), or use "
+        "container.privileged: true",
     )
 
 

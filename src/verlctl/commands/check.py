@@ -64,29 +64,16 @@ def check(
 
 
 def spec_findings(resolved: ResolvedSpec) -> tuple[list[Finding], bool]:
-    """The spec checks of ``plan`` (``make_plan``), and whether the vpp feature is on.
+    """The verdict's spec rules (no facts: not even the model's config.json), and whether vpp is on.
 
-    Unlike ``plan``, a missing required path is a finding, not the end: the machine checks still run.
-    """
-    from verlctl.checks.findings import error
-    from verlctl.checks.spec_checks import check_spec
-    from verlctl.plan import make_plan
-    from verlctl.spec.resolve import REQUIRED_PATHS
+    A missing required path is a finding, not the end (as in ``check``)."""
+    from verlctl.checks.verdict import Need, decide, spec_facts
     from verlctl.verl.compose import build_command
 
-    missing = resolved.missing_required()
-    if not missing:
-        the_plan = make_plan(resolved)
-        vpp = the_plan.command.features.get("vpp")
-        return list(the_plan.findings), bool(vpp and vpp.on and vpp.applicable)
     command = build_command(resolved)
-    found = [
-        error("required_path", f"{path} is not set", path, f"set {path} in the spec file, or pass {REQUIRED_PATHS[path]}")
-        for path in missing
-    ]
+    facts = spec_facts(resolved, look=False, reasons={n: "not collected" for n in Need if n is not Need.SPEC})
     vpp = command.features.get("vpp")
-    found += list(command.findings) + check_spec(resolved, command.features)
-    return found, bool(vpp and vpp.on and vpp.applicable)
+    return decide(resolved, facts, command).findings, bool(vpp and vpp.on and vpp.applicable)
 
 
 def _print(lines: list[str], findings: list[Finding], memory: Estimate | None = None,

@@ -246,20 +246,20 @@ def _dataset_results(spec: RunSpec, value: object) -> list[DatasetCheck]:
     return [DatasetCheck(field=f, path=p, file=failed) for f, p in dataset_paths(spec)]
 
 
-def _device_nodes_missing(spec: RunSpec) -> list[str] | None:
+def device_nodes_missing(spec: RunSpec) -> list[str] | None:
     if spec.device != "npu":
         return None
     return [f"/dev/davinci{d}" for d in spec.cluster.devices if not os.path.exists(f"/dev/davinci{d}")]
 
 
-def _resume_step(spec: RunSpec) -> int | None:
+def resume_step(spec: RunSpec) -> int | None:
     from verlctl.ops.launch import resume_point
 
     point = resume_point(spec.paths.checkpoints)
     return int(point.rsplit("_", 1)[1]) if point else None
 
 
-def _ray_ports_busy(spec: RunSpec) -> list[int] | None:
+def ray_ports_busy(spec: RunSpec) -> list[int] | None:
     """Multi-node runs start the head on master_addr (maybe not this host): only a single node is tested."""
     from verlctl.checks.field_checks import ports_in_use
 
@@ -269,7 +269,7 @@ def _ray_ports_busy(spec: RunSpec) -> list[int] | None:
     return ports_in_use(list(dict.fromkeys((c.ray_port, c.dashboard_port))))
 
 
-def _hccl_busy(resolved: ResolvedSpec) -> dict[str, list[int]] | None:
+def hccl_ports_busy(resolved: ResolvedSpec) -> dict[str, list[int]] | None:
     from verlctl.checks.field_checks import hccl_port_ranges, ports_in_use
     from verlctl.verl.compose import build_command
 
@@ -292,17 +292,16 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S, *,
     spec = resolved.spec
     if prompts:
         facts.prompt_lengths = collect_prompt_lengths(resolved, facts, budget_s)
-    facts.device_nodes_missing = _device_nodes_missing(spec)
-    facts.resume_step = _resume_step(spec)
-    facts.ray_ports_busy = _ray_ports_busy(spec)
-    facts.hccl_ports_busy = _hccl_busy(resolved)
+    facts.device_nodes_missing = device_nodes_missing(spec)
+    facts.resume_step = resume_step(spec)
+    facts.ray_ports_busy = ray_ports_busy(spec)
+    facts.hccl_ports_busy = hccl_ports_busy(resolved)
     missing: dict[str, str] = {}
     if len(spec.cluster.nodes) > 1:
         missing["nodes"] = "the per-node pre-flight runs in verlctl launch, inside every node's container"
     if spec.container.runtime == "docker":
         d = facts.docker
-        if d is None or d.error:
-            missing["docker"] = f"no Docker engine: {d.error if d else 'not asked'}"
+        if d is None or d.error:  # the docker rule reports the engine itself (docker_engine)
             missing["image"] = "no Docker engine"
         elif not d.running:
             missing["image"] = (f"container {d.container} is not running" if d.exists
