@@ -92,14 +92,15 @@ class VerdictCtx:
 @dataclass(frozen=True)
 class FactRule:
     name: str
-    codes: tuple[str, ...]  # every code it can emit; "prefix.*" for a family (the dataset schema's)
+    codes: tuple[str, ...]  # every code it can emit
     needs: frozenset[Need]
     check: Callable[[VerdictCtx], Iterable[Finding]]
     cites: tuple[str, ...] = ()  # the source lines it mirrors (verl, Megatron, vLLM), as text
     doc: str = ""
+    families: tuple[str, ...] = ()  # code prefixes it relays (the parquet schema check's "dataset.")
 
     def emits(self, code: str) -> bool:
-        return any(code == c or (c.endswith(".*") and code.startswith(c[:-1])) for c in self.codes)
+        return code in self.codes or any(code.startswith(p) for p in self.families)
 
     def run(self, ctx: VerdictCtx) -> list[Finding]:
         out = list(self.check(ctx))
@@ -112,14 +113,15 @@ FACT_RULES: list[FactRule] = []
 
 
 def fact_rule(
-    name: str, codes: tuple[str, ...], *, needs: Iterable[Need], cites: tuple[str, ...] = ()
+    name: str, codes: tuple[str, ...], *, needs: Iterable[Need], cites: tuple[str, ...] = (),
+    families: tuple[str, ...] = (),
 ) -> Callable[[Callable[[VerdictCtx], Iterable[Finding]]], Callable[[VerdictCtx], Iterable[Finding]]]:
     """Register a fact rule (see the module doc)."""
 
     def register(fn: Callable[[VerdictCtx], Iterable[Finding]]) -> Callable[[VerdictCtx], Iterable[Finding]]:
         if any(r.name == name for r in FACT_RULES):
             raise ValueError(f"fact rule {name} is registered twice")
-        FACT_RULES.append(FactRule(name, codes, frozenset(needs), fn, cites, (fn.__doc__ or "").strip()))
+        FACT_RULES.append(FactRule(name, codes, frozenset(needs), fn, cites, (fn.__doc__ or "").strip(), families))
         return fn
 
     return register

@@ -150,7 +150,7 @@ def _model_path(ctx: VerdictCtx) -> Iterable[Finding]:
 
 
 @fact_rule("datasets", ("dataset_missing", "dataset_not_file", "dataset_unreadable", "dataset_not_parquet",
-                        "dataset_schema_unchecked", "dataset_schema_skipped", "dataset.*"), needs=(DATASETS,))
+                        "dataset_schema_unchecked", "dataset_schema_skipped"), needs=(DATASETS,), families=("dataset.",))
 def _datasets(ctx: VerdictCtx) -> Iterable[Finding]:
     """Every dataset file exists, is parquet, and has the columns verl reads."""
     from verlctl.checks.dataset_checks import check_datasets
@@ -242,7 +242,7 @@ def _device_kind(ctx: VerdictCtx) -> Iterable[Finding]:
                     "device", "set device: npu")
 
 
-@fact_rule("device_nodes", ("device_nodes_missing",), needs=(HOST,),
+@fact_rule("device_nodes", ("device_nodes_missing",), needs=(HOST, DOCKER),
            cites=("runtime/containers.py plan_container: launch refuses a missing /dev/davinciN (without "
                   "container.privileged)",))
 def _device_nodes(ctx: VerdictCtx) -> Iterable[Finding]:

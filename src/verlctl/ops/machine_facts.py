@@ -280,13 +280,15 @@ def hccl_ports_busy(resolved: ResolvedSpec) -> dict[str, list[int]] | None:
 
 
 def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S, *, machine: MachineState | None = None,
-                  pull: bool = False, prompts: bool = True) -> CheckFacts:
+                  pull: bool = False, prompts: bool = True, skip: dict[str, str] | None = None) -> CheckFacts:
     """Every fact the verdict's rules read (``checks/verdict.py``), collected here: the probes at the same time,
     each within ``budget_s``; then the in-container fallbacks (parquet schemas without pyarrow here,
     checkpoints under the container work dir), the image's contents, live ports. ``machine``: a MachineState
     already detected (the wizard's), used instead of probing the host again. What cannot be collected is
-    named in ``not_collected`` with why."""
-    facts = _collect(resolved, budget_s, machine, pull)
+    named in ``not_collected`` with why; ``skip``: the needs (``checks.verdict.Need`` values: "docker",
+    "image", "live") not to collect, with the reason to report."""
+    skip = dict(skip or {})
+    facts = _collect(resolved, budget_s, machine, pull, ask_docker="docker" not in skip)
     from verlctl.checks.field_checks import collect_prompt_lengths
 
     spec = resolved.spec
@@ -294,12 +296,13 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S, *,
         facts.prompt_lengths = collect_prompt_lengths(resolved, facts, budget_s)
     facts.device_nodes_missing = device_nodes_missing(spec)
     facts.resume_step = resume_step(spec)
-    facts.ray_ports_busy = ray_ports_busy(spec)
-    facts.hccl_ports_busy = hccl_ports_busy(resolved)
+    if "live" not in skip:
+        facts.ray_ports_busy = ray_ports_busy(spec)
+        facts.hccl_ports_busy = hccl_ports_busy(resolved)
     missing: dict[str, str] = {}
     if len(spec.cluster.nodes) > 1:
         missing["nodes"] = "the per-node pre-flight runs in verlctl launch, inside every node's container"
-    if spec.container.runtime == "docker":
+    if spec.container.runtime == "docker" and "docker" not in skip:
         d = facts.docker
         if d is None or d.error:  # the docker rule reports the engine itself (docker_engine)
             missing["image"] = "no Docker engine"
@@ -310,11 +313,12 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S, *,
     if not isinstance(m, ModelInfo) or (m.num_layers is None and m.num_attention_heads is None):
         why = "paths.model is not set" if not spec.paths.model else f"no readable config.json under {spec.paths.model}"
         missing["model"] = why
-    facts.not_collected = missing
+    facts.not_collected = {**missing, **skip}
     return facts
 
 
-def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None, pull: bool) -> CheckFacts:
+def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None, pull: bool,
+             ask_docker: bool = True) -> CheckFacts:
     """Run every probe ``check`` needs, at the same time, each within ``budget_s``; then the in-container
     fallbacks (parquet schemas without pyarrow here, checkpoints under the container work dir)."""
     from verlctl.detect.machine import DetectOptions, detect_machine
@@ -332,7 +336,7 @@ def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None
     if spec.paths.model:
         model_path = spec.paths.model
         calls["model"] = (lambda: inspect_model(model_path), budget_s)
-    if spec.container.runtime == "docker":
+    if spec.container.runtime == "docker" and ask_docker:
         name_explicit = resolved.explicit("container.name")
         calls["docker"] = (lambda: collect_docker(spec, budget_s, pull=pull, name_explicit=name_explicit),
                            3 * budget_s + 5)
@@ -340,7 +344,7 @@ def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None
     machine = _machine_result(spec, got["machine"])
     docker = got.get("docker")
     docker = docker if isinstance(docker, _Docker) else None
-    if spec.container.runtime == "docker" and docker is None:
+    if spec.container.runtime == "docker" and docker is None and "docker" in calls:
         docker = _Docker(DockerFacts(image=spec.container.image, container=spec.container.name,
                                      error=f"the Docker engine did not answer within {budget_s:g} s"))
     datasets = _dataset_results(spec, got["datasets"])
@@ -367,7 +371,16 @@ def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None
     )
 
 
+#: What ``init`` (and the wizard's final check) does not collect: it writes a spec, for this host or later.
+INIT_SKIPS = {
+    "docker": "init writes a spec; verlctl check and launch ask the Docker engine (image, container, devices)",
+    "image": "init writes a spec; verlctl check and launch look inside the image",
+    "live": "init writes a spec; verlctl check and launch test the ports and live runs",
+}
+
+
 def wizard_facts(resolved: ResolvedSpec, machine: MachineState | None) -> CheckFacts:
-    """The wizard's final verdict facts: those of ``check``, with the machine the wizard detected (None:
-    probe it now, as ``init --yes`` does)."""
-    return collect_facts(resolved, machine=machine)
+    """The facts of the wizard's final verdict: those of ``check`` on this host (the machine the wizard
+    detected; None: probe it now, as ``init --yes`` does) and files, without the Docker engine, the image and
+    the live ports (:data:`INIT_SKIPS`): ``launch`` collects those before it decides."""
+    return collect_facts(resolved, machine=machine, skip=INIT_SKIPS)
