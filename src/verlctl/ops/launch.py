@@ -203,18 +203,19 @@ class Launcher:
             explicit_name = self.resolved.explicit("container.name")
             c = spec.cluster
             head = c.master_addr if multi else None
-            self.client = (
-                node_client(head, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config) if head else containers.connect()
-            )
             try:  # its refusals are the verdict's rules too: the dry run lists them all, with the actions
+                self.client = (
+                    node_client(head, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config) if head
+                    else containers.connect()
+                )
                 self.container_plan = containers.plan_container(
                     self.client, spec, allow_pull=opts.pull, image_explicit=explicit_image,
                     name_explicit=explicit_name
                 )
             except VerlctlError as exc:
                 self.blocked.append(exc.message)
-            engines = {_engine_id(self.client)}
-            for i, address in enumerate(n for n in c.nodes if multi and n != head):
+            engines = {_engine_id(self.client)} if self.client is not None else set()
+            for i, address in enumerate(n for n in c.nodes if multi and n != head and self.client is not None):
                 client = node_client(address, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config)
                 # Nodes that share one Docker engine (a test rig, or two addresses of one machine) cannot share
                 # a container name: the extra ones get a node suffix.
