@@ -8,8 +8,9 @@ import io
 from pathlib import Path
 from typing import Any
 
-from launch_support import write_parquet
 from wizard_support import ENTER, make_world
+
+from launch_support import write_parquet
 
 
 def drive_final(keys: str, machine: Any) -> tuple[Any, str, list[str]]:
@@ -46,7 +47,7 @@ def test_a_dataset_smaller_than_a_batch_is_caught_and_the_batch_it_can_fill_offe
 
 def test_enough_rows_offer_nothing(tmp_path: Path) -> None:
     w = make_world(tmp_path)
-    resolved, text, asked = drive_final(ENTER * 20, w.machine)
+    resolved, _text, asked = drive_final(ENTER * 20, w.machine)
     assert not any("Fix it" in q for q in asked) and resolved.spec.train.train_batch_size == 32
 
 
@@ -56,10 +57,9 @@ def test_defaults_that_do_not_fit_the_detected_hbm_are_caught_and_the_mask_that_
     OOM ladder's offload, which the same estimate then fits."""
     import json
 
+    from test_finding_codes import QWEN3_8B
     from verlctl.detect.models import inspect_model
     from verlctl.detect.scan import ScanResult
-
-    from test_finding_codes import QWEN3_8B
 
     w = make_world(tmp_path)
     (w.model / "config.json").write_text(json.dumps(QWEN3_8B))
