@@ -276,3 +276,18 @@ def test_same_facts_same_error_codes(world: World, tmp_path: Path, capsys: pytes
 
 def test_the_corpus_triggers_every_rule_of_the_issue() -> None:
     assert {c for case in CASES for c in case.expect} >= MUST_TRIGGER
+
+
+@pytest.mark.parametrize("version", ("0.7.0", "0.9.1"))
+def test_every_cited_verl_line_of_a_fact_rule_still_holds_it(version: str) -> None:
+    """The fact rules' verl citations (G4's layers over PP, G8's max_model_len, U2's empty loader), as
+    tests/test_rule_parity.py checks the spec rules'."""
+    from test_rule_parity import _need, cite_holds
+    from verlctl.checks.rules import Cite
+    from verlctl.checks.verdict import fact_rules
+
+    _need(version)
+    cites = [c for r in fact_rules() for c in r.cites if isinstance(c, Cite) and c.version == version]
+    assert len(cites) >= 2
+    bad = [why for c in cites if (why := cite_holds(c))]
+    assert not bad, "\n".join(bad)

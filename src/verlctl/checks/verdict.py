@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from verlctl.checks.facts import CheckFacts
 from verlctl.checks.findings import Finding, has_errors, sorted_findings
+from verlctl.checks.rules import Cite
 
 if TYPE_CHECKING:
     from verlctl.checks.memory import Estimate
@@ -95,7 +96,7 @@ class FactRule:
     codes: tuple[str, ...]  # every code it can emit
     needs: frozenset[Need]
     check: Callable[[VerdictCtx], Iterable[Finding]]
-    cites: tuple[str, ...] = ()  # the source lines it mirrors (verl, Megatron, vLLM), as text
+    cites: tuple[Cite | str, ...] = ()  # the verl lines it mirrors (checked), other sources as text
     doc: str = ""
     families: tuple[str, ...] = ()  # code prefixes it relays (the parquet schema check's "dataset.")
 
@@ -113,7 +114,7 @@ FACT_RULES: list[FactRule] = []
 
 
 def fact_rule(
-    name: str, codes: tuple[str, ...], *, needs: Iterable[Need], cites: tuple[str, ...] = (),
+    name: str, codes: tuple[str, ...], *, needs: Iterable[Need], cites: tuple[Cite | str, ...] = (),
     families: tuple[str, ...] = (),
 ) -> Callable[[Callable[[VerdictCtx], Iterable[Finding]]], Callable[[VerdictCtx], Iterable[Finding]]]:
     """Register a fact rule (see the module doc)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from verlctl.checks.findings import Finding, error, warning
+from verlctl.checks.rules import V070, V091, Cite
 from verlctl.checks.verdict import Need, VerdictCtx, fact_rule
 from verlctl.detect.models import ModelInfo
 
@@ -32,8 +33,11 @@ def _model(ctx: VerdictCtx) -> ModelInfo | None:
     cites=(
         "megatron-core megatron/core/transformer/transformer_block.py get_num_layers_to_build: "
         "assert num_layers % config.pipeline_model_parallel_size == 0 ('num_layers should be divisible by "
-        "pipeline_model_parallel_size'); verl mirrors it: 0.7.0 verl/utils/megatron/router_replay_utils.py:122, "
-        "0.9.1 :131",
+        "pipeline_model_parallel_size'), which verl mirrors:",
+        Cite(V070, "verl/utils/megatron/router_replay_utils.py", 122,
+             "assert num_layers % config.pipeline_model_parallel_size == 0"),
+        Cite(V091, "verl/utils/megatron/router_replay_utils.py", 132,
+             "assert num_layers % config.pipeline_model_parallel_size == 0"),
         "uniform recompute: verl v0.9.0 docs/ascend_tutorial/feature_support/npu_advance_features.md:219 "
         "(recompute_num_layers divides the layers of each pipeline stage)",
         "heads: megatron-core 'num_attention_heads must be a multiple of tensor_model_parallel_size'; vLLM "
@@ -52,10 +56,12 @@ def _model_fit(ctx: VerdictCtx) -> Iterable[Finding]:
     ("max_model_len_over_context", "generation_capped"),
     needs=(MODEL,),
     cites=(
-        "verl 0.9.1 verl/workers/rollout/vllm_rollout/vllm_async_server.py:1107 "
-        "'if self.config.max_model_len > max_position_embeddings: raise ValueError'",
-        "verl 0.9.1 vllm_async_server.py:1105 (unset: max_position_embeddings) and :593-617 (max_tokens clamped "
-        "to max_model_len - prompt); verl 0.7.0 vllm_async_server.py:198 and :471-489",
+        Cite(V091, "verl/workers/rollout/vllm_rollout/vllm_async_server.py", 1107,
+             "if self.config.max_model_len > max_position_embeddings:"),
+        Cite(V091, "verl/workers/rollout/vllm_rollout/vllm_async_server.py", 593,
+             "max_possible_tokens = self.config.max_model_len - len(prompt_ids)"),
+        Cite(V070, "verl/workers/rollout/vllm_rollout/vllm_async_server.py", 198,
+             "self.config.max_model_len = self.model_config.hf_config.max_position_embeddings"),
     ),
 )
 def _max_model_len(ctx: VerdictCtx) -> Iterable[Finding]:
@@ -160,7 +166,8 @@ def _datasets(ctx: VerdictCtx) -> Iterable[Finding]:
 
 @fact_rule(
     "dataset_rows", ("dataset_smaller_than_batch",), needs=(DATASETS,),
-    cites=("verl 0.7.0 verl/trainer/ppo/ray_trainer.py:392-414, 0.9.1 :405-427 'Train dataloader is empty!'",),
+    cites=(Cite(V070, "verl/trainer/ppo/ray_trainer.py", 414, '"Train dataloader is empty!"'),
+           Cite(V091, "verl/trainer/ppo/ray_trainer.py", 427, '"Train dataloader is empty!"')),
 )
 def _rows(ctx: VerdictCtx) -> Iterable[Finding]:
     """The training files hold at least one batch (U2)."""
