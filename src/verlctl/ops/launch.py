@@ -236,6 +236,10 @@ class Launcher:
             return None
         if has_errors(the_plan.findings):
             self._print_findings(the_plan.findings)
+            if the_plan.verdict is not None:
+                from verlctl.report import print_not_checked
+
+                print_not_checked(self.console, the_plan.verdict.not_checked_lines())
             raise VerlctlError("the spec has errors (listed above): nothing was changed")
         plans = [("", self.container_plan)] if self.container_plan is not None else []
         plans += [(f" on {w.address}", w.plan) for w in self.workers]
