@@ -291,3 +291,32 @@ def test_every_cited_verl_line_of_a_fact_rule_still_holds_it(version: str) -> No
     assert len(cites) >= 2
     bad = [why for c in cites if (why := cite_holds(c))]
     assert not bad, "\n".join(bad)
+
+
+def test_plan_facts_are_the_spec_and_a_readable_model_config(tmp_path: Path) -> None:
+    """What plan collects (checks.verdict.spec_facts): the model's shape when its config.json is here, else
+    why not; the nodes only for a multi-node spec; nothing read with look=False."""
+    from verlctl.checks.verdict import model_fact, spec_facts
+
+    def spec(**flags: Any) -> Any:
+        return load_spec(None, flags=flags, environ={})
+
+    assert model_fact(spec().spec) == (None, "paths.model is not set")
+    info, why = model_fact(spec(**{"paths.model": str(tmp_path / "absent")}).spec)
+    assert info is None and why == f"no readable config.json under {tmp_path / 'absent'} on this machine"
+    shapeless = tmp_path / "shapeless"
+    shapeless.mkdir()
+    (shapeless / "config.json").write_text("{}")
+    info, why = model_fact(spec(**{"paths.model": str(shapeless)}).spec)
+    assert info is None and why is not None and "gives no model shape" in why
+    (shapeless / "config.json").write_text(json.dumps({"num_attention_heads": 8}))
+    info, why = model_fact(spec(**{"paths.model": str(shapeless)}).spec)
+    assert why is None and info is not None and info.num_attention_heads == 8
+    model = _model_dir(tmp_path, QWEN3_8B)
+    one = spec_facts(spec(**{"paths.model": str(model)}))
+    assert one.model is not None and one.model.num_layers == 36 and "model" not in one.not_collected
+    assert "nodes" not in one.not_collected and one.not_collected["docker"]
+    two = spec_facts(spec(**{"paths.model": str(model), "cluster.nodes": ["192.0.2.1", "192.0.2.2"]}))
+    assert "nodes" in two.not_collected
+    unread = spec_facts(spec(**{"paths.model": str(model)}), look=False)
+    assert unread.model is None and "model" in unread.not_collected
