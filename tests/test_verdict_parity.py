@@ -320,3 +320,33 @@ def test_plan_facts_are_the_spec_and_a_readable_model_config(tmp_path: Path) -> 
     assert "nodes" in two.not_collected
     unread = spec_facts(spec(**{"paths.model": str(model)}), look=False)
     assert unread.model is None and "model" in unread.not_collected
+
+
+def test_a_rule_whose_facts_are_missing_is_listed_with_the_reason_and_not_run(tmp_path: Path) -> None:
+    """decide(): a fact rule runs only when the facts hold every need; otherwise it is named, with the first
+    missing need (in Need order) and the collector's reason, once per reason in the printed lines."""
+    from verlctl.checks.verdict import decide, fact_rules, restrict
+
+    model = _model_dir(tmp_path, QWEN3_8B)
+    resolved = load_spec(None, flags={"paths.model": str(model), "train.tensor_parallel": 1,
+                                      "train.pipeline_parallel": 8}, environ={})
+    full = CheckFacts(machine=_machine("npu"), model=inspect_model(str(model)))
+    got = decide(resolved, full)
+    assert "model_layers_pp" in {f.code for f in got.findings} and not got.not_checked
+    assert {r.name for r in fact_rules()} <= set(got.ran)
+    only_spec = restrict(full, [Need.SPEC], "not here")
+    got = decide(resolved, only_spec)
+    assert "model_layers_pp" not in {f.code for f in got.findings}
+    by_rule = {n.rule: n for n in got.not_checked}
+    assert set(by_rule) == {r.name for r in fact_rules()}
+    assert by_rule["model_fit"].need is Need.MODEL and by_rule["prompt_lengths"].need is Need.MODEL
+    assert by_rule["device_nodes"].need is Need.HOST and by_rule["docker"].need is Need.DOCKER
+    assert got.not_checked_lines() == [f"not checked: {', '.join(by_rule)} (not here)"]
+    assert {"rule": "docker", "need": "docker", "reason": "not here"} in got.to_json()
+    partly = full.model_copy(update={"not_collected": {"docker": "no Docker engine"}})
+    got = decide(resolved, partly)
+    assert [n.rule for n in got.not_checked] == ["device_nodes", "docker"]
+    assert got.not_checked_lines() == ["not checked: device_nodes, docker (no Docker engine)"]
+    assert "model_layers_pp" in {f.code for f in got.findings}
+    assert restrict(full, [Need.SPEC, Need.MODEL], "x").not_collected == {
+        n.value: "x" for n in Need if n not in (Need.SPEC, Need.MODEL)}

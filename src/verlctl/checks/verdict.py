@@ -155,11 +155,6 @@ class Verdict:
     def ok(self) -> bool:
         return not has_errors(self.findings)
 
-    def error_codes(self) -> set[str]:
-        from verlctl.checks.findings import Severity
-
-        return {f.code for f in self.findings if f.severity is Severity.ERROR}
-
     def not_checked_lines(self) -> list[str]:
         """One line per reason: ``not checked: rule_a, rule_b (no Docker engine)``."""
         by_reason: dict[str, list[str]] = {}
