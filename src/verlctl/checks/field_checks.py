@@ -115,11 +115,15 @@ def parse_port_range(text: str) -> list[int]:
     return list(range(first, last + 1))
 
 
-def ports_in_use(ports: Iterable[int], host: str = "0.0.0.0") -> list[int]:
-    """The ports of ``ports`` that cannot be bound on this host right now (someone listens on them)."""
+def ports_in_use(ports: Iterable[int], host: str = "0.0.0.0", reuse: bool = False) -> list[int]:
+    """The ports of ``ports`` that cannot be bound on this host right now (someone listens on them).
+    ``reuse``: bind as a server does (SO_REUSEADDR), so that connections of a stopped run left in TIME_WAIT
+    do not count, only a listener."""
     busy: list[int] = []
     for port in ports:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if reuse:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:

@@ -240,6 +240,8 @@ class Launcher:
                 from verlctl.report import print_not_checked
 
                 print_not_checked(self.console, the_plan.verdict.not_checked_lines())
+            if self.blocked:  # the container could not be planned (the engine, the image …): that first
+                raise VerlctlError(f"{self.blocked[0]} (every problem is listed above): nothing was changed")
             raise VerlctlError("the spec has errors (listed above): nothing was changed")
         plans = [("", self.container_plan)] if self.container_plan is not None else []
         plans += [(f" on {w.address}", w.plan) for w in self.workers]

@@ -266,7 +266,7 @@ def ray_ports_busy(spec: RunSpec) -> list[int] | None:
     if len(spec.cluster.nodes) > 1:
         return None
     c = spec.cluster
-    return ports_in_use(list(dict.fromkeys((c.ray_port, c.dashboard_port))))
+    return ports_in_use(list(dict.fromkeys((c.ray_port, c.dashboard_port))), reuse=True)  # Ray binds so too
 
 
 def hccl_ports_busy(resolved: ResolvedSpec) -> dict[str, list[int]] | None:
