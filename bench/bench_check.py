@@ -11,7 +11,11 @@ noise hits both alike, and the ratio is taken against the baseline measured in t
   fit and the field checks (weight bucket, /dev/shm, dataset rows, HCCL ports, prompt lengths with the
   model's tokenizer when ``tokenizers`` is installed).
 
-Target: <= 2x the baseline (median).
+* ``verlctl plan -c spec.yaml``: the one verdict on what plan collects (the spec and the model's
+  config.json: the model-shape, max_model_len and memory rules), the composed command (issue 21).
+* ``verlctl check -c examples/run.yaml``: the example spec (its paths are absent here), absolute time.
+
+Target: <= 2x the baseline (median), for plan and check; examples/run.yaml's check <= 3 s on a quiet machine.
 
     .venv/bin/python bench/bench_check.py [--runs 7] [--version 0.9.1]   # VERLCTL_VERL_CACHE=<dir> as for the tests
 """
@@ -114,6 +118,9 @@ def main() -> None:
             "hydra compose of the same overrides (baseline)": [py, "-c", COMPOSE, compose_args(spec, args.version)],
             "verlctl check (full spec)": [py, "-m", "verlctl", "check", "-c", str(spec)],
             "verlctl check --json": [py, "-m", "verlctl", "check", "-c", str(spec), "--json"],
+            "verlctl plan (full spec)": [py, "-m", "verlctl", "plan", "-c", str(spec)],
+            "verlctl plan --json": [py, "-m", "verlctl", "plan", "-c", str(spec), "--json"],
+            "verlctl check examples/run.yaml": [py, "-m", "verlctl", "check", "-c", str(ROOT / "examples" / "run.yaml")],
         }
         for cmd in cmds.values():  # warm the page cache and .pyc files
             timed(cmd)

@@ -76,7 +76,9 @@ def remove_created_device_nodes(run_uid: str) -> list[str]:
     return removed
 
 
-def write_parquet(path: Path, rows: int = 8) -> None:
+def write_parquet(path: Path, rows: int = 64) -> None:
+    """A parquet file verl reads: ``rows`` rows (default: two batches of the default 32 prompts, so that
+    launch's dataset_smaller_than_batch rule passes)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -121,7 +121,7 @@ def test_bare_machine_json(tmp_path: Path) -> None:
     res = run_check_cli("-c", str(spec), "--json", "--set", "device=gpu", env=bare_env(tmp_path))
     assert res.code == 2 and res.err == ""
     doc = res.json()
-    assert set(doc) == {"findings", "machine", "memory"}
+    assert set(doc) == {"findings", "not_checked", "machine", "memory"}
     codes = res.codes()
     assert codes["nvidia_smi_missing"] == "device" and codes["docker_engine"] == "container.runtime"
     machine = doc["machine"]

@@ -132,21 +132,30 @@ def test_every_reporting_command_prints_json_empty_states_included(tmp_path: Pat
 
 
 def test_launch_dry_run_json_outcome_lists_actions_and_findings(tmp_path: Path) -> None:
-    """A host-runtime GPU spec with an nvidia-smi on PATH (a TEST DOUBLE that is only found, never run by
-    the dry run): no error, so the outcome is "dry_run" with every planned action."""
+    """A host-runtime GPU spec with an nvidia-smi on PATH (a TEST DOUBLE printing a real capture): the
+    dry run is `check` plus the action list (issue 21), so on this host (no Ray for python3) its outcome is the
+    error object with every planned action and the same error findings as `check`."""
+    from conftest import FIXTURES
+
     spec = host_spec(tmp_path, device="gpu")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     tool = bin_dir / "nvidia-smi"
-    tool.write_text("#!/bin/sh\nexit 0\n")
+    capture = FIXTURES / "nvidia-smi" / "default-565-8gpu-h100-complete-noproc-thamada-nvidia-smi.txt"
+    tool.write_text(f"#!/bin/sh\ncat '{capture}'\n")
     tool.chmod(0o755)
     res = cli(tmp_path / "state", "launch", "-c", str(spec), "--dry-run", "--json",
               PATH=f"{bin_dir}:{NO_TOOL_PATH}")
     doc = json_out(res)
-    assert res.code == 0, res.err
-    assert doc["outcome"] == "dry_run" and doc["run"] is None and doc["watcher_pid"] is None
+    checked = json_out(cli(tmp_path / "state", "check", "-c", str(spec), "--json", PATH=f"{bin_dir}:{NO_TOOL_PATH}"))
+    errors = {f["code"] for f in doc["findings"] if f["severity"] == "error"}
+    assert errors == {f["code"] for f in checked["findings"] if f["severity"] == "error"}
+    if errors:
+        assert res.code == 2 and doc["outcome"] == "error" and doc["error"]["exit_code"] == 2
+    else:
+        assert res.code == 0 and doc["outcome"] == "dry_run"
+    assert doc["run"] is None and doc["watcher_pid"] is None
     assert any("record the run" in a for a in doc["actions"])
-    assert not any(f["severity"] == "error" for f in doc["findings"])
     assert "→" not in res.out and "dry run" in res.err  # the human listing went to stderr
 
 
@@ -236,7 +245,9 @@ def test_wizard_result_lines_break_between_words_only(tmp_path: Path) -> None:
     long_dir = tmp_path / ("a-directory-name-long-enough-to-need-wrapping-at-eighty-columns-" + "x" * 20)
     long_dir.mkdir()
     out = long_dir / "run.yaml"
-    res = cli(tmp_path / "state", "init", "--yes", "-c", str(host_spec(tmp_path)), "-o", str(out), columns=80)
+    # (container.runtime docker: init does not ask the Docker engine, and a host run here has no npu-smi)
+    res = cli(tmp_path / "state", "init", "--yes", "-c", str(host_spec(tmp_path)), "-o", str(out),
+              "--set", "container.runtime=docker", columns=80)
     assert res.code == 0, res.err
     _assert_words_whole(res.out, f"wrote {out}", 80)
 

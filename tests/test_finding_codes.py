@@ -1321,12 +1321,124 @@ def checkpoint_lock(held: bool) -> Findings:
     return run
 
 
+# --------------------------------------------------------------------------------------------------
+# The verdict's rules added by issue 21 (checks/verdict_rules.py), run through the registry on real probes
+# --------------------------------------------------------------------------------------------------
+
+
+def verdict_rule(name: str, facts: Callable[[Path, Any], CheckFacts], model: dict[str, Any] | None = None,
+                 **flags: Any) -> Findings:
+    """The named fact rule of the verdict registry on the facts ``facts(tmp, resolved)`` collects (a real
+    model dir with ``model`` merged into its config.json)."""
+    from verlctl.checks.verdict import VerdictCtx, fact_rules
+    from verlctl.verl.compose import build_command
+
+    def run(tmp: Path) -> list[Finding]:
+        d = tmp / "models" / "shaped"
+        write_model(d)
+        cfg = json.loads((d / "config.json").read_text())
+        cfg.update(model or {})
+        (d / "config.json").write_text(json.dumps(cfg))
+        resolved = resolve(**{**files(tmp), "paths.model": str(d), **flags})
+        the_rule = next(r for r in fact_rules() if r.name == name)
+        return the_rule.run(VerdictCtx(resolved, build_command(resolved), facts(tmp, resolved)))
+
+    return run
+
+
 OWNERSHIP_ROWS = [
     Row("checkpoint_in_use", ERROR, "paths.checkpoints", checkpoint_lock(True), checkpoint_lock(False),
         "the lock file is there, nobody holds it: the run that made it has ended"),
 ]
 
-ROWS = SPEC_ROWS + MACHINE_ROWS + FIELD_ROWS + NODE_ROWS + OWNERSHIP_ROWS
+
+def with_model(tmp: Path, resolved: Any) -> CheckFacts:
+    return CheckFacts(machine=MachineState(), model=inspect_model(resolved.spec.paths.model))
+
+
+def nodes_probe(tmp: Path, resolved: Any) -> CheckFacts:
+    from verlctl.ops.machine_facts import device_nodes_missing
+
+    return CheckFacts(machine=MachineState(), device_nodes_missing=device_nodes_missing(resolved.spec))
+
+
+def machine_of(capture: Callable[[], MachineState]) -> Callable[[Path, Any], CheckFacts]:
+    return lambda tmp, resolved: CheckFacts(machine=capture())
+
+
+def resume_probe(tmp: Path, resolved: Any) -> CheckFacts:
+    """A real checkpoint dir holding global_step_60 (what verl's resume_mode=auto finds), read by the collector."""
+    from verlctl.ops.machine_facts import resume_step
+
+    ckpt = Path(resolved.spec.paths.checkpoints)
+    (ckpt / "global_step_60").mkdir(parents=True, exist_ok=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("60\n")
+    return CheckFacts(machine=MachineState(), resume_step=resume_step(resolved.spec))
+
+
+def ray_ports(held: bool) -> Findings:
+    """cluster.ray_port held by a real listening socket (``held``), or just released; probed by the collector."""
+    from verlctl.ops.machine_facts import ray_ports_busy
+
+    def run(tmp: Path) -> list[Finding]:
+        holder, port = _free_ports(1)
+        try:
+            if not held:
+                holder.close()
+            flags = {"cluster.ray_port": port, "cluster.dashboard_port": port + 1 if port < 65535 else port - 1}
+            return verdict_rule("ray_ports", lambda t, r: CheckFacts(machine=MachineState(),
+                                                                     ray_ports_busy=ray_ports_busy(r.spec)),
+                                **flags)(tmp)
+        finally:
+            holder.close()
+
+    return run
+
+
+def foreign_container(owner: str | None) -> Findings:
+    return verdict_rule("docker", lambda t, r: CheckFacts(machine=MachineState(), docker=DockerFacts(
+        image=r.spec.container.image, container=r.spec.container.name, engine_version="27.5.1", image_present=True,
+        exists=True, state="exited", container_image=r.spec.container.image, foreign=owner)))
+
+
+CTX = {"max_position_embeddings": 4096}
+H100 = gpu_capture("default-565-8gpu-h100-complete-noproc-thamada-nvidia-smi.txt")
+
+VERDICT_ROWS = [
+    Row("max_model_len_over_context", ERROR, "train.max_response_length",
+        verdict_rule("max_model_len", with_model, CTX, verl_version="0.9.1", **{
+            "features.disable": ["chunked_prefill"], "train.max_prompt_length": 1024,
+            "train.max_response_length": 4096}),
+        verdict_rule("max_model_len", with_model, CTX, verl_version="0.9.1", **{
+            "features.disable": ["chunked_prefill"], "train.max_prompt_length": 1024,
+            "train.max_response_length": 3072}), "G8: 1024 + 3072 = 4096 fits"),
+    Row("generation_capped", WARNING, "train.max_response_length",
+        verdict_rule("max_model_len", with_model, CTX, verl_version="0.9.1", **{
+            "train.max_prompt_length": 1024, "train.max_response_length": 4096}),
+        verdict_rule("max_model_len", with_model, CTX, verl_version="0.9.1", **{
+            "train.max_prompt_length": 1024, "train.max_response_length": 3072}),
+        "G8: chunked prefill on, max_model_len unset: verl uses max_position_embeddings"),
+    Row("device_nodes_missing", ERROR, "cluster.devices",
+        verdict_rule("device_nodes", nodes_probe, **{"cluster.devices": [4095], "device": "npu",
+                                                      "container.runtime": "docker"}),
+        verdict_rule("device_nodes", nodes_probe, **{"cluster.devices": [4095], "device": "npu",
+                                                      "container.runtime": "docker", "container.privileged": True}),
+        "N1: /dev/davinci4095 exists nowhere; privileged containers see every device"),
+    Row("device_not_here", ERROR, "device",
+        verdict_rule("device_kind", machine_of(H100), device="npu"),
+        verdict_rule("device_kind", machine_of(H100), device="gpu"), "U19: an 8 x H100 host (real nvidia-smi capture)"),
+    Row("image_for_npu", ERROR, "container.image", plan(device="gpu"),
+        plan(device="gpu", **{"container.image": "verlai/verl:app-verl0.6-vllm0.10"}), "U19"),
+    Row("ray_ports_in_use", ERROR, "cluster.ray_port", ray_ports(held=True), ray_ports(held=False), "U20"),
+    Row("resume_past_steps", ERROR, "train.steps",
+        lambda t: verdict_rule("resume_point", resume_probe, **{"train.steps": 60, "paths.checkpoints": str(t / "ck")})(t),
+        lambda t: verdict_rule("resume_point", resume_probe, **{"train.steps": 61, "paths.checkpoints": str(t / "ck")})(t),
+        "N10: global_step_60 of a longer run"),
+    Row("container_not_yours", ERROR, "container.name", foreign_container("was created by bob@other-host"),
+        foreign_container(None), "U4: a colleague's container under the default name"),
+]
+
+ROWS = SPEC_ROWS + MACHINE_ROWS + FIELD_ROWS + NODE_ROWS + OWNERSHIP_ROWS + VERDICT_ROWS
 
 
 def _ids(rows: Iterable[Row]) -> list[str]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from verlctl.checks.findings import Finding, has_errors, sorted_findings
+from verlctl.checks.findings import Finding, has_errors
 from verlctl.spec.resolve import ResolvedSpec
 from verlctl.verl.compose import TrainingCommand, build_command
 
 if TYPE_CHECKING:
+    from verlctl.checks.facts import CheckFacts
     from verlctl.checks.memory import Estimate
+    from verlctl.checks.verdict import Verdict
     from verlctl.render.render import Rendered
 
 
@@ -20,6 +22,7 @@ class Plan:
     command: TrainingCommand
     findings: list[Finding]
     memory: Estimate | None = None
+    verdict: Verdict | None = None  # which rules ran, which could not (and why)
 
     @property
     def ok(self) -> bool:
@@ -31,15 +34,12 @@ class Plan:
         return render(self.resolved, self.command)
 
 
-def make_plan(resolved: ResolvedSpec, container_version: str | None = None) -> Plan:
-    from verlctl.checks.spec_checks import check_spec
+def make_plan(resolved: ResolvedSpec, container_version: str | None = None, facts: CheckFacts | None = None) -> Plan:
+    """Compose the command and decide on it (:func:`verlctl.checks.verdict.decide`) with ``facts``; default:
+    what ``plan`` has, the spec and the model's config.json when it is readable here."""
+    from verlctl.checks.verdict import decide, spec_facts
 
     resolved.require_complete()
     command = build_command(resolved, container_version)
-    findings = list(command.findings)
-    findings += check_spec(resolved, command.features, command.version)
-    from verlctl.checks.memory import estimate_for_command, memory_findings
-
-    memory, why = estimate_for_command(resolved, command)
-    findings += memory_findings(memory, why)
-    return Plan(resolved, command, sorted_findings(findings), memory)
+    verdict = decide(resolved, facts if facts is not None else spec_facts(resolved), command)
+    return Plan(resolved, command, verdict.findings, verdict.memory, verdict)

@@ -96,6 +96,14 @@ def print_findings(console: Any, findings: list[Finding]) -> None:
             print_wrapped(console, Text.from_markup(f"[dim]hint:[/dim] {escape(f.hint)}"), 4, 6)
 
 
+def print_not_checked(console: Any, lines: list[str]) -> None:
+    """The verdict's rules that could not run, one line per reason (``Verdict.not_checked_lines``)."""
+    from rich.text import Text
+
+    for line in lines:
+        print_wrapped(console, Text(line, style="dim"), 0, 2)
+
+
 def print_words(console: Any, text: str, first: int = 0, rest: int = 2) -> None:
     """Print plain ``text`` (no markup) as :func:`print_wrapped` does."""
     from rich.text import Text

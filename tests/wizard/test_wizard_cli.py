@@ -234,7 +234,10 @@ def test_launch_declined_at_the_checklist_changes_nothing(tmp_path: Path, docker
         dimensions=(60, 200), timeout=120,
     )
     child.logfile_read = log
-    child.expect_exact("Launch with these settings?")
+    try:
+        child.expect_exact("Launch with these settings?")
+    except pexpect.EOF:
+        raise AssertionError(log.getvalue().decode(errors="replace")[-4000:]) from None
     child.send("n")
     child.expect_exact("nothing was changed")
     child.expect(pexpect.EOF)

@@ -4,6 +4,8 @@ Collected by ``ops.machine_facts.collect_facts`` (or built by hand in tests from
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from verlctl.checks.storage import StorageFacts
@@ -11,6 +13,7 @@ from verlctl.detect.check_probes import CheckpointProbe, DatasetCheck, DockerFac
 from verlctl.detect.common import Unavailable
 from verlctl.detect.machine import MachineState
 from verlctl.detect.models import ModelInfo
+from verlctl.detect.node_probe import NodeFacts
 
 
 class CheckFacts(BaseModel):
@@ -26,3 +29,13 @@ class CheckFacts(BaseModel):
     recipe_missing: str | None = None  # the recipe entry file the work dir lacks (0.7.0 DAPO / one-step-off)
     image_versions: ImageVersions | None = None  # Python and Ray where training runs (None: not asked)
     holders: dict[int, str] = {}  # pid on a device -> who holds it (runtime.holders), for device_busy
+    # --- added for the one verdict (checks/verdict.py); None: not collected
+    not_collected: dict[str, str] = {}  # Need value -> why those facts are not here ("no Docker engine")
+    device_nodes_missing: list[str] | None = None  # /dev/davinciN of cluster.devices absent on this host
+    ray_ports_busy: list[int] | None = None  # cluster.ray_port / dashboard_port already bound on this host
+    hccl_ports_busy: dict[str, list[int]] | None = None  # HCCL range name -> its ports already bound here
+    resume_step: int | None = None  # the global_step_N trainer.resume_mode=auto would resume from
+    checkpoint_users: list[str] | None = None  # runs recorded here (not stopped) on paths.checkpoints (A5)
+    nodes: list[NodeFacts] | None = None  # multi-node: every node's facts (launch's pre-flight)
+    node_marker: str | None = None  # the checkpoint marker the head wrote (read back on every node)
+    prompt_lengths: Any = None  # checks.field_checks.PromptLengths, or why they were not counted (str)

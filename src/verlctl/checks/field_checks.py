@@ -115,11 +115,15 @@ def parse_port_range(text: str) -> list[int]:
     return list(range(first, last + 1))
 
 
-def ports_in_use(ports: Iterable[int], host: str = "0.0.0.0") -> list[int]:
-    """The ports of ``ports`` that cannot be bound on this host right now (someone listens on them)."""
+def ports_in_use(ports: Iterable[int], host: str = "0.0.0.0", reuse: bool = False) -> list[int]:
+    """The ports of ``ports`` that cannot be bound on this host right now (someone listens on them).
+    ``reuse``: bind as a server does (SO_REUSEADDR), so that connections of a stopped run left in TIME_WAIT
+    do not count, only a listener."""
     busy: list[int] = []
     for port in ports:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if reuse:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:
@@ -280,7 +284,7 @@ def check_prompt_lengths(spec: Any, result: PromptLengths | str | None) -> list[
 # All of them, for `verlctl check` (with the memory fit)
 
 
-def _prompt_lengths(resolved: Any, facts: Any, budget: float) -> Any:
+def collect_prompt_lengths(resolved: Any, facts: Any, budget: float) -> Any:
     """The first train file's prompts counted with the model's tokenizer, within ``budget`` seconds."""
     from verlctl.detect.check_probes import FileProbe
     from verlctl.detect.common import CallTimeout, call_with_timeout
@@ -297,38 +301,26 @@ def _prompt_lengths(resolved: Any, facts: Any, budget: float) -> Any:
 
 
 def memory_and_field_findings(resolved: Any, facts: Any, budget: float = 20.0) -> tuple[Estimate | None, list[Finding]]:
-    """The memory fit with this machine's device memory and RAM, and the field-failure checks."""
-    from verlctl.checks.memory import (
-        estimate_for_command,
-        hbm_from_machine,
-        host_from_machine,
-        memory_findings,
-    )
-    from verlctl.detect.datasets import DatasetInfo
-    from verlctl.detect.machine import SystemInfo
-    from verlctl.detect.system import DiskSpace
+    """The memory fit with this machine's device memory and RAM, and the field-failure checks: the verdict's
+    rules of that family (``checks/verdict_rules.py``), with the live facts they read collected now when the
+    caller's facts lack them (the HCCL ports, the prompt lengths)."""
+    from verlctl.checks.verdict import VerdictCtx, fact_rules
     from verlctl.verl.compose import build_command
 
     spec = resolved.spec
     command = build_command(resolved)
-    hbm, host = hbm_from_machine(spec, facts.machine), host_from_machine(facts.machine)
-    memory, why = estimate_for_command(resolved, command, hbm, host)
-    out = memory_findings(memory, why)
-    shape = memory.shape if memory else (ModelShape.from_model_dir(spec.paths.model) if spec.paths.model else None)
-    out += check_weight_bucket(spec, command.version, shape)
-    host_bytes = int((spec.cluster.host_memory_gib or host or 0) * 2**30) or None
-    new_container = spec.container.runtime == "docker" and facts.docker is not None and not facts.docker.exists
-    if (new_container or spec.container.runtime == "host") and isinstance(facts.machine.system, SystemInfo):
-        shm = facts.machine.system.shm  # a container verlctl creates shares it (ipc=host)
-        if isinstance(shm, DiskSpace):
-            where = "this host (the new container shares it)" if new_container else "this host"
-            out += check_shm(spec, shm.total_bytes, host_bytes, where)
-    rows = [c.verl_schema.num_rows if isinstance(c.verl_schema, DatasetInfo) else None
-            for c in facts.datasets if c.field == "paths.train_files"]
-    out += check_dataset_rows(spec, rows)
-    out += check_prompt_lengths(spec, _prompt_lengths(resolved, facts, budget))
-    if spec.device == "npu":
+    if facts.prompt_lengths is None:
+        facts = facts.model_copy(update={"prompt_lengths": collect_prompt_lengths(resolved, facts, budget)})
+    if facts.hccl_ports_busy is None and spec.device == "npu":
         ranges = hccl_port_ranges(spec, command.env)
-        busy = {name: ports_in_use(ports) for name, ports in ranges.items()}
-        out += check_hccl_ports(busy, ranges)
-    return memory, out
+        facts = facts.model_copy(update={"hccl_ports_busy": {n: ports_in_use(p) for n, p in ranges.items()}})
+    ctx = VerdictCtx(resolved, command, facts)
+    out: list[Finding] = []
+    for r in fact_rules():
+        if r.name in FIELD_RULES:
+            out += r.run(ctx)
+    return ctx.memory, out
+
+
+#: The verdict's rules that :func:`memory_and_field_findings` runs.
+FIELD_RULES = ("memory_fit", "weight_bucket", "shm", "dataset_rows", "prompt_lengths", "hccl_ports")

@@ -21,7 +21,7 @@ from verlctl.checks.checkpoints import (
     check_checkpoints,
     checkpoint_bytes,
 )
-from verlctl.checks.container import check_docker, check_image_versions, check_recipe
+from verlctl.checks.container import check_docker, check_recipe
 from verlctl.checks.dataset_checks import PARQUET_INSTALL_HINT, check_datasets
 from verlctl.checks.devices import check_devices, npu_logical_id
 from verlctl.checks.facts import CheckFacts
@@ -34,7 +34,6 @@ from verlctl.checks.model_checks import (
     vllm_tp_ok,
 )
 from verlctl.checks.network import check_network, find_interface, is_head, local_ipv4
-from verlctl.checks.storage import check_checkpoint_storage
 from verlctl.checks.units import params_text, total_devices
 from verlctl.detect.check_probes import CheckpointProbe, DatasetCheck, DockerFacts, FileProbe
 from verlctl.detect.common import Unavailable
@@ -71,30 +70,20 @@ def _target_version(resolved: ResolvedSpec) -> str:
     return effective_version(resolved)[0]
 
 
-def machine_findings(resolved: ResolvedSpec, facts: CheckFacts, vpp_on: bool = False) -> list[Finding]:
-    """Every machine check of one spec, from the facts :func:`collect_facts` gathered (or a test built)."""
-    spec = resolved.spec
-    out: list[Finding] = []
-    out += check_model_path(spec, facts.model)
-    out += check_datasets(facts.datasets, facts.docker, spec.container.runtime)
-    out += check_checkpoints(spec, facts.checkpoint, facts.model)
-    out += check_devices(spec, facts.machine, facts.holders)
-    out += check_model_fit(spec, facts.model, vpp_on, _recompute_on(resolved))
-    out += check_network(spec, facts.machine.network, facts.master_ips)
-    out += check_docker(spec, facts.docker, resolved.explicit("container.image"))
-    out += check_checkpoint_storage(spec, facts.storage)
-    out += check_recipe(spec, facts.recipe_missing)
-    out += check_image_versions(_target_version(resolved), facts.image_versions,
-                                "container.image" if spec.container.runtime == "docker" else "container.runtime")
-    if facts.image_versions is not None:
-        from verlctl.checks.defects import known_defect_findings
-        from verlctl.verl.compose import resolve_features
+def machine_findings(resolved: ResolvedSpec, facts: CheckFacts, vpp_on: bool | None = None) -> list[Finding]:
+    """Every machine rule of the verdict (``checks/verdict_rules.py``: the fact rules other than the memory
+    and field-failure family of :func:`verlctl.checks.field_checks.memory_and_field_findings`) on the facts
+    :func:`collect_facts` gathered (or a test built). ``vpp_on``: kept for callers; the feature states come
+    from the composed command."""
+    from verlctl.checks.field_checks import FIELD_RULES
+    from verlctl.checks.verdict import VerdictCtx, fact_rules
+    from verlctl.verl.compose import build_command
 
-        states, _ = resolve_features(resolved, _target_version(resolved))
-        on = {n for n, s in states.items() if s.on and s.applicable}
-        out += known_defect_findings(spec, on, facts.image_versions,
-                                     "container.image" if spec.container.runtime == "docker" else "container.runtime",
-                                     versioned_only=True)
+    ctx = VerdictCtx(resolved, build_command(resolved), facts)
+    out: list[Finding] = []
+    for r in fact_rules():
+        if r.name not in FIELD_RULES:
+            out += r.run(ctx)
     return out
 
 

@@ -697,13 +697,22 @@ def _ray_cpus(ctx: RuleCtx) -> Iterable[Finding]:
             )
 
 
+@rule("image_device", ("image_for_npu",), Severity.ERROR)
+def _image_device(ctx: RuleCtx) -> Iterable[Finding]:
+    """A GPU run does not get the default image, which is Ascend's (910B): it has no CUDA (U19)."""
+    from verlctl.spec.model import DEFAULT_IMAGE
+
+    c = ctx.spec.container
+    if ctx.spec.device == "gpu" and c.runtime == "docker" and c.image == DEFAULT_IMAGE:
+        yield error(
+            "image_for_npu",
+            f"device is gpu but container.image is the default, {DEFAULT_IMAGE}: an Ascend (910B) image without "
+            "CUDA, so training on the GPUs cannot start",
+            "container.image",
+            "set container.image to a CUDA verl image of the target verl version (verl's docker/ images, e.g. "
+            "verlai/verl:...), or device: npu",
+        )
+
+
 def all_codes() -> set[str]:
     return {c for r in RULES for c in r.codes}
-
-
-
-# ------------------------------------------------------------------------------------------------ async trainers
-# verl 0.9.1's async trainers' asserts live in their own module; importing it registers them (appended to RULES).
-from verlctl.checks import async_rules as _async_rules  # noqa: E402,F401
-from verlctl.checks import defects as _defects  # noqa: E402,F401  (the known-defect table's spec-only entries)
-from verlctl.checks import managed as _managed  # noqa: E402,F401  (extra overrides of keys verlctl manages)

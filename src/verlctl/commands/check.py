@@ -33,8 +33,9 @@ def check(
     budget: Budget = 20.0,
 ) -> int:
     """Check a spec against this machine: paths, devices, model shape vs TP/PP, network, image, container."""
-    from verlctl.checks.findings import has_errors, sorted_findings
-    from verlctl.checks.machine_checks import describe_machine, machine_findings, summarize
+    from verlctl.checks.findings import has_errors
+    from verlctl.checks.machine_checks import describe_machine, summarize
+    from verlctl.checks.verdict import decide
     from verlctl.errors import VerlctlError
     from verlctl.ops.machine_facts import collect_facts
     from verlctl.spec.resolve import load_spec
@@ -42,22 +43,19 @@ def check(
     if not budget > 0:
         raise VerlctlError(f"--budget must be a positive number of seconds, not {budget:g}")
     resolved = load_spec(config, flags=flags[0], flag_names=flags[1])
-    findings, vpp_on = spec_findings(resolved)
     facts = collect_facts(resolved, budget)
-    from verlctl.checks.field_checks import memory_and_field_findings
-
-    memory, field = memory_and_field_findings(resolved, facts, budget)
-    findings = [f for f in findings if not f.code.startswith("memory_")] + field
-    findings = sorted_findings(findings + machine_findings(resolved, facts, vpp_on))
+    verdict = decide(resolved, facts)
+    findings, memory = verdict.findings, verdict.memory
     if as_json:
         doc: dict[str, Any] = {
             "findings": [f.model_dump(mode="json") for f in findings],
+            "not_checked": verdict.to_json(),
             "machine": summarize(resolved, facts),
             "memory": memory.to_json() if memory else None,
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        _print(describe_machine(resolved, facts), findings, memory)
+        _print(describe_machine(resolved, facts), findings, memory, verdict.not_checked_lines())
     if has_errors(findings):
         if not as_json:
             sys.stderr.write("error: the check found errors (listed above)\n")
@@ -66,36 +64,24 @@ def check(
 
 
 def spec_findings(resolved: ResolvedSpec) -> tuple[list[Finding], bool]:
-    """The spec checks of ``plan`` (``make_plan``), and whether the vpp feature is on.
+    """The verdict's spec rules (no facts: not even the model's config.json), and whether vpp is on.
 
-    Unlike ``plan``, a missing required path is a finding, not the end: the machine checks still run.
-    """
-    from verlctl.checks.findings import error
-    from verlctl.checks.spec_checks import check_spec
-    from verlctl.plan import make_plan
-    from verlctl.spec.resolve import REQUIRED_PATHS
+    A missing required path is a finding, not the end (as in ``check``)."""
+    from verlctl.checks.verdict import Need, decide, spec_facts
     from verlctl.verl.compose import build_command
 
-    missing = resolved.missing_required()
-    if not missing:
-        the_plan = make_plan(resolved)
-        vpp = the_plan.command.features.get("vpp")
-        return list(the_plan.findings), bool(vpp and vpp.on and vpp.applicable)
     command = build_command(resolved)
-    found = [
-        error("required_path", f"{path} is not set", path, f"set {path} in the spec file, or pass {REQUIRED_PATHS[path]}")
-        for path in missing
-    ]
+    facts = spec_facts(resolved, look=False, reasons={n: "not collected" for n in Need if n is not Need.SPEC})
     vpp = command.features.get("vpp")
-    found += list(command.findings) + check_spec(resolved, command.features)
-    return found, bool(vpp and vpp.on and vpp.applicable)
+    return decide(resolved, facts, command).findings, bool(vpp and vpp.on and vpp.applicable)
 
 
-def _print(lines: list[str], findings: list[Finding], memory: Estimate | None = None) -> None:
+def _print(lines: list[str], findings: list[Finding], memory: Estimate | None = None,
+           not_checked: list[str] | None = None) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    from verlctl.report import print_findings, print_memory, print_wrapped
+    from verlctl.report import print_findings, print_memory, print_not_checked, print_wrapped
 
     console = Console()
     for line in lines:
@@ -103,3 +89,4 @@ def _print(lines: list[str], findings: list[Finding], memory: Estimate | None = 
     if memory is not None:
         print_memory(console, memory)
     print_findings(console, findings)
+    print_not_checked(console, not_checked or [])

@@ -36,9 +36,10 @@ def init(
     budget: Annotated[float, typer.Option("--budget", help="Time budget of the model/dataset scan, seconds.")] = 3.0,
 ) -> int:
     """Ask for the run in rounds (pre-filled from this machine), confirm, and write the spec file."""
+    from verlctl.ops.machine_facts import wizard_facts
     from verlctl.wizard.flow import init_flow
 
     return init_flow(
         config, flags[0], flags[1], out=out, ask_all=ask_all, yes=yes, force=force, detect=not no_detect,
-        machine_file=machine, scan_roots=scan_root or None, budget_s=budget,
+        machine_file=machine, scan_roots=scan_root or None, budget_s=budget, facts_for=wizard_facts,
     )

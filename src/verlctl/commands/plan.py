@@ -37,6 +37,7 @@ def plan(
     if as_json:
         doc = plan_json(resolved, the_plan.command, the_plan.findings)
         doc["memory"] = the_plan.memory.to_json() if the_plan.memory else None
+        doc["not_checked"] = the_plan.verdict.to_json() if the_plan.verdict else []
         doc["written"] = written
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
@@ -49,6 +50,10 @@ def plan(
 
             print_memory(console, the_plan.memory)
         print_findings(console, the_plan.findings)
+        if the_plan.verdict is not None:
+            from verlctl.report import print_not_checked
+
+            print_not_checked(console, the_plan.verdict.not_checked_lines())
         for p in written:
             console.print(f"wrote {p}", highlight=False)
         if the_plan.ok and out is None:

@@ -71,6 +71,8 @@ class DockerFacts(BaseModel):
     container_image: str | None = None
     image_note: str | None = None  # the container runs another image than the spec's
     missing_mounts: list[tuple[str, str]] = []  # (spec field, path) the existing container does not mount
+    foreign: str | None = None  # the existing container, under the default name, is not this user's: whose
+    pull: bool = False  # launch --pull: a missing image is pulled
 
     @property
     def running(self) -> bool:

@@ -197,7 +197,7 @@ class Canary:
     def _scan(result: PhaseResult, parser: Any, window: str, text: str) -> str:
         """Feed ``text`` to the parser and look for the markers; returns the new window."""
         from verlctl.monitor.events import StepMetrics
-        from verlctl.ops.watcher import FINISHED_MARKER
+        from verlctl.ops.markers import FINISHED_MARKER
 
         for ev in parser.feed(text):
             if isinstance(ev, StepMetrics):

@@ -48,9 +48,10 @@ def launch_flow(
             if missing:
                 raise SpecError(missing_message(missing))
         else:
+            from verlctl.ops.machine_facts import wizard_facts
             from verlctl.wizard.flow import run_wizard
 
-            resolved = run_wizard(config, flags, names, ask_all=ask_all, console=console)
+            resolved = run_wizard(config, flags, names, ask_all=ask_all, console=console, facts_for=wizard_facts)
             asked = True
     if not yes and not dry_run and not interactive:
         raise VerlctlError("confirmation needed but stdin is not a terminal: pass --yes to launch without asking")
@@ -97,6 +98,7 @@ def _json_doc(launcher: Any, record: Any, watcher_pid: int | None) -> dict[str, 
         "run_id": record.run_id if record is not None else None,
         "actions": list(launcher.actions or []),
         "findings": [f.model_dump(mode="json") for f in findings],
+        "not_checked": launcher.not_checked(),
         "run": record.model_dump(mode="json") if record is not None else None,
         "watcher_pid": watcher_pid,
     }

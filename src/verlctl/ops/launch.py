@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verlctl.checks.findings import Finding, Severity, has_errors, sorted_findings
+from verlctl.checks.findings import Finding, Severity, has_errors
 from verlctl.errors import EXIT_FAILURE, ExitCode, RuntimeFailure, VerlctlError
 from verlctl.ops import preflight
+from verlctl.ops.resume import resume_point
 from verlctl.plan import Plan, make_plan
 from verlctl.render.render import ENV_FILE, START_SCRIPT, TRAIN_SCRIPT, Rendered
 from verlctl.runtime.executor import Executor, FileSpec, GroupRef
@@ -128,12 +129,23 @@ class Launcher:
         self.findings: list[Finding] = []
         self.declined = False  # the confirmation was answered no
         self._gate: str | None = None  # the start gate of the attempt being launched (closed on an interrupt)
+        self.facts: Any = None  # the verdict's facts (CheckFacts), collected once
+        self.verdict: Any = None  # the Verdict of run()
+        self.blocked: list[str] = []  # container plans that could not be made (the verdict says why)
 
     # --------------------------------------------------------------------------------- planning
 
     def plan(self) -> Plan:
-        the_plan = make_plan(self.resolved)
-        return the_plan
+        """The one verdict (``checks/verdict.py``) on the facts ``check`` collects (``collect_facts``)."""
+        if self.facts is None:
+            from verlctl.ops.machine_facts import collect_facts
+
+            self.facts = collect_facts(self.resolved, pull=self.options.pull)
+        return make_plan(self.resolved, facts=self.facts)
+
+    def not_checked(self) -> list[dict[str, str]]:
+        """The verdict's rules that could not run (``launch --json``)."""
+        return self.verdict.to_json() if self.verdict is not None else []
 
     def planned_actions(self, the_plan: Plan, run_id: str) -> list[str]:
         spec = self.resolved.spec
@@ -141,9 +153,12 @@ class Launcher:
         acts: list[str] = directories_to_create(spec, run_id)
         if spec.container.runtime == "docker":
             head = f" on {spec.cluster.master_addr} (Ray head)" if self.workers else ""
-            for m in self.container_plan.added_mounts:
+            for m in (self.container_plan.added_mounts if self.container_plan is not None else []):
                 acts.append(f"mount {m.host} at the same path (covers {m.why}){head}")
-            acts += [a + head for a in self.container_plan.actions()]
+            if self.container_plan is not None:
+                acts += [a + head for a in self.container_plan.actions()]
+            else:
+                acts.append(f"prepare container {spec.container.name}{head}: blocked by the errors above")
             for w in self.workers:
                 acts += [f"{a} on {w.address} (over ssh)" for a in w.plan.actions()]
             where = f"container {spec.container.name}"
@@ -211,14 +226,19 @@ class Launcher:
             explicit_name = self.resolved.explicit("container.name")
             c = spec.cluster
             head = c.master_addr if multi else None
-            self.client = (
-                node_client(head, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config) if head else containers.connect()
-            )
-            self.container_plan = containers.plan_container(
-                self.client, spec, allow_pull=opts.pull, image_explicit=explicit_image, name_explicit=explicit_name
-            )
-            engines = {_engine_id(self.client)}
-            for i, address in enumerate(n for n in c.nodes if multi and n != head):
+            try:  # its refusals are the verdict's rules too: the dry run lists them all, with the actions
+                self.client = (
+                    node_client(head, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config) if head
+                    else containers.connect()
+                )
+                self.container_plan = containers.plan_container(
+                    self.client, spec, allow_pull=opts.pull, image_explicit=explicit_image,
+                    name_explicit=explicit_name
+                )
+            except VerlctlError as exc:
+                self.blocked.append(exc.message)
+            engines = {_engine_id(self.client)} if self.client is not None else set()
+            for i, address in enumerate(n for n in c.nodes if multi and n != head and self.client is not None):
                 client = node_client(address, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config)
                 # Nodes that share one Docker engine (a test rig, or two addresses of one machine) cannot share
                 # a container name: the extra ones get a node suffix.
@@ -229,22 +249,22 @@ class Launcher:
                                                  name=name, name_explicit=explicit_name)
                 self.workers.append(NodeTarget(address, client, plan))
         the_plan = self.plan()
-        if multi:
-            from verlctl.checks.storage import check_checkpoint_storage, collect_storage
-
-            the_plan.findings += check_checkpoint_storage(spec, collect_storage(spec))
-        from verlctl.checks.devices import device_tool_findings  # the same finding `check` gives
-
-        the_plan.findings = sorted_findings(the_plan.findings + device_tool_findings(spec)
-                                            + _checkpoints_in_use(spec))
+        if self.blocked and not has_errors(the_plan.findings):
+            raise VerlctlError(self.blocked[0])  # a refusal no rule foresaw: the run stops here, as before
         run_id = new_run_id(spec.logging.experiment or "run")
         actions = self.planned_actions(the_plan, run_id)
-        self.actions, self.findings = actions, the_plan.findings
+        self.actions, self.findings, self.verdict = actions, the_plan.findings, the_plan.verdict
         if opts.dry_run:
             self._dry_run(the_plan, actions)
             return None
         if has_errors(the_plan.findings):
             self._print_findings(the_plan.findings)
+            if the_plan.verdict is not None:
+                from verlctl.report import print_not_checked
+
+                print_not_checked(self.console, the_plan.verdict.not_checked_lines())
+            if self.blocked:  # the container could not be planned (the engine, the image …): that first
+                raise VerlctlError(f"{self.blocked[0]} (every problem is listed above): nothing was changed")
             raise VerlctlError("the spec has errors (listed above): nothing was changed")
         plans = [("", self.container_plan)] if self.container_plan is not None else []
         plans += [(f" on {w.address}", w.plan) for w in self.workers]
@@ -337,6 +357,10 @@ class Launcher:
 
     def _dry_run(self, the_plan: Plan, actions: list[str]) -> None:
         self._print_findings(the_plan.findings)
+        if the_plan.verdict is not None:
+            from verlctl.report import print_not_checked
+
+            print_not_checked(self.console, the_plan.verdict.not_checked_lines())
         self.console.print("[bold]dry run[/bold]: these actions would be taken, in order (nothing is changed):")
         for i, a in enumerate(actions, 1):
             self.console.print(f"  {i:2}. {a}", highlight=False, markup=False)
@@ -666,7 +690,7 @@ class Launcher:
                     hint="set verl_version explicitly to the closest supported version",
                 )
             self.report.note(f"verl_version auto -> {base} (installed in the target)")
-            new = make_plan(self.resolved, container_version=base)
+            new = make_plan(self.resolved, container_version=base, facts=self.facts)
             if has_errors(new.findings):
                 self._print_findings(new.findings)
                 raise VerlctlError(f"the spec has errors for verl {base}")
@@ -841,23 +865,6 @@ class Launcher:
         raise RuntimeFailure(reason, hint=hint, code=EXIT_FAILURE)
 
 
-def resume_point(checkpoints: str | None) -> str | None:
-    """The checkpoint ``trainer.resume_mode=auto`` resumes from: verl reads
-    ``<default_local_dir>/latest_checkpointed_iteration.txt`` and loads ``global_step_<N>``
-    (``RayPPOTrainer._load_checkpoint`` -> ``find_latest_ckpt_path``, verl 0.7.0 and 0.9.1). Read on this
-    host: the checkpoint directory is mounted into the container at the same path."""
-    if not checkpoints:
-        return None
-    d = Path(checkpoints)
-    try:
-        step = (d / "latest_checkpointed_iteration.txt").read_text(encoding="utf-8", errors="replace").strip()
-    except (OSError, ValueError):
-        return None
-    if not step.isdigit() or not (d / f"global_step_{step}").is_dir():
-        return None
-    return f"{checkpoints.rstrip('/')}/global_step_{step}"
-
-
 def resume_action(checkpoints: str | None) -> str:
     point = resume_point(checkpoints)
     if point is not None:
@@ -883,18 +890,6 @@ def _without_secrets_in_target(ex: Executor, record: RunRecord, findings: list[F
             hint="relaunch by hand with SWANLAB_API_KEY exported (`verlctl launch`), or use mode offline",
         )
     return [f for f in findings if f.code != "swanlab_api_key"]
-
-
-def _checkpoints_in_use(spec: Any) -> list[Finding]:
-    """checks/ownership.py's finding, naming the runs recorded here (not stopped) that use the directory."""
-    from verlctl.checks.ownership import checkpoint_in_use
-    from verlctl.runtime.records import all_runs
-
-    try:
-        users = [r.run_id for r in all_runs() if r.checkpoints == spec.paths.checkpoints and not r.stopped]
-    except VerlctlError:
-        users = []
-    return checkpoint_in_use(spec, users)
 
 
 def _engine_id(client: Any) -> str:

@@ -38,7 +38,7 @@ from verlctl.detect.common import (
 )
 from verlctl.detect.datasets import parquet_check_argv, parse_parquet_check_output
 from verlctl.detect.machine import MachineState
-from verlctl.detect.models import inspect_model
+from verlctl.detect.models import ModelInfo, inspect_model
 from verlctl.runtime.holders import describe_holders
 from verlctl.spec.model import RunSpec
 from verlctl.spec.resolve import ResolvedSpec
@@ -64,12 +64,15 @@ class _Docker:
             self.client.close()
 
 
-def collect_docker(spec: RunSpec, timeout: float) -> _Docker:
+def collect_docker(spec: RunSpec, timeout: float, *, pull: bool = False, name_explicit: bool = True,
+                   image_explicit: bool = False) -> _Docker:
+    """The engine's view of the spec's image and container, as launch would plan it (``name_explicit``: a
+    container found under the default name is reused only when this user created it)."""
     from verlctl.errors import VerlctlError
     from verlctl.runtime import containers
 
     c = spec.container
-    facts = DockerFacts(image=c.image, container=c.name)
+    facts = DockerFacts(image=c.image, container=c.name, pull=pull)
     try:
         client = containers.connect(timeout)
     except VerlctlError as exc:
@@ -81,6 +84,9 @@ def collect_docker(spec: RunSpec, timeout: float) -> _Docker:
         facts.image_present = containers.image_present(client, c.image)
         existing = containers.find_container(client, c.name)
         if existing is not None:
+            owner = (existing.labels or {}).get(f"{containers.LABEL_PREFIX}.created-by")
+            if not name_explicit and owner != containers.creator():
+                facts.foreign = f"was created by {owner}" if owner else "was not created by verlctl"
             plan = containers.plan_container(client, spec, allow_pull=True, image_explicit=False)
             facts.exists, facts.state = True, plan.state
             # the reference the container was created from (an image's first tag may be another alias)
@@ -240,31 +246,118 @@ def _dataset_results(spec: RunSpec, value: object) -> list[DatasetCheck]:
     return [DatasetCheck(field=f, path=p, file=failed) for f, p in dataset_paths(spec)]
 
 
-def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) -> CheckFacts:
+def device_nodes_missing(spec: RunSpec) -> list[str] | None:
+    if spec.device != "npu":
+        return None
+    return [f"/dev/davinci{d}" for d in spec.cluster.devices if not os.path.exists(f"/dev/davinci{d}")]
+
+
+def resume_step(spec: RunSpec) -> int | None:
+    from verlctl.ops.resume import resume_point
+
+    point = resume_point(spec.paths.checkpoints)
+    return int(point.rsplit("_", 1)[1]) if point else None
+
+
+def checkpoint_users(spec: RunSpec) -> list[str]:
+    """The runs recorded in this state dir, not stopped, whose checkpoint directory is paths.checkpoints (A5; the
+    lock file that start_verl.sh holds covers the runs of other state dirs and users)."""
+    from verlctl.errors import VerlctlError
+    from verlctl.runtime.records import all_runs
+
+    try:
+        return [r.run_id for r in all_runs() if r.checkpoints == spec.paths.checkpoints and not r.stopped]
+    except VerlctlError:
+        return []
+
+
+def ray_ports_busy(spec: RunSpec) -> list[int] | None:
+    """Multi-node runs start the head on master_addr (maybe not this host): only a single node is tested."""
+    from verlctl.checks.field_checks import ports_in_use
+
+    if len(spec.cluster.nodes) > 1:
+        return None
+    c = spec.cluster
+    return ports_in_use(list(dict.fromkeys((c.ray_port, c.dashboard_port))), reuse=True)  # Ray binds so too
+
+
+def hccl_ports_busy(resolved: ResolvedSpec) -> dict[str, list[int]] | None:
+    from verlctl.checks.field_checks import hccl_port_ranges, ports_in_use
+    from verlctl.verl.compose import build_command
+
+    if resolved.spec.device != "npu":
+        return None
+    ranges = hccl_port_ranges(resolved.spec, build_command(resolved).env)
+    return {name: ports_in_use(ports) for name, ports in ranges.items()}
+
+
+def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S, *, machine: MachineState | None = None,
+                  pull: bool = False, prompts: bool = True, skip: dict[str, str] | None = None) -> CheckFacts:
+    """Every fact the verdict's rules read (``checks/verdict.py``), collected here: the probes at the same time,
+    each within ``budget_s``; then the in-container fallbacks (parquet schemas without pyarrow here,
+    checkpoints under the container work dir), the image's contents, live ports. ``machine``: a MachineState
+    already detected (the wizard's), used instead of probing the host again. What cannot be collected is
+    named in ``not_collected`` with why; ``skip``: the needs (``checks.verdict.Need`` values: "docker",
+    "image", "live") not to collect, with the reason to report."""
+    skip = dict(skip or {})
+    facts = _collect(resolved, budget_s, machine, pull, ask_docker="docker" not in skip)
+    from verlctl.checks.field_checks import collect_prompt_lengths
+
+    spec = resolved.spec
+    if prompts:
+        facts.prompt_lengths = collect_prompt_lengths(resolved, facts, budget_s)
+    facts.device_nodes_missing = device_nodes_missing(spec)
+    facts.resume_step = resume_step(spec)
+    if "live" not in skip:
+        facts.ray_ports_busy = ray_ports_busy(spec)
+        facts.hccl_ports_busy = hccl_ports_busy(resolved)
+        facts.checkpoint_users = checkpoint_users(spec)
+    missing: dict[str, str] = {}
+    if len(spec.cluster.nodes) > 1:
+        missing["nodes"] = "the per-node pre-flight runs in verlctl launch, inside every node's container"
+    if spec.container.runtime == "docker" and "docker" not in skip:
+        d = facts.docker
+        if d is None or d.error:  # the docker rule reports the engine itself (docker_engine)
+            missing["image"] = "no Docker engine"
+        elif not d.running:
+            missing["image"] = (f"container {d.container} is not running" if d.exists
+                                else f"container {d.container} does not exist yet (launch creates it)")
+    m = facts.model
+    if not isinstance(m, ModelInfo) or (m.num_layers is None and m.num_attention_heads is None):
+        why = "paths.model is not set" if not spec.paths.model else f"no readable config.json under {spec.paths.model}"
+        missing["model"] = why
+    facts.not_collected = {**missing, **skip}
+    return facts
+
+
+def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None, pull: bool,
+             ask_docker: bool = True) -> CheckFacts:
     """Run every probe ``check`` needs, at the same time, each within ``budget_s``; then the in-container
     fallbacks (parquet schemas without pyarrow here, checkpoints under the container work dir)."""
     from verlctl.detect.machine import DetectOptions, detect_machine
 
     spec = resolved.spec
-    probes: list[Any] = ["npu" if spec.device == "npu" else "gpu", "network", "system"]
+    probes: list[Any] = ["npu", "gpu", "network", "system"]  # both kinds: a GPU host with device npu (U19)
     options = DetectOptions(
         probes=probes, npu_timeout_s=budget_s, gpu_timeout_s=budget_s, system_timeout_s=min(budget_s, 5.0)
     )
     calls: dict[str, tuple[Callable[[], object], float]] = {
-        "machine": (lambda: detect_machine(options), 2 * budget_s + 5),
+        "machine": ((lambda: given) if given is not None else (lambda: detect_machine(options)), 2 * budget_s + 5),
         "datasets": (lambda: [check_dataset_file(f, p, budget_s) for f, p in dataset_paths(spec)], budget_s * 2 + 2),
         "ips": (lambda: resolve_ipv4(spec.cluster.master_addr, budget_s), budget_s + 1),
     }
     if spec.paths.model:
         model_path = spec.paths.model
         calls["model"] = (lambda: inspect_model(model_path), budget_s)
-    if spec.container.runtime == "docker":
-        calls["docker"] = (lambda: collect_docker(spec, budget_s), 3 * budget_s + 5)
+    if spec.container.runtime == "docker" and ask_docker:
+        name_explicit = resolved.explicit("container.name")
+        calls["docker"] = (lambda: collect_docker(spec, budget_s, pull=pull, name_explicit=name_explicit),
+                           3 * budget_s + 5)
     got = run_probes_concurrently(calls)
     machine = _machine_result(spec, got["machine"])
     docker = got.get("docker")
     docker = docker if isinstance(docker, _Docker) else None
-    if spec.container.runtime == "docker" and docker is None:
+    if spec.container.runtime == "docker" and docker is None and "docker" in calls:
         docker = _Docker(DockerFacts(image=spec.container.image, container=spec.container.name,
                                      error=f"the Docker engine did not answer within {budget_s:g} s"))
     datasets = _dataset_results(spec, got["datasets"])
@@ -289,3 +382,18 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S) ->
         holders=describe_holders(busy_pids(spec, machine)),
         image_versions=versions,
     )
+
+
+#: What ``init`` (and the wizard's final check) does not collect: it writes a spec, for this host or later.
+INIT_SKIPS = {
+    "docker": "init writes a spec; verlctl check and launch ask the Docker engine (image, container, devices)",
+    "image": "init writes a spec; verlctl check and launch look inside the image",
+    "live": "init writes a spec; verlctl check and launch test the ports and live runs",
+}
+
+
+def wizard_facts(resolved: ResolvedSpec, machine: MachineState | None) -> CheckFacts:
+    """The facts of the wizard's final verdict: those of ``check`` on this host (the machine the wizard
+    detected; None: probe it now, as ``init --yes`` does) and files, without the Docker engine, the image and
+    the live ports (:data:`INIT_SKIPS`): ``launch`` collects those before it decides."""
+    return collect_facts(resolved, machine=machine, skip=INIT_SKIPS)

@@ -23,13 +23,10 @@ from verlctl.errors import VerlctlError
 from verlctl.monitor.catalogue import RAY_DAEMONS_EXITED, Classifier, Finding
 from verlctl.monitor.events import ErrorFound, LogParser, Phase, PhaseKind, Progress, StepMetrics, TotalSteps
 from verlctl.monitor.recovery import Decision, History, decide
+from verlctl.ops.markers import EXIT_MARKER, FINISHED_MARKER  # re-exported for the watcher's callers
 from verlctl.runtime.executor import Executor, HostExecutor
 from verlctl.runtime.follow import Follower
 from verlctl.runtime.records import RunRecord
-
-FINISHED_MARKER = "training finished"
-EXIT_MARKER = "start_verl.sh exits with status"
-
 
 # ------------------------------------------------------------------------------------------------ status
 

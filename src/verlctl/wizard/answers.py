@@ -163,15 +163,19 @@ class Answers:
             resolved = self.resolve({**{p: _PLACEHOLDERS[p] for p in missing}, **extra})
         return resolved
 
-    def findings(self, resolved: ResolvedSpec | None = None) -> list[Finding]:
-        """make_plan's findings plus the model-shape rules, for a complete spec (default: the current one)."""
-        from verlctl.checks.model_checks import check_model_fit
+    def findings(self, resolved: ResolvedSpec | None = None, facts: Any = None) -> list[Finding]:
+        """The verdict's findings for a complete spec (default: the current one), on ``facts`` (default: the
+        spec and the model's config.json, the wizard's detected one when it has it: what ``plan`` has)."""
         from verlctl.plan import make_plan
 
         r = resolved or self.resolve_for_checks()
-        plan = make_plan(r)
-        vpp = plan.command.features["vpp"]
-        return plan.findings + check_model_fit(r.spec, self.model_for(r.spec.paths.model), vpp.on and vpp.applicable)
+        return make_plan(r, facts=facts if facts is not None else self.spec_facts(r)).findings
+
+    def spec_facts(self, resolved: ResolvedSpec) -> Any:
+        """What ``plan`` has for this spec: the spec, and the model's shape (the detected one when known)."""
+        from verlctl.checks.verdict import spec_facts
+
+        return spec_facts(resolved, model=self.model_for(resolved.spec.paths.model), look=False)
 
     def model_for(self, path: str | None) -> ModelInfo | None:
         if path and path in self.models and self.models[path].is_model:

@@ -98,10 +98,18 @@ def _answers(config: Path | None, flags: Mapping[str, Any], names: Mapping[str, 
     return answers
 
 
+FactsFor = Callable[[ResolvedSpec, MachineState | None], Any]  # None: probe this host
+
+
 def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str], ask_all: bool, console: Any,
                machine: MachineState | None = None, prompter: Prompter | None = None, *,
-               environ: Mapping[str, str] | None = None) -> ResolvedSpec:
-    """Ask the five rounds (only what is not given, unless ``ask_all``) and return the resolved spec."""
+               environ: Mapping[str, str] | None = None, facts_for: FactsFor | None = None) -> ResolvedSpec:
+    """Ask the five rounds (only what is not given, unless ``ask_all``) and return the resolved spec.
+
+    The final check is the one verdict (``checks/verdict.py``) on ``facts_for(spec, machine)`` — the facts
+    ``check`` collects, with the machine detected here (``ops.machine_facts.wizard_facts``); without it, on
+    what ``plan`` has. Where a fix exists (the mask that fits the detected device memory, the batch the
+    dataset can fill) it is offered before the rounds are reopened."""
     from verlctl.wizard import machine_view as mv
     from verlctl.wizard.rounds import (
         FEATURES_ROUND,
@@ -126,7 +134,11 @@ def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str]
         # caller's checklist (nothing is written or launched with them), never asked forever.
         previous: set[tuple[str, str | None]] = set()
         for _pass in range(MAX_REOPEN + 1):
-            errors = [f for f in answers.findings() if f.severity is Severity.ERROR]
+            facts = facts_for(answers.resolve_for_checks(), machine) if facts_for is not None else None
+            errors = [f for f in answers.findings(facts=facts) if f.severity is Severity.ERROR]
+            if errors and _offer_fixes(console, prompter, answers, errors, facts):
+                facts = facts_for(answers.resolve_for_checks(), machine) if facts_for is not None else None
+                errors = [f for f in answers.findings(facts=facts) if f.severity is Severity.ERROR]
             redo_set = {i for f in errors for i in rounds_for(f)}
             if previous and previous == {(f.code, f.field) for f in errors} and redo_set & {HYPER_ROUND}:
                 # The same refusal again: the parallel sizes may be held by the features (vpp needs PP > 1).
@@ -158,6 +170,21 @@ def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str]
     result = answers.current
     result.answered = set(answers.answered)
     return result
+
+
+def _offer_fixes(console: Any, prompter: Prompter, answers: Any, errors: list[Any], facts: Any) -> bool:
+    """Offer each fix the verdict accepts (``wizard/fixes.py``); True when one was applied."""
+    from verlctl.wizard.fixes import fixes_for
+
+    applied = False
+    for fix in fixes_for(answers, errors, facts):
+        for f in errors:
+            if f.code in fix.codes:
+                print_words(console, f"error {f.code}: {f.message}")
+        if prompter.confirm(f"Fix it: {fix.text}?", default=True):
+            answers.set_many(fix.values)
+            applied = True
+    return applied
 
 
 def _check_target(text: str) -> str | None:
@@ -251,8 +278,10 @@ def confirm_launch(console: Any, resolved: ResolvedSpec, prompter: Prompter | No
 def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str], *, out: Path, ask_all: bool,
               yes: bool, force: bool, detect: bool, machine_file: Path | None, scan_roots: list[str] | None,
               budget_s: float, console: Any = None, prompter: Prompter | None = None,
-              interactive: bool | None = None, environ: Mapping[str, str] | None = None) -> int:
-    """``verlctl init``: ask, show the checklist, write the spec (the only thing it writes)."""
+              interactive: bool | None = None, environ: Mapping[str, str] | None = None,
+              facts_for: FactsFor | None = None) -> int:
+    """``verlctl init``: ask, show the checklist, write the spec (the only thing it writes). The checklist's
+    findings are the one verdict on ``facts_for(spec, machine)`` (see :func:`run_wizard`)."""
     from verlctl.plan import make_plan
     from verlctl.spec.resolve import load_spec
     from verlctl.wizard.checklist import init_actions, show_checklist
@@ -275,11 +304,13 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
         if not yes:
             raise VerlctlError("confirmation needed but stdin is not a terminal: pass --yes to write the spec "
                                "without asking")
-        plan = make_plan(resolved)
+        facts = facts_for(resolved, None) if facts_for is not None else None
+        plan = make_plan(resolved, facts=facts)
         if not plan.ok:
-            from verlctl.report import print_findings
+            from verlctl.report import print_findings, print_not_checked
 
             print_findings(console, plan.findings)
+            print_not_checked(console, plan.verdict.not_checked_lines() if plan.verdict else [])
             raise VerlctlError("the spec has errors (listed above): nothing was written")
         notes = save_spec(out, resolved, overwrite=lambda _p: force)
         print_words(console, f"wrote {out}")
@@ -297,13 +328,19 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
         else:
             machine = MachineState()
         resolved = run_wizard(config, flags, names, ask_all, console, machine=machine, prompter=prompter,
-                              environ=environ)
-        plan = make_plan(resolved)
+                              environ=environ, facts_for=facts_for)
+        facts = facts_for(resolved, machine) if facts_for is not None else None
         from verlctl.wizard.answers import Answers
 
-        findings = Answers(config, flags, names, environ).findings(resolved)
+        answers = Answers(config, flags, names, environ, models={m.path: m for m in machine.models})
+        plan = make_plan(resolved, facts=facts if facts is not None else answers.spec_facts(resolved))
+        findings = plan.findings
         console.print("\n[bold]Checklist[/bold]")
         show_checklist(console, resolved, plan.command, findings, init_actions(resolved, out))
+        if plan.verdict is not None:
+            from verlctl.report import print_not_checked
+
+            print_not_checked(console, plan.verdict.not_checked_lines())
         if any(f.severity is Severity.ERROR for f in findings):
             raise VerlctlError("the spec has errors (listed above): nothing was written")
         if not prompter.confirm(f"Write the spec to {out}?", default=False):
