@@ -151,7 +151,7 @@ def _parse_scalar(text: str) -> Any:
 
     try:
         value = yaml.safe_load(text) if text.strip() else text
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):  # ValueError: an integer longer than Python converts (4300 digits)
         return text
     # A path such as "/a: b" must not turn into a mapping.
     return text if isinstance(value, dict) or (value is None and text.strip() not in ("null", "~")) else value
