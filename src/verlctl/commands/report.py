@@ -14,11 +14,6 @@ LOG_CAP_BYTES = 256 * 1024 * 1024
 SPEC_CAP_BYTES = 4 * 1024 * 1024
 
 
-def _read_capped(path: Path, cap: int) -> str:
-    with open(path, "rb") as fh:
-        return fh.read(cap).decode(errors="replace")
-
-
 def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
     """The run's log (newest LOG_CAP_BYTES) and where it came from, or None and why not."""
     if log is not None:
@@ -66,10 +61,11 @@ def report(
     from verlctl.runtime.records import resolve_run
 
     record = resolve_run(run_id)
-    try:
-        spec_yaml = _read_capped(record.dir / record.spec_file, SPEC_CAP_BYTES)
-    except OSError as exc:
-        spec_yaml = f"(the resolved spec could not be read: {exc.strerror or exc})"
+    try:  # a plain file of the run's own directory, never through a symlink (the record is input)
+        spec_yaml = record.read_file(record.spec_file, SPEC_CAP_BYTES).decode("utf-8", errors="replace")
+    except (OSError, ValueError) as exc:
+        why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        spec_yaml = f"(the resolved spec could not be read: {why})"
     data, source = _log_bytes(record, log)
     sink = SeriesSink()
     findings: list[dict[str, object]] = []

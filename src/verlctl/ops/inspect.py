@@ -71,7 +71,10 @@ def read_tail(ex: Executor, path: str, max_bytes: int = TAIL_BYTES) -> str:
     if size is None:
         return ""
     start = max(0, size - max_bytes)
-    data = ex.read_file(path, offset=start) or b""
+    try:
+        data = ex.read_file(path, offset=start) or b""
+    except OSError:  # a symlink planted at the log's name, a FIFO: not read
+        return ""
     text = data.decode(errors="replace")
     if start > 0:
         text = text.split("\n", 1)[-1]
@@ -519,7 +522,7 @@ def _remove_own_containers(record: RunRecord, console: Any) -> list[dict[str, An
 def list_runs(as_json: bool) -> int:
     runs, damaged = scan_runs()
     if as_json:
-        docs = [r.model_dump() for r in runs] + [{"run_id": d.run_id, "damaged": d.reason} for d in damaged]
+        docs = [r.model_dump() for r in runs] + [{"run_id": d.run_id, "damaged": d.reason, "owner": d.owner} for d in damaged]
         sys.stdout.write(json.dumps(docs, indent=2, default=str) + "\n")
         return 0
     from rich.console import Console
@@ -538,7 +541,7 @@ def list_runs(as_json: bool) -> int:
         (r.run_id, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)), r.runtime, r.container_name or "-",
          str(len(r.attempts) or len(r.slurm_jobs)), "yes" if r.stopped else "no")
         for r in runs
-    ] + [(d.run_id, "-", "-", "-", "-", f"damaged: {d.reason}") for d in damaged]
+    ] + [(d.run_id, "-", "-", "-", "-", d.summary) for d in damaged]
     table = Table(title="verlctl runs", title_justify="left", header_style="bold")
     columns = ("run", "created", "runtime", "container", "attempts", "stopped")
     table.add_column(columns[0], no_wrap=True, min_width=max(len(row[0]) for row in rows))
