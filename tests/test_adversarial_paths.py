@@ -208,3 +208,127 @@ def test_another_users_record_is_named_as_theirs_not_damaged(open_tmp: Path) -> 
         text = res.out + res.err
         assert "uid 0 (root)" in text and "not readable by you" in text, text
         assert "damaged" not in text and "repair or remove" not in text, text
+
+
+# ---------------------------------------------------------------- A9: one -o rule for every command
+
+
+def base_spec(tmp_path: Path) -> Path:
+    p = tmp_path / "base.yaml"
+    p.write_text("paths: {model: /m/Qwen3-8B, train_files: /d/t.parquet, val_files: /d/v.parquet}\n")
+    return p
+
+
+def file_commands(tmp_path: Path, state: Path) -> dict[str, list[str]]:
+    plant(state)
+    base = str(base_spec(tmp_path))
+    return {
+        "report": ["report", RUN],
+        "bundle": ["bundle", RUN],
+        "export slurm": ["export", "slurm", "-c", base],
+        "export rayjob": ["export", "rayjob", "-c", base, "--pvc", "ckpt"],
+        "import": [],
+        "init": ["init", "-c", base, "--yes", "--no-detect"],
+    }
+
+
+ROOT_SCRIPT = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def a_script() -> Path:
+    scripts = sorted(p for p in ROOT_SCRIPT.rglob("*.sh") if "verl" in p.read_text(errors="replace"))
+    assert scripts, "a verl launch script among the fixtures"
+    return scripts[0]
+
+
+@pytest.mark.parametrize("name", ["report", "bundle", "export slurm", "export rayjob", "import", "init"])
+def test_no_o_file_replaces_an_existing_file_without_force(tmp_path: Path, name: str, a_script: Path) -> None:
+    state = tmp_path / "state"
+    argv = file_commands(tmp_path, state)[name]
+    if name == "import":
+        argv = ["import", str(a_script)]
+    precious = tmp_path / "precious.txt"
+    precious.write_text("precious\n")
+    res = cli(state, *argv, "-o", str(precious), cwd=tmp_path)
+    no_traceback(res)
+    assert res.code != 0, (res.out, res.err)
+    assert precious.read_text() == "precious\n"
+    assert "exists" in res.err and "--force" in res.err, res.err
+    res = cli(state, *argv, "-o", str(precious), "--force", cwd=tmp_path)
+    no_traceback(res)
+    assert res.code == 0, (res.out, res.err)
+    assert precious.read_bytes() != b"precious\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", RUN], ["bundle", RUN], ["export", "slurm", "-c", "BASE"], ["export", "rayjob", "-c", "BASE"],
+    ["plan", "-c", "BASE"], ["launch", "--dry-run", "-c", "BASE", "--set", "container.runtime=host"], ["init", "-c", "BASE", "--yes", "--no-detect"],
+    ["import", "SCRIPT"], ["export-hf", RUN],
+], ids=lambda a: " ".join(a[:2]))
+def test_an_empty_o_is_refused_and_nothing_lands_in_the_cwd(tmp_path: Path, argv: list[str], a_script: Path) -> None:
+    state = tmp_path / "state"
+    plant(state)
+    base = str(base_spec(tmp_path))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    argv = [base if a == "BASE" else str(a_script) if a == "SCRIPT" else a for a in argv]
+    res = cli(state, *argv, "-o", "", cwd=cwd)
+    no_traceback(res)
+    assert res.code != 0
+    assert "-o: the path is empty" in res.err, res.err
+    assert list(cwd.iterdir()) == []
+
+
+def test_o_dir_replaces_the_files_of_its_set_only_with_force(tmp_path: Path) -> None:
+    """``plan -o DIR`` (``launch --dry-run -o DIR`` writes through the same Rendered.write / files.write_set)."""
+    argv = ["plan"]
+    state = tmp_path / "state"
+    base = str(base_spec(tmp_path))
+    out = tmp_path / "plan"
+    out.mkdir()
+    (out / "start_verl.sh").write_text("precious\n")
+    (out / "notes.txt").write_text("mine\n")
+    res = cli(state, *argv, "-c", base, "-o", str(out))
+    no_traceback(res)
+    assert res.code != 0
+    assert "start_verl.sh" in res.err and "--force" in res.err, res.err
+    assert (out / "start_verl.sh").read_text() == "precious\n"
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "start_verl.sh"]
+    res = cli(state, *argv, "-c", base, "-o", str(out), "--force")
+    assert res.code == 0, res.err
+    assert (out / "start_verl.sh").read_text() != "precious\n"
+    assert (out / "notes.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "run_training.sh", "spec.resolved.yaml",
+                                                     "start_verl.sh"]
+
+
+def test_o_never_replaces_a_special_file_even_with_force(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    res = cli(tmp_path / "state", "export", "slurm", "-c", str(base_spec(tmp_path)), "-o", str(fifo), "--force")
+    no_traceback(res)
+    assert res.code != 0 and "not a regular file" in res.err, res.err
+    assert fifo.is_fifo()
+
+
+def test_every_o_option_goes_through_the_one_parser() -> None:
+    """Every -o/--out of every command is parsed by options.out_path (so an empty one is refused)."""
+    import typer
+
+    from verlctl.cli import app
+    from verlctl.commands.options import out_path
+
+    def commands(group):  # type: ignore[no-untyped-def]
+        for name, cmd in getattr(group, "commands", {}).items():
+            yield name, cmd
+            yield from commands(cmd)
+
+    root = typer.main.get_command(app)
+    seen = []
+    for name, cmd in commands(root):
+        for param in cmd.params:
+            if "-o" in getattr(param, "opts", []) or "--out" in getattr(param, "opts", []):
+                seen.append(name)
+                assert getattr(param.type, "func", None) is out_path, f"{name}: -o without out_path"
+    assert {"plan", "launch", "report", "bundle", "slurm", "rayjob", "init", "import", "export-hf"} <= set(seen)

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import SpecFile, SpecFlags, with_spec_flags
+from verlctl.commands.options import Force, SpecFile, SpecFlags, out_path, with_spec_flags
 
 
 @with_spec_flags
@@ -17,8 +17,9 @@ def export_slurm(
     config: SpecFile = None,
     out: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--out", "-o", help="Write the batch script to this file (default: print it)."),
+        typer.Option("--out", "-o", help="Write the batch script to this file (default: print it).", parser=out_path),
     ] = None,
+    force: Force = False,
     nodes: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option("--nodes", "-N", help="Number of nodes (cluster.nnodes; default: the hosts in cluster.nodes, "
@@ -92,7 +93,7 @@ def export_slurm(
     if out is None:
         sys.stdout.write(job.script)
     else:
-        write_script(out, job.script)
+        write_script(out, job.script, force)
     for note in job.notes:
         sys.stderr.write(f"note: {note}\n")
     if out is not None:
@@ -100,15 +101,13 @@ def export_slurm(
     return 0
 
 
-def write_script(out: Path, text: str) -> None:
-    """Atomically, never through a planted symlink; a bad path is one line naming -o."""
+def write_script(out: Path, text: str, force: bool = False) -> None:
+    """Atomically, never through a planted symlink, an existing file only with ``force``; a bad path is one
+    line naming -o (:func:`verlctl.files.check_out_file`)."""
     from verlctl.errors import VerlctlError
-    from verlctl.files import write_file
+    from verlctl.files import check_out_file, write_file
 
-    if out.is_dir():
-        raise VerlctlError(f"-o {out}: is a directory; give the batch script's file name (e.g. job.sbatch)")
-    if not out.parent.is_dir():
-        raise VerlctlError(f"-o {out}: the directory {out.parent} does not exist; create it first")
+    check_out_file(out, force, example="job.sbatch")
     try:
         write_file(out, text.encode("utf-8"), 0o755)
     except OSError as exc:

@@ -46,6 +46,7 @@ class LaunchOptions:
     verify_timeout: float = 300.0
     settle_s: float = 10.0
     out_dir: Path | None = None  # dry-run: where to write the rendered files
+    out_force: bool = False  # dry-run: replace the files of the set already in out_dir
 
 
 @dataclass
@@ -257,7 +258,7 @@ class Launcher:
         if has_errors(the_plan.findings):
             raise VerlctlError("the spec has errors (listed above)")
         if self.options.out_dir is not None:
-            for p in the_plan.render().write(self.options.out_dir):
+            for p in the_plan.render().write(self.options.out_dir, force=self.options.out_force):
                 self.console.print(f"wrote {p}", highlight=False, markup=False)
 
     def _execute(self, the_plan: Plan, run_id: str) -> RunRecord:
