@@ -52,7 +52,7 @@ def export_slurm(
     from verlctl.render.render import render
     from verlctl.render.slurm import SlurmOptions, check_options, ray_port_args, render_sbatch
     from verlctl.report import print_findings
-    from verlctl.runtime.slurm import docker_step_args
+    from verlctl.runtime.slurm import docker_step_args, docker_step_driver_mounts
     from verlctl.spec.resolve import load_spec
 
     opts = SlurmOptions(partition=partition, time=time, gres=gres, cpus_per_task=cpus_per_task,
@@ -89,6 +89,7 @@ def export_slurm(
         opts=opts,
         docker_args=docker_step_args(spec) if docker else None,
         image=spec.container.image if docker else None,
+        driver_mounts=docker_step_driver_mounts(spec) if docker else None,
     )
     if out is None:
         sys.stdout.write(job.script)
