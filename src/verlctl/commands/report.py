@@ -78,8 +78,12 @@ def report(
         findings = [f.to_dict() for f in d.findings]
         progress = d.progress
     events = record.events()
-    state = "stopped" if record.stopped else "recorded"
-    last = next((e for e in reversed(events) if e.get("event") in ("finished", "failure", "gave_up", "stopped")), None)
+    from verlctl.ops.inspect import stop_ended_it
+
+    state = "stopped" if record.stopped and stop_ended_it(record) else "recorded"
+    # A stop that signalled nothing (the run had ended) keeps the verdict before it.
+    last = next((e for e in reversed(events) if e.get("event") in ("finished", "failure", "gave_up", "stopped")
+                 and not (e.get("event") == "stopped" and e.get("signalled") is False)), None)
     if last is not None:
         state = str(last.get("event")).replace("_", " ")
     facts = {

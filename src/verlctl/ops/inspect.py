@@ -115,7 +115,7 @@ def run_status(run_id: str | None) -> dict[str, Any]:
         "container": container,
         "pgid": record.pgid,
         "alive": alive,
-        "state": "running" if alive else ("stopped" if record.stopped else "not running"),
+        "state": "running" if alive else ("stopped" if record.stopped and stop_ended_it(record) else "not running"),
         "identity": (verdict or {}).get("reason") or None,
         "attempts": [a.model_dump() for a in record.attempts],
         "run_log": record.run_log,
@@ -144,7 +144,17 @@ def run_status(run_id: str | None) -> dict[str, Any]:
     if last_failure and not doc["last_error"]:
         doc["last_error"] = {k: last_failure.get(k) for k in ("category", "reason", "message", "hint") if k in last_failure}
     _watcher_outcome(record, doc)
+    if doc["state"] == "not running" and record.stopped:  # stopped after it ended, and its log has no verdict
+        doc["state"] = "stopped"
     return doc
+
+
+def stop_ended_it(record: RunRecord) -> bool:
+    """Whether `stop` ended the run (signalled a live attempt), rather than marking a run that had already
+    finished or failed: that run keeps its verdict (finished, failed, gave up). A record without the field
+    (an older verlctl) or stopped just now (no event yet) counts as ended by the stop."""
+    last = next((e for e in reversed(record.events()) if e.get("event") == "stopped"), None)
+    return last is None or bool(last.get("signalled", True))
 
 
 def _watcher_outcome(record: RunRecord, doc: dict[str, Any]) -> None:
@@ -409,8 +419,11 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
         result["signalled"].append({"pgid": gref.pgid, "where": where})
         console.print(f"stopped process group {gref.pgid} in {escape(where)}", highlight=False)
     result["warnings"] += _remove_key_files(record, ex, console)
+    if not result["signalled"]:
+        console.print("the run was not running: its verdict (finished, failed) is kept; it is marked stopped, so "
+                      "no watcher restarts it", highlight=False)
     try:
-        record.event("stopped", pgid=record.pgid)
+        record.event("stopped", pgid=record.pgid, signalled=bool(result["signalled"]))
     except OSError as exc:
         result["warnings"].append(f"the stop event was not appended to events.jsonl: {exc.strerror or exc}")
         console.print(f"warning: the stop event was not appended to events.jsonl: {exc.strerror or exc}",

@@ -232,13 +232,14 @@ class RunRecord(BaseModel):
             fd = os.open(self.dir / "events.jsonl",
                          os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise VerlctlError(f"{self.dir / 'events.jsonl'} is a symbolic link: refused to write through it",
-                                   hint="remove that link; a run record holds plain files only") from None
+            if exc.errno == errno.ELOOP:  # an OSError like any other write failure: callers warn and go on
+                raise OSError(errno.ELOOP, "it is a symbolic link: refused to write through it",
+                              str(self.dir / "events.jsonl")) from None
             raise
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise VerlctlError(f"{self.dir / 'events.jsonl'} is not a regular file: refused to write to it")
+                raise OSError(errno.EINVAL, "it is not a regular file: refused to write to it",
+                              str(self.dir / "events.jsonl"))
             os.write(fd, line)
         finally:
             os.close(fd)
