@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import subprocess
@@ -109,7 +110,13 @@ class Watcher:
     # -------------------------------------------------------------------------------- reporting
 
     def emit(self, kind: str, **data: Any) -> dict[str, Any]:
-        ev = self.record.event(kind, **data)
+        try:
+            ev = self.record.event(kind, **data)
+        except OSError as exc:
+            self._record_lost(exc)
+            ev = {"time": time.time(), "run": self.record.run_id, "event": kind, **data}
+            with contextlib.suppress(OSError):
+                ev = self.record.event(kind, **data)
         if self.notify_cmd and kind in ("alert", "stalled", "recovery", "gave_up"):
             try:
                 subprocess.run(self.notify_cmd, shell=True, input=json.dumps(ev, default=str), text=True,
@@ -117,6 +124,27 @@ class Watcher:
             except (OSError, subprocess.TimeoutExpired) as exc:
                 self.say(f"verlctl watch: --notify-cmd failed: {exc}")
         return ev
+
+    def _write_status(self, status: dict[str, Any]) -> None:
+        try:
+            self.record.write_status(status)
+        except OSError as exc:
+            self._record_lost(exc)
+            with contextlib.suppress(OSError):
+                self.record.write_status(status)
+
+    def _record_lost(self, exc: OSError) -> None:
+        """The run's record directory cannot be written (moved or removed under the watcher, a full disk): one
+        warning line, the record written again from memory (so that `status` and `stop` still find the run),
+        and the watch goes on."""
+        why = exc.strerror or str(exc)
+        if not getattr(self, "_record_warned", False):
+            self._record_warned = True
+            self.say(f"verlctl watch: warning: the run record {self.record.dir} cannot be written ({why}): "
+                     "writing it again from memory; the watch goes on")
+        if not (self.record.dir / "run.json").exists():  # never over a record `stop` may have marked since
+            with contextlib.suppress(OSError):
+                self.record.save()
 
     # --------------------------------------------------------------------------------- the loop
 
@@ -133,7 +161,7 @@ class Watcher:
                     self._give_up(Decision(False, failure), "resume_no_progress")
                     return 1
                 self.emit("finished", attempt=len(self.record.attempts))
-                self.record.write_status({**(self.record.read_status() or {}), "phase": "finished"})
+                self._write_status({**(self.record.read_status() or {}), "phase": "finished"})
                 self._remove_key_files()  # no attempt of the run will read it again (it holds the secrets)
                 return 0
             if outcome.kind == "stopped":
@@ -243,7 +271,7 @@ class Watcher:
                         self._alert(findings[0], attempt.number)
                 if now - last_status_write >= 1.0:
                     live.updated_at = now
-                    self.record.write_status(live.as_dict())
+                    self._write_status(live.as_dict())
                     last_status_write = now
                 if self._user_stopped():
                     return AttemptOutcome("stopped", detail="the run was stopped with `verlctl stop`")
@@ -380,7 +408,7 @@ class Watcher:
         if "error" in state:
             lost["engine_error"] = state["error"]
         self.emit("target_lost", attempt=attempt, error=exc.message, **lost)
-        self.record.write_status({**(self.record.read_status() or {}), "phase": "target lost",
+        self._write_status({**(self.record.read_status() or {}), "phase": "target lost",
                                   "target": state})
         if state["state"] == "engine unreachable":
             deadline = time.monotonic() + self.engine_wait_s
@@ -476,7 +504,7 @@ class Watcher:
             live.total = ev.total
         elif isinstance(ev, Phase):
             if ev.kind is PhaseKind.CHECKPOINT_SAVED:
-                self.record.event("checkpoint_saved", step=ev.step)
+                self.emit("checkpoint_saved", step=ev.step)
             elif ev.kind is PhaseKind.RAY_STARTED and live.phase == "starting":
                 live.phase = "ray up"
             elif ev.kind is PhaseKind.WORKERS_STARTING and live.phase in ("starting", "ray up"):
@@ -525,7 +553,7 @@ class Watcher:
         for a in decision.advice:
             self.say(f"  advice: {a}")
         self.emit("gave_up", category=category, reason=reason, advice=decision.advice)
-        self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
+        self._write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
         self._remove_key_files()  # no relaunch will read it again (it holds the secrets)
 
     def _remove_key_files(self) -> None:
@@ -640,11 +668,11 @@ class Watcher:
                 return  # nothing to wait on
             busy = _busy_devices(spec.device, res.out) & set(spec.cluster.devices)
             if not busy:
-                self.record.event("memory_released")
+                self.emit("memory_released")
                 return
             time.sleep(2)
         self.say("verlctl watch: warning: device memory still in use after the wait; relaunching anyway")
-        self.record.event("memory_release_timeout")
+        self.emit("memory_release_timeout")
 
 
 #: After a first scan without a Ray daemon of the head, the second scan that confirms it comes this soon.
