@@ -26,10 +26,10 @@ def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
                 return fh.read(LOG_CAP_BYTES), str(log)
         except OSError as exc:
             raise VerlctlError(f"--log {log}: {exc.strerror or exc}", hint="give a readable log file") from exc
-    from verlctl.ops.inspect import read_tail, target
+    from verlctl.ops.inspect import log_target, read_tail
 
     try:
-        ex, container = target(record)  # type: ignore[arg-type]
+        ex, container, _note = log_target(record)  # type: ignore[arg-type]
     except Exception as exc:  # an engine that cannot be reached: the report still shows the record
         return None, f"log not read: {exc}"
     if ex is None:

@@ -36,6 +36,37 @@ def target(record: RunRecord, client: Any = None) -> tuple[Executor | None, dict
     return DockerExecutor(client, c.id, c.name), info
 
 
+def log_target(record: RunRecord) -> tuple[Executor | None, dict[str, Any], str | None]:
+    """Where the run's log can be read: its target, or, once its container is removed or stopped, this host
+    when the log is a host file there (``paths.logs`` is bind-mounted at the same path). The third item is a
+    note saying so (None when read from the target)."""
+    ex, container = target(record)
+    if ex is not None:
+        return ex, container, None
+    host = host_log(record)
+    if host is None:
+        return None, container, None
+    return HostExecutor(), container, (f"the run's container is {container.get('state')}: reading its log from "
+                                       f"this host ({record.run_log})")
+
+
+def host_log(record: RunRecord) -> str | None:
+    """The run log as a host file, when a single-node Docker run's log is one: named as verlctl names it, outside
+    the container's own work dir, a regular file (never a symlink planted at its name)."""
+    import stat as stat_
+
+    p = record.run_log
+    if record.runtime != "docker" or record.head_address or not p.startswith("/"):
+        return None
+    if os.path.basename(p) != f"verlctl-{record.run_id}.log" or p.startswith(record.workdir.rstrip("/") + "/"):
+        return None
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return None
+    return p if stat_.S_ISREG(st.st_mode) else None
+
+
 def _client_for(record: RunRecord, address: str | None) -> Any:
     from verlctl.runtime import containers
 
@@ -254,12 +285,29 @@ def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
         from verlctl.ops.slurm_run import slurm_logs
 
         return slurm_logs(record, follow, lines)
-    ex, container = target(record)
+    ex, container, note = log_target(record)
     if ex is None:
-        raise VerlctlError(f"the run's container is {container.get('state')}: its log cannot be read")
+        raise VerlctlError(f"the run's container is {container.get('state')}: its log cannot be read",
+                           hint="the log is inside the container only (paths.logs is not a host directory)")
+    if note:
+        sys.stderr.write(f"note: {note}\n")
     size = ex.file_size(record.run_log)
     if size is None:
-        raise VerlctlError(f"no log at {record.run_log} yet")
+        if not record.attempts:
+            raise VerlctlError(f"no log at {record.run_log} yet")
+        # The run started, so its log existed: it was deleted (or its directory moved).
+        train = record.train_log
+        tsize = ex.file_size(train) if train.startswith("/") else None
+        if tsize is None:
+            raise VerlctlError(f"the run log {record.run_log} is gone (deleted or moved) and the trainer's log "
+                               f"{train or '-'} cannot be read either")
+        sys.stderr.write(f"note: the run log {record.run_log} is gone (deleted or moved): showing the trainer's "
+                         f"own log {train}\n")
+        text = read_tail(ex, train, TAIL_BYTES if lines else tsize)
+        out = text.splitlines(keepends=True)
+        sys.stdout.write("".join(out[-lines:] if lines else out))
+        sys.stdout.flush()
+        return 0
     text = read_tail(ex, record.run_log, TAIL_BYTES if lines else size)
     out = text.splitlines(keepends=True)
     if lines:
@@ -588,7 +636,7 @@ def step_series(run_id: str | None) -> dict[str, Any]:
     from verlctl.monitor.diagnose import diagnose_bytes
 
     record = resolve_run(run_id)
-    ex, container = target(record)
+    ex, container, _note = log_target(record)
     if ex is None:
         return {"available": False, "why": f"the run's container is {container.get('state')}", "series": {}}
     text = read_tail(ex, record.run_log, PLOT_BYTES)
