@@ -29,6 +29,10 @@ from verlctl.runtime.follow import Follower
 from verlctl.runtime.records import RunRecord
 
 FINISHED_MARKER = "training finished"
+#: How often the watcher checks that the run log still exists while the attempt runs (a deleted log).
+LOG_CHECK_EVERY_S = 15.0
+#: A log or checkpoint file system with less free space than this is full (a run that ended without an error).
+DISK_FULL_BELOW_BYTES = 1024 * 1024
 EXIT_MARKER = "start_verl.sh exits with status"
 
 
@@ -245,6 +249,8 @@ class Watcher:
         training_seen = False
         ended = False  # the training script ended after an error; start_verl.sh is stopping Ray
         head_exited: str | None = None  # the head's `ray start` said its daemons exited (from the log)
+        log_checked_at = time.time()  # when the run log was last seen to exist (a deleted log is reported)
+        log_gone = False
         try:
             while True:
                 text = follower.get(timeout=1.0)
@@ -310,6 +316,9 @@ class Watcher:
                     elif gone is not None:
                         return self._head_died(gone, pgid, attempt.number, classifier.findings(), live)
                     self._check_workers()
+                    if alive and not log_gone and now - log_checked_at >= LOG_CHECK_EVERY_S:
+                        log_checked_at = now
+                        log_gone = self._log_gone(attempt.number)
                     if not alive or ended:
                         dead_since = dead_since or now
                         # Read what the process wrote while dying before deciding (the log is streamed).
@@ -321,6 +330,9 @@ class Watcher:
                                 # exited 0: whatever the log matched on the way was not fatal.
                                 return AttemptOutcome("finished", None, findings, max_step=live.max_step,
                                                       total=live.total)
+                            if root is None:  # no error line: perhaps none could be written (a full disk)
+                                root = self._disk_full(finding_line=live.max_step or 0)
+                                findings = [root] if root is not None else findings
                             if exit_status == "137" and (root is None or root.category != "device_oom"):
                                 root = _killed_finding(root)
                                 findings = [root, *findings]
@@ -463,6 +475,49 @@ class Watcher:
             elif problem is None and w.address in self._nodes_down:
                 self._nodes_down.discard(w.address)
                 self.emit("node_back", node=w.address)
+
+    def _log_gone(self, attempt: int) -> bool:
+        """The run log no longer exists while the attempt runs (deleted, its directory moved): say so at once
+        (the training's own `tee` log may still be intact), rather than waiting for the stall limit."""
+        try:
+            size = self.ex.file_size(self.record.run_log)
+        except VerlctlError:
+            return False
+        if size is not None:
+            return False
+        train = self.record.train_log
+        msg = (f"the run log {self.record.run_log} is gone (deleted or moved) while attempt {attempt} runs: "
+               "progress and errors can no longer be followed" + (f"; the trainer's own log is {train}" if train else ""))
+        self.say(f"verlctl watch: warning: {msg}")
+        self.emit("log_gone", path=self.record.run_log, attempt=attempt, message=msg)
+        return True
+
+    def _disk_full(self, finding_line: int) -> Finding | None:
+        """A run that ended without an error line: a full log or checkpoint disk is the likely reason (the
+        error could not be written). A ``disk_full`` finding naming the full path, or None."""
+        import posixpath
+
+        from verlctl.monitor.catalogue import CATALOGUE
+
+        paths = [("paths.logs", posixpath.dirname(self.record.run_log)), ("paths.checkpoints", self.record.checkpoints)]
+        for field_name, path in paths:
+            if not path:
+                continue
+            try:
+                res = self.ex.run(["df", "-Pk", "--", path], timeout=30)
+            except VerlctlError:
+                continue
+            rows = [ln.split() for ln in (res.out or "").splitlines()[1:] if ln.split()]
+            if not res.ok or not rows or len(rows[-1]) < 4 or not rows[-1][3].isdigit():
+                continue
+            avail_kib = int(rows[-1][3])
+            if avail_kib * 1024 < DISK_FULL_BELOW_BYTES:
+                cat = next(c for c in CATALOGUE if c.name == "disk_full")
+                return Finding(category="disk_full", line=finding_line, excerpt=f"df {path}: {avail_kib} KiB free",
+                               message=f"the run ended without an error line and {field_name} {path} is full "
+                               f"({avail_kib} KiB free): nothing more could be written there",
+                               hint=cat.hint)
+        return None
 
     def _alert(self, f: Finding, attempt: int) -> None:
         self.say(f"verlctl watch: {f.category} at log line {f.line}: {f.message}")
