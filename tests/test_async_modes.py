@@ -110,6 +110,8 @@ def test_every_key_of_the_async_modes_has_a_reader_on_its_mode_path() -> None:
         flags = {"verl_version": "0.9.1", "mode": mode, "strategy": strategy, "algorithm": algorithm,
                  "device": device, "features.mask": mask, "train.rollout_engine": engine,
                  "train.num_warmup_batches": 1, "train.staleness_threshold": 0.2, "train.checkpoint_engine": "nccl"}
+        if device == "gpu":  # the default image is Ascend's (image_for_npu)
+            flags["container.image"] = "verlai/verl:vllm-cuda"
         if mode != "colocate_async":
             flags["train.tensor_parallel"] = 2
         p = plan(**flags)

@@ -310,7 +310,10 @@ def test_plan_o_never_follows_a_planted_symlink(tmp_path: Path) -> None:
     out.mkdir()
     for name in ("start_verl.sh", "run_training.sh", "spec.resolved.yaml"):
         (out / name).symlink_to(victim)
-    res = run_cli("plan", "-c", str(base), "-o", str(out))
+    refused = run_cli("plan", "-c", str(base), "-o", str(out))  # issue 22 A9: files of the set only with --force
+    assert refused.code == 2 and "--force" in refused.err, refused.err
+    assert victim.read_text() == "precious\n" and all((out / n).is_symlink() for n in ("start_verl.sh",))
+    res = run_cli("plan", "-c", str(base), "-o", str(out), "--force")
     assert res.code == 0, res.err
     assert victim.read_text() == "precious\n"
     assert stat.S_IMODE(victim.stat().st_mode) == 0o600
@@ -356,7 +359,7 @@ def _write_loop(out: str, letter: str, rounds: int, barrier) -> None:  # type: i
                         env_file="", log_file="", command=None)  # type: ignore[arg-type]
     for _ in range(rounds):
         barrier.wait(60)
-        rendered.write(out)
+        rendered.write(out, force=True)
         barrier.wait(60)
 
 

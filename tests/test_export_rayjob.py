@@ -439,7 +439,7 @@ def test_out_onto_a_directory_or_a_symlink_is_refused(tmp_path: Path) -> None:
     before = sorted(os.listdir(tmp_path))
     cases = [
         (directory, f"error: -o {directory}: is a directory; give a file name, e.g. -o {directory / 'rayjob.yaml'}"),
-        (link, f"error: -o {link}: is a symbolic link; give the path of a regular file (remove the link first)"),
+        (link, f"error: -o {link}: is a symbolic link: nothing was written; pass --force to replace the link itself"),
         (dangling, f"error: -o {dangling}: is a symbolic link"),
         (tmp_path / "no" / "such" / "job.yaml", f"error: -o {tmp_path / 'no' / 'such' / 'job.yaml'}: the directory "
          f"{tmp_path / 'no' / 'such'} does not exist; create it or give another path"),

@@ -154,7 +154,9 @@ def test_planted_symlink_is_replaced_not_followed(tmp_path: Path) -> None:
     victim.write_text("keep\n")
     link = tmp_path / "job.sbatch"
     link.symlink_to(victim)
-    res = run_cli("export", "slurm", *BASE, "-o", str(link), cwd=tmp_path)
+    refused = run_cli("export", "slurm", *BASE, "-o", str(link), cwd=tmp_path)  # issue 22 A9: only with --force
+    assert refused.code == 2 and "--force" in refused.err and link.is_symlink(), refused.err
+    res = run_cli("export", "slurm", *BASE, "-o", str(link), "--force", cwd=tmp_path)
     assert res.code == 0, res.err
     assert victim.read_text() == "keep\n"
     assert not link.is_symlink() and link.read_text().startswith("#!/usr/bin/env bash\n#SBATCH")

@@ -164,7 +164,9 @@ def test_report_replaces_a_planted_symlink_instead_of_following_it(tmp_path: Pat
     victim.write_text("keep\n", encoding="utf-8")
     out = tmp_path / "report.html"
     out.symlink_to(victim)
-    r = run_cli("report", run_id, "-o", str(out), env=_env(tmp_path))
+    refused = run_cli("report", run_id, "-o", str(out), env=_env(tmp_path))  # issue 22 A9: only with --force
+    assert refused.code == 2 and "--force" in refused.err and out.is_symlink(), refused.err
+    r = run_cli("report", run_id, "-o", str(out), "--force", env=_env(tmp_path))
     assert r.code == 0, r.err
     assert victim.read_text(encoding="utf-8") == "keep\n"
     assert not out.is_symlink() and "<svg" in out.read_text(encoding="utf-8")
@@ -174,7 +176,7 @@ def test_report_replaces_a_planted_symlink_instead_of_following_it(tmp_path: Pat
     ("args", "needle"),
     [
         (["-o", "{tmp}"], "is a directory"),
-        (["-o", "{tmp}/missing/dir/r.html"], "--out"),
+        (["-o", "{tmp}/missing/dir/r.html"], "does not exist"),
         (["--log", "{tmp}/nope.log", "-o", "{tmp}/r.html"], "--log"),
     ],
 )

@@ -1,5 +1,15 @@
 """Writing rendered files safely: atomically, never through a symlink planted where a file will go.
 
+One rule for every ``-o`` (``report``, ``bundle``, ``export slurm``, ``export rayjob``, ``plan``, ``launch
+--dry-run``, ``init``, ``import``, ``export-hf``): an empty ``-o`` is refused (it would mean the current
+directory), and nothing that exists is replaced without ``--force``:
+
+* ``-o FILE`` (:func:`check_out_file`): FILE is created, or replaced only with ``--force``; a directory, a
+  FIFO, a device or any other non-regular file there is never replaced, with or without ``--force``.
+* ``-o DIR`` (:func:`write_set`): DIR is created when missing; in an existing DIR, a file of the set that is
+  already there (``start_verl.sh``, ``run_training.sh``, ``spec.resolved.yaml``) is replaced only with
+  ``--force``, and no other file in DIR is ever touched. ``export-hf -o DIR`` takes a new (or empty) DIR only.
+
 Each file is written to a new file (``O_EXCL``, so never an existing path or a symlink) and then renamed
 over its name: ``rename`` replaces a symlink itself, it never writes to where the symlink points. A set of
 files (``plan -o DIR``) is written into a private temporary directory inside DIR, then renamed into place
@@ -18,6 +28,27 @@ from pathlib import Path
 from verlctl.errors import VerlctlError
 
 
+def check_out_file(out: Path, force: bool, what: str = "-o", example: str = "out.txt") -> Path:
+    """``-o FILE``: a file to create, or to replace with ``force`` (see the module docstring); else one line."""
+    if str(out) in ("", "."):
+        raise VerlctlError(f"{what}: the path is empty; give a file name, e.g. {what} {example}")
+    if out.is_symlink():
+        if not force:
+            raise VerlctlError(f"{what} {out}: is a symbolic link: nothing was written; pass --force to replace the "
+                               "link itself (never what it points to)")
+    elif out.is_dir():
+        raise VerlctlError(f"{what} {out}: is a directory; give a file name, e.g. {what} {out / example}")
+    elif out.exists():
+        if not out.is_file():
+            raise VerlctlError(f"{what} {out}: is not a regular file: never replaced; give another file name")
+        if not force:
+            raise VerlctlError(f"{what} {out}: exists: nothing was written; pass --force to replace it")
+    parent = out.absolute().parent
+    if not parent.is_dir():
+        raise VerlctlError(f"{what} {out}: the directory {parent} does not exist; create it or give another path")
+    return out
+
+
 def write_file(path: str | Path, data: bytes, mode: int) -> Path:
     """Replace ``path`` with ``data`` (mode ``mode`` from the start) without following a symlink there."""
     p = Path(path)
@@ -34,13 +65,17 @@ def write_file(path: str | Path, data: bytes, mode: int) -> Path:
     return p
 
 
-def write_set(out_dir: str | Path, files: Mapping[str, tuple[bytes, int]], what: str = "-o") -> list[Path]:
+def write_set(out_dir: str | Path, files: Mapping[str, tuple[bytes, int]], what: str = "-o",
+              force: bool = False) -> list[Path]:
     """Write ``name -> (content, mode)`` into ``out_dir`` as one set (see the module docstring).
 
-    Every failure (the path is a file, a directory cannot be created, a disk is full) is a one-line
-    :class:`VerlctlError` naming ``what`` (the option that gave the directory), with nothing half-written.
+    Every failure (the path is a file, a directory cannot be created, a disk is full, a file of the set is
+    there and ``force`` is not given) is a one-line :class:`VerlctlError` naming ``what`` (the option that
+    gave the directory), with nothing half-written.
     """
     out = Path(out_dir)
+    if str(out_dir) in ("", "."):
+        raise VerlctlError(f"{what}: the path is empty; give a directory for the files, e.g. {what} ./plan")
     if out.exists() and not out.is_dir():
         raise VerlctlError(f"{what} {out}: exists and is not a directory; give a directory for the files")
     try:
@@ -52,6 +87,10 @@ def write_set(out_dir: str | Path, files: Mapping[str, tuple[bytes, int]], what:
     os.umask(umask)
     try:
         _lock(dir_fd)
+        there = [name for name in files if os.path.lexists(out / name)]
+        if there and not force:
+            raise VerlctlError(f"{what} {out}: {', '.join(there)} already there: nothing was written; pass --force "
+                               "to replace them (no other file in the directory is touched)")
         try:
             tmp = Path(tempfile.mkdtemp(prefix=".verlctl-tmp-", dir=out))
         except OSError as exc:

@@ -4,7 +4,7 @@ citation (file:line in the 0.9.1 wheel; ``tests/test_rule_parity.py`` checks the
 The rules read the value each key will have in the composed config: the user's ``extra_overrides`` (passed
 last, so they win) over what verlctl emits for the spec. What verlctl emits satisfies verl's asserts by
 construction; an extra override (or a spec field) can still break them, and verl would then stop only after
-Ray and the model are up. Registered in :data:`verlctl.checks.rules.RULES` (imported at its end).
+Ray and the model are up. Registered in :data:`verlctl.checks.rules.RULES` when imported (checks/spec_checks.py imports it).
 """
 
 from __future__ import annotations

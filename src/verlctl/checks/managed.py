@@ -5,7 +5,7 @@ other parts of verlctl also use (Ray's resources, the devices it exposes, the me
 step count): an extra override with another value would make verl ask for what verlctl never set up (an
 imported ``trainer.nnodes=4`` under a single-node Ray start: verl's resource check raises "Total available
 GPUs 8.0 is less than total desired GPUs 32"). ``plan`` refuses it and names the field to set instead.
-Registered in :data:`verlctl.checks.rules.RULES` (imported at its end).
+Registered in :data:`verlctl.checks.rules.RULES` when imported (checks/spec_checks.py imports it).
 """
 
 from __future__ import annotations

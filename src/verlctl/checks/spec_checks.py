@@ -8,6 +8,11 @@ note explains the real rule.
 
 from __future__ import annotations
 
+# The spec rules of other modules register themselves in rules.RULES when imported: running the rules here
+# imports them first (rules.py cannot import them back without an import circle).
+from verlctl.checks import async_rules as async_rules  # verl 0.9.1's async trainers' asserts
+from verlctl.checks import defects as defects  # the known-defect table's spec-only entries
+from verlctl.checks import managed as managed  # extra overrides of keys verlctl manages
 from verlctl.checks.findings import Finding
 from verlctl.checks.rules import RULES, RuleCtx
 from verlctl.spec.resolve import ResolvedSpec

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from verlctl.commands.options import SpecFile, SpecFlags, with_spec_flags
+from verlctl.commands.options import Force, SpecFile, SpecFlags, out_path, with_spec_flags
 
 #: Findings that do not hold for a RayJob: the SwanLab key comes from a Kubernetes Secret, not from here.
 NOT_FOR_RAYJOB = frozenset({"swanlab_api_key"})
@@ -20,8 +20,10 @@ def rayjob(
     config: SpecFile = None,
     out: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--out", "-o", help="The manifest file to write (ConfigMap + RayJob).", show_default=False),
+        typer.Option("--out", "-o", help="The manifest file to write (ConfigMap + RayJob).", show_default=False,
+                     parser=out_path),
     ] = None,
+    force: Force = False,
     nodes: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option("--nodes", help="Worker pods, each with every device of cluster.devices "
@@ -45,7 +47,7 @@ def rayjob(
 
     if out is None:
         raise VerlctlError("-o: give the manifest file to write, e.g. -o rayjob.yaml")
-    target = _check_target(out)
+    target = _check_target(out, force)
     values, names = dict(flags[0]), dict(flags[1])
     for path, value, flag in (("kubernetes.device_resource", device_resource, "--device-resource"),
                               ("kubernetes.pvc", pvc, "--pvc")):
@@ -54,20 +56,12 @@ def rayjob(
     return _export(config, values, names, nodes, target, dry_run)
 
 
-def _check_target(out: Path) -> Path:
-    """-o names a file to create or replace: never a directory or a symlink, in a directory that exists."""
-    from verlctl.errors import VerlctlError
+def _check_target(out: Path, force: bool = False) -> Path:
+    """-o names a file to create, or to replace with --force: never a directory or a special file, in a
+    directory that exists (:func:`verlctl.files.check_out_file`)."""
+    from verlctl.files import check_out_file
 
-    if out.is_symlink():
-        raise VerlctlError(f"-o {out}: is a symbolic link; give the path of a regular file (remove the link first)")
-    if out.is_dir():
-        raise VerlctlError(f"-o {out}: is a directory; give a file name, e.g. -o {out / 'rayjob.yaml'}")
-    if out.exists() and not out.is_file():
-        raise VerlctlError(f"-o {out}: is not a regular file; give another file name")
-    parent = out.absolute().parent
-    if not parent.is_dir():
-        raise VerlctlError(f"-o {out}: the directory {parent} does not exist; create it or give another path")
-    return out.absolute()
+    return check_out_file(out, force, example="rayjob.yaml").absolute()
 
 
 def _export(config: Path | None, values: dict[str, Any], names: dict[str, str], nodes: int | None,

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import SpecFile, SpecFlags, with_spec_flags
+from verlctl.commands.options import Force, SpecFile, SpecFlags, out_path, with_spec_flags
 
 
 @with_spec_flags
@@ -17,8 +17,9 @@ def export_slurm(
     config: SpecFile = None,
     out: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--out", "-o", help="Write the batch script to this file (default: print it)."),
+        typer.Option("--out", "-o", help="Write the batch script to this file (default: print it).", parser=out_path),
     ] = None,
+    force: Force = False,
     nodes: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option("--nodes", "-N", help="Number of nodes (cluster.nnodes; default: the hosts in cluster.nodes, "
@@ -51,7 +52,7 @@ def export_slurm(
     from verlctl.render.render import render
     from verlctl.render.slurm import SlurmOptions, check_options, ray_port_args, render_sbatch
     from verlctl.report import print_findings
-    from verlctl.runtime.slurm import docker_step_args
+    from verlctl.runtime.slurm import docker_step_args, docker_step_driver_mounts
     from verlctl.spec.resolve import load_spec
 
     opts = SlurmOptions(partition=partition, time=time, gres=gres, cpus_per_task=cpus_per_task,
@@ -88,11 +89,12 @@ def export_slurm(
         opts=opts,
         docker_args=docker_step_args(spec) if docker else None,
         image=spec.container.image if docker else None,
+        driver_mounts=docker_step_driver_mounts(spec) if docker else None,
     )
     if out is None:
         sys.stdout.write(job.script)
     else:
-        write_script(out, job.script)
+        write_script(out, job.script, force)
     for note in job.notes:
         sys.stderr.write(f"note: {note}\n")
     if out is not None:
@@ -100,15 +102,13 @@ def export_slurm(
     return 0
 
 
-def write_script(out: Path, text: str) -> None:
-    """Atomically, never through a planted symlink; a bad path is one line naming -o."""
+def write_script(out: Path, text: str, force: bool = False) -> None:
+    """Atomically, never through a planted symlink, an existing file only with ``force``; a bad path is one
+    line naming -o (:func:`verlctl.files.check_out_file`)."""
     from verlctl.errors import VerlctlError
-    from verlctl.files import write_file
+    from verlctl.files import check_out_file, write_file
 
-    if out.is_dir():
-        raise VerlctlError(f"-o {out}: is a directory; give the batch script's file name (e.g. job.sbatch)")
-    if not out.parent.is_dir():
-        raise VerlctlError(f"-o {out}: the directory {out.parent} does not exist; create it first")
+    check_out_file(out, force, example="job.sbatch")
     try:
         write_file(out, text.encode("utf-8"), 0o755)
     except OSError as exc:

@@ -9,12 +9,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import JsonOut
+from verlctl.commands.options import JsonOut, out_path
 
 
 def import_script(
     script: Annotated[Path, typer.Argument(help="The verl launch script (bash) to read. It is parsed, never run.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Spec file to write.")] = Path("run.yaml"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Spec file to write.", parser=out_path)] = Path("run.yaml"),
     verl_version: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option("--verl-version", help="0.7.0 or 0.9.1 (default: from the entry point, else 0.7.0)."),

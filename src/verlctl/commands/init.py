@@ -10,14 +10,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import SpecFile, SpecFlags, with_spec_flags
+from verlctl.commands.options import SpecFile, SpecFlags, out_path, with_spec_flags
 
 
 @with_spec_flags
 def init(
     flags: SpecFlags,
     config: SpecFile = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Spec file to write.")] = Path("run.yaml"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Spec file to write.", parser=out_path)] = Path("run.yaml"),
     ask_all: Annotated[bool, typer.Option("--ask-all", help="Ask every round, even for values already given.")] = False,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Ask nothing: write the spec from -c/env/flags (must be complete).")

@@ -13,6 +13,24 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+
+def out_path(text: Any) -> Path:
+    """The parser of every ``-o``/``--out``: the raw text, so that an empty one is refused in one line (typer's
+    ``Path('')`` would be ``.``, the current directory). The rule for what -o may replace: :mod:`verlctl.files`."""
+    if isinstance(text, Path):  # a default
+        return text
+    if not str(text).strip():
+        from verlctl.errors import VerlctlError
+
+        raise VerlctlError("-o: the path is empty; give a file or directory name")
+    return Path(text)
+
+
+Force = Annotated[
+    bool,
+    typer.Option("--force", help="Replace what -o names when it exists (a file; for a directory: the files of the set)."),
+]
+
 SpecFile = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs Optional on 3.10
     typer.Option("--config", "-c", help="Run spec YAML file.", show_default=False),
@@ -151,7 +169,7 @@ def _parse_scalar(text: str) -> Any:
 
     try:
         value = yaml.safe_load(text) if text.strip() else text
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):  # ValueError: an integer longer than Python converts (4300 digits)
         return text
     # A path such as "/a: b" must not turn into a mapping.
     return text if isinstance(value, dict) or (value is None and text.strip() not in ("null", "~")) else value

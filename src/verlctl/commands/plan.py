@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import JsonOut, SpecFile, SpecFlags, with_spec_flags
+from verlctl.commands.options import Force, JsonOut, SpecFile, SpecFlags, out_path, with_spec_flags
 
 
 @with_spec_flags
@@ -18,8 +18,10 @@ def plan(
     config: SpecFile = None,
     out: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--out", "-o", help="Write start_verl.sh, run_training.sh and spec.resolved.yaml here."),
+        typer.Option("--out", "-o", help="Write start_verl.sh, run_training.sh and spec.resolved.yaml into this "
+                     "directory (files of the set already there: only with --force).", parser=out_path),
     ] = None,
+    force: Force = False,
     as_json: JsonOut = False,
 ) -> int:
     """Resolve a spec, check it, and render the two launch scripts (changes nothing else)."""
@@ -33,7 +35,7 @@ def plan(
     written: list[str] = []
     if the_plan.ok and out is not None:
         rendered = the_plan.render()
-        written = [str(p) for p in rendered.write(out)]
+        written = [str(p) for p in rendered.write(out, force=force)]
     if as_json:
         doc = plan_json(resolved, the_plan.command, the_plan.findings)
         doc["memory"] = the_plan.memory.to_json() if the_plan.memory else None

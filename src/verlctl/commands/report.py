@@ -7,16 +7,12 @@ from pathlib import Path
 
 import typer
 
+from verlctl.commands.options import Force, out_path
 from verlctl.errors import VerlctlError
 
 #: The most of a run's log that the report reads (the newest part).
 LOG_CAP_BYTES = 256 * 1024 * 1024
 SPEC_CAP_BYTES = 4 * 1024 * 1024
-
-
-def _read_capped(path: Path, cap: int) -> str:
-    with open(path, "rb") as fh:
-        return fh.read(cap).decode(errors="replace")
 
 
 def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
@@ -30,10 +26,10 @@ def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
                 return fh.read(LOG_CAP_BYTES), str(log)
         except OSError as exc:
             raise VerlctlError(f"--log {log}: {exc.strerror or exc}", hint="give a readable log file") from exc
-    from verlctl.ops.inspect import read_tail, target
+    from verlctl.ops.inspect import log_target, read_tail
 
     try:
-        ex, container = target(record)  # type: ignore[arg-type]
+        ex, container, _note = log_target(record)  # type: ignore[arg-type]
     except Exception as exc:  # an engine that cannot be reached: the report still shows the record
         return None, f"log not read: {exc}"
     if ex is None:
@@ -42,12 +38,11 @@ def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
     return read_tail(ex, run_log, LOG_CAP_BYTES).encode(), run_log
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _write_atomic(path: Path, text: str, force: bool) -> None:
     """Write ``text`` to ``path`` atomically, never through a symlink planted there (:mod:`verlctl.files`)."""
-    from verlctl.files import write_file
+    from verlctl.files import check_out_file, write_file
 
-    if path.is_dir():
-        raise VerlctlError(f"--out {path}: is a directory", hint="give a file name, e.g. -o report.html")
+    check_out_file(path, force, example="report.html")
     try:
         write_file(path, text.encode("utf-8"), 0o644)
     except OSError as exc:
@@ -56,20 +51,24 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def report(
     run_id: str = typer.Argument(None, help="Run id (or a unique prefix); default: the newest run."),
-    out: Path = typer.Option(..., "--out", "-o", help="HTML file to write (one self-contained page)."),
+    out: Path = typer.Option(..., "--out", "-o", help="HTML file to write (one self-contained page).", parser=out_path),
     log: Path = typer.Option(None, "--log", help="Read the run's log from this file instead of its target."),
+    force: Force = False,
 ) -> None:
     """Write one self-contained HTML page for a run: its spec, timeline, restarts, diagnosis and charts."""
+    from verlctl.files import check_out_file
     from verlctl.monitor.charts import SeriesSink
     from verlctl.monitor.diagnose import diagnose_bytes
     from verlctl.monitor.report_html import ReportData, render
     from verlctl.runtime.records import resolve_run
 
+    check_out_file(out, force, example="report.html")  # before any work: an existing file is kept
     record = resolve_run(run_id)
-    try:
-        spec_yaml = _read_capped(record.dir / record.spec_file, SPEC_CAP_BYTES)
-    except OSError as exc:
-        spec_yaml = f"(the resolved spec could not be read: {exc.strerror or exc})"
+    try:  # a plain file of the run's own directory, never through a symlink (the record is input)
+        spec_yaml = record.read_file(record.spec_file, SPEC_CAP_BYTES).decode("utf-8", errors="replace")
+    except (OSError, ValueError) as exc:
+        why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        spec_yaml = f"(the resolved spec could not be read: {why})"
     data, source = _log_bytes(record, log)
     sink = SeriesSink()
     findings: list[dict[str, object]] = []
@@ -79,8 +78,12 @@ def report(
         findings = [f.to_dict() for f in d.findings]
         progress = d.progress
     events = record.events()
-    state = "stopped" if record.stopped else "recorded"
-    last = next((e for e in reversed(events) if e.get("event") in ("finished", "failure", "gave_up", "stopped")), None)
+    from verlctl.ops.inspect import stop_ended_it
+
+    state = "stopped" if record.stopped and stop_ended_it(record) else "recorded"
+    # A stop that signalled nothing (the run had ended) keeps the verdict before it.
+    last = next((e for e in reversed(events) if e.get("event") in ("finished", "failure", "gave_up", "stopped")
+                 and not (e.get("event") == "stopped" and e.get("signalled") is False)), None)
     if last is not None:
         state = str(last.get("event")).replace("_", " ")
     facts = {
@@ -108,25 +111,26 @@ def report(
             generated_at=time.time(),
         )
     )
-    _write_atomic(out, page)
+    _write_atomic(out, page, force)
     typer.echo(f"wrote {out} ({len(page) // 1024} KiB; {len(sink.steps)} steps charted)")
 
 
 def bundle(
     run_id: str = typer.Argument(None, help="Run id (or a unique prefix); default: the newest run."),
-    out: Path = typer.Option(..., "--out", "-o", help="Archive to write (.tar.gz)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Archive to write (.tar.gz).", parser=out_path),
     private: list[str] = typer.Option(
         [], "--private", help="A host name or address to replace with <private-host-N> everywhere (repeatable)."
     ),
+    force: Force = False,
 ) -> None:
     """Write a diagnostic bundle for a bug report: spec, scripts, versions, log tail, diagnosis, device and Ray
     snapshots, events, image digest; secrets, private host names and home directories removed."""
+    from verlctl.files import check_out_file
     from verlctl.monitor import bundle as b
     from verlctl.ops.inspect import target
     from verlctl.runtime.records import resolve_run
 
-    if out.is_dir():
-        raise VerlctlError(f"--out {out}: is a directory", hint="give a file name, e.g. -o bundle.tar.gz")
+    check_out_file(out, force, example="bundle.tar.gz")
     record = resolve_run(run_id)
     try:
         ex, container = target(record)
@@ -143,6 +147,7 @@ def bundle(
             digest = None
     data = b.collect(record, ex, container, digest)
     scrub = b.Scrubber.from_env(private)
+    check_out_file(out, force, example="bundle.tar.gz")  # again: the collection took a while
     try:
         size = b.write(data, scrub, out, root=f"verlctl-bundle-{record.run_id}")
     except OSError as exc:

@@ -9,7 +9,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import JsonOut, SpecFile, SpecFlags, check_seconds, with_spec_flags
+from verlctl.commands.options import (
+    Force,
+    JsonOut,
+    SpecFile,
+    SpecFlags,
+    check_seconds,
+    out_path,
+    with_spec_flags,
+)
 
 RunId = Annotated[Optional[str], typer.Argument(help="Run id or prefix (default: the newest run).")]  # noqa: UP045
 
@@ -22,8 +30,10 @@ def launch(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print every action in order; change nothing.")] = False,
     out: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option("--out", "-o", help="With --dry-run: write the rendered scripts here."),
+        typer.Option("--out", "-o", help="With --dry-run: write the rendered scripts into this directory (files "
+                     "of the set already there: only with --force).", parser=out_path),
     ] = None,
+    force: Force = False,
     pull: Annotated[bool, typer.Option("--pull", help="Pull the image when it is not present locally.")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="Leave a detached watcher (OOM recovery, alerts).")] = False,
     notify_cmd: Annotated[
@@ -84,8 +94,9 @@ def launch(
     if given:
         raise VerlctlError(f"{given[0]} is a Slurm option: add --backend slurm")
     return launch_flow(
-        config, flags[0], flags[1], yes=yes, dry_run=dry_run, out=out, pull=pull, watch=watch, notify_cmd=notify_cmd,
-        verify_timeout=verify_timeout, ask_all=ask_all, as_json=as_json, canary=canary, canary_timeout=canary_timeout,
+        config, flags[0], flags[1], yes=yes, dry_run=dry_run, out=out, force=force, pull=pull, watch=watch,
+        notify_cmd=notify_cmd, verify_timeout=verify_timeout, ask_all=ask_all, as_json=as_json, canary=canary,
+        canary_timeout=canary_timeout,
     )
 
 
@@ -180,8 +191,8 @@ def list_runs(
 
 def export_hf(
     run: Annotated[str, typer.Argument(metavar="RUN", help="Run id or prefix.", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="New directory for the Hugging Face model.",
-                                      show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="New (or empty) directory for the Hugging Face model.",
+                                      show_default=False, parser=out_path)],
     step: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option("--step", help="Training step of the checkpoint (default: the newest saved).", show_default=False),

@@ -43,8 +43,28 @@ def watch(
             return 130
     ex = executor_for(record)
 
+    # SIGTERM (`verlctl stop` ends the watcher so) unwinds like Ctrl-C: the follower's `tail -F` in the
+    # container is stopped on the way out (Watcher.watch_attempt's finally), never left behind.
+    import contextlib
+    import signal
+
+    class _Terminated(BaseException):
+        pass
+
+    def on_term(_signum: int, _frame: object) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, on_term)
     try:
         return Watcher(record, ex, resolved, notify_cmd=notify_cmd, say=say).run()
     except KeyboardInterrupt:
         record.event("watch_interrupted")
         return 130
+    except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the clean-up below is not cut short by a second one
+        with contextlib.suppress(OSError):
+            record.event("watch_terminated")
+        return 143
+    finally:
+        with contextlib.suppress(ValueError, TypeError):
+            signal.signal(signal.SIGTERM, previous)

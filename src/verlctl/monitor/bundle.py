@@ -107,11 +107,11 @@ class Bundle:
         self.files[name] = text
 
 
-def _read_record_file(path: Path, cap: int = PIECE_BYTES) -> str | None:
+def _read_record_file(record: Any, name: str, cap: int = PIECE_BYTES) -> str | None:
+    """A plain file of the run's own directory (never through a symlink, never a FIFO), or None."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read(cap).decode("utf-8", errors="replace")
-    except OSError:
+        return record.read_file(name, cap).decode("utf-8", errors="replace")
+    except (OSError, ValueError):
         return None
 
 
@@ -134,12 +134,11 @@ def collect(record: Any, ex: Any, container: dict[str, Any], image_digest: str |
     from verlctl.monitor.diagnose import diagnose_bytes
 
     b = Bundle()
-    d = record.dir
-    b.add("spec.resolved.yaml", _read_record_file(d / record.spec_file), "the run record has no resolved spec")
+    b.add("spec.resolved.yaml", _read_record_file(record, record.spec_file), "the run record has no resolved spec")
     for name in ("start_verl.sh", "run_training.sh"):
-        b.add(f"scripts/{name}", _read_record_file(d / name), "not in the run record")
-    b.add("events.jsonl", _read_record_file(d / "events.jsonl"), "no events recorded")
-    b.add("run.json", _read_record_file(d / "run.json"), "no run record file")
+        b.add(f"scripts/{name}", _read_record_file(record, name), "not in the run record")
+    b.add("events.jsonl", _read_record_file(record, "events.jsonl"), "no events recorded")
+    b.add("run.json", _read_record_file(record, "run.json"), "no run record file")
     local = [f"verlctl={__version__}", f"python={platform.python_version()}", f"host={platform.platform()}"]
     b.add("versions-verlctl.txt", "\n".join(local) + "\n")
     target = {**container, "image_digest": image_digest or "unknown"}

@@ -122,9 +122,9 @@ def _strategy(record: RunRecord) -> str:
     import yaml
 
     path = record.dir / record.spec_file
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    try:  # a plain file of the run's own directory, never through a symlink (the record is input)
+        doc = yaml.safe_load(record.read_file(record.spec_file).decode("utf-8"))
+    except (OSError, ValueError, yaml.YAMLError) as exc:
         raise VerlctlError(f"cannot read the recorded spec {path}: {exc}") from None
     strategy = doc.get("strategy") if isinstance(doc, dict) else None
     if strategy not in ("megatron", "fsdp", "fsdp2"):

@@ -17,6 +17,7 @@ def launch_flow(
     yes: bool,
     dry_run: bool,
     out: Path | None,
+    force: bool = False,
     pull: bool,
     watch: bool,
     notify_cmd: str | None,
@@ -63,7 +64,7 @@ def launch_flow(
         # The answers can be saved as a spec file (offered after the launch question) when rounds were asked.
         confirm = confirm_launch(console, resolved, offer_save=asked)
     options = LaunchOptions(yes=yes, dry_run=dry_run, pull=pull, verify_timeout=verify_timeout, out_dir=out,
-                            canary=canary, canary_timeout=canary_timeout)
+                            canary=canary, canary_timeout=canary_timeout, out_force=force)
     launcher = Launcher(resolved, options, console, confirm=confirm)
     try:
         record = launcher.run()

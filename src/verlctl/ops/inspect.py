@@ -44,6 +44,37 @@ def target(record: RunRecord, client: Any = None) -> tuple[Executor | None, dict
     return DockerExecutor(client, c.id, c.name), info
 
 
+def log_target(record: RunRecord) -> tuple[Executor | None, dict[str, Any], str | None]:
+    """Where the run's log can be read: its target, or, once its container is removed or stopped, this host
+    when the log is a host file there (``paths.logs`` is bind-mounted at the same path). The third item is a
+    note saying so (None when read from the target)."""
+    ex, container = target(record)
+    if ex is not None:
+        return ex, container, None
+    host = host_log(record)
+    if host is None:
+        return None, container, None
+    return HostExecutor(), container, (f"the run's container is {container.get('state')}: reading its log from "
+                                       f"this host ({record.run_log})")
+
+
+def host_log(record: RunRecord) -> str | None:
+    """The run log as a host file, when a single-node Docker run's log is one: named as verlctl names it, outside
+    the container's own work dir, a regular file (never a symlink planted at its name)."""
+    import stat as stat_
+
+    p = record.run_log
+    if record.runtime != "docker" or record.head_address or not p.startswith("/"):
+        return None
+    if os.path.basename(p) != f"verlctl-{record.run_id}.log" or p.startswith(record.workdir.rstrip("/") + "/"):
+        return None
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return None
+    return p if stat_.S_ISREG(st.st_mode) else None
+
+
 def _client_for(record: RunRecord, address: str | None) -> Any:
     from verlctl.runtime import containers
 
@@ -79,7 +110,10 @@ def read_tail(ex: Executor, path: str, max_bytes: int = TAIL_BYTES) -> str:
     if size is None:
         return ""
     start = max(0, size - max_bytes)
-    data = ex.read_file(path, offset=start) or b""
+    try:
+        data = ex.read_file(path, offset=start) or b""
+    except OSError:  # a symlink planted at the log's name, a FIFO: not read
+        return ""
     text = data.decode(errors="replace")
     if start > 0:
         text = text.split("\n", 1)[-1]
@@ -120,7 +154,7 @@ def run_status(run_id: str | None) -> dict[str, Any]:
         "container": container,
         "pgid": record.pgid,
         "alive": alive,
-        "state": "running" if alive else ("stopped" if record.stopped else "not running"),
+        "state": "running" if alive else ("stopped" if record.stopped and stop_ended_it(record) else "not running"),
         "identity": (verdict or {}).get("reason") or None,
         "attempts": [a.model_dump() for a in record.attempts],
         "run_log": record.run_log,
@@ -149,7 +183,17 @@ def run_status(run_id: str | None) -> dict[str, Any]:
     if last_failure and not doc["last_error"]:
         doc["last_error"] = {k: last_failure.get(k) for k in ("category", "reason", "message", "hint") if k in last_failure}
     watcher_outcome(record, doc)
+    if doc["state"] == "not running" and record.stopped:  # stopped after it ended, and its log has no verdict
+        doc["state"] = "stopped"
     return doc
+
+
+def stop_ended_it(record: RunRecord) -> bool:
+    """Whether `stop` ended the run (signalled a live attempt), rather than marking a run that had already
+    finished or failed: that run keeps its verdict (finished, failed, gave up). A record without the field
+    (an older verlctl) or stopped just now (no event yet) counts as ended by the stop."""
+    last = next((e for e in reversed(record.events()) if e.get("event") == "stopped"), None)
+    return last is None or bool(last.get("signalled", True))
 
 
 def watcher_outcome(record: RunRecord, doc: dict[str, Any]) -> None:
@@ -249,12 +293,29 @@ def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
         from verlctl.ops.slurm_run import slurm_logs
 
         return slurm_logs(record, follow, lines)
-    ex, container = target(record)
+    ex, container, note = log_target(record)
     if ex is None:
-        raise VerlctlError(f"the run's container is {container.get('state')}: its log cannot be read")
+        raise VerlctlError(f"the run's container is {container.get('state')}: its log cannot be read",
+                           hint="the log is inside the container only (paths.logs is not a host directory)")
+    if note:
+        sys.stderr.write(f"note: {note}\n")
     size = ex.file_size(record.run_log)
     if size is None:
-        raise VerlctlError(f"no log at {record.run_log} yet")
+        if not record.attempts:
+            raise VerlctlError(f"no log at {record.run_log} yet")
+        # The run started, so its log existed: it was deleted (or its directory moved).
+        train = record.train_log
+        tsize = ex.file_size(train) if train.startswith("/") else None
+        if tsize is None:
+            raise VerlctlError(f"the run log {record.run_log} is gone (deleted or moved) and the trainer's log "
+                               f"{train or '-'} cannot be read either")
+        sys.stderr.write(f"note: the run log {record.run_log} is gone (deleted or moved): showing the trainer's "
+                         f"own log {train}\n")
+        text = read_tail(ex, train, TAIL_BYTES if lines else tsize)
+        out = text.splitlines(keepends=True)
+        sys.stdout.write("".join(out[-lines:] if lines else out))
+        sys.stdout.flush()
+        return 0
     text = read_tail(ex, record.run_log, TAIL_BYTES if lines else size)
     out = text.splitlines(keepends=True)
     if lines:
@@ -430,8 +491,11 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
         result["signalled"].append({"pgid": gref.pgid, "where": where})
         console.print(f"stopped process group {gref.pgid} in {escape(where)}", highlight=False)
     result["warnings"] += _remove_key_files(record, ex, console)
+    if not result["signalled"]:
+        console.print("the run was not running: its verdict (finished, failed) is kept; it is marked stopped, so "
+                      "no watcher restarts it", highlight=False)
     try:
-        record.event("stopped", pgid=record.pgid)
+        record.event("stopped", pgid=record.pgid, signalled=bool(result["signalled"]))
     except OSError as exc:
         result["warnings"].append(f"the stop event was not appended to events.jsonl: {exc.strerror or exc}")
         console.print(f"warning: the stop event was not appended to events.jsonl: {exc.strerror or exc}",
@@ -561,7 +625,7 @@ def _remove_own_containers(record: RunRecord, console: Any) -> list[dict[str, An
 def list_runs(as_json: bool) -> int:
     runs, damaged = scan_runs()
     if as_json:
-        docs = [r.model_dump() for r in runs] + [{"run_id": d.run_id, "damaged": d.reason} for d in damaged]
+        docs = [r.model_dump() for r in runs] + [{"run_id": d.run_id, "damaged": d.reason, "owner": d.owner} for d in damaged]
         sys.stdout.write(json.dumps(docs, indent=2, default=str) + "\n")
         return 0
     from rich.console import Console
@@ -580,7 +644,7 @@ def list_runs(as_json: bool) -> int:
         (r.run_id, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)), r.runtime, r.container_name or "-",
          str(len(r.attempts) or len(r.slurm_jobs)), "yes" if r.stopped else "no")
         for r in runs
-    ] + [(d.run_id, "-", "-", "-", "-", f"damaged: {d.reason}") for d in damaged]
+    ] + [(d.run_id, "-", "-", "-", "-", d.summary) for d in damaged]
     table = Table(title="verlctl runs", title_justify="left", header_style="bold")
     columns = ("run", "created", "runtime", "container", "attempts", "stopped")
     table.add_column(columns[0], no_wrap=True, min_width=max(len(row[0]) for row in rows))
@@ -614,7 +678,7 @@ def step_series(run_id: str | None) -> dict[str, Any]:
     from verlctl.monitor.diagnose import diagnose_bytes
 
     record = resolve_run(run_id)
-    ex, container = target(record)
+    ex, container, _note = log_target(record)
     if ex is None:
         return {"available": False, "why": f"the run's container is {container.get('state')}", "series": {}}
     text = read_tail(ex, record.run_log, PLOT_BYTES)

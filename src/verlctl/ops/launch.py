@@ -50,6 +50,7 @@ class LaunchOptions:
     out_dir: Path | None = None  # dry-run: where to write the rendered files
     canary: bool = False  # one step, a checkpoint, a resume and a weight sync first (ops/canary.py)
     canary_timeout: float = 3600.0  # seconds for each canary phase
+    out_force: bool = False  # dry-run: replace the files of the set already in out_dir
 
 
 @dataclass
@@ -367,7 +368,7 @@ class Launcher:
         if has_errors(the_plan.findings):
             raise VerlctlError("the spec has errors (listed above)")
         if self.options.out_dir is not None:
-            for p in the_plan.render().write(self.options.out_dir):
+            for p in the_plan.render().write(self.options.out_dir, force=self.options.out_force):
                 self.console.print(f"wrote {p}", highlight=False, markup=False)
 
     def _execute(self, the_plan: Plan, run_id: str) -> RunRecord:
@@ -388,8 +389,12 @@ class Launcher:
             image=spec.container.image if spec.container.runtime == "docker" else None,
         )
         self.record = record
-        record.save()
-        record.event("launch", actions=self.planned_actions(the_plan, run_id))
+        try:
+            record.save()
+            record.event("launch", actions=self.planned_actions(the_plan, run_id))
+        except OSError as exc:  # a full or read-only state dir: nothing was started yet
+            raise VerlctlError(f"cannot record the run under {record.dir}: {exc.strerror or exc}: nothing was "
+                               "started", hint="free space in the state dir (or set VERLCTL_STATE_DIR)") from None
         if self.workers:
             c = spec.cluster
             record.head_address = c.master_addr
@@ -441,12 +446,18 @@ class Launcher:
                 raise
             self.executor.run(["touch", f"{gate}.ok"], timeout=30)
             self.verify(self.executor, record, group, the_plan.command.entry.module)
-        except VerlctlError as exc:
-            cleaned = self._clean_up_failed(record)
-            record.event("launch_failed", error=exc.message, **cleaned)
             record.save()
-            raise
-        record.save()
+        except (VerlctlError, OSError) as exc:
+            # An OSError here is the run record that cannot be written (a full state dir): the same clean-up
+            # as any failed launch (stop what started, the key file, the containers it created), one line.
+            if isinstance(exc, OSError):
+                exc = VerlctlError(f"cannot write the run record in {record.dir}: {exc.strerror or exc}: the "
+                                   "launch is undone", hint="free space in the state dir (or set VERLCTL_STATE_DIR)")
+            cleaned = self._clean_up_failed(record)
+            with contextlib.suppress(OSError):  # the same full disk may refuse these too
+                record.event("launch_failed", error=exc.message, **cleaned)
+                record.save()
+            raise exc from None
         return record
 
     def _clean_up_failed(self, record: RunRecord) -> dict[str, Any]:
@@ -776,8 +787,10 @@ class Launcher:
         return the_plan
 
     def _write_record_files(self, record: RunRecord, rendered: Rendered) -> None:
-        for name, text in rendered.files.items():
-            (record.dir / name).write_text(text, encoding="utf-8")
+        from verlctl.files import write_file
+
+        for name, text in rendered.files.items():  # atomic: never a torn copy (a full state dir: OSError)
+            write_file(record.dir / name, text.encode("utf-8"), 0o644)
 
     # ------------------------------------------------------------------------ start and verify
 

@@ -57,6 +57,7 @@ def render_job(resolved: ResolvedSpec, opts: SlurmOptions) -> tuple[Any, Any, st
         master_addr=c.master_addr if c.master_addr and resolved.explicit("cluster.master_addr") else "",
         ray_port=c.ray_port, join_timeout=c.join_timeout_s, experiment=spec.logging.experiment or "verl", opts=opts,
         docker_args=slurm.docker_step_args(spec) if docker else None, image=spec.container.image if docker else None,
+        driver_mounts=slurm.docker_step_driver_mounts(spec) if docker else None,
     )
     return the_plan, rendered, job.script
 

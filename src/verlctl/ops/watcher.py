@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import subprocess
@@ -27,6 +28,12 @@ from verlctl.ops.markers import EXIT_MARKER, FINISHED_MARKER  # re-exported for 
 from verlctl.runtime.executor import Executor, HostExecutor
 from verlctl.runtime.follow import Follower
 from verlctl.runtime.records import RunRecord
+
+#: How often the watcher checks that the run log still exists while the attempt runs (a deleted log).
+LOG_CHECK_EVERY_S = 15.0
+#: A log or checkpoint file system with less free space than this is full (a run that ended without an error).
+DISK_FULL_BELOW_BYTES = 1024 * 1024
+
 
 # ------------------------------------------------------------------------------------------------ status
 
@@ -127,7 +134,13 @@ class Watcher:
     # -------------------------------------------------------------------------------- reporting
 
     def emit(self, kind: str, **data: Any) -> dict[str, Any]:
-        ev = self.record.event(kind, **data)
+        try:
+            ev = self.record.event(kind, **data)
+        except OSError as exc:
+            self._record_lost(exc)
+            ev = {"time": time.time(), "run": self.record.run_id, "event": kind, **data}
+            with contextlib.suppress(OSError):
+                ev = self.record.event(kind, **data)
         if self.notify_cmd and kind in ("alert", "stalled", "recovery", "gave_up"):
             try:
                 subprocess.run(self.notify_cmd, shell=True, input=json.dumps(ev, default=str), text=True,
@@ -135,6 +148,27 @@ class Watcher:
             except (OSError, subprocess.TimeoutExpired) as exc:
                 self.say(f"verlctl watch: --notify-cmd failed: {exc}")
         return ev
+
+    def _write_status(self, status: dict[str, Any]) -> None:
+        try:
+            self.record.write_status(status)
+        except OSError as exc:
+            self._record_lost(exc)
+            with contextlib.suppress(OSError):
+                self.record.write_status(status)
+
+    def _record_lost(self, exc: OSError) -> None:
+        """The run's record directory cannot be written (moved or removed under the watcher, a full disk): one
+        warning line, the record written again from memory (so that `status` and `stop` still find the run),
+        and the watch goes on."""
+        why = exc.strerror or str(exc)
+        if not getattr(self, "_record_warned", False):
+            self._record_warned = True
+            self.say(f"verlctl watch: warning: the run record {self.record.dir} cannot be written ({why}): "
+                     "writing it again from memory; the watch goes on")
+        if not (self.record.dir / "run.json").exists():  # never over a record `stop` may have marked since
+            with contextlib.suppress(OSError):
+                self.record.save()
 
     # --------------------------------------------------------------------------------- the loop
 
@@ -151,7 +185,7 @@ class Watcher:
                     self._give_up(Decision(False, failure), "resume_no_progress")
                     return 1
                 self.emit("finished", attempt=len(self.record.attempts))
-                self.record.write_status({**(self.record.read_status() or {}), "phase": "finished"})
+                self._write_status({**(self.record.read_status() or {}), "phase": "finished"})
                 self._remove_key_files()  # no attempt of the run will read it again (it holds the secrets)
                 return 0
             if outcome.kind == "stopped":
@@ -239,6 +273,8 @@ class Watcher:
         training_seen = False
         ended = False  # the training script ended after an error; start_verl.sh is stopping Ray
         head_exited: str | None = None  # the head's `ray start` said its daemons exited (from the log)
+        log_checked_at = time.time()  # when the run log was last seen to exist (a deleted log is reported)
+        log_gone = False
         try:
             while True:
                 text = follower.get(timeout=1.0)
@@ -265,7 +301,7 @@ class Watcher:
                         self._alert(findings[0], attempt.number)
                 if now - last_status_write >= 1.0:
                     live.updated_at = now
-                    self.record.write_status(live.as_dict())
+                    self._write_status(live.as_dict())
                     last_status_write = now
                 if self._user_stopped():
                     return AttemptOutcome("stopped", detail="the run was stopped with `verlctl stop`")
@@ -304,6 +340,9 @@ class Watcher:
                     elif gone is not None:
                         return self._head_died(gone, pgid, attempt.number, classifier.findings(), live)
                     self._check_workers()
+                    if alive and not log_gone and now - log_checked_at >= LOG_CHECK_EVERY_S:
+                        log_checked_at = now
+                        log_gone = self._log_gone(attempt.number)
                     if not alive or ended:
                         dead_since = dead_since or now
                         # Read what the process wrote while dying before deciding (the log is streamed).
@@ -315,6 +354,9 @@ class Watcher:
                                 # exited 0: whatever the log matched on the way was not fatal.
                                 return AttemptOutcome("finished", None, findings, max_step=live.max_step,
                                                       total=live.total)
+                            if root is None:  # no error line: perhaps none could be written (a full disk)
+                                root = self._disk_full(finding_line=live.max_step or 0)
+                                findings = [root] if root is not None else findings
                             if exit_status == "137" and (root is None or root.category != "device_oom"):
                                 root = _killed_finding(root)
                                 findings = [root, *findings]
@@ -402,7 +444,7 @@ class Watcher:
         if "error" in state:
             lost["engine_error"] = state["error"]
         self.emit("target_lost", attempt=attempt, error=exc.message, **lost)
-        self.record.write_status({**(self.record.read_status() or {}), "phase": "target lost",
+        self._write_status({**(self.record.read_status() or {}), "phase": "target lost",
                                   "target": state})
         if state["state"] == "engine unreachable":
             deadline = time.monotonic() + self.engine_wait_s
@@ -458,6 +500,49 @@ class Watcher:
                 self._nodes_down.discard(w.address)
                 self.emit("node_back", node=w.address)
 
+    def _log_gone(self, attempt: int) -> bool:
+        """The run log no longer exists while the attempt runs (deleted, its directory moved): say so at once
+        (the training's own `tee` log may still be intact), rather than waiting for the stall limit."""
+        try:
+            size = self.ex.file_size(self.record.run_log)
+        except VerlctlError:
+            return False
+        if size is not None:
+            return False
+        train = self.record.train_log
+        msg = (f"the run log {self.record.run_log} is gone (deleted or moved) while attempt {attempt} runs: "
+               "progress and errors can no longer be followed" + (f"; the trainer's own log is {train}" if train else ""))
+        self.say(f"verlctl watch: warning: {msg}")
+        self.emit("log_gone", path=self.record.run_log, attempt=attempt, message=msg)
+        return True
+
+    def _disk_full(self, finding_line: int) -> Finding | None:
+        """A run that ended without an error line: a full log or checkpoint disk is the likely reason (the
+        error could not be written). A ``disk_full`` finding naming the full path, or None."""
+        import posixpath
+
+        from verlctl.monitor.catalogue import CATALOGUE
+
+        paths = [("paths.logs", posixpath.dirname(self.record.run_log)), ("paths.checkpoints", self.record.checkpoints)]
+        for field_name, path in paths:
+            if not path:
+                continue
+            try:
+                res = self.ex.run(["df", "-Pk", "--", path], timeout=30)
+            except VerlctlError:
+                continue
+            rows = [ln.split() for ln in (res.out or "").splitlines()[1:] if ln.split()]
+            if not res.ok or not rows or len(rows[-1]) < 4 or not rows[-1][3].isdigit():
+                continue
+            avail_kib = int(rows[-1][3])
+            if avail_kib * 1024 < DISK_FULL_BELOW_BYTES:
+                cat = next(c for c in CATALOGUE if c.name == "disk_full")
+                return Finding(category="disk_full", line=finding_line, excerpt=f"df {path}: {avail_kib} KiB free",
+                               message=f"the run ended without an error line and {field_name} {path} is full "
+                               f"({avail_kib} KiB free): nothing more could be written there",
+                               hint=cat.hint)
+        return None
+
     def _alert(self, f: Finding, attempt: int) -> None:
         self.say(f"verlctl watch: {f.category} at log line {f.line}: {f.message}")
         self.say(f"  hint: {f.hint}")
@@ -498,7 +583,7 @@ class Watcher:
             live.total = ev.total
         elif isinstance(ev, Phase):
             if ev.kind is PhaseKind.CHECKPOINT_SAVED:
-                self.record.event("checkpoint_saved", step=ev.step)
+                self.emit("checkpoint_saved", step=ev.step)
             elif ev.kind is PhaseKind.RAY_STARTED and live.phase == "starting":
                 live.phase = "ray up"
             elif ev.kind is PhaseKind.WORKERS_STARTING and live.phase in ("starting", "ray up"):
@@ -547,7 +632,7 @@ class Watcher:
         for a in decision.advice:
             self.say(f"  advice: {a}")
         self.emit("gave_up", category=category, reason=reason, advice=decision.advice)
-        self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
+        self._write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
         self._remove_key_files()  # no relaunch will read it again (it holds the secrets)
 
     def _remove_key_files(self) -> None:
@@ -670,11 +755,11 @@ class Watcher:
                 return  # nothing to wait on
             busy = _busy_devices(spec.device, res.out) & set(spec.cluster.devices)
             if not busy:
-                self.record.event("memory_released")
+                self.emit("memory_released")
                 return
             time.sleep(2)
         self.say("verlctl watch: warning: device memory still in use after the wait; relaunching anyway")
-        self.record.event("memory_release_timeout")
+        self.emit("memory_release_timeout")
 
 
 #: After a first scan without a Ray daemon of the head, the second scan that confirms it comes this soon.

@@ -45,14 +45,16 @@ class Rendered:
     command: TrainingCommand
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def write(self, out_dir: str | Path) -> list[Path]:
-        """Write the files into ``out_dir`` as one set: atomically, never through a planted symlink."""
+    def write(self, out_dir: str | Path, force: bool = False) -> list[Path]:
+        """Write the files into ``out_dir`` as one set: atomically, never through a planted symlink; files
+        already there are replaced only with ``force`` (:mod:`verlctl.files`)."""
         from verlctl.files import write_set
 
         return write_set(
             out_dir,
             {name: (content.encode("utf-8"), 0o755 if name.endswith(".sh") else 0o644)
              for name, content in self.files.items()},
+            force=force,
         )
 
     def write_env_file(self, path: str | Path) -> Path:

@@ -113,9 +113,11 @@ def render_sbatch(
     opts: SlurmOptions,
     docker_args: list[str] | None = None,
     image: str | None = None,
+    driver_mounts: list[str] | None = None,
 ) -> SlurmJob:
     """The sbatch script. ``docker_args`` (mounts, devices: from the runtime layer) and ``image`` wrap each
-    step in ``docker run --init``; without them the steps run on the nodes themselves."""
+    step in ``docker run --init``; without them the steps run on the nodes themselves. ``driver_mounts``:
+    host paths the step's container mounts read-only at the same path, each only if it exists on the node."""
     check_options(opts, device)
     notes: list[str] = []
     gres = None
@@ -151,5 +153,6 @@ def render_sbatch(
         train_eof=_delimiter("TRAIN", train),
         docker_args=docker_args or [],
         image=image if docker_args is not None else None,
+        driver_mounts=driver_mounts or [],
     )
     return SlurmJob(script, notes)

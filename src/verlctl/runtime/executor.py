@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import errno
 import io
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import tarfile
 import time
@@ -242,12 +244,16 @@ class HostExecutor(Executor):
         return proc.pid
 
     def read_file(self, path: str, offset: int = 0, max_bytes: int | None = None) -> bytes | None:
+        # Never through a symlink planted at the log's name, never a FIFO (that would block): a plain file.
         try:
-            with open(path, "rb") as fh:
-                fh.seek(offset)
-                return fh.read() if max_bytes is None else fh.read(max_bytes)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, f"{path} is not a regular file")
+            fh.seek(offset)
+            return fh.read() if max_bytes is None else fh.read(max_bytes)
 
     def _act(self, ref: GroupRef, sig: int, only: str = "") -> dict[str, Any]:
         from verlctl.runtime import procscan

@@ -39,6 +39,22 @@ MAX_RECORD_BYTES = 4 * 1024 * 1024  # a run.json is a few kB: anything larger is
 Pgid = Annotated[int, Field(gt=1, le=PID_MAX_LIMIT)]
 
 
+#: The names a run's log file may end with (``verlctl-<run>.log``, the trainer's ``<experiment>.log``,
+#: a Slurm job's ``slurm-<job>.out``).
+LOG_SUFFIXES = (".log", ".out")
+
+
+def check_record_path(field: str, v: str, absolute: bool = True) -> str:
+    """A path in a run record: absolute (unless ``absolute`` is False), without a control character; else
+    ValueError. A record is read back from a state dir that someone else may have written to: its paths are input.
+    """
+    if re.search(r"[\x00-\x1f\x7f]", v):
+        raise ValueError(f"{field} holds a control character")
+    if absolute and not v.startswith("/"):
+        raise ValueError(f"{field} {v[:80]!r} is not an absolute path")
+    return v
+
+
 def valid_run_id(run_id: str) -> bool:
     return bool(RUN_ID_RE.fullmatch(run_id)) and run_id not in (".", "..")
 
@@ -151,6 +167,30 @@ class RunRecord(BaseModel):
             raise ValueError(f"run_id {v!r} is not a plain name ([A-Za-z0-9_.-]+)")
         return v
 
+    @field_validator("spec_file")
+    @classmethod
+    def _spec_file_is_a_name(cls, v: str) -> str:
+        # A name in the run's own directory: an absolute path would make report/bundle/export-hf read any file.
+        if not valid_run_id(v):
+            raise ValueError(f"spec_file {v[:80]!r} is not a file name in the run's directory")
+        return v
+
+    @field_validator("scripts_dir", "workdir")
+    @classmethod
+    def _dirs_are_plain_absolute_paths(cls, v: str, info: Any) -> str:
+        return check_record_path(info.field_name, v)
+
+    @field_validator("run_log", "train_log")
+    @classmethod
+    def _logs_are_log_files(cls, v: str, info: Any) -> str:
+        if v == "":  # not known yet (a Slurm job before its submission; the train log before the render)
+            return v
+        # The train log is the trainer's own `tee` target, as rendered (relative when paths.logs is unset).
+        check_record_path(info.field_name, v, absolute=info.field_name == "run_log")
+        if not v.endswith(LOG_SUFFIXES):
+            raise ValueError(f"{info.field_name} {v[:80]!r} is not a log file (its name must end in .log or .out)")
+        return v
+
     @property
     def ref(self) -> GroupRef | None:
         """The identity of the current attempt's process group (None when nothing was started)."""
@@ -184,18 +224,38 @@ class RunRecord(BaseModel):
             raise
 
     def event(self, kind: str, **data: Any) -> dict[str, Any]:
-        """Append one event to events.jsonl (never rewritten)."""
+        """Append one event to events.jsonl (never rewritten, never through a symlink planted there)."""
         ev = {"time": time.time(), "run": self.run_id, "event": kind, **data}
         self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / "events.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(ev, default=str) + "\n")
+        line = (json.dumps(ev, default=str) + "\n").encode("utf-8")
+        try:
+            fd = os.open(self.dir / "events.jsonl",
+                         os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # an OSError like any other write failure: callers warn and go on
+                raise OSError(errno.ELOOP, "it is a symbolic link: refused to write through it",
+                              str(self.dir / "events.jsonl")) from None
+            raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "it is not a regular file: refused to write to it",
+                              str(self.dir / "events.jsonl"))
+            os.write(fd, line)
+        finally:
+            os.close(fd)
         return ev
 
+    def read_file(self, name: str, limit: int = MAX_RECORD_BYTES) -> bytes:
+        """One plain file of the run's own directory (``name`` a plain name; never through a symlink, never a
+        FIFO or a device, at most ``limit`` bytes): OSError/ValueError when it cannot be read so."""
+        if not valid_run_id(name):
+            raise ValueError(f"{name[:80]!r} is not a file name in the run's directory")
+        return _read_bounded(self.dir / name, limit)
+
     def events(self) -> list[dict[str, Any]]:
-        p = self.dir / "events.jsonl"
         try:
-            text = p.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            text = self.read_file("events.jsonl", 64 * 1024 * 1024).decode("utf-8", errors="replace")
+        except (OSError, ValueError):
             return []
         out = []
         for line in text.splitlines():
@@ -231,10 +291,46 @@ class DamagedRecord:
 
     run_id: str  # the directory name
     reason: str
+    owner: str | None = None  # set when the record is another user's, unreadable by this one: not damaged
 
     @property
     def message(self) -> str:
+        if self.owner is not None:
+            return f"run record {runs_dir() / self.run_id / 'run.json'} belongs to {self.owner}: not readable by you"
         return f"run record {runs_dir() / self.run_id / 'run.json'} is damaged: {self.reason}"
+
+    @property
+    def summary(self) -> str:
+        """The record's state in one cell of `verlctl list`."""
+        return f"{self.owner}'s: not readable by you" if self.owner is not None else f"damaged: {self.reason}"
+
+    @property
+    def hint(self) -> str:
+        if self.owner is not None:
+            return "run verlctl as that user, or use your own state dir (VERLCTL_STATE_DIR)"
+        return "repair or remove that directory"
+
+
+def owner_name(uid: int) -> str:
+    """``uid 0 (root)``; ``uid 1234`` when the uid has no name here."""
+    import pwd
+
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _foreign_owner(p: Path) -> str | None:
+    """The owner of ``p`` (or of its directory) when that is another user's, else None."""
+    for q in (p, p.parent):
+        try:
+            uid = os.lstat(q).st_uid
+        except OSError:
+            continue
+        if uid != os.geteuid():
+            return owner_name(uid)
+    return None
 
 
 def _read_bounded(p: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
@@ -272,7 +368,8 @@ def _load_dir(d: Path) -> RunRecord | DamagedRecord:
         return DamagedRecord(name, "run.json is missing")
     except OSError as exc:
         why = "a symlink" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
-        return DamagedRecord(name, f"run.json cannot be read ({why})")
+        owner = _foreign_owner(p) if exc.errno in (errno.EACCES, errno.EPERM) else None
+        return DamagedRecord(name, f"run.json cannot be read ({why})", owner)
     except ValueError as exc:
         return DamagedRecord(name, f"run.json is {exc}")
     try:
@@ -343,13 +440,13 @@ def resolve_run(run_id: str | None) -> RunRecord:
         return exact[0]
     bad_exact = [d for d in damaged if d.run_id == run_id]
     if bad_exact:
-        raise VerlctlError(bad_exact[0].message, hint="repair or remove that directory")
+        raise VerlctlError(bad_exact[0].message, hint=bad_exact[0].hint)
     matches = [r.run_id for r in runs if r.run_id.startswith(run_id)]
     bad = [d for d in damaged if d.run_id.startswith(run_id)]
     if len(matches) == 1 and not bad:
         return next(r for r in runs if r.run_id == matches[0])
     if len(bad) == 1 and not matches:
-        raise VerlctlError(bad[0].message, hint="repair or remove that directory")
+        raise VerlctlError(bad[0].message, hint=bad[0].hint)
     if not matches and not bad:
         raise VerlctlError(f"no run {run_id!r} (see `verlctl list`)")
     names = matches + [d.run_id for d in bad]

@@ -22,7 +22,7 @@ def docker_step_args(spec: RunSpec) -> list[str]:
     The paths are the spec's (the same on every node: shared storage); nothing is checked on this host,
     which may not be a node of the cluster. Network and IPC are the host's; ``--init`` reaps Ray's children.
     """
-    from verlctl.runtime.containers import NPU_DRIVER_MOUNTS, NPU_SHARED_DEVICES, spec_mount_needs
+    from verlctl.runtime.containers import NPU_SHARED_DEVICES, spec_mount_needs
 
     args = [f"--shm-size={spec.container.shm_size}", f"--workdir={spec.container.workdir}"]
     workdir = PurePosixPath(spec.container.workdir)
@@ -44,8 +44,17 @@ def docker_step_args(spec: RunSpec) -> list[str]:
     else:
         args += [f"--device=/dev/davinci{d}" for d in spec.cluster.devices]
         args += [f"--device={d}" for d in NPU_SHARED_DEVICES]
-        args += [f"--volume={p}:{p}:ro" for p in NPU_DRIVER_MOUNTS]
     return args
+
+
+def docker_step_driver_mounts(spec: RunSpec) -> list[str]:
+    """The Ascend driver paths a job step's container mounts read-only, each only where it exists on the node
+    (the job checks on each node: Docker would create a missing one as an empty root-owned directory there)."""
+    from verlctl.runtime.containers import NPU_DRIVER_MOUNTS
+
+    if spec.device == "gpu" or spec.container.privileged:
+        return []
+    return list(NPU_DRIVER_MOUNTS)
 
 
 # ---------------------------------------------------------------------------------------------- the job

@@ -144,16 +144,30 @@ def spec_error_from(exc: ValidationError, origins: Mapping[str, Origin]) -> Spec
         for text in {str(v) for v in _strings(value) if len(str(v)) >= 4}:
             msg = msg.replace(repr(text), "<value hidden>").replace(text, "<value hidden>")
         return SpecError(f"{msg} (value not shown: this part of the spec holds a secret){where}", field=path or None)
+    if len(msg) > MAX_SHOWN * 3:  # a validator's message quoting a huge input
+        msg = msg[: MAX_SHOWN * 3] + "…"
     if err["type"] in ("literal_error", "enum"):
-        msg = f"invalid value {value!r}: {msg.lower()}"
+        msg = f"invalid value {shown(value)}: {msg.lower()}"
     elif (
         value is not None
         and not isinstance(value, (dict, list, SecretStr))
         and "api_key" not in path
         and repr(value) not in msg
     ):
-        msg = f"{msg} (got {value!r})"
+        msg = f"{msg} (got {shown(value)})"
     return SpecError(f"{msg}{where}", field=path or None)
+
+
+#: The most characters of an input value that an error message echoes.
+MAX_SHOWN = 80
+
+
+def shown(value: Any) -> str:
+    """``repr(value)``, cut to MAX_SHOWN characters (a 5000-digit number is not echoed whole)."""
+    text = repr(value)
+    if len(text) <= MAX_SHOWN:
+        return text
+    return f"{text[:MAX_SHOWN]}… ({len(str(value))} characters)"
 
 
 #: Spec paths that hold a secret. An error at such a path or above it (a secret-bearing path, where a key

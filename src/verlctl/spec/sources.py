@@ -212,21 +212,60 @@ def read_spec_text(p: Path) -> str:
         raise SpecError(f"cannot read spec file {p}: {exc}") from None
 
 
-def _too_deep(data: Any, limit: int) -> bool:
-    """Whether mappings/lists nest deeper than ``limit`` (iterative: no recursion on hostile input)."""
-    stack: list[tuple[Any, int]] = [(data, 0)]
+#: How many values YAML aliases (``*name``) may add to a spec file beyond the ones written in it. An alias
+#: re-uses a subtree; nested aliases multiply it (a 600-byte file of ten levels of nine aliases is 9^10
+#: values): everything after the load walks the expanded tree, so the expansion itself is bounded.
+MAX_ALIAS_EXPANSION = 100_000
+
+
+def _shape(data: Any) -> tuple[int, int, int] | None:
+    """``(height, values as expanded, distinct containers)`` of a loaded YAML tree; None when it contains itself.
+
+    Iterative and memoised by object identity: a subtree that aliases share is measured once, so the cost
+    is linear in the file, never in the expansion.
+    """
+    memo: dict[int, tuple[int, int]] = {}  # id -> (height, expanded size), of containers only
+    open_: set[int] = set()  # containers whose children are still being measured (the current path)
+    stack: list[tuple[Any, bool]] = [(data, False)]
     while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Iterable[Any] = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
+        node, done = stack.pop()
+        if not isinstance(node, (dict, list)):
             continue
-        if depth >= limit:
-            return True
-        stack.extend((c, depth + 1) for c in children)
-    return False
+        nid = id(node)
+        kids = [c for c in (node.values() if isinstance(node, dict) else node) if isinstance(c, (dict, list))]
+        if done:
+            open_.discard(nid)
+            height = 1 + max((memo[id(c)][0] for c in kids), default=0)
+            size = 1 + len(node) + sum(memo[id(c)][1] for c in kids)
+            memo[nid] = (height, size)
+            continue
+        if nid in memo:
+            continue
+        if nid in open_:  # reached again below itself: a recursive alias
+            return None
+        open_.add(nid)
+        stack.append((node, True))
+        stack.extend((c, False) for c in kids if id(c) not in memo)
+    if not isinstance(data, (dict, list)):
+        return 0, 1, 0
+    height, size = memo[id(data)]
+    return height, size, len(memo)
+
+
+def _too_deep(data: Any, limit: int) -> bool:
+    """Whether mappings/lists nest deeper than ``limit`` (or contain themselves)."""
+    shape = _shape(data)
+    return shape is None or shape[0] > limit
+
+
+def short_int_error(exc: ValueError) -> str:
+    """One short line for Python's "Exceeds the limit (4300 digits) for integer string conversion"."""
+    import sys
+
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
+    if "integer string conversion" in str(exc) or "digits" in str(exc):
+        return f"a number has more than {limit} digits: no spec field takes a value that large"
+    return str(exc).splitlines()[0][:200] if str(exc) else "invalid value"
 
 
 def load_yaml_layer(path: str | Path) -> Layer:
@@ -244,12 +283,21 @@ def load_yaml_layer(path: str | Path) -> Layer:
         raise SpecError(f"malformed YAML in {p}{where}: {problem}") from None
     except RecursionError:
         raise SpecError(too_deep) from None
+    except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise SpecError(f"spec file {p}: {short_int_error(exc)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise SpecError(f"spec file {p} must hold a mapping of settings, not {type(data).__name__}")
-    if _too_deep(data, MAX_SPEC_DEPTH):
+    shape = _shape(data)
+    if shape is None or shape[0] > MAX_SPEC_DEPTH:
         raise SpecError(too_deep)
+    written = 2 * len(text) + 1  # more values than the file could hold without aliases
+    if shape[1] > written + MAX_ALIAS_EXPANSION:
+        raise SpecError(
+            f"spec file {p}: its YAML aliases (*name) expand to more than {MAX_ALIAS_EXPANSION} values: "
+            "write the values out instead of nesting aliases"
+        )
     detail = str(p)
     return Layer(Source.FILE, data, {k: detail for k in flatten(data)})
 

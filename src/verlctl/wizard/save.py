@@ -111,8 +111,8 @@ def save_spec(path: Path, resolved: ResolvedSpec, overwrite: Callable[[Path], bo
         raise VerlctlError(problem)
     exists = path.exists() or path.is_symlink()
     if exists and (overwrite is None or not overwrite(path)):
-        raise SpecFileExists(f"{path} exists: nothing was written (choose another file with -o, or agree to "
-                             "overwrite it)")
+        raise SpecFileExists(f"{path} exists: nothing was written (choose another file with -o, agree to "
+                             "overwrite it, or pass --force)")
     text, notes = spec_yaml(resolved, path)
     _write_atomic(path, text, 0o644)
     return notes

@@ -1,0 +1,104 @@
+"""Bad input of the third adversarial review (issue 22: A3, A4, A14): one line, non-zero exit, no traceback,
+bounded time, nothing echoed at length."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import clean_env, run_cli
+
+
+def write_base(tmp_path: Path, text: str = "") -> Path:
+    p = tmp_path / "base.yaml"
+    p.write_text("paths: {model: /m/Qwen3-8B, train_files: /d/t.parquet, val_files: /d/v.parquet}\n" + text,
+                 encoding="utf-8")
+    return p
+
+
+def one_line_error(res) -> str:  # type: ignore[no-untyped-def]
+    assert res.code != 0, (res.out, res.err)
+    assert "Traceback" not in res.out + res.err, res.err
+    lines = [ln for ln in res.err.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.err
+    assert lines[0].startswith("error: "), lines[0]
+    return lines[0]
+
+
+def alias_bomb(indent: str = "") -> str:
+    """The review's 600-byte bomb: ten levels of nine aliases of the level below (9^10 values expanded)."""
+    lines = [indent + "a0: &a0 [" + ",".join(['"lol"'] * 9) + "]"]
+    lines += [indent + f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("where", ["top", "env", "unknown"])
+def test_a_yaml_alias_bomb_is_one_line_within_seconds(tmp_path: Path, where: str) -> None:
+    if where == "top":
+        p = tmp_path / "bomb.yaml"
+        p.write_text(alias_bomb())
+    elif where == "env":
+        p = write_base(tmp_path, "env:\n" + alias_bomb("  "))
+    else:
+        p = write_base(tmp_path, "bogus:\n" + alias_bomb("  "))
+    assert p.stat().st_size < 1000
+    started = time.monotonic()
+    line = one_line_error(run_cli("plan", "-c", str(p), timeout=90))
+    assert time.monotonic() - started < 60  # under load; alone it is well under a second of work
+    assert "aliases" in line and str(p) in line, line
+
+
+def test_a_recursive_alias_is_one_line(tmp_path: Path) -> None:
+    p = write_base(tmp_path, "env: &e\n  A: *e\n")
+    line = one_line_error(run_cli("plan", "-c", str(p), timeout=90))
+    assert "nesting too deep" in line, line
+
+
+def test_a_modest_anchor_is_still_accepted(tmp_path: Path) -> None:
+    """Anchors are legal YAML and a spec may share a value: only a large expansion is refused."""
+    p = write_base(tmp_path, "env: {A: &v 'shared', B: *v}\n")
+    out = tmp_path / "out"
+    res = run_cli("plan", "-c", str(p), "-o", str(out))
+    assert res.code == 0, res.err
+    env = yaml.safe_load((out / "spec.resolved.yaml").read_text())["env"]
+    assert env["A"] == env["B"] == "shared"
+
+
+def test_the_expansion_bound_is_linear_in_the_file() -> None:
+    from verlctl.spec import sources
+
+    shared = {"k": list(range(10))}
+    tree = {"a": [shared] * 5, "b": shared}
+    assert sources._shape(tree) == (4, 3 + (1 + 5 + 5 * 13) + 13, 4)  # shared: 1 + 1 + (1 + 10)
+    loop: list = []
+    loop.append(loop)
+    assert sources._shape({"x": loop}) is None
+    assert sources._too_deep({"x": loop}, 32)
+    assert sources._too_deep({"a": {"b": {"c": 1}}}, 2)
+    assert not sources._too_deep({"a": {"b": {"c": 1}}}, 3)
+    assert sources._shape(7) == (0, 1, 0)
+
+
+BIG = "9" * 5000
+
+
+@pytest.mark.parametrize("how", ["file", "set", "env", "seed_env"])
+def test_a_5000_digit_integer_is_one_short_line(tmp_path: Path, how: str) -> None:
+    env = clean_env()
+    args: list[str] = []
+    if how == "file":
+        p = write_base(tmp_path, f"train: {{steps: {BIG}}}\n")
+    else:
+        p = write_base(tmp_path)
+        if how == "set":
+            args = ["--set", f"train.steps={BIG}"]
+        elif how == "env":
+            env["VERLCTL_TRAIN__STEPS"] = BIG
+        else:
+            env["TRAIN_STEPS"] = BIG
+    line = one_line_error(run_cli("plan", "-c", str(p), *args, env=env))
+    assert len(line) < 400, line
+    assert "train.steps" in line or "digits" in line, line

@@ -1,0 +1,172 @@
+"""Faults of the state dir and the log dir on the real engine (issue 22, A16; the fault matrix of
+tests/test_faults_docker.py, same style): a state dir that fills up during `launch` is one error line, and
+the launch is undone: the container it created removed, the 0600 env file gone, no torn script copy in the
+record. The training is the stand-in trainer (tests/standin, a TEST DOUBLE for verl's training step); Docker,
+Ray, the mounts and the record are real."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from launch_support import LaunchEnv, remove_container
+
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+
+
+def mount_tmpfs(path: Path, size: str) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {res.stderr.strip()}")
+
+
+def test_state_dir_full_during_launch_undoes_the_launch(launch_env: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    mount_tmpfs(launch_env.state, "12k")  # room for run.json and the first events, not for the record's copies
+    try:
+        res = launch_env.cli("launch", "-c", str(launch_env.spec_file), "--yes")
+        text = res.out + res.err
+        assert res.code != 0, text
+        assert "Traceback" not in text, text
+        errors = [ln for ln in res.err.splitlines() if ln.startswith("error: ")]
+        assert len(errors) == 1 and "No space left on device" in errors[0], res.err
+        assert "the launch is undone" in errors[0] and "removed container" in res.out, text
+        # Nothing of the launch is left running or holding the key.
+        left = docker_engine.containers.list(all=True, filters={"name": launch_env.name})
+        assert not [c for c in left if c.name == launch_env.name], [c.status for c in left]
+        runs = list((launch_env.state / "runs").iterdir()) if (launch_env.state / "runs").exists() else []
+        for d in runs:
+            for name in ("start_verl.sh", "run_training.sh", "spec.resolved.yaml"):
+                p = d / name
+                assert not p.exists() or p.stat().st_size > 0, name  # written whole or not at all
+            for p in d.iterdir():
+                assert not p.name.startswith("."), p  # no temporary file left
+            doc = json.loads((d / "run.json").read_text())
+            assert doc["run_id"] == d.name
+    finally:
+        remove_container(docker_engine, launch_env.name)
+        subprocess.run(["umount", "-l", str(launch_env.state)], check=False)
+
+
+def _events(env: LaunchEnv) -> list[dict]:
+    d = next((env.state / "runs").iterdir())
+    p = d / "events.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+def _wait_event(env: LaunchEnv, kind: str, timeout: float) -> dict:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = next((e for e in _events(env) if e["event"] == kind), None)
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"no {kind!r} event within {timeout} s; got {[e['event'] for e in _events(env)]}")
+
+
+def _launch_and_watch(env: LaunchEnv) -> subprocess.Popen[str]:
+    import sys
+
+    res = env.cli("launch", "-c", str(env.spec_file), "--yes")
+    assert res.code == 0, res.out + res.err
+    watch = subprocess.Popen([sys.executable, "-m", "verlctl", "watch"], env=env.env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    _wait_event(env, "watch_started", 60)
+    return watch
+
+
+def _finish(watch: subprocess.Popen[str], timeout: float = 180) -> tuple[int, str]:
+    try:
+        out = watch.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        watch.kill()
+        out = watch.communicate()[0]
+        raise AssertionError(f"the watcher did not end: {out}") from None
+    return watch.returncode, out
+
+
+LOG_GONE_WITHIN_S = 60.0  # the review's goal (the watcher checks every 15 s; a loaded machine adds a few)
+
+
+def test_run_log_deleted_under_a_live_run_is_reported(launch_env: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    launch_env.spec["train"]["steps"] = 600  # runs until stopped
+    logs = Path(launch_env.spec["paths"]["logs"])
+    watch = _launch_and_watch(launch_env)
+    try:
+        log = next(logs.glob("verlctl-*.log"))
+        t_fault = time.time()
+        log.unlink()
+        gone = _wait_event(launch_env, "log_gone", LOG_GONE_WITHIN_S + 30)
+        latency = gone["time"] - t_fault
+        print(f"run log deleted -> log_gone event: {latency:.1f} s")
+        assert latency <= LOG_GONE_WITHIN_S, latency
+        assert "is gone (deleted or moved)" in gone["message"], gone
+        res = launch_env.cli("logs", "-n", "3")
+        assert res.code == 0 and "is gone (deleted or moved)" in res.err, res.err  # the trainer's own log
+        assert launch_env.cli("stop").code == 0
+        _code, out = _finish(watch)
+        assert "Traceback" not in out and "is gone" in out, out
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+        remove_container(docker_engine, launch_env.name)
+
+
+def test_log_disk_full_is_named(launch_env: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    launch_env.spec["train"]["steps"] = 600
+    logs = Path(launch_env.spec["paths"]["logs"])
+    mount_tmpfs(logs, "40k")
+    subprocess.run(["chmod", "0777", str(logs)], check=True)
+    try:
+        watch = _launch_and_watch(launch_env)
+        try:
+            gave_up = _wait_event(launch_env, "gave_up", 400)
+        finally:
+            code, out = _finish(watch)
+        assert gave_up["category"] == "disk_full", gave_up
+        assert "paths.logs" in gave_up["reason"] or "paths.logs" in out, (gave_up, out)
+        assert code == 1 and "Traceback" not in out, out
+        st = json.loads(launch_env.cli("status", "--json").out)
+        assert st["gave_up"]["category"] == "disk_full", st
+    finally:
+        remove_container(docker_engine, launch_env.name)
+        subprocess.run(["umount", "-l", str(logs)], check=False)
+
+
+FOLLOWERS = ('for p in /proc/[0-9]*; do tr "\\0" "\\n" < "$p/environ" 2>/dev/null | grep -q "^VERLCTL_FOLLOW=" '
+             '&& echo "${p#/proc/}"; done; exit 0')
+
+
+def test_a_sigtermed_watcher_leaves_no_follower_in_the_container(launch_env: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    launch_env.spec["train"]["steps"] = 600
+    watch = _launch_and_watch(launch_env)
+    try:
+        container = docker_engine.containers.get(launch_env.name)
+        deadline = time.monotonic() + 120
+        while not container.exec_run(["sh", "-c", FOLLOWERS]).output.split():  # the watcher's tail -F is up
+            assert time.monotonic() < deadline and watch.poll() is None, "no follower seen"
+            time.sleep(0.5)
+        # What `stop` does to a watcher that does not end by itself in time (and what a service manager does).
+        watch.terminate()
+        code, out = _finish(watch)
+        assert "Traceback" not in out and code == 143, (code, out)
+        left = container.exec_run(["sh", "-c", FOLLOWERS]).output.split()
+        assert left == [], f"followers left in the container: {left}"
+        res = launch_env.cli("stop")
+        assert res.code == 0, res.out + res.err
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+        remove_container(docker_engine, launch_env.name)
