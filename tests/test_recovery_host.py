@@ -150,7 +150,8 @@ def test_exit_137_without_device_oom_text_is_host_oom_and_never_adds_offload(hos
     assert gave_up["reason"].startswith("gave up: the host ran out of RAM"), gave_up
     assert "offload" not in " ".join(e.get("add_feature") or "" for e in events)
     st = host_runs.status(record)
-    assert st["state"] == "failed (watcher gave up)" and st["gave_up"]["category"] == "host_oom", st
+    assert st["state"] == "failed" and st["gave_up"]["category"] == "host_oom", st
+    assert st["state_why"].startswith("the watcher gave up: the host ran out of RAM"), st
     assert not (Path(record.scripts_dir) / "verlctl.env").exists()  # given up: no relaunch reads the key
 
 
@@ -166,7 +167,7 @@ def test_a_resume_that_trains_no_step_and_exits_0_is_a_failure(host_runs: HostRu
     assert "trained 0 steps" in failed["reason"] and "global_step_3" in failed["reason"], failed
     assert "finished" not in [e["event"] for e in events]
     st = host_runs.status(record)
-    assert st["state"] == "failed (watcher gave up)", st
+    assert st["state"] == "failed" and st["state_why"].startswith("the watcher gave up"), st
     assert "trained 0 steps" in st["gave_up"]["reason"]
     res = run_cli("status", record.run_id, env=host_runs.env(), timeout=120)
     assert "gave up: attempt 1 resumed from" in res.out, res.out
