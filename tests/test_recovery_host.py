@@ -430,3 +430,22 @@ def test_ray_daemons_exiting_after_training_finished_is_no_failure(host_runs: Ho
     assert res.code == 0, res.out + res.err
     assert "the Ray head of attempt" not in res.out, res.out
     assert [e["event"] for e in host_runs.events(record)][-1] == "finished"
+
+
+def test_a_launch_with_yes_says_that_training_resumes(tmp_path: Path) -> None:
+    # F6: --yes shows no checklist; the resume must still be said before anything starts. The launch itself
+    # then stops at the target's readiness check (a PATH with no bash or python3): what is printed before counts.
+    flags = write_run_files(tmp_path)
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "global_step_7" / "actor").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("7")
+    from test_check_cli import npu_smi_double
+
+    tools = npu_smi_double(tmp_path, "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
+    env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300", PATH=str(tools))
+    res = run_cli("launch", "--yes", *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")],
+                  "--set", "container.runtime=host", "--set", f"paths.checkpoints={ckpt}",
+                  "--set", f"paths.logs={tmp_path / 'logs'}", env=env)
+    out = res.out + res.err
+    assert res.code != 0 and "python3 is not available" in out, out
+    assert f"training resumes from global_step_7 in {ckpt}" in out, out

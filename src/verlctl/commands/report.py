@@ -30,8 +30,12 @@ def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
                 return fh.read(LOG_CAP_BYTES), str(log)
         except OSError as exc:
             raise VerlctlError(f"--log {log}: {exc.strerror or exc}", hint="give a readable log file") from exc
+    from verlctl.ops import runstate
     from verlctl.ops.inspect import read_tail, target
 
+    host_text = runstate.read_host_log(record, 0, LOG_CAP_BYTES)  # type: ignore[arg-type]
+    if host_text is not None:  # a host file (paths.logs): read also when the container is removed
+        return host_text.encode(), record.run_log  # type: ignore[attr-defined]
     try:
         ex, container = target(record)  # type: ignore[arg-type]
     except Exception as exc:  # an engine that cannot be reached: the report still shows the record
@@ -78,11 +82,11 @@ def report(
         d = diagnose_bytes(data, sink)
         findings = [f.to_dict() for f in d.findings]
         progress = d.progress
+    from verlctl.ops.inspect import run_states
+
     events = record.events()
-    state = "stopped" if record.stopped else "recorded"
-    last = next((e for e in reversed(events) if e.get("event") in ("finished", "failure", "gave_up", "stopped")), None)
-    if last is not None:
-        state = str(last.get("event")).replace("_", " ")
+    run_state = run_states([record])[record.run_id]
+    state = run_state.state
     facts = {
         "runtime": record.runtime,
         "container": record.container_name or record.container_id or "-",
@@ -90,6 +94,7 @@ def report(
         "verl version": record.verl_version,
         "checkpoints": record.checkpoints,
         "log": source,
+        "state": f"{run_state.state}: {run_state.why}",
     }
     if record.swanlab_url:
         facts["SwanLab"] = record.swanlab_url

@@ -279,7 +279,17 @@ def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
         return slurm_logs(record, follow, lines)
     ex, container = target(record)
     if ex is None:
-        raise VerlctlError(f"the run's container is {container.get('state')}: its log cannot be read")
+        from verlctl.ops import runstate
+
+        # The container is gone or stopped, but a log under paths.logs is a host file (mounted at the same path).
+        host_text = runstate.read_host_log(record, 0, TAIL_BYTES)
+        if host_text is None:
+            raise VerlctlError(f"the run's container is {container.get('state')}: its log cannot be read",
+                               hint=f"its log {record.run_log} is only inside the container")
+        out_lines = host_text.splitlines(keepends=True)
+        sys.stdout.write("".join(out_lines[-lines:] if lines else out_lines))
+        sys.stdout.flush()
+        return 0
     size = ex.file_size(record.run_log)
     if size is None:
         raise VerlctlError(f"no log at {record.run_log} yet")
@@ -671,12 +681,17 @@ def step_series(run_id: str | None) -> dict[str, Any]:
     """The charted metrics over the steps in the newest PLOT_BYTES of the run's log (``status --plot``)."""
     from verlctl.monitor.charts import SeriesSink
     from verlctl.monitor.diagnose import diagnose_bytes
+    from verlctl.ops import runstate
 
     record = resolve_run(run_id)
-    ex, container = target(record)
-    if ex is None:
-        return {"available": False, "why": f"the run's container is {container.get('state')}", "series": {}}
-    text = read_tail(ex, record.run_log, PLOT_BYTES)
+    host_text = runstate.read_host_log(record, 0, PLOT_BYTES)
+    if host_text is not None:
+        text = host_text
+    else:
+        ex, container = target(record)
+        if ex is None:
+            return {"available": False, "why": f"the run's container is {container.get('state')}", "series": {}}
+        text = read_tail(ex, record.run_log, PLOT_BYTES)
     sink = SeriesSink()
     diagnose_bytes(text.encode("utf-8", errors="replace"), sink)
     return {"available": True, "why": None, "series": sink.series()}

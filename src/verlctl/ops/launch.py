@@ -242,6 +242,8 @@ class Launcher:
             shown = [f for f in the_plan.findings if f.severity is Severity.WARNING]
             if shown:
                 self._print_findings(shown)
+            if resume_point(spec.paths.checkpoints) is not None:  # said in the checklist, not shown with --yes
+                self.report.note(resume_action(spec.paths.checkpoints))
         return self._execute(the_plan, run_id)
 
     def _print_findings(self, findings: list[Finding]) -> None:
