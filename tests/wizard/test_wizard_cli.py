@@ -84,10 +84,11 @@ def answer_every_round(child: pexpect.spawn, model: Path) -> None:
 
 
 def checklist_parts() -> list[str]:
-    return ["Hardware", "cluster.devices", "Container", "exp-tty", DEFAULT_IMAGE, "Paths", "/ckpt/wizard",
-            "Hyperparameters", "Features", "swap_optimizer", "Logging", "**********", "Summary",
+    # the checklist at a glance (issue 24): what differs from the defaults, then the Summary with sources
+    return ["Settings that differ from the defaults", "exp-tty", DEFAULT_IMAGE, "/ckpt/wizard",
+            "Features", "swap_optimizer", "**********", "Summary",
             "NPU × 8 per node", "steps 6, batch 32, lr 1e-06, TP 2, PP 2, n 8", "key **********",
-            "verl 0.7.0", "detected", "typed", "default",
+            "verl 0.7.0", "detected", "typed",
             "These actions will be taken, in order", "the SwanLab API key is not written to the file"]
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import JsonOut, SpecFile, SpecFlags, check_seconds, with_spec_flags
+from verlctl.commands.options import JsonOut, SpecFile, SpecFlags, Verbose, check_seconds, with_spec_flags
 
 RunId = Annotated[Optional[str], typer.Argument(help="Run id or prefix (default: the newest run).")]  # noqa: UP045
 
@@ -51,6 +51,7 @@ def launch(
     gres: Annotated[
         Optional[str], typer.Option(help="--backend slurm: GRES name[:type] of the devices.")  # noqa: UP045
     ] = None,
+    verbose: Verbose = False,
 ) -> int:
     """Prepare the container, start training and verify it started (asks first unless --yes)."""
     from verlctl.errors import VerlctlError
@@ -76,7 +77,7 @@ def launch(
         raise VerlctlError(f"{given[0]} is a Slurm option: add --backend slurm")
     return launch_flow(
         config, flags[0], flags[1], yes=yes, dry_run=dry_run, out=out, pull=pull, watch=watch, notify_cmd=notify_cmd,
-        verify_timeout=verify_timeout, ask_all=ask_all, as_json=as_json,
+        verify_timeout=verify_timeout, ask_all=ask_all, as_json=as_json, verbose=verbose,
     )
 
 

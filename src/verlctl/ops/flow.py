@@ -23,6 +23,7 @@ def launch_flow(
     verify_timeout: float,
     ask_all: bool,
     as_json: bool = False,
+    verbose: bool = False,
 ) -> int:
     """Launch (``launch``, ``quickstart``). With ``as_json`` nothing is asked, the progress lines go to
     stderr and one object goes to stdout: ``outcome`` ("launched", "dry_run", or "error" beside the error
@@ -58,7 +59,7 @@ def launch_flow(
         from verlctl.wizard.flow import confirm_launch
 
         # The answers can be saved as a spec file (offered after the launch question) when rounds were asked.
-        confirm = confirm_launch(console, resolved, offer_save=asked)
+        confirm = confirm_launch(console, resolved, offer_save=asked, verbose=verbose)
     options = LaunchOptions(yes=yes, dry_run=dry_run, pull=pull, verify_timeout=verify_timeout, out_dir=out)
     launcher = Launcher(resolved, options, console, confirm=confirm)
     try:

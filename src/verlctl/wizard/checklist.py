@@ -11,9 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from verlctl.checks.findings import Finding
-from verlctl.report import MASK, display, print_checklist, print_findings, print_words
+from verlctl.report import MASK, display, print_checklist, print_findings, print_glance, print_words
 from verlctl.spec.resolve import ResolvedSpec
 from verlctl.verl.compose import TrainingCommand
+
+#: The settings the Summary shows with their source (the at-a-glance list leaves them out).
+SUMMARY_PATHS = ("cluster.devices", "cluster.nodes", "container.name", "container.image", "paths.model",
+                 "paths.train_files", "paths.val_files", "paths.checkpoints")
+
+
+def glance(console: Any, resolved: ResolvedSpec, command: TrainingCommand, verbose: bool = False) -> None:
+    """The checklist before the Summary: the full table (``verbose``) or what differs from the defaults."""
+    if verbose:
+        print_checklist(console, resolved, command)
+    else:
+        print_glance(console, resolved, command, SUMMARY_PATHS)
 
 
 def summary_lines(resolved: ResolvedSpec, command: TrainingCommand) -> list[tuple[str, str]]:
@@ -63,18 +75,22 @@ def _where(spec: Any) -> str:
     return "on the host" + (", mounted at the same path" if spec.container.runtime == "docker" else "")
 
 
-def show_checklist(console: Any, resolved: ResolvedSpec, command: TrainingCommand, findings: list[Finding],
-                   actions: list[str]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+def print_summary(console: Any, resolved: ResolvedSpec, command: TrainingCommand) -> None:
+    """Seed 1's "Configuration Confirmation" items, one line each (wrapped between words)."""
+    console.print("[bold]Summary[/bold]", highlight=False)
+    rows = summary_lines(resolved, command)
+    width = max(len(what) for what, _ in rows)
+    for what, value in rows:
+        print_words(console, f"  {what:<{width}}  {value}", 0, width + 4)
 
-    print_checklist(console, resolved, command)
-    table = Table(title="Summary", title_justify="left", show_header=False, expand=False)
-    table.add_column("what", style="bold")
-    table.add_column("value", overflow="fold")
-    for what, value in summary_lines(resolved, command):
-        table.add_row(what, escape(value))
-    console.print(table)
+
+def show_checklist(console: Any, resolved: ResolvedSpec, command: TrainingCommand, findings: list[Finding],
+                   actions: list[str], verbose: bool = False) -> None:
+    """The checklist: by default what differs from the defaults (``verbose``: the full table of every
+    value), the Summary, the findings and the actions. Lines break between words only (a long path stays
+    whole on its own line)."""
+    glance(console, resolved, command, verbose)
+    print_summary(console, resolved, command)
     print_findings(console, findings)
     console.print("[bold]These actions will be taken, in order (nothing has been done yet):[/bold]")
     for i, a in enumerate(actions, 1):

@@ -229,7 +229,7 @@ def _offer_save(console: Any, prompter: Prompter, resolved: ResolvedSpec, defaul
 
 
 def confirm_launch(console: Any, resolved: ResolvedSpec, prompter: Prompter | None = None,
-                   offer_save: bool = True) -> Callable[[Any, list[str]], bool]:
+                   offer_save: bool = True, verbose: bool = False) -> Callable[[Any, list[str]], bool]:
     """The Launcher's blocking confirmation: the checklist, the actions, then "Launch?" (default no)."""
     the_prompter = prompter or Prompter()
 
@@ -237,7 +237,7 @@ def confirm_launch(console: Any, resolved: ResolvedSpec, prompter: Prompter | No
         from verlctl.wizard.checklist import show_checklist
 
         try:
-            show_checklist(console, resolved, plan.command, plan.findings, actions)
+            show_checklist(console, resolved, plan.command, plan.findings, actions, verbose=verbose)
             go = the_prompter.confirm("Launch with these settings?", default=False)
             if offer_save:
                 _offer_save(console, the_prompter, resolved)
@@ -251,7 +251,8 @@ def confirm_launch(console: Any, resolved: ResolvedSpec, prompter: Prompter | No
 def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str], *, out: Path, ask_all: bool,
               yes: bool, force: bool, detect: bool, machine_file: Path | None, scan_roots: list[str] | None,
               budget_s: float, console: Any = None, prompter: Prompter | None = None,
-              interactive: bool | None = None, environ: Mapping[str, str] | None = None) -> int:
+              interactive: bool | None = None, environ: Mapping[str, str] | None = None,
+              verbose: bool = False) -> int:
     """``verlctl init``: ask, show the checklist, write the spec (the only thing it writes)."""
     from verlctl.plan import make_plan
     from verlctl.spec.resolve import load_spec
@@ -303,7 +304,7 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
 
         findings = Answers(config, flags, names, environ).findings(resolved)
         console.print("\n[bold]Checklist[/bold]")
-        show_checklist(console, resolved, plan.command, findings, init_actions(resolved, out))
+        show_checklist(console, resolved, plan.command, findings, init_actions(resolved, out), verbose=verbose)
         if any(f.severity is Severity.ERROR for f in findings):
             raise VerlctlError("the spec has errors (listed above): nothing was written")
         if not prompter.confirm(f"Write the spec to {out}?", default=False):
