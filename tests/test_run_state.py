@@ -226,3 +226,17 @@ def test_the_host_log_is_never_read_through_a_planted_symlink(tmp_path: Path) ->
     link.write_text("a\nb\n" + "c" * 100 + "\n")
     assert runstate.read_host_log(rec, 0, 50) == ""  # the cut first line is dropped
     assert runstate.read_host_log(rec, 2) == "b\n" + "c" * 100 + "\n"
+
+
+def test_status_without_a_reachable_engine_still_reads_the_record_and_the_host_log(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    run_id = "20261201-084000-noengine-a7a7"
+    log = tmp_path / "logs" / f"verlctl-{run_id}.log"
+    log.parent.mkdir()
+    log.write_text("step:1 - x:1\n[verlctl 08:50:00] training finished\n")
+    write_run(state, run_id, log, runtime="docker", events=[started(1)])
+    res = run_cli("status", run_id, "--json", env=clean_env(VERLCTL_STATE_DIR=str(state),
+                                                           DOCKER_HOST="unix:///nonexistent/docker.sock"))
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["container"]["state"].startswith("unreachable") and doc["state"] == "finished", doc

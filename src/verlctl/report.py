@@ -6,14 +6,12 @@ Secrets are shown masked; every value is shown with its source.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import SecretStr
-
-from verlctl.checks.findings import Finding, Severity
-from verlctl.spec.resolve import ResolvedSpec
-from verlctl.verl.compose import TrainingCommand
-from verlctl.verl.environment import SECRET_ENV
+if TYPE_CHECKING:  # imported where used: `list` / `status` print through this module and must start fast
+    from verlctl.checks.findings import Finding
+    from verlctl.spec.resolve import ResolvedSpec
+    from verlctl.verl.compose import TrainingCommand
 
 MASK = "**********"
 
@@ -36,10 +34,14 @@ MAX_SECTION_ROWS = 60
 
 
 def masked_env(env: dict[str, str]) -> dict[str, str]:
+    from verlctl.verl.environment import SECRET_ENV
+
     return {k: (MASK if k in SECRET_ENV and v else v) for k, v in env.items()}
 
 
 def display(value: Any) -> str:
+    from pydantic import SecretStr
+
     if isinstance(value, SecretStr):
         return MASK if value.get_secret_value() else "(empty)"
     if value is None:
@@ -71,6 +73,8 @@ def plan_json(resolved: ResolvedSpec, command: TrainingCommand, findings: list[F
 
 
 def _json_value(value: Any) -> Any:
+    from pydantic import SecretStr
+
     if isinstance(value, SecretStr):
         return MASK if value.get_secret_value() else None
     try:
@@ -87,6 +91,8 @@ def print_findings(console: Any, findings: list[Finding]) -> None:
         console.print("[green]no findings[/green]")
         return
     from rich.text import Text
+
+    from verlctl.checks.findings import Severity
 
     style = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
     for f in findings:
@@ -170,6 +176,8 @@ _OFF_WHEN_SWANLAB_OFF = ("logging.swanlab.",)
 def changed_rows(resolved: ResolvedSpec, skip: tuple[str, ...] = ()) -> list[tuple[str, str, str, str]]:
     """(section, setting, value, source) of every value that differs from the spec's default, in checklist
     order. What equals its default is only in the full table (``--verbose``) and in spec.resolved.yaml."""
+    from pydantic import SecretStr
+
     from verlctl.spec.model import RunSpec
     from verlctl.spec.sources import flatten
 

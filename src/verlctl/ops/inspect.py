@@ -104,7 +104,11 @@ def run_status(run_id: str | None) -> dict[str, Any]:
     from verlctl.ops import runstate
 
     events = record.events()
-    ex, container = target(record)
+    try:
+        ex, container = target(record)
+    except VerlctlError as exc:  # no engine: the record and a host log still tell most of the story
+        ex, container = None, {"name": record.container_name, "id": record.container_id,
+                               "state": f"unreachable: {exc.message}"}
     ref = record.ref
     verdict = ex.verdict(ref) if ex is not None and ref is not None else None
     alive = bool(verdict and verdict["owned"])
@@ -159,8 +163,9 @@ def run_status(run_id: str | None) -> dict[str, Any]:
     if launch_failed and not doc["last_error"]:
         doc["last_error"] = {"category": "launch_failed", "message": launch_failed.get("error")}
     _watcher_outcome(record, doc, events)
-    # A removed or stopped container has no process left: the group has ended.
-    probed = (alive if ex is not None else False) if ref is not None else None
+    # A removed or stopped container has no process left: the group has ended (unknown when unreachable).
+    reachable = not str(container.get("state") or "").startswith("unreachable")
+    probed = (alive if ex is not None else (False if reachable else None)) if ref is not None else None
     st = runstate.decide(record, events, live, text, alive=probed, watcher=doc["watcher"]["alive"],
                          progress=doc["progress"])
     doc["state"], doc["state_why"] = st.state, st.why
