@@ -53,7 +53,8 @@ def summary_lines(resolved: ResolvedSpec, command: TrainingCommand) -> list[tupl
         ("val data", f"{display(spec.paths.val_files)} ({src('paths.val_files')})"),
         ("checkpoints", f"{spec.paths.checkpoints} ({src('paths.checkpoints')}): {_where(spec)}"),
         ("hyperparameters", f"steps {t.steps}, batch {t.train_batch_size}, lr {t.lr:g}, TP {t.tensor_parallel}, "
-                            f"PP {t.pipeline_parallel}, n {t.responses_per_prompt}"),
+                            + (f"PP {t.pipeline_parallel}, " if spec.strategy == "megatron" else "")
+                            + f"n {t.responses_per_prompt}"),
     ]
     on = [n for n, s in command.features.items() if s.on and s.applicable]
     rows.append(("features", ", ".join(on) or "none"))

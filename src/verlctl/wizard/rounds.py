@@ -206,10 +206,17 @@ def round_basic(ctx: RoundContext) -> None:
         rows = mv.device_rows(ctx.machine)
         current: list[int] = list(a.value("cluster.devices"))
         if rows:
+            # A busy or unhealthy device (maybe a colleague's job) is never pre-selected: choosing it is explicit.
             opts: list[Option | Heading] = [
-                Option(r.label + (f"  [{r.problem}]" if r.problem else ""), str(r.id), checked=r.id in current)
+                Option(r.label + (f"  [{r.problem}]" if r.problem else ""), str(r.id),
+                       checked=r.id in current and r.free)
                 for r in rows
             ]
+            if not any(r.free for r in rows):
+                ctx.note(f"no {rows[0].kind} is free (each is busy or unhealthy, marked below): none is "
+                         "pre-selected; select the ones to share only if you know whose work runs there")
+            elif any(not r.free and r.id in current for r in rows):
+                ctx.note("busy or unhealthy devices are not pre-selected (marked below)")
             chosen = p.checkbox(
                 f"{rows[0].kind}s to train on", opts,
                 check=lambda sel: None if sel else "choose at least one device",
@@ -417,8 +424,14 @@ def _ask_image(ctx: RoundContext) -> None:
     current = a.value("container.image")
     opts: list[Option | Heading] = [Option(f"{tag}  (local)", f"i:{tag}") for tag in local]
     opts.append(Option("Type an image reference…", TYPE))
-    if DEFAULT_IMAGE not in local:
+    # The default image is Ascend's (910B): never the default on a GPU host, which must name its own.
+    gpu = a.value("device") == "gpu"
+    if DEFAULT_IMAGE not in local and not gpu:
         opts.append(Option(f"Pull the default: {DEFAULT_IMAGE}", "pull"))
+    if gpu and current == DEFAULT_IMAGE:
+        ctx.note("a GPU host: the default image is Ascend's; give an image with verl for your GPUs "
+                 "(e.g. one of verl's own verlai/verl images)")
+        current = ""
     if current in local:
         default = f"i:{current}"
     elif current == DEFAULT_IMAGE:
@@ -678,10 +691,15 @@ def round_hyperparameters(ctx: RoundContext) -> None:
     a, p = ctx.answers, ctx.prompter
     ctx.header(5, "Training hyperparameters")
     for i, h in enumerate(HYPERS):
+        if h.path == "train.pipeline_parallel" and a.value("strategy") != "megatron":
+            ctx.note(f"no pipeline parallel size to choose: {a.value('strategy')} has no pipeline parallelism "
+                     "(PP is Megatron's)")
+            continue
         if not a.ask(h.path):
             ctx.show_given(h.label, h.path)
             continue
-        later = {x.path for x in HYPERS[i + 1 :] if a.ask(x.path)}
+        later = {x.path for x in HYPERS[i + 1 :] if a.ask(x.path)
+                 and (x.path != "train.pipeline_parallel" or a.value("strategy") == "megatron")}
         # TP is asked before PP: check TP alone (PP 1) and leave the TP*PP product to the PP question.
         relax: dict[str, Any] = {"train.pipeline_parallel": 1} if "train.pipeline_parallel" in later else {}
         fields = h.fields
