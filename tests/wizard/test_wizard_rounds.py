@@ -324,3 +324,42 @@ def test_a_given_value_at_fault_does_not_trap_other_questions(tmp_path: Path) ->
     assert r.spec.features.mask == "1000001"
     assert r.spec.train.pipeline_parallel == 2 and src(r, "train.pipeline_parallel") is Source.TYPED
     assert make_plan(r).ok
+
+
+# ------------------------------------------------------------------ issue 24: the wizard asks what matters
+
+
+def test_busy_devices_are_never_pre_selected_and_choosing_one_is_explicit(tmp_path: Path) -> None:
+    # U18: the busy 910B1 capture (both NPUs busy): nothing is checked; Enter alone is refused.
+    w = make_world(tmp_path, npu=NPU_BUSY)
+    keys = (ENTER + ENTER + SPACE + ENTER          # single node; Enter refused (nothing checked); NPU 0
+            + ENTER * 15                          # model .. steps, batch, lr
+            + CLEAR + "1" + ENTER + CLEAR + "1" + ENTER + ENTER)  # one NPU: TP 1, PP 1; n
+    d = drive(keys, w.machine)
+    assert "choose at least one device" in reasons(d), reasons(d)
+    assert "none is pre-selected" in d.text, d.text
+    assert d.resolved.spec.cluster.devices == [0]
+
+
+def test_fsdp_is_not_asked_a_pipeline_parallel_size(tmp_path: Path) -> None:
+    # U8: FSDP has no pipeline parallelism; the Summary says no PP either.
+    from verlctl.wizard.checklist import summary_lines
+
+    w = make_world(tmp_path)
+    d = drive(ENTER * 19, w.machine, flags={"strategy": "fsdp"}, names={"strategy": "--strategy"})
+    assert "Pipeline parallel size (PP)" not in d.prompter.asked
+    assert d.prompter.asked[-1] == "Responses per prompt (n)"
+    assert "no pipeline parallel size to choose: fsdp has no pipeline parallelism" in d.text
+    hyper = dict(summary_lines(d.resolved, make_plan(d.resolved).command))["hyperparameters"]
+    assert "PP" not in hyper and "TP 4" in hyper
+
+
+def test_a_gpu_host_gets_no_ascend_image_default(tmp_path: Path) -> None:
+    # U19: device gpu: the image question offers no "Pull the default" (Ascend 910B) and asks for a reference.
+    w = make_world(tmp_path, images=False)
+    image = "verlai/verl:app-verl0.7-vllm0.10"
+    keys = ENTER * 8 + ENTER + image + ENTER + ENTER + ENTER * 20
+    d = drive(keys, w.machine, flags={"device": "gpu"}, names={"device": "--set device"})
+    assert "Image reference" in d.prompter.asked, d.prompter.asked
+    assert d.resolved.spec.container.image == image
+    assert "Pull the default" not in d.text
