@@ -62,6 +62,9 @@ def report(
     run_id: str = typer.Argument(None, help="Run id (or a unique prefix); default: the newest run."),
     out: Path = typer.Option(..., "--out", "-o", help="HTML file to write (one self-contained page)."),
     log: Path = typer.Option(None, "--log", help="Read the run's log from this file instead of its target."),
+    smooth: int = typer.Option(0, "--smooth", help="Also draw the moving average over this many steps (0: none)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the file written, its state, "
+                                                       "steps charted, findings)."),
 ) -> None:
     """Write one self-contained HTML page for a run: its spec, timeline, restarts, diagnosis and charts."""
     from verlctl.monitor.charts import SeriesSink
@@ -69,19 +72,30 @@ def report(
     from verlctl.monitor.report_html import ReportData, render
     from verlctl.runtime.records import resolve_run
 
+    if smooth < 0:
+        raise VerlctlError(f"--smooth {smooth}: give a number of steps, 0 for none")
     record = resolve_run(run_id)
     try:
         spec_yaml = _read_capped(record.dir / record.spec_file, SPEC_CAP_BYTES)
     except OSError as exc:
         spec_yaml = f"(the resolved spec could not be read: {exc.strerror or exc})"
+    from verlctl.ops import runstate
+
     data, source = _log_bytes(record, log)
     sink = SeriesSink()
     findings: list[dict[str, object]] = []
     progress = None
     if data is not None:
         d = diagnose_bytes(data, sink)
-        findings = [f.to_dict() for f in d.findings]
         progress = d.progress
+        findings = [f.to_dict() for f in d.findings]
+        offset = record.attempts[-1].log_offset if len(record.attempts) > 1 and log is None else 0
+        if offset:  # the current attempt's errors: an earlier one's, dealt with by recovery, is listed as such
+            from verlctl.monitor.summary import diagnose_text
+
+            current = runstate.read_host_log(record, offset, LOG_CAP_BYTES)
+            if current is not None:
+                findings = [f.to_dict() for f in diagnose_text(current).findings]
     from verlctl.ops.inspect import run_states
 
     events = record.events()
@@ -111,9 +125,22 @@ def report(
             progress=progress,
             facts=facts,
             generated_at=time.time(),
+            markers=runstate.restart_markers(events),
+            recovered=runstate.recoveries(events),
+            smooth=smooth,
+            log_read=data is not None,
         )
     )
     _write_atomic(out, page)
+    if as_json:
+        import json
+        import sys
+
+        sys.stdout.write(json.dumps({"written": str(out), "bytes": len(page), "run_id": record.run_id,
+                                     "state": run_state.state, "state_why": run_state.why,
+                                     "steps_charted": len(sink.steps), "log": source,
+                                     "findings": findings}, indent=2, default=str) + "\n")
+        return
     typer.echo(f"wrote {out} ({len(page) // 1024} KiB; {len(sink.steps)} steps charted)")
 
 

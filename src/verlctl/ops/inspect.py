@@ -699,7 +699,8 @@ def step_series(run_id: str | None) -> dict[str, Any]:
         text = read_tail(ex, record.run_log, PLOT_BYTES)
     sink = SeriesSink()
     diagnose_bytes(text.encode("utf-8", errors="replace"), sink)
-    return {"available": True, "why": None, "series": sink.series()}
+    return {"available": True, "why": None, "series": sink.series(),
+            "markers": runstate.restart_markers(record.events())}
 
 
 def print_plots(doc: dict[str, Any], width: int) -> None:
@@ -711,7 +712,9 @@ def print_plots(doc: dict[str, Any], width: int) -> None:
     if not doc["available"]:
         console.print(f"no charts: {doc['why']}", highlight=False, markup=False)
         return
+    markers = [tuple(m) for m in doc.get("markers") or []]
     for spec in CHARTS:
-        console.print(text_chart(spec, doc["series"].get(spec.name, []), width=width), highlight=False, markup=False)
+        console.print(text_chart(spec, doc["series"].get(spec.name, []), width=width, markers=markers),
+                      highlight=False, markup=False)
         console.print()
 

@@ -233,3 +233,28 @@ def recoveries(events: list[dict[str, Any]]) -> list[str]:
             tail = f", resuming from {str(resumed).rstrip('/').rsplit('/', 1)[-1]}" if resumed else ""
             out.append(f"attempt {attempt + 1} {did} after {what}{at}{tail}")
     return out
+
+
+def restart_markers(events: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """(step, "attempt 2: offload added after out of memory") per automatic restart, for the charts: the step
+    the next attempt resumed from (its checkpoint), else the step the failure was seen at, else 0."""
+    out: list[tuple[int, str]] = []
+    attempt = 1
+    last_alert: dict[str, Any] | None = None
+    for e in events:
+        kind = e.get("event")
+        if kind == "started":
+            with contextlib.suppress(TypeError, ValueError):
+                attempt = int(e.get("attempt") or attempt)
+            last_alert = None
+        elif kind == "alert":
+            last_alert = e
+        elif kind == "recovery":
+            category = str(e.get("category") or "")
+            what = CATEGORY_WORDS.get(category, category.replace("_", " ") or "a failure")
+            m = re.search(r"global_step_(\d+)", str(e.get("resumed_from") or ""))
+            step = int(m.group(1)) if m else (last_alert or {}).get("step")
+            added = e.get("add_feature")
+            did = f"{added} added" if added else "restarted"
+            out.append((step if isinstance(step, int) else 0, f"attempt {attempt + 1}: {did} after {what}"))
+    return out
