@@ -421,3 +421,30 @@ def test_the_report_draws_ticks_restart_markers_and_smoothing_in_chromium(tmp_pa
     assert drawn((0x2F, 0x6F, 0xDE)), "the series line"
     assert drawn((0xD9, 0x48, 0x0F)), "the restart marker"
     assert drawn((0x0B, 0x8A, 0x5C)), "the moving average"
+
+
+def test_bundle_replaces_this_hosts_and_the_runs_own_names_by_default_and_says_which(tmp_path: Path) -> None:
+    # N6: the node's own name and addresses stay out of a shared bundle without --private; the manifest and
+    # the output say which kinds were replaced (never the names themselves); --json says it too.
+    import socket
+
+    run_id = _make_run(tmp_path)
+    host = socket.gethostname()
+    with open(tmp_path / "train.log", "a", encoding="utf-8") as fh:
+        fh.write(f"[verlctl 08:40:00] node {host}: Ray head at 198.51.100.7:37766, 8 x NPU\n"
+                 "Local node IP: 198.51.100.7\n")
+    out = tmp_path / "b.tar.gz"
+    r = run_cli("bundle", run_id, "-o", str(out), "--json", env=_env(tmp_path))
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    files = _bundle_members(out)
+    blob = "\n".join(files.values())
+    assert "198.51.100.7" not in blob and f"node {host}:" not in blob
+    kinds = set(doc["replaced_hosts"].values())
+    assert "this host's name" in kinds and "a node name or address in the run's log" in kinds, doc
+    manifest = json.loads(files["manifest.json"])
+    assert manifest["replaced_hosts"] == doc["replaced_hosts"] and doc["written"] == str(out)
+    text = run_cli("bundle", run_id, "-o", str(tmp_path / "c.tar.gz"), env=_env(tmp_path))
+    assert "replaced host names and addresses: <private-host-" in text.out, text.out
+    kept = run_cli("bundle", run_id, "-o", str(tmp_path / "d.tar.gz"), "--keep-host-names", env=_env(tmp_path))
+    assert kept.code == 0 and "198.51.100.7" in _bundle_members(tmp_path / "d.tar.gz")["log-tail.txt"]

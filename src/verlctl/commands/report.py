@@ -148,11 +148,17 @@ def bundle(
     run_id: str = typer.Argument(None, help="Run id (or a unique prefix); default: the newest run."),
     out: Path = typer.Option(..., "--out", "-o", help="Archive to write (.tar.gz)."),
     private: list[str] = typer.Option(
-        [], "--private", help="A host name or address to replace with <private-host-N> everywhere (repeatable)."
+        [], "--private", help="Another host name or address to replace with <private-host-N> (repeatable); "
+                              "this host's and the run's own names and addresses are replaced already."
     ),
+    keep_hosts: bool = typer.Option(False, "--keep-host-names", help="Do not replace this host's and the run's "
+                                                                     "own names and addresses."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the file, its files, what was "
+                                                       "unavailable, which host names were replaced)."),
 ) -> None:
     """Write a diagnostic bundle for a bug report: spec, scripts, versions, log tail, diagnosis, device and Ray
-    snapshots, events, image digest; secrets, private host names and home directories removed."""
+    snapshots, events, image digest; secrets and home directories removed, and this host's and the run's host
+    names and addresses replaced (the manifest says which kinds were)."""
     from verlctl.monitor import bundle as b
     from verlctl.ops.inspect import target
     from verlctl.runtime.records import resolve_run
@@ -174,10 +180,23 @@ def bundle(
         except Exception:  # docker.errors.ImageNotFound, an engine gone: recorded as unknown
             digest = None
     data = b.collect(record, ex, container, digest)
-    scrub = b.Scrubber.from_env(private)
+    own = {} if keep_hosts else b.own_hosts(record, [data.files.get("log-tail.txt", "")])
+    scrub = b.Scrubber.from_env(private, own=own)
     try:
         size = b.write(data, scrub, out, root=f"verlctl-bundle-{record.run_id}")
     except OSError as exc:
         raise VerlctlError(f"--out {out}: {exc.strerror or exc}", hint="write into an existing, writable directory") from exc
+    if as_json:
+        import json
+        import sys
+
+        sys.stdout.write(json.dumps({"written": str(out), "bytes": size, "files": sorted(data.files),
+                                     "unavailable": data.unavailable, "replaced_hosts": scrub.replaced},
+                                    indent=2) + "\n")
+        return
     missing = f"; unavailable: {', '.join(sorted(data.unavailable))}" if data.unavailable else ""
     typer.echo(f"wrote {out} ({size // 1024} KiB, {len(data.files) + 1} files{missing})")
+    if scrub.replaced:
+        typer.echo("replaced host names and addresses: " + "; ".join(f"{k} = {v}" for k, v in scrub.replaced.items()))
+    else:
+        typer.echo("replaced no host name or address (none of this host's or the run's appears in the bundle)")

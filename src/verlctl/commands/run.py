@@ -96,7 +96,7 @@ def quickstart(
     from verlctl.ops.flow import launch_flow
 
     return launch_flow(None, {}, {}, yes=True, dry_run=dry_run, out=None, pull=pull, watch=watch, notify_cmd=None,
-                       verify_timeout=300.0, ask_all=False, as_json=as_json)
+                       verify_timeout=300.0, ask_all=False, as_json=as_json, quickstart=True)
 
 
 def status(
