@@ -43,3 +43,22 @@ def test_quickstart_hints_name_the_variable_of_a_spec_key() -> None:
     hint = in_env_words("pass --pull (or set container.pull: true), or choose a local image with container.image")
     assert hint is not None and "VERLCTL_CONTAINER__IMAGE (container.image)" in hint
     assert not re.search(r"(?<![(\w])container\.image(?!\))", hint), hint
+
+
+def test_generated_scripts_and_findings_use_the_users_words(tmp_path: Path) -> None:
+    # F9: not "the upper/lower script" or "the seed's rule": say what each script does and whose rule it is.
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "out"
+    res = run_cli("plan", "-c", str(root / "examples" / "run.yaml"), "-o", str(out), "--json",
+                  "--set", "train.tensor_parallel=2", "--set", "train.pipeline_parallel=2",
+                  "--set", "train.rollout_tensor_parallel=4",
+                  env=clean_env(), cwd=root)
+    assert res.code == 0, res.err
+    texts = [p.read_text() for p in out.iterdir()] + [res.out]
+    codes = {f["code"] for f in __import__("json").loads(res.out)["findings"]}
+    assert {"seed_rule_tp_pp_per_node", "seed_rule_gen_tp"} <= codes, codes  # the findings are there ...
+    for text in texts:  # ... in words a user knows
+        low = text.lower()
+        assert "upper script" not in low and "lower script" not in low and "the seed" not in low, text[:300]
+    start = (out / "start_verl.sh").read_text().splitlines()[1]
+    assert "starts Ray on this node, then the training (run_training.sh)" in start

@@ -380,10 +380,10 @@ class TrainSpec(_Strict):
     test_freq: int = Field(default=10, ge=-1, description="Validate every N steps (-1: never).")
     val_before_train: bool = Field(default=False, description="Validate before the first step.")
     trainer_devices: PositiveInt | None = Field(
-        default=None, description="one_step_off_policy: training devices per node (seed TRAINER_GPUS, default 4)."
+        default=None, description="one_step_off_policy: training devices per node (TRAINER_GPUS, default 4)."
     )
     rollout_devices: PositiveInt | None = Field(
-        default=None, description="one_step_off_policy: rollout devices per node (seed ROLLOUT_GPUS, default 4)."
+        default=None, description="one_step_off_policy: rollout devices per node (ROLLOUT_GPUS, default 4)."
     )
     rollout_nodes: PositiveInt | None = Field(
         default=None,
@@ -430,7 +430,7 @@ class FeaturesSpec(_Strict):
 
 class SwanlabSpec(_Strict):
     enabled: bool | None = Field(
-        default=None, description="Log to SwanLab. Default: on when a host is configured (seed behaviour)."
+        default=None, description="Log to SwanLab. Default: on when a host is configured."
     )
     host: str | None = Field(default=None, description="SwanLab server, e.g. http://192.168.1.100:8000 (required).")
     api_key: SecretStr | None = Field(
@@ -562,7 +562,7 @@ class RunSpec(_Strict):
     """Everything that defines a verl run. See examples/run.yaml for an annotated example."""
 
     verl_version: VerlVersion = Field(
-        default="0.7.0", description="Target verl version (0.7.0: the seed image; 0.9.1; auto: the container's)."
+        default="0.7.0", description="Target verl version (0.7.0: the default image's; 0.9.1; auto: the container's)."
     )
     algorithm: Algorithm = Field(default="dapo")
     mode: Mode = Field(default="sync", description="sync (colocated) or one_step_off_policy (split devices).")
