@@ -72,7 +72,8 @@ def test_accepting_every_prefill_creates_a_new_container_and_types_nothing(tmp_p
     assert src(r, "container.name") is Source.DEFAULT and src(r, "container.image") is Source.DETECTED
     assert spec.cluster.socket_ifname == "eth0"
     assert spec.logging.swanlab.enabled is False
-    assert spec.features.mask is None and spec.features.enable == []
+    # the answered mask is kept as answered (issue 24, U6), not folded back into "default features"
+    assert spec.features.mask == "1100000" and spec.features.enable == []
     assert (spec.train.steps, spec.train.train_batch_size, spec.train.lr) == (4, 32, 1e-6)
     assert (spec.train.tensor_parallel, spec.train.pipeline_parallel, spec.train.responses_per_prompt) == (4, 2, 8)
     assert not [p for p, o in r.origins.items() if o.source is Source.TYPED]
@@ -242,16 +243,32 @@ def test_whole_spec_check_after_the_rounds_reasks_the_round_that_can_fix_a_given
     assert make_plan(d.resolved).ok
 
 
-def test_ctrl_c_at_any_question_raises_interrupted_with_exit_130(tmp_path: Path) -> None:
+def test_ctrl_c_at_any_question_raises_interrupted_with_exit_130_and_keeps_the_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
     from verlctl.wizard.prompter import WizardInterrupted
 
+    monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
+    kept = tmp_path / "state" / "wizard" / "interrupted.yaml"
     w = make_world(tmp_path)
     for before in (0, 1, 5, 12):
         with pytest.raises(WizardInterrupted) as info:
             drive(ENTER * before + CTRL_C, w.machine)
         assert info.value.code == 130
-        assert info.value.message == "interrupted: nothing was changed"
         assert len(info.value.driven.prompter.asked) == before + 1  # type: ignore[attr-defined]
+        if before == 0:
+            assert info.value.message == "interrupted: nothing was changed" and not kept.exists()
+            continue
+        # U9: the answers so far are kept (mode 0600, no secrets) for `verlctl init` to continue from
+        assert "nothing was written" in info.value.message and str(kept) in info.value.message
+        assert kept.stat().st_mode & 0o777 == 0o600
+        doc = yaml.safe_load(kept.read_text())
+        assert doc["cluster"]["devices"] == list(range(8))
+        if before >= 5:
+            assert doc["paths"]["model"] == str(w.model)
+        if before >= 12:
+            assert doc["paths"]["checkpoints"] and doc["container"]["name"] == "verlctl"
 
 
 def test_input_that_ends_early_is_one_clear_error(tmp_path: Path) -> None:

@@ -154,10 +154,31 @@ def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str]
             finally:
                 answers.ask_all = saved
     except KeyboardInterrupt:
-        raise WizardInterrupted() from None
+        raise _interrupted(locals().get("answers")) from None
+    except WizardInterrupted as exc:
+        if exc.message != "interrupted: nothing was changed":
+            raise
+        raise _interrupted(locals().get("answers")) from None
     result = answers.current
     result.answered = set(answers.answered)
     return result
+
+
+def _interrupted(answers: Any) -> WizardInterrupted:
+    """Ctrl-C: keep the answers given so far (U9) for the next `verlctl init` to continue from."""
+    if answers is None or not answers.answered:
+        return WizardInterrupted()
+    from verlctl.wizard.save import save_interrupted
+
+    resolved = answers.current
+    resolved.answered = set(answers.answered)
+    try:
+        where = save_interrupted(resolved)
+    except VerlctlError as exc:
+        return WizardInterrupted(f"interrupted: nothing was written, and the answers could not be kept ({exc.message})")
+    n = len(answers.answered)
+    return WizardInterrupted(f"interrupted: nothing was written; the {n} answer{'s' if n != 1 else ''} so far are "
+                             f"kept in {where}: `verlctl init` offers to continue from them")
 
 
 def _check_target(text: str) -> str | None:
@@ -289,6 +310,21 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
         return 0
 
     prompter = prompter or Prompter()
+    from verlctl.wizard.save import interrupted_path
+
+    kept = interrupted_path()
+    continued = False
+    if config is None and kept.is_file():
+        try:
+            if prompter.confirm(f"An earlier `verlctl init` was interrupted; its answers are kept in {kept}. "
+                                "Continue from them?", default=True):
+                config, continued = kept, True
+                resolved = load_spec(config, flags=flags, flag_names=names, environ=environ)
+            else:
+                kept.unlink(missing_ok=True)
+                print_words(console, f"removed {kept}")
+        except KeyboardInterrupt:
+            raise WizardInterrupted() from None
     try:
         machine: MachineState | None
         if machine_file is not None:
@@ -313,6 +349,8 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
         out, notes = write_spec_keeping_answers(console, prompter, resolved, out, force)
     except KeyboardInterrupt:
         raise WizardInterrupted() from None
+    if continued:
+        kept.unlink(missing_ok=True)  # written: the kept answers are in the spec now
     print_words(console, f"wrote {out}; repeat the run with: verlctl launch -c {out} --yes")
     for n in notes:
         print_words(console, f"  {n}", 0, 4)

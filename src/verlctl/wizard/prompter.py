@@ -36,10 +36,10 @@ INTERRUPTED_CODE = 130
 
 
 class WizardInterrupted(VerlctlError):
-    """Ctrl-C at a question: nothing was changed."""
+    """Ctrl-C at a question: nothing was changed (the answers so far may be kept: see the message)."""
 
-    def __init__(self) -> None:
-        super().__init__("interrupted: nothing was changed", code=INTERRUPTED_CODE)
+    def __init__(self, message: str = "interrupted: nothing was changed") -> None:
+        super().__init__(message, code=INTERRUPTED_CODE)
 
 
 class InputEnded(VerlctlError):

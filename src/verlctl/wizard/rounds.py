@@ -609,9 +609,14 @@ def round_features(ctx: RoundContext) -> None:
 
         mask = p.text("Feature mask", default=prefill, check=check_mask,
                       instruction="(7 × 0/1, leftmost = bit 0)").strip()
-        if not (mask == prefill and a.value("features.mask") is None):
-            a.set("features.mask", mask)
-        else:  # the pre-filled mask only restates the current features: keep them as they are, answered
+        named_only = {f.name for f in FEATURES if f.bit is None}
+        listed = set(a.value("features.enable") or []) | set(a.value("features.disable") or [])
+        if not (mask == prefill and a.value("features.mask") is None) or not (listed & named_only):
+            # the answer is saved as typed (U6), also when it only restates the pre-filled features
+            a.set_many({"features.mask": mask, "features.enable": [
+                n for n in (a.value("features.enable") or []) if n in named_only], "features.disable": [
+                n for n in (a.value("features.disable") or []) if n in named_only]})
+        else:  # the pre-fill restates features a mask cannot hold (name-only ones): keep them, answered
             a.set_many({p: a.value(p) for p in ("features.mask", "features.enable", "features.disable")})
     else:
         opts: list[Option | Heading] = []
