@@ -380,3 +380,16 @@ def test_a_gpu_host_gets_no_ascend_image_default(tmp_path: Path) -> None:
     assert "Image reference" in d.prompter.asked, d.prompter.asked
     assert d.resolved.spec.container.image == image
     assert "Pull the default" not in d.text
+
+
+def test_a_path_that_differs_only_in_case_gets_a_did_you_mean(tmp_path: Path) -> None:
+    from verlctl.wizard.rounds import same_but_case
+
+    w = make_world(tmp_path)
+    typo = str(w.model).replace("Qwen3-0.6B", "qwen3-0.6b")
+    assert same_but_case(typo) == str(w.model) and same_but_case(str(w.model)) is None
+    assert same_but_case(str(tmp_path / "nothing-like-it")) is None
+    # in the wizard: the model question, "Type a path…", the case typo is refused with the right path named
+    keys = ENTER + ENTER + DOWN + ENTER + CLEAR + typo + ENTER + CLEAR + str(w.model) + ENTER + ENTER * 17
+    d = drive(keys, w.machine)
+    assert any(r.endswith(f"does not exist; did you mean {w.model}?") for r in reasons(d)), reasons(d)

@@ -86,6 +86,41 @@ def _check_host(text: str) -> str | None:
     return None if _HOST_RE.fullmatch(text) else f"{text!r} is not an IP address or host name"
 
 
+def same_but_case(path: str) -> str | None:
+    """The existing path that differs from ``path`` only in letter case (e.g. .../Qwen3-8b -> .../Qwen3-8B),
+    component by component; None when there is none or ``path`` exists."""
+    if not path.startswith("/") or os.path.exists(path):
+        return None
+    current = "/"
+    for part in [p for p in path.split("/") if p]:
+        candidate = os.path.join(current, part)
+        if os.path.exists(candidate):
+            current = candidate
+            continue
+        try:
+            matches = [e for e in os.listdir(current) if e.lower() == part.lower()]
+        except OSError:
+            return None
+        if len(matches) != 1:
+            return None
+        current = os.path.join(current, matches[0])
+    return current if current != path and os.path.exists(current) else None
+
+
+def _did_you_mean(check: Callable[[str], str | None]) -> Callable[[str], str | None]:
+    """``check``, with "did you mean <the same path in other letter case>?" added to a "does not exist"."""
+
+    def run(text: str) -> str | None:
+        reason = check(text)
+        if reason and "does not exist" in reason:
+            other = same_but_case(text.strip())
+            if other:
+                return f"{reason}; did you mean {other}?"
+        return reason
+
+    return run
+
+
 def _check_model_dir(a: Answers) -> Callable[[str], str | None]:
     """The model path checks of ``verlctl check`` (exists, a directory, config.json, weights, tokenizer)."""
 
@@ -255,7 +290,7 @@ def round_basic(ctx: RoundContext) -> None:
             if pick != TYPE:
                 path = found[int(pick[1:])].path
         if path is None:
-            path = p.text("Model path", default=current_model or "", check=_check_model_dir(a)).strip()
+            path = p.text("Model path", default=current_model or "", check=_did_you_mean(_check_model_dir(a))).strip()
         a.set("paths.model", path)
         info = a.model_for(path)
         if info is not None:
@@ -303,7 +338,7 @@ def _ask_dataset(ctx: RoundContext, key: str, message: str) -> None:
         if pick != TYPE:
             path = files[int(pick[1:])][0]
     if path is None:
-        path = p.text(f"{message}: file path", default=cur, check=_check_parquet(a, key)).strip()
+        path = p.text(f"{message}: file path", default=cur, check=_did_you_mean(_check_parquet(a, key))).strip()
         ctx.note(f"{path}: {mv.dataset_summary(parquet_info(path, key))}")
     a.set(key, [path] if [path] != current else current)
 
