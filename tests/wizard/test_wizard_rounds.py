@@ -90,6 +90,7 @@ def test_new_container_pulling_the_default_image_swanlab_on_features_by_name(tmp
         + CLEAR + "exp-1" + ENTER                                    # its name
         + DOWN + DOWN + ENTER                                        # image: pull the default
         + CLEAR + "http://proxy.local:3128" + ENTER + ENTER          # http_proxy; https_proxy = the same
+        + ENTER                                                      # no_proxy: localhost,127.0.0.1
         + "y"                                                        # SwanLab on
         + "http://10.0.0.5:8000" + ENTER                             # host
         + ENTER                                                      # mode cloud
@@ -107,6 +108,10 @@ def test_new_container_pulling_the_default_image_swanlab_on_features_by_name(tmp
     assert spec.container.image == DEFAULT_IMAGE and spec.container.pull is True
     assert src(r, "container.image") is Source.TYPED
     assert spec.container.proxy.http == spec.container.proxy.https == "http://proxy.local:3128"
+    # U5: no_proxy asked (localhost, 127.0.0.1 pre-filled), then the SwanLab host added to it
+    assert "no_proxy inside the container (hosts reached directly, comma-separated)" in d.prompter.asked
+    assert spec.container.proxy.no_proxy == "localhost,127.0.0.1,10.0.0.5"
+    assert "added the SwanLab host 10.0.0.5 to no_proxy" in d.text
     assert spec.paths.checkpoints == "/ckpt/exp1" and src(r, "paths.checkpoints") is Source.TYPED
     sw = spec.logging.swanlab
     assert sw.enabled is True and sw.host == "http://10.0.0.5:8000" and sw.mode == "cloud"
@@ -393,3 +398,12 @@ def test_a_path_that_differs_only_in_case_gets_a_did_you_mean(tmp_path: Path) ->
     keys = ENTER + ENTER + DOWN + ENTER + CLEAR + typo + ENTER + CLEAR + str(w.model) + ENTER + ENTER * 17
     d = drive(keys, w.machine)
     assert any(r.endswith(f"does not exist; did you mean {w.model}?") for r in reasons(d)), reasons(d)
+
+
+def test_no_proxy_coverage_reads_names_suffixes_and_ranges() -> None:
+    from verlctl.wizard.rounds import no_proxy_covers
+
+    assert no_proxy_covers("localhost,10.0.0.0/8", "10.143.2.129")
+    assert no_proxy_covers(".corp", "swanlab.corp") and no_proxy_covers("corp", "swanlab.corp")
+    assert no_proxy_covers("*", "anything") and not no_proxy_covers("localhost,127.0.0.1", "10.143.2.129")
+    assert not no_proxy_covers("", "swanlab.corp") and not no_proxy_covers("lab.corp", "swanlab.corp")

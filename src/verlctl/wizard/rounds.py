@@ -433,6 +433,54 @@ def round_container(ctx: RoundContext) -> None:
         a.set("container.proxy.https", _proxy_value(text))
     else:
         ctx.show_given("https_proxy", "container.proxy.https")
+    if a.value("container.proxy.http") or a.value("container.proxy.https"):
+        if a.ask("container.proxy.no_proxy"):
+            cur = a.value("container.proxy.no_proxy") or default_no_proxy(a)
+            text = p.text("no_proxy inside the container (hosts reached directly, comma-separated)", default=cur,
+                          check=lambda s: a.check({"container.proxy.no_proxy": s.strip() or None}))
+            a.set("container.proxy.no_proxy", ",".join(_csv(text)) or None)
+        else:
+            ctx.show_given("no_proxy", "container.proxy.no_proxy")
+
+
+def default_no_proxy(a: Answers) -> str:
+    """localhost, 127.0.0.1 and the run's nodes: reached directly, never through the proxy."""
+    hosts = ["localhost", "127.0.0.1", *(a.value("cluster.nodes") or [])]
+    return ",".join(dict.fromkeys(hosts))
+
+
+def no_proxy_covers(no_proxy: str | None, host: str) -> bool:
+    """Whether ``host`` (a name or address) bypasses the proxy with this no_proxy list (exact names, domain
+    suffixes such as .corp, '*', and CIDR ranges)."""
+    for item in _csv(no_proxy or ""):
+        if item == "*" or item == host:
+            return True
+        suffix = item if item.startswith(".") else "." + item
+        if host.endswith(suffix):
+            return True
+        if "/" in item:
+            try:
+                if ipaddress.ip_address(host) in ipaddress.ip_network(item, strict=False):
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
+def _cover_swanlab_host(ctx: RoundContext) -> None:
+    """With a proxy, the SwanLab host must be in no_proxy (U5): a LAN SwanLab through a corporate proxy fails."""
+    from urllib.parse import urlsplit
+
+    a = ctx.answers
+    if not (a.value("container.proxy.http") or a.value("container.proxy.https")):
+        return
+    host = urlsplit(str(a.value("logging.swanlab.host") or "")).hostname
+    no_proxy = a.value("container.proxy.no_proxy")
+    if not host or no_proxy_covers(no_proxy, host):
+        return
+    a.set("container.proxy.no_proxy", ",".join([*_csv(no_proxy or default_no_proxy(a)), host]))
+    ctx.note(f"added the SwanLab host {host} to no_proxy (container.proxy.no_proxy), so that it is not reached "
+             "through the proxy")
 
 
 def _unusable(a: Answers, c: Any) -> str | None:
@@ -527,6 +575,7 @@ def round_swanlab(ctx: RoundContext) -> None:
                                              default=a.value("logging.swanlab.host") or "", check=check_host).strip())
     else:
         ctx.show_given("host", "logging.swanlab.host")
+    _cover_swanlab_host(ctx)
 
     if a.ask("logging.swanlab.mode"):
         mode = p.select("SwanLab mode", [Option("cloud (log to the SwanLab server)", "cloud"),
