@@ -407,3 +407,25 @@ def test_no_proxy_coverage_reads_names_suffixes_and_ranges() -> None:
     assert no_proxy_covers(".corp", "swanlab.corp") and no_proxy_covers("corp", "swanlab.corp")
     assert no_proxy_covers("*", "anything") and not no_proxy_covers("localhost,127.0.0.1", "10.143.2.129")
     assert not no_proxy_covers("", "swanlab.corp") and not no_proxy_covers("lab.corp", "swanlab.corp")
+
+
+def test_a_disaggregated_mode_asks_the_trainer_rollout_split_and_shows_it(tmp_path: Path) -> None:
+    # U7: one-step-off-policy: the split is asked in round 1 (half/half pre-filled), TP/PP then fit the
+    # training side, and the Summary shows the split.
+    from verlctl.wizard.checklist import summary_lines
+
+    w = make_world(tmp_path)
+    keys = (ENTER + ENTER + CLEAR + "2" + ENTER     # single node, 8 NPUs, 2 of them train
+            + ENTER * 15 + CLEAR + "2" + ENTER + CLEAR + "1" + ENTER + ENTER)  # ... TP 2, PP 1 (2 training devices)
+    d = drive(keys, w.machine, flags={"mode": "one_step_off_policy"}, names={"mode": "--mode"})
+    asked = d.prompter.asked
+    assert asked[2] == "Training devices per node (of 8; the others run the rollout)", asked
+    spec = d.resolved.spec
+    assert (spec.train.trainer_devices, spec.train.rollout_devices) == (2, 6)
+    assert "split per node: 2 training + 6 rollout device(s)" in d.text
+    rows = dict(summary_lines(d.resolved, make_plan(d.resolved).command))
+    assert rows["split"].startswith("2 training + 6 rollout device(s) per node")
+    refused = drive(ENTER + ENTER + CLEAR + "8" + ENTER + CLEAR + "2" + ENTER + ENTER * 15 + CLEAR + "2" + ENTER
+                    + CLEAR + "1" + ENTER + ENTER, w.machine, flags={"mode": "one_step_off_policy"},
+                    names={"mode": "--mode"})
+    assert any("type a whole number from 1 to 7" in r for r in reasons(refused))

@@ -38,6 +38,11 @@ def summary_lines(resolved: ResolvedSpec, command: TrainingCommand) -> list[tupl
         ("hardware", f"{spec.device.upper()} × {len(c.devices)} per node: {display(c.devices)} "
                      f"({src('cluster.devices')}); nodes: {nodes}"),
     ]
+    from verlctl.wizard.rounds import disaggregated
+
+    if disaggregated(spec.mode) and t.trainer_devices and t.rollout_devices:
+        rows.append(("split", f"{t.trainer_devices} training + {t.rollout_devices} rollout device(s) per node "
+                              f"({src('train.trainer_devices')})"))
     if spec.container.runtime == "docker":
         pull = " (pulled if missing)" if spec.container.pull else ""
         rows.append(("container", f"{spec.container.name} ({src('container.name')}), image {spec.container.image}"

@@ -272,6 +272,8 @@ def round_basic(ctx: RoundContext) -> None:
     else:
         ctx.show_given("devices", "cluster.devices")
 
+    _ask_split(ctx)
+
     # Model.
     if a.ask("paths.model"):
         current_model = a.value("paths.model")
@@ -315,6 +317,51 @@ def round_basic(ctx: RoundContext) -> None:
         a.set("paths.checkpoints", text)
     else:
         ctx.show_given("checkpoints", "paths.checkpoints")
+
+
+def disaggregated(mode: str) -> bool:
+    """Whether ``mode`` runs training and rollout on separate devices (a trainer/rollout split to choose).
+    verl knowledge's own ``is_disaggregated`` predicate when it has one (newer async modes), else the
+    one-step-off-policy mode (the only such mode this verl knowledge names)."""
+    import importlib
+
+    for name in ("verlctl.verl.modes", "verlctl.verl.base", "verlctl.verl.table"):
+        try:
+            predicate = getattr(importlib.import_module(name), "is_disaggregated", None)
+        except ImportError:
+            continue
+        if callable(predicate):
+            return bool(predicate(mode))
+    from verlctl.verl.base import OSO
+
+    return mode in OSO
+
+
+def _ask_split(ctx: RoundContext) -> None:
+    """U7: the trainer/rollout split of a disaggregated mode, per node (pre-filled half/half)."""
+    a, p = ctx.answers, ctx.prompter
+    if not disaggregated(str(a.value("mode"))) or a.value("train.rollout_nodes"):
+        return
+    if not a.ask("train.trainer_devices", "train.rollout_devices"):
+        ctx.show_given("training devices per node", "train.trainer_devices")
+        ctx.show_given("rollout devices per node", "train.rollout_devices")
+        return
+    n = len(a.value("cluster.devices") or [])
+    if n < 2:
+        ctx.note(f"{a.value('mode')} needs at least two devices per node (training and rollout apart)")
+        return
+
+    def check(text: str) -> str | None:
+        t = text.strip()
+        if not re.fullmatch(r"[0-9]+", t) or not 0 < int(t) < n:
+            return f"type a whole number from 1 to {n - 1}: the other devices of the {n} run the rollout"
+        return a.check({"train.trainer_devices": int(t), "train.rollout_devices": n - int(t)})
+
+    cur = a.value("train.trainer_devices") or max(1, n // 2)
+    text = p.text(f"Training devices per node (of {n}; the others run the rollout)", default=str(cur), check=check)
+    trainer = int(text.strip())
+    a.set_many({"train.trainer_devices": trainer, "train.rollout_devices": n - trainer})
+    ctx.note(f"split per node: {trainer} training + {n - trainer} rollout device(s)")
 
 
 def _ask_dataset(ctx: RoundContext, key: str, message: str) -> None:
@@ -759,7 +806,7 @@ HYPERS: tuple[Hyper, ...] = (
 def _total_devices(a: Answers) -> int:
     spec = a.current.spec
     per_node = len(spec.cluster.devices)
-    if spec.mode == "one_step_off_policy" and spec.train.trainer_devices:
+    if disaggregated(spec.mode) and spec.train.trainer_devices:
         per_node = spec.train.trainer_devices
     return spec.cluster.node_count * per_node
 
