@@ -76,7 +76,8 @@ def test_accepting_every_prefill_creates_a_new_container_and_types_nothing(tmp_p
     assert spec.features.mask == "1100000" and spec.features.enable == []
     assert (spec.train.steps, spec.train.train_batch_size, spec.train.lr) == (4, 32, 1e-6)
     assert (spec.train.tensor_parallel, spec.train.pipeline_parallel, spec.train.responses_per_prompt) == (4, 2, 8)
-    assert not [p for p, o in r.origins.items() if o.source is Source.TYPED]
+    # nothing typed but the mask, which the user confirmed at the mask prompt (saved as answered, U6)
+    assert [p for p, o in r.origins.items() if o.source is Source.TYPED] == ["features.mask"]
     assert make_plan(r).ok
     assert "Round 5/5" in d.text and "features on: remove_padding, dynamic_batch, flash_attn" in d.text
 
