@@ -87,6 +87,7 @@ def test_status_after_a_recovery_says_what_recovery_did_not_the_old_error(tmp_pa
     assert "recovered: attempt 2 added offload after out of memory at step 3" in res.out, res.out
     assert "last error" not in res.out and "enable the" not in res.out, res.out
     assert re.search(r": finished \(step 6/6, 2 attempts\)", res.out), res.out
+    assert "/None" not in res.out  # a total the log does not give is not printed
     doc = json.loads(cli(state, "status", run_id, "--json").out)
     assert doc["state"] == "finished" and doc["last_error"] is None, doc
     assert doc["recovered"] == ["attempt 2 added offload after out of memory at step 3, resuming from global_step_2"]

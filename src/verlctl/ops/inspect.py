@@ -252,7 +252,8 @@ def print_status(doc: dict[str, Any]) -> None:
         print_words(console, f"  recovered: {line}", 0, 4)
     if doc.get("progress"):
         p = doc["progress"]
-        console.print(f"  progress: step {p.get('step')}/{p.get('total')}", highlight=False, markup=False)
+        total = f"/{p['total']}" if p.get("total") else ""
+        console.print(f"  progress: step {p.get('step')}{total}", highlight=False, markup=False)
     if doc.get("last_step"):
         m = doc["last_step"]["metrics"]
         keys = [k for k in ("critic/score/mean", "response_length/mean", "actor/pg_loss", "timing_s/step") if k in m]
