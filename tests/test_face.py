@@ -105,7 +105,7 @@ def test_every_reporting_command_prints_json_empty_states_included(tmp_path: Pat
     res = cli(state, "list", "--json")
     assert [r["run_id"] for r in json_out(res)] == [LONG_A]
     doc = json_out(cli(state, "status", "--json"))
-    assert doc["run_id"] == LONG_A and doc["alive"] is False and doc["state"] == "not running"
+    assert doc["run_id"] == LONG_A and doc["alive"] is False and doc["state"] == "never started"
     res = cli(state, "stop", "--json")
     doc = json_out(res)
     assert res.code == 0 and doc["run_id"] == LONG_A and doc["signalled"] == []

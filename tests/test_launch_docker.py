@@ -186,7 +186,9 @@ def test_training_dying_during_verification_is_reported(lenv: LaunchEnv) -> None
     assert events[-1]["removed_containers"] == [lenv.name]  # the container this launch created
     st = status(lenv)
     assert st["container"]["state"] == "removed"
-    assert st["last_error"]["reason"].startswith("the training process exited during start-up")
+    # the container is gone, its log is a host file: status reads it (issue 24, U3) and says why it failed
+    assert st["log_read_from"] == "host" and st["last_error"]["category"], st["last_error"]
+    assert st["state"] == "failed" and st["state_why"].startswith("the training process exited during start-up")
 
 
 @pytest.mark.parametrize("fault", ["engine", "image", "name_taken", "unmountable"])

@@ -150,7 +150,8 @@ def test_exit_137_without_device_oom_text_is_host_oom_and_never_adds_offload(hos
     assert gave_up["reason"].startswith("gave up: the host ran out of RAM"), gave_up
     assert "offload" not in " ".join(e.get("add_feature") or "" for e in events)
     st = host_runs.status(record)
-    assert st["state"] == "failed (watcher gave up)" and st["gave_up"]["category"] == "host_oom", st
+    assert st["state"] == "failed" and st["gave_up"]["category"] == "host_oom", st
+    assert st["state_why"].startswith("the watcher gave up: the host ran out of RAM"), st
     assert not (Path(record.scripts_dir) / "verlctl.env").exists()  # given up: no relaunch reads the key
 
 
@@ -166,7 +167,7 @@ def test_a_resume_that_trains_no_step_and_exits_0_is_a_failure(host_runs: HostRu
     assert "trained 0 steps" in failed["reason"] and "global_step_3" in failed["reason"], failed
     assert "finished" not in [e["event"] for e in events]
     st = host_runs.status(record)
-    assert st["state"] == "failed (watcher gave up)", st
+    assert st["state"] == "failed" and st["state_why"].startswith("the watcher gave up"), st
     assert "trained 0 steps" in st["gave_up"]["reason"]
     res = run_cli("status", record.run_id, env=host_runs.env(), timeout=120)
     assert "gave up: attempt 1 resumed from" in res.out, res.out
@@ -223,22 +224,30 @@ def test_host_oom_never_climbs_the_offload_rung(tmp_path: Path) -> None:
 def test_the_launch_checklist_says_whether_training_resumes_or_starts_fresh(tmp_path: Path) -> None:
     flags = write_run_files(tmp_path)
     ckpt = tmp_path / "ckpt"
+    workdir = tmp_path / "verl"  # DAPO on 0.7.0 runs recipe/dapo/main_dapo.py from the work dir (rule recipe)
+    (workdir / "recipe" / "dapo").mkdir(parents=True)
+    (workdir / "recipe" / "dapo" / "main_dapo.py").write_text("")
     args = ["launch", "--dry-run", *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")],
             "--set", "container.runtime=host", "--set", f"paths.checkpoints={ckpt}",
-            "--set", f"paths.logs={tmp_path / 'logs'}"]
+            "--set", f"paths.logs={tmp_path / 'logs'}", "--set", f"container.workdir={workdir}"]
     # a host-runtime NPU launch needs the host's npu-smi (else npu_smi_missing is an error, as in `check`)
     from test_check_cli import npu_smi_double
 
     tools = npu_smi_double(tmp_path, "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
-    env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300", PATH=f"{tools}:{os.environ['PATH']}")
+    # the host's python3 needs Ray (image_ray_missing, as in `check`): a distribution's metadata says it is there
+    site = tmp_path / "site"
+    (site / "ray-2.49.0.dist-info").mkdir(parents=True)
+    (site / "ray-2.49.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ray\nVersion: 2.49.0\n")
+    env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300", PATH=f"{tools}:{os.environ['PATH']}",
+                    PYTHONPATH=str(site))
     res = run_cli(*args, env=env)
     assert res.code == 0, res.out + res.err
     assert f"training starts fresh (no checkpoint in {ckpt})" in res.out, res.out
-    (ckpt / "global_step_7" / "actor").mkdir(parents=True)
-    (ckpt / "latest_checkpointed_iteration.txt").write_text("7")
+    (ckpt / "global_step_2" / "actor").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("2")
     res = run_cli(*args, env=env)
     assert res.code == 0, res.out + res.err
-    assert f"training resumes from global_step_7 in {ckpt}" in res.out, res.out
+    assert f"training resumes from global_step_2 in {ckpt}" in res.out, res.out
 
 
 def test_a_key_file_that_cannot_be_removed_is_one_warning_naming_it(host_runs: HostRuns) -> None:
@@ -429,3 +438,22 @@ def test_ray_daemons_exiting_after_training_finished_is_no_failure(host_runs: Ho
     assert res.code == 0, res.out + res.err
     assert "the Ray head of attempt" not in res.out, res.out
     assert [e["event"] for e in host_runs.events(record)][-1] == "finished"
+
+
+def test_a_launch_with_yes_says_that_training_resumes(tmp_path: Path) -> None:
+    # F6: --yes shows no checklist; the resume must still be said before anything starts. The launch itself
+    # then stops at the target's readiness check (a PATH with no bash or python3): what is printed before counts.
+    flags = write_run_files(tmp_path)
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "global_step_7" / "actor").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("7")
+    from test_check_cli import npu_smi_double
+
+    tools = npu_smi_double(tmp_path, "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
+    env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300", PATH=str(tools))
+    res = run_cli("launch", "--yes", *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")],
+                  "--set", "container.runtime=host", "--set", f"paths.checkpoints={ckpt}",
+                  "--set", f"paths.logs={tmp_path / 'logs'}", env=env)
+    out = res.out + res.err
+    assert res.code != 0 and "python3 is not available" in out, out
+    assert f"training resumes from global_step_7 in {ckpt}" in out, out

@@ -118,7 +118,7 @@ def test_text_chart_draws_min_low_and_max_full() -> None:
     out = charts.text_chart(spec, [(1, 0.0), (2, 1.0)], width=10, height=2).splitlines()
     assert out[0] == "Score (mean)"
     assert out[1].endswith("│ █") and out[2].endswith("│▁█")
-    assert out[3].strip().startswith("└ step 1 … 2")
+    assert out[3].strip().startswith("└") and out[-1].strip().startswith("step 1 … 2")
     long = charts.text_chart(spec, [(i, float(i)) for i in range(1000)], width=40, height=4).splitlines()
     assert all(len(line.split("│", 1)[1]) == 40 for line in long[1:5])
 
@@ -334,3 +334,119 @@ def test_status_plot_charts_the_steps_in_the_terminal(tmp_path: Path) -> None:
     charts_doc = json.loads(j.out)["charts"]
     assert charts_doc["available"] is True
     assert [p[0] for p in charts_doc["series"]["score"]] == list(range(1, 31))
+
+
+# ------------------------------------------------------------------ issue 24: ticks, restarts, smoothing
+
+
+def test_svg_chart_has_round_ticks_restart_markers_and_a_moving_average() -> None:
+    spec = charts.CHARTS[0]
+    pts = [(i, 0.1 + 0.02 * i) for i in range(1, 31)]
+    svg = charts.svg_chart(spec, pts, markers=[(20, "attempt 2: offload added after out of memory")], smooth=5)
+    y_ticks = re.findall(r'data-axis="y">([^<]+)<', svg)
+    x_ticks = [int(t) for t in re.findall(r'data-axis="x">(\d+)<', svg)]
+    assert len(y_ticks) >= 3 and x_ticks[0] == 1 and x_ticks[-1] == 30 and len(x_ticks) >= 3, (y_ticks, x_ticks)
+    assert 'data-markers="1"' in svg and 'data-step="20"' in svg
+    assert ">attempt 2: offload added after out of memory</text>" in svg
+    assert 'class="s" data-smooth="5"' in svg
+    assert charts.smoothed([(1, 1.0), (2, 3.0), (3, 5.0)], 2) == [(1, 1.0), (2, 2.0), (3, 4.0)]
+    assert charts.nice_ticks(0.12, 0.7) == [0.2, 0.4, 0.6] and charts.nice_ticks(0, 100) == [0, 25, 50, 75, 100]
+
+
+def test_text_chart_has_step_ticks_and_marks_each_restart() -> None:
+    spec = charts.CHARTS[0]
+    out = charts.text_chart(spec, [(i, float(i)) for i in range(1, 31)], width=30, height=6,
+                            markers=[(12, "attempt 2: offload added after out of memory")])
+    lines = out.splitlines()
+    tick_line = next(ln for ln in lines if "└" in ln)
+    assert tick_line.count("┬") >= 3
+    labels = lines[lines.index(tick_line) + 1]
+    assert labels.split()[0] == "1" and labels.split()[-1] == "30"
+    caret = lines[lines.index(tick_line) + 2]
+    assert caret.strip() == "^" and caret.index("^") == tick_line.index("└") + 1 + 11  # the column of step 12
+    assert "^ step 12: attempt 2: offload added after out of memory" in out
+
+
+def _recovered_run(state_home: Path) -> str:
+    from verlctl.runtime.records import Attempt, RunRecord
+
+    log = state_home / "train.log"
+    body = "".join(_step_line(s) for s in range(1, 21)) + "RuntimeError: NPU out of memory.\n"
+    offset = len(body.encode())
+    body += "".join(_step_line(s) for s in range(20, 41))
+    log.write_text(body, encoding="utf-8")
+    rec = RunRecord(run_id="20261201-110000-recov-cd34", created_at=time.time() - 600, runtime="host",
+                    workdir=str(state_home), scripts_dir=str(state_home), run_log=str(log), train_log=str(log),
+                    checkpoints=str(state_home / "ckpt"), experiment="recov", verl_version="0.7.0",
+                    attempts=[Attempt(number=1, pgid=4242, started_at=time.time() - 600),
+                              Attempt(number=2, pgid=4343, started_at=time.time() - 60, reason="device_oom",
+                                      features=["offload"], resumed_from="/ckpt/global_step_20",
+                                      log_offset=offset)])
+    rec.save()
+    (rec.dir / rec.spec_file).write_text("train:\n  steps: 40\n", encoding="utf-8")
+    rec.event("started", attempt=1)
+    rec.event("alert", category="device_oom", message="NPU out of memory", attempt=1, step=20)
+    rec.event("recovery", category="device_oom", add_feature="offload", resumed_from="/ckpt/global_step_20")
+    rec.event("started", attempt=2)
+    rec.event("finished", attempt=2)
+    return rec.run_id
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (installed by .ci/run)")
+def test_the_report_draws_ticks_restart_markers_and_smoothing_in_chromium(tmp_path: Path) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_STATE_HOME", str(tmp_path))
+        run_id = _recovered_run(tmp_path)
+    out = tmp_path / "report.html"
+    res = run_cli("report", run_id, "-o", str(out), "--smooth", "5", "--json", env=_env(tmp_path))
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["state"] == "finished" and doc["steps_charted"] == 40 and doc["written"] == str(out)
+    dom = _chromium("--dump-dom", out.as_uri(), profile=tmp_path / "p1")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count('data-markers="1"') == 4 and dom.stdout.count('data-step="20"') == 4
+    assert dom.stdout.count("attempt 2: offload added after out of memory") >= 4
+    assert dom.stdout.count('data-smooth="5"') == 4 and len(re.findall('data-axis="x"', dom.stdout)) >= 12
+    assert '<span id="state" class="ok">finished</span>' in dom.stdout
+    # the OOM of attempt 1 is what recovery dealt with: said as such, not as this run's diagnosis (U17)
+    assert "recovered: attempt 2 added offload after out of memory at step 20" in dom.stdout
+    assert 'id="findings"' not in dom.stdout and "No error found in the log." in dom.stdout
+    shot = tmp_path / "report.png"
+    r = _chromium(f"--screenshot={shot}", "--window-size=1200,1400", "--hide-scrollbars", out.as_uri(),
+                  profile=tmp_path / "p2")
+    assert r.returncode == 0 and shot.exists(), r.stderr[-2000:]
+    _w, _h, colours = _png_pixels(shot.read_bytes())
+
+    def drawn(rgb: tuple[int, int, int]) -> bool:
+        return any(all(abs(c[i] - rgb[i]) < 28 for i in range(3)) for c in colours)
+
+    assert drawn((0x2F, 0x6F, 0xDE)), "the series line"
+    assert drawn((0xD9, 0x48, 0x0F)), "the restart marker"
+    assert drawn((0x0B, 0x8A, 0x5C)), "the moving average"
+
+
+def test_bundle_replaces_this_hosts_and_the_runs_own_names_by_default_and_says_which(tmp_path: Path) -> None:
+    # N6: the node's own name and addresses stay out of a shared bundle without --private; the manifest and
+    # the output say which kinds were replaced (never the names themselves); --json says it too.
+    import socket
+
+    run_id = _make_run(tmp_path)
+    host = socket.gethostname()
+    with open(tmp_path / "train.log", "a", encoding="utf-8") as fh:
+        fh.write(f"[verlctl 08:40:00] node {host}: Ray head at 198.51.100.7:37766, 8 x NPU\n"
+                 "Local node IP: 198.51.100.7\n")
+    out = tmp_path / "b.tar.gz"
+    r = run_cli("bundle", run_id, "-o", str(out), "--json", env=_env(tmp_path))
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    files = _bundle_members(out)
+    blob = "\n".join(files.values())
+    assert "198.51.100.7" not in blob and f"node {host}:" not in blob
+    kinds = set(doc["replaced_hosts"].values())
+    assert "this host's name" in kinds and "a node name or address in the run's log" in kinds, doc
+    manifest = json.loads(files["manifest.json"])
+    assert manifest["replaced_hosts"] == doc["replaced_hosts"] and doc["written"] == str(out)
+    text = run_cli("bundle", run_id, "-o", str(tmp_path / "c.tar.gz"), env=_env(tmp_path))
+    assert "replaced host names and addresses: <private-host-" in text.out, text.out
+    kept = run_cli("bundle", run_id, "-o", str(tmp_path / "d.tar.gz"), "--keep-host-names", env=_env(tmp_path))
+    assert kept.code == 0 and "198.51.100.7" in _bundle_members(tmp_path / "d.tar.gz")["log-tail.txt"]

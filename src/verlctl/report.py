@@ -6,14 +6,12 @@ Secrets are shown masked; every value is shown with its source.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import SecretStr
-
-from verlctl.checks.findings import Finding, Severity
-from verlctl.spec.resolve import ResolvedSpec
-from verlctl.verl.compose import TrainingCommand
-from verlctl.verl.environment import SECRET_ENV
+if TYPE_CHECKING:  # imported where used: `list` / `status` print through this module and must start fast
+    from verlctl.checks.findings import Finding
+    from verlctl.spec.resolve import ResolvedSpec
+    from verlctl.verl.compose import TrainingCommand
 
 MASK = "**********"
 
@@ -28,6 +26,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Logging", ("logging.",)),
     ("Recovery", ("recovery.",)),
     ("Extra", ("env", "extra_overrides")),
+    ("Kubernetes export", ("kubernetes.",)),
 )
 
 #: Rows shown per checklist section (a spec with a huge ``env`` map would print for minutes).
@@ -35,10 +34,14 @@ MAX_SECTION_ROWS = 60
 
 
 def masked_env(env: dict[str, str]) -> dict[str, str]:
+    from verlctl.verl.environment import SECRET_ENV
+
     return {k: (MASK if k in SECRET_ENV and v else v) for k, v in env.items()}
 
 
 def display(value: Any) -> str:
+    from pydantic import SecretStr
+
     if isinstance(value, SecretStr):
         return MASK if value.get_secret_value() else "(empty)"
     if value is None:
@@ -70,6 +73,8 @@ def plan_json(resolved: ResolvedSpec, command: TrainingCommand, findings: list[F
 
 
 def _json_value(value: Any) -> Any:
+    from pydantic import SecretStr
+
     if isinstance(value, SecretStr):
         return MASK if value.get_secret_value() else None
     try:
@@ -86,6 +91,8 @@ def print_findings(console: Any, findings: list[Finding]) -> None:
         console.print("[green]no findings[/green]")
         return
     from rich.text import Text
+
+    from verlctl.checks.findings import Severity
 
     style = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
     for f in findings:
@@ -150,43 +157,32 @@ def device_split_line(resolved: ResolvedSpec) -> str | None:
 
 
 def print_checklist(console: Any, resolved: ResolvedSpec, command: TrainingCommand | None) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+    """The full checklist (``--verbose``): every value with its source, by section, and every feature with its
+    state and why. Lines break between words only: a long path stays whole (on its own line when needed)."""
+    from rich.text import Text
 
     leaves = resolved.leaves()
     split = device_split_line(resolved)
     if split:
         console.print(split, highlight=False)
     for title, prefixes in SECTIONS:
-        table = Table(title=title, title_justify="left", show_header=True, header_style="bold", expand=False)
-        table.add_column("setting")
-        table.add_column("value", overflow="fold")
-        table.add_column("source", style="dim")
-        hidden = 0
-        for path, value in leaves.items():
-            if path.startswith(prefixes) or path in prefixes:
-                if table.row_count >= MAX_SECTION_ROWS:
-                    hidden += 1
-                    continue
-                table.add_row(escape(path), escape(display(value)), escape(str(resolved.origin(path))))
-        if hidden:
-            table.add_row(f"… {hidden} more", "(every value is in spec.resolved.yaml and in --json)", "")
-        if table.row_count:
-            console.print(table)
+        rows = [(path, value) for path, value in leaves.items() if path.startswith(prefixes) or path in prefixes]
+        if not rows:
+            continue
+        console.print(Text(title, style="bold"))
+        width = max(len(p) for p, _ in rows[:MAX_SECTION_ROWS])
+        for path, value in rows[:MAX_SECTION_ROWS]:
+            print_words(console, f"  {path:<{width}}  {display(value)}  ← {resolved.origin(path)}", 0, 6)
+        if len(rows) > MAX_SECTION_ROWS:
+            print_words(console, f"  … {len(rows) - MAX_SECTION_ROWS} more (every value is in spec.resolved.yaml "
+                        "and in --json)", 0, 6)
     if command is not None:
-        table = Table(title="Features", title_justify="left", header_style="bold")
-        table.add_column("feature")
-        table.add_column("state")
-        table.add_column("why", overflow="fold")
+        console.print(Text("Features", style="bold"))
+        width = max((len(n) for n in command.features), default=0)
         for name, st in command.features.items():
-            colour = "green" if st.on and st.applicable else "dim"
-            table.add_row(escape(name), f"[{colour}]{escape(st.label())}[/]", escape(st.reason))
-        console.print(table)
-        console.print(
-            f"verl {command.version}: [bold]{command.entry.module}[/bold] --config-name {command.entry.config_name} "
-            f"({len(command.overrides)} overrides)",
-            highlight=False,
-        )
+            print_words(console, f"  {name:<{width}}  {st.label()}: {st.reason}", 0, width + 4)
+        print_words(console, f"verl {command.version}: {command.entry.module} --config-name "
+                    f"{command.entry.config_name} ({len(command.overrides)} overrides)", 0, 4)
 
 
 def print_memory(console: Any, est: Any) -> None:
@@ -198,3 +194,83 @@ def print_memory(console: Any, est: Any) -> None:
     console.print("[bold]memory fit (worst case: every sequence at max prompt + response)[/bold]", highlight=False)
     for line in table_lines(est):
         console.print("  " + escape(line), highlight=False)
+
+
+# ------------------------------------------------------------------------------- the checklist at a glance
+
+#: The at-a-glance checklist leaves these out while SwanLab is off (derived paths of a logger that is not used).
+_OFF_WHEN_SWANLAB_OFF = ("logging.swanlab.",)
+
+
+def changed_rows(resolved: ResolvedSpec, skip: tuple[str, ...] = ()) -> list[tuple[str, str, str, str]]:
+    """(section, setting, value, source) of every value that differs from the spec's default, in checklist
+    order. What equals its default is only in the full table (``--verbose``) and in spec.resolved.yaml."""
+    from pydantic import SecretStr
+
+    from verlctl.spec.model import RunSpec
+    from verlctl.spec.sources import flatten
+
+    defaults = flatten(RunSpec().model_dump(mode="python"))
+    leaves = resolved.leaves()
+    swanlab_on = resolved.spec.logging.swanlab.enabled
+    rows: list[tuple[str, str, str, str]] = []
+    marker = object()
+    for title, prefixes in SECTIONS:
+        for path, value in leaves.items():
+            if not (path.startswith(prefixes) or path in prefixes) or path in skip:
+                continue
+            if defaults.get(path, marker) == value and not isinstance(value, SecretStr):
+                continue
+            if isinstance(value, SecretStr) and not value.get_secret_value():
+                continue
+            if not swanlab_on and path.startswith(_OFF_WHEN_SWANLAB_OFF) and path != "logging.swanlab.enabled":
+                continue
+            rows.append((title, path, display(value), str(resolved.origin(path))))
+    return rows
+
+
+def glance_lines(resolved: ResolvedSpec, command: TrainingCommand | None, skip: tuple[str, ...] = ()) -> list[str]:
+    """The checklist at a glance, as plain lines (wrapped by the caller between words): verl's entry point,
+    the values that differ from the defaults with their source, and the features in one line each."""
+    lines: list[str] = []
+    spec = resolved.spec
+    if command is not None:
+        lines.append(f"verl {command.version} ({spec.algorithm}, {spec.mode}, {spec.strategy}): "
+                     f"{command.entry.module} --config-name {command.entry.config_name} "
+                     f"({len(command.overrides)} overrides)")
+    rows = changed_rows(resolved, skip)
+    width = max((len(r[1]) for r in rows), default=0)
+    section = None
+    lines.append("Settings that differ from the defaults" + (", besides the Summary's" if skip else "")
+                 + " (every value with its source: --verbose, and spec.resolved.yaml):")
+    for title, path, value, source in rows:
+        if title != section:
+            section = title
+            lines.append(f"  {title}")
+        lines.append(f"    {path:<{width}}  {value}  ← {source}")
+    if not rows:
+        lines.append("  none: every value is its default" + (" or in the Summary" if skip else ""))
+    if command is not None:
+        groups: dict[str, list[str]] = {}
+        for name, st in command.features.items():
+            groups.setdefault(st.label(), []).append(name)
+        lines.append("Features: " + "; ".join(f"{label}: {', '.join(names)}" for label, names in groups.items()))
+    return lines
+
+
+def print_glance(console: Any, resolved: ResolvedSpec, command: TrainingCommand | None,
+                 skip: tuple[str, ...] = ()) -> None:
+    """The default checklist (``--verbose``: :func:`print_checklist`, the full table); ``skip``: settings shown
+    elsewhere (the Summary)."""
+    for line in glance_lines(resolved, command, skip):
+        indent = len(line) - len(line.lstrip(" "))
+        if line.startswith("    "):  # a setting: its continuation lines under the value
+            print_words(console, line, 0, indent + 4)
+        elif indent == 2 or line.startswith(("Settings", "Features")):
+            from rich.text import Text
+
+            head, _, rest = line.partition(":") if line.startswith("Features") else (line, "", "")
+            text = Text(head, style="bold") + (Text(":" + rest) if rest else Text(""))
+            print_wrapped(console, text, 0, 4)
+        else:
+            print_words(console, line, 0, 4)

@@ -84,10 +84,11 @@ def answer_every_round(child: pexpect.spawn, model: Path) -> None:
 
 
 def checklist_parts() -> list[str]:
-    return ["Hardware", "cluster.devices", "Container", "exp-tty", DEFAULT_IMAGE, "Paths", "/ckpt/wizard",
-            "Hyperparameters", "Features", "swap_optimizer", "Logging", "**********", "Summary",
+    # the checklist at a glance (issue 24): what differs from the defaults, then the Summary with sources
+    return ["Settings that differ from the defaults", "exp-tty", DEFAULT_IMAGE, "/ckpt/wizard",
+            "Features", "swap_optimizer", "**********", "Summary",
             "NPU × 8 per node", "steps 6, batch 32, lr 1e-06, TP 2, PP 2, n 8", "key **********",
-            "verl 0.7.0", "detected", "typed", "default",
+            "verl 0.7.0", "detected", "typed",
             "These actions will be taken, in order", "the SwanLab API key is not written to the file"]
 
 
@@ -152,7 +153,8 @@ def test_ctrl_c_in_a_terminal_exits_130_with_one_line_and_changes_nothing(tmp_pa
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     for answered in (0, 2, 7):
-        child, log = spawn(["init", "--machine", str(state), "-o", "run.yaml"], cwd)
+        kept_dir = tmp_path / f"state-{answered}"
+        child, log = spawn(["init", "--machine", str(state), "-o", "run.yaml"], cwd, VERLCTL_STATE_DIR=str(kept_dir))
         questions = ["Single node or multi-node?", "NPUs to train on", "Model (a Hugging Face model directory)",
                      "Training data (parquet)", "Validation data (parquet)", "Checkpoint directory",
                      "Container: reuse one or create a new one", "Name of the new container"]
@@ -164,7 +166,12 @@ def test_ctrl_c_in_a_terminal_exits_130_with_one_line_and_changes_nothing(tmp_pa
         child.close()
         transcript = log.getvalue().decode(errors="replace")
         assert child.exitstatus == 130, transcript[-2000:]
-        assert transcript.count("interrupted: nothing was changed") == 1
+        words = " ".join(transcript.split())
+        if answered == 0:
+            assert transcript.count("interrupted: nothing was changed") == 1
+        else:  # U9: the answers so far are kept, and the next `verlctl init` offers them
+            assert "interrupted: nothing was written; the" in words and "offers to continue from them" in words
+            assert (kept_dir / "wizard" / "interrupted.yaml").exists()
         assert "Traceback" not in transcript and "KeyboardInterrupt" not in transcript
         assert list(cwd.iterdir()) == []
 
@@ -286,3 +293,39 @@ def test_init_piped_to_tee_draws_the_questions_on_the_terminal_not_into_the_pipe
     assert "Checklist" in text and f"wrote {target}" in " ".join(text.split())
     for question in ("Single node or multi-node?", "Model path", "Write the spec to"):
         assert question not in text and question in transcript
+
+
+def test_a_long_refusal_wraps_under_the_prompt_instead_of_being_cut_at_60_columns(tmp_path: Path) -> None:
+    # U12: in a 60-column terminal the TP refusal (about 200 characters) is shown whole, over several lines.
+    import re
+
+    w = make_world(tmp_path / "world")
+    state = tmp_path / "state.json"
+    state.write_text(w.machine.model_dump_json())
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    log = io.BytesIO()
+    argv = cli_argv("init", "--machine", str(state), "-o", str(tmp_path / "run.yaml"))
+    env = {**cli_env(), "COLUMNS": "60", "LINES": "40"}
+    child = pexpect.spawn(argv[0], argv[1:], cwd=str(cwd), env=env, dimensions=(40, 60), timeout=60)
+    child.logfile_read = log
+    try:
+        for question in ("Single node or multi-node?", "NPUs to train on", "Model (a Hugging Face", "Training data",
+                         "Validation data", "Checkpoint directory", "Container: reuse", "Name of the new container",
+                         "Image for the new container", "http_proxy", "https_proxy", "Log to SwanLab?",
+                         "Choose the features by", "Feature mask", "Training steps", "Batch size", "Learning rate"):
+            step(child, question, ENTER)  # as pre-filled
+        step(child, "Tensor parallel size (TP)", CLEAR + "3" + ENTER)
+        child.expect_exact("refused")
+        child.expect(r"divid|divisible|requir", timeout=30)
+        # whatever the reason says, its last word reaches the screen: the line is not cut at column 60
+        child.expect(r"\)|\d", timeout=30)
+        screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", " ", log.getvalue().decode(errors="replace"))
+        reason = screen[screen.index("TP 3 refused"):]
+        assert "valid TP here" in reason, reason[:400]
+        words = " ".join(reason.split())
+        assert re.search(r"TP 3 refused \(valid TP here: [0-9, ]+\): .{40,}", words), words[:400]
+    finally:
+        child.sendcontrol("c")
+        child.expect(pexpect.EOF)
+        child.close()

@@ -236,3 +236,24 @@ def test_reusing_a_container_is_explicit_and_shows_its_creator_and_mounts(
     assert d.resolved.spec.container.name == c.name and "Name of the new container" not in d.prompter.asked
     assert (f"reusing container {c.name}: created by verlctl, run 20261130-run-abcd (exp); "
             f"mounts {tmp_path}:{tmp_path}") in " ".join(d.text.split())
+
+
+
+def test_init_offers_to_continue_from_the_answers_of_an_interrupted_init(tmp_path: Path, world) -> None:  # type: ignore[no-untyped-def]
+    # U9: Ctrl-C at question 6 keeps the 5 answers; the next `init` offers them, asks only the rest, writes the
+    # spec and removes the kept file.
+    from verlctl.wizard.prompter import WizardInterrupted
+
+    out = tmp_path / "run.yaml"
+    with pytest.raises(WizardInterrupted) as info:
+        run_init(ENTER * 5 + "\x03", world.machine, out)
+    kept = tmp_path / "state" / "wizard" / "interrupted.yaml"
+    assert kept.exists() and "offers to continue" in info.value.message and not out.exists()
+    code, text, prompter = run_init("y" + ENTER * 14 + "y", world.machine, out)
+    assert code == 0, text
+    assert prompter.asked[0].startswith("An earlier `verlctl init` was interrupted"), text[:3000]
+    assert "removed" not in text, text[:2000]
+    assert "Single node or multi-node?" not in prompter.asked and "Validation data (parquet)" not in prompter.asked
+    assert "Checkpoint directory" in prompter.asked and "Training steps" in prompter.asked  # what was not answered
+    assert yaml.safe_load(out.read_text())["paths"]["model"] == str(world.model)
+    assert not kept.exists()

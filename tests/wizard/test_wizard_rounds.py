@@ -72,10 +72,12 @@ def test_accepting_every_prefill_creates_a_new_container_and_types_nothing(tmp_p
     assert src(r, "container.name") is Source.DEFAULT and src(r, "container.image") is Source.DETECTED
     assert spec.cluster.socket_ifname == "eth0"
     assert spec.logging.swanlab.enabled is False
-    assert spec.features.mask is None and spec.features.enable == []
+    # the answered mask is kept as answered (issue 24, U6), not folded back into "default features"
+    assert spec.features.mask == "1100000" and spec.features.enable == []
     assert (spec.train.steps, spec.train.train_batch_size, spec.train.lr) == (4, 32, 1e-6)
     assert (spec.train.tensor_parallel, spec.train.pipeline_parallel, spec.train.responses_per_prompt) == (4, 2, 8)
-    assert not [p for p, o in r.origins.items() if o.source is Source.TYPED]
+    # nothing typed but the mask, which the user confirmed at the mask prompt (saved as answered, U6)
+    assert [p for p, o in r.origins.items() if o.source is Source.TYPED] == ["features.mask"]
     assert make_plan(r).ok
     assert "Round 5/5" in d.text and "features on: remove_padding, dynamic_batch, flash_attn" in d.text
 
@@ -89,6 +91,7 @@ def test_new_container_pulling_the_default_image_swanlab_on_features_by_name(tmp
         + CLEAR + "exp-1" + ENTER                                    # its name
         + DOWN + DOWN + ENTER                                        # image: pull the default
         + CLEAR + "http://proxy.local:3128" + ENTER + ENTER          # http_proxy; https_proxy = the same
+        + ENTER                                                      # no_proxy: localhost,127.0.0.1
         + "y"                                                        # SwanLab on
         + "http://10.0.0.5:8000" + ENTER                             # host
         + ENTER                                                      # mode cloud
@@ -106,6 +109,10 @@ def test_new_container_pulling_the_default_image_swanlab_on_features_by_name(tmp
     assert spec.container.image == DEFAULT_IMAGE and spec.container.pull is True
     assert src(r, "container.image") is Source.TYPED
     assert spec.container.proxy.http == spec.container.proxy.https == "http://proxy.local:3128"
+    # U5: no_proxy asked (localhost, 127.0.0.1 pre-filled), then the SwanLab host added to it
+    assert "no_proxy inside the container (hosts reached directly, comma-separated)" in d.prompter.asked
+    assert spec.container.proxy.no_proxy == "localhost,127.0.0.1,10.0.0.5"
+    assert "added the SwanLab host 10.0.0.5 to no_proxy" in d.text
     assert spec.paths.checkpoints == "/ckpt/exp1" and src(r, "paths.checkpoints") is Source.TYPED
     sw = spec.logging.swanlab
     assert sw.enabled is True and sw.host == "http://10.0.0.5:8000" and sw.mode == "cloud"
@@ -242,16 +249,32 @@ def test_whole_spec_check_after_the_rounds_reasks_the_round_that_can_fix_a_given
     assert make_plan(d.resolved).ok
 
 
-def test_ctrl_c_at_any_question_raises_interrupted_with_exit_130(tmp_path: Path) -> None:
+def test_ctrl_c_at_any_question_raises_interrupted_with_exit_130_and_keeps_the_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
     from verlctl.wizard.prompter import WizardInterrupted
 
+    monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
+    kept = tmp_path / "state" / "wizard" / "interrupted.yaml"
     w = make_world(tmp_path)
     for before in (0, 1, 5, 12):
         with pytest.raises(WizardInterrupted) as info:
             drive(ENTER * before + CTRL_C, w.machine)
         assert info.value.code == 130
-        assert info.value.message == "interrupted: nothing was changed"
         assert len(info.value.driven.prompter.asked) == before + 1  # type: ignore[attr-defined]
+        if before == 0:
+            assert info.value.message == "interrupted: nothing was changed" and not kept.exists()
+            continue
+        # U9: the answers so far are kept (mode 0600, no secrets) for `verlctl init` to continue from
+        assert "nothing was written" in info.value.message and str(kept) in info.value.message
+        assert kept.stat().st_mode & 0o777 == 0o600
+        doc = yaml.safe_load(kept.read_text())
+        assert doc["cluster"]["devices"] == list(range(8))
+        if before >= 5:
+            assert doc["paths"]["model"] == str(w.model)
+        if before >= 12:
+            assert doc["paths"]["checkpoints"] and doc["container"]["name"] == "verlctl"
 
 
 def test_input_that_ends_early_is_one_clear_error(tmp_path: Path) -> None:
@@ -324,3 +347,86 @@ def test_a_given_value_at_fault_does_not_trap_other_questions(tmp_path: Path) ->
     assert r.spec.features.mask == "1000001"
     assert r.spec.train.pipeline_parallel == 2 and src(r, "train.pipeline_parallel") is Source.TYPED
     assert make_plan(r).ok
+
+
+# ------------------------------------------------------------------ issue 24: the wizard asks what matters
+
+
+def test_busy_devices_are_never_pre_selected_and_choosing_one_is_explicit(tmp_path: Path) -> None:
+    # U18: the busy 910B1 capture (both NPUs busy): nothing is checked; Enter alone is refused.
+    w = make_world(tmp_path, npu=NPU_BUSY)
+    keys = (ENTER + ENTER + SPACE + ENTER          # single node; Enter refused (nothing checked); NPU 0
+            + ENTER * 15                          # model .. steps, batch, lr
+            + CLEAR + "1" + ENTER + CLEAR + "1" + ENTER + ENTER)  # one NPU: TP 1, PP 1; n
+    d = drive(keys, w.machine)
+    assert "choose at least one device" in reasons(d), reasons(d)
+    assert "none is pre-selected" in d.text, d.text
+    assert d.resolved.spec.cluster.devices == [0]
+
+
+def test_fsdp_is_not_asked_a_pipeline_parallel_size(tmp_path: Path) -> None:
+    # U8: FSDP has no pipeline parallelism; the Summary says no PP either.
+    from verlctl.wizard.checklist import summary_lines
+
+    w = make_world(tmp_path)
+    d = drive(ENTER * 19, w.machine, flags={"strategy": "fsdp"}, names={"strategy": "--strategy"})
+    assert "Pipeline parallel size (PP)" not in d.prompter.asked
+    assert d.prompter.asked[-1] == "Responses per prompt (n)"
+    assert "no pipeline parallel size to choose: fsdp has no pipeline parallelism" in d.text
+    hyper = dict(summary_lines(d.resolved, make_plan(d.resolved).command))["hyperparameters"]
+    assert "PP" not in hyper and "TP 4" in hyper
+
+
+def test_a_gpu_host_gets_no_ascend_image_default(tmp_path: Path) -> None:
+    # U19: device gpu: the image question offers no "Pull the default" (Ascend 910B) and asks for a reference.
+    w = make_world(tmp_path, images=False)
+    image = "verlai/verl:app-verl0.7-vllm0.10"
+    keys = ENTER * 8 + ENTER + image + ENTER + ENTER + ENTER * 20
+    d = drive(keys, w.machine, flags={"device": "gpu"}, names={"device": "--set device"})
+    assert "Image reference" in d.prompter.asked, d.prompter.asked
+    assert d.resolved.spec.container.image == image
+    assert "Pull the default" not in d.text
+
+
+def test_a_path_that_differs_only_in_case_gets_a_did_you_mean(tmp_path: Path) -> None:
+    from verlctl.wizard.rounds import same_but_case
+
+    w = make_world(tmp_path)
+    typo = str(w.model).replace("Qwen3-0.6B", "qwen3-0.6b")
+    assert same_but_case(typo) == str(w.model) and same_but_case(str(w.model)) is None
+    assert same_but_case(str(tmp_path / "nothing-like-it")) is None
+    # in the wizard: the model question, "Type a path…", the case typo is refused with the right path named
+    keys = ENTER + ENTER + DOWN + ENTER + CLEAR + typo + ENTER + CLEAR + str(w.model) + ENTER + ENTER * 17
+    d = drive(keys, w.machine)
+    assert any(r.endswith(f"does not exist; did you mean {w.model}?") for r in reasons(d)), reasons(d)
+
+
+def test_no_proxy_coverage_reads_names_suffixes_and_ranges() -> None:
+    from verlctl.wizard.rounds import no_proxy_covers
+
+    assert no_proxy_covers("localhost,10.0.0.0/8", "10.143.2.129")
+    assert no_proxy_covers(".corp", "swanlab.corp") and no_proxy_covers("corp", "swanlab.corp")
+    assert no_proxy_covers("*", "anything") and not no_proxy_covers("localhost,127.0.0.1", "10.143.2.129")
+    assert not no_proxy_covers("", "swanlab.corp") and not no_proxy_covers("lab.corp", "swanlab.corp")
+
+
+def test_a_disaggregated_mode_asks_the_trainer_rollout_split_and_shows_it(tmp_path: Path) -> None:
+    # U7: one-step-off-policy: the split is asked in round 1 (half/half pre-filled), TP/PP then fit the
+    # training side, and the Summary shows the split.
+    from verlctl.wizard.checklist import summary_lines
+
+    w = make_world(tmp_path)
+    keys = (ENTER + ENTER + CLEAR + "2" + ENTER     # single node, 8 NPUs, 2 of them train
+            + ENTER * 15 + CLEAR + "2" + ENTER + CLEAR + "1" + ENTER + ENTER)  # ... TP 2, PP 1 (2 training devices)
+    d = drive(keys, w.machine, flags={"mode": "one_step_off_policy"}, names={"mode": "--mode"})
+    asked = d.prompter.asked
+    assert asked[2] == "Training devices per node (of 8; the others run the rollout)", asked
+    spec = d.resolved.spec
+    assert (spec.train.trainer_devices, spec.train.rollout_devices) == (2, 6)
+    assert "split per node: 2 training + 6 rollout device(s)" in d.text
+    rows = dict(summary_lines(d.resolved, make_plan(d.resolved).command))
+    assert rows["split"].startswith("2 training + 6 rollout device(s) per node")
+    refused = drive(ENTER + ENTER + CLEAR + "8" + ENTER + CLEAR + "2" + ENTER + ENTER * 15 + CLEAR + "2" + ENTER
+                    + CLEAR + "1" + ENTER + ENTER, w.machine, flags={"mode": "one_step_off_policy"},
+                    names={"mode": "--mode"})
+    assert any("type a whole number from 1 to 7" in r for r in reasons(refused))

@@ -127,7 +127,7 @@ def test_launch_confirmation_shows_the_checklist_and_no_changes_nothing(tmp_path
     assert ok is False
     assert prompter.asked == ["Launch with these settings?",
                               "Save these answers as a spec file (repeat with `verlctl launch -c FILE --yes`)?"]
-    for part in ("Hardware", "Container", "Paths", "Hyperparameters", "Features", "Summary",
+    for part in ("Settings that differ from the defaults", "Features", "Summary",
                  "NPU × 8 per node", "exp-1", "key **********", "swap_optimizer", "verl 0.7.0",
                  "These actions will be taken, in order", "1. create container exp-1"):
         assert part in text, part

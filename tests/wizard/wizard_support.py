@@ -9,6 +9,7 @@ import io
 import json
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,12 @@ def cli_argv(*args: str) -> list[str]:
     return [sys.executable, "-c", DRIVER, *args]
 
 
+#: A state directory of this test process: an interrupted wizard keeps its answers there, never in the user's.
+_STATE_DIR = tempfile.mkdtemp(prefix="verlctl-test-wizard-state-")
+
+
 def cli_env(**extra: str) -> dict[str, str]:
+    extra.setdefault("VERLCTL_STATE_DIR", _STATE_DIR)
     env = clean_env(COLUMNS="200", LINES="60", TERM="xterm-256color", PROMPT_TOOLKIT_NO_CPR="1", **extra)
     env.pop("NO_COLOR", None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH", "")) if p)

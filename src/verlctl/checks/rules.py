@@ -239,7 +239,8 @@ def _parallel(ctx: RuleCtx) -> Iterable[Finding]:
             "seed_rule_tp_pp_per_node",
             f"TP*PP = {t.tensor_parallel * t.pipeline_parallel} is not a multiple of the {ctx.train_per_node} "
             "devices per node: fine — verl only requires the total device count to be divisible by "
-            "TP*PP*CP (the seed's rule is not enforced; official NPU scripts use e.g. TP4*PP2 on 16 NPUs)",
+            "TP*PP*CP (some launch scripts also ask for TP*PP to be a multiple of the devices per node; verlctl "
+            "does not; official NPU scripts use e.g. TP4*PP2 on 16 NPUs)",
             "train.tensor_parallel",
         )
 
@@ -299,7 +300,7 @@ def _gen_tp(ctx: RuleCtx) -> Iterable[Finding]:
         yield info(
             "seed_rule_gen_tp",
             f"rollout TP {ctx.rollout_tp} differs from training TP {t.tensor_parallel}: fine — verl reshards "
-            "weights between the two meshes; the seed's 'gen_tp == train_tp' rule is not enforced by verl",
+            "weights between the two meshes (some launch scripts require gen_tp == train_tp; verl does not)",
             "train.rollout_tensor_parallel",
         )
 

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import SpecFile, SpecFlags, out_path, with_spec_flags
+from verlctl.commands.options import SpecFile, SpecFlags, Verbose, out_path, with_spec_flags
 
 
 @with_spec_flags
@@ -34,6 +34,7 @@ def init(
         typer.Option("--scan-root", help="Directory to search for models/datasets (repeatable).", show_default=False),
     ] = None,
     budget: Annotated[float, typer.Option("--budget", help="Time budget of the model/dataset scan, seconds.")] = 3.0,
+    verbose: Verbose = False,
 ) -> int:
     """Ask for the run in rounds (pre-filled from this machine), confirm, and write the spec file."""
     from verlctl.ops.machine_facts import wizard_facts
@@ -41,5 +42,5 @@ def init(
 
     return init_flow(
         config, flags[0], flags[1], out=out, ask_all=ask_all, yes=yes, force=force, detect=not no_detect,
-        machine_file=machine, scan_roots=scan_root or None, budget_s=budget, facts_for=wizard_facts,
+        machine_file=machine, scan_roots=scan_root or None, budget_s=budget, facts_for=wizard_facts, verbose=verbose,
     )

@@ -61,6 +61,8 @@ SwanlabOpt = Annotated[
     typer.Option("--swanlab/--no-swanlab", help="Log to SwanLab (host and key from SWANLAB_HOST / SWANLAB_API_KEY)."),
 ]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="The checklist as the full table of every value "
+                                                             "with its source (default: what differs from the defaults).")]
 
 
 #: The spec flags every spec-taking command has (name -> annotation); all default to None (not given).

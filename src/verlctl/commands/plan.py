@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from verlctl.commands.options import Force, JsonOut, SpecFile, SpecFlags, out_path, with_spec_flags
+from verlctl.commands.options import Force, JsonOut, SpecFile, SpecFlags, Verbose, out_path, with_spec_flags
 
 
 @with_spec_flags
@@ -23,11 +23,12 @@ def plan(
     ] = None,
     force: Force = False,
     as_json: JsonOut = False,
+    verbose: Verbose = False,
 ) -> int:
     """Resolve a spec, check it, and render the two launch scripts (changes nothing else)."""
     from verlctl.checks.findings import has_errors
     from verlctl.plan import make_plan
-    from verlctl.report import plan_json, print_checklist, print_findings
+    from verlctl.report import plan_json, print_findings
     from verlctl.spec.resolve import load_spec
 
     resolved = load_spec(config, flags=flags[0], flag_names=flags[1])
@@ -46,7 +47,10 @@ def plan(
         from rich.console import Console
 
         console = Console()
-        print_checklist(console, resolved, the_plan.command)
+        from verlctl.wizard.checklist import glance, print_summary
+
+        glance(console, resolved, the_plan.command, verbose)
+        print_summary(console, resolved, the_plan.command)
         if the_plan.memory is not None:
             from verlctl.report import print_memory
 
@@ -59,7 +63,10 @@ def plan(
         for p in written:
             console.print(f"wrote {p}", highlight=False)
         if the_plan.ok and out is None:
-            console.print("[dim]nothing written: pass -o DIR to write the scripts[/dim]")
+            from verlctl.report import print_words
+
+            print_words(console, "files: nothing written; with -o DIR: start_verl.sh, run_training.sh, "
+                        "spec.resolved.yaml (every value with its source)", 0, 4)
     if has_errors(the_plan.findings):
         if not as_json:
             sys.stderr.write("error: the spec has errors (listed above); nothing was written\n")

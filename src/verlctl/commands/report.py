@@ -26,8 +26,12 @@ def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
                 return fh.read(LOG_CAP_BYTES), str(log)
         except OSError as exc:
             raise VerlctlError(f"--log {log}: {exc.strerror or exc}", hint="give a readable log file") from exc
+    from verlctl.ops import runstate
     from verlctl.ops.inspect import log_target, read_tail
 
+    host_text = runstate.read_host_log(record, 0, LOG_CAP_BYTES)  # type: ignore[arg-type]
+    if host_text is not None:  # a host file (paths.logs): read also when the container is removed
+        return host_text.encode(), record.run_log  # type: ignore[attr-defined]
     try:
         ex, container, _note = log_target(record)  # type: ignore[arg-type]
     except Exception as exc:  # an engine that cannot be reached: the report still shows the record
@@ -54,6 +58,9 @@ def report(
     out: Path = typer.Option(..., "--out", "-o", help="HTML file to write (one self-contained page).", parser=out_path),
     log: Path = typer.Option(None, "--log", help="Read the run's log from this file instead of its target."),
     force: Force = False,
+    smooth: int = typer.Option(0, "--smooth", help="Also draw the moving average over this many steps (0: none)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the file written, its state, "
+                                                       "steps charted, findings)."),
 ) -> None:
     """Write one self-contained HTML page for a run: its spec, timeline, restarts, diagnosis and charts."""
     from verlctl.files import check_out_file
@@ -62,6 +69,8 @@ def report(
     from verlctl.monitor.report_html import ReportData, render
     from verlctl.runtime.records import resolve_run
 
+    if smooth < 0:
+        raise VerlctlError(f"--smooth {smooth}: give a number of steps, 0 for none")
     check_out_file(out, force, example="report.html")  # before any work: an existing file is kept
     record = resolve_run(run_id)
     try:  # a plain file of the run's own directory, never through a symlink (the record is input)
@@ -69,23 +78,28 @@ def report(
     except (OSError, ValueError) as exc:
         why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
         spec_yaml = f"(the resolved spec could not be read: {why})"
+    from verlctl.ops import runstate
+
     data, source = _log_bytes(record, log)
     sink = SeriesSink()
     findings: list[dict[str, object]] = []
     progress = None
     if data is not None:
         d = diagnose_bytes(data, sink)
-        findings = [f.to_dict() for f in d.findings]
         progress = d.progress
-    events = record.events()
-    from verlctl.ops.inspect import stop_ended_it
+        findings = [f.to_dict() for f in d.findings]
+        offset = record.attempts[-1].log_offset if len(record.attempts) > 1 and log is None else 0
+        if offset:  # the current attempt's errors: an earlier one's, dealt with by recovery, is listed as such
+            from verlctl.monitor.summary import diagnose_text
 
-    state = "stopped" if record.stopped and stop_ended_it(record) else "recorded"
-    # A stop that signalled nothing (the run had ended) keeps the verdict before it.
-    last = next((e for e in reversed(events) if e.get("event") in ("finished", "failure", "gave_up", "stopped")
-                 and not (e.get("event") == "stopped" and e.get("signalled") is False)), None)
-    if last is not None:
-        state = str(last.get("event")).replace("_", " ")
+            current = runstate.read_host_log(record, offset, LOG_CAP_BYTES)
+            if current is not None:
+                findings = [f.to_dict() for f in diagnose_text(current).findings]
+    from verlctl.ops.inspect import run_states
+
+    events = record.events()
+    run_state = run_states([record])[record.run_id]
+    state = run_state.state
     facts = {
         "runtime": record.runtime,
         "container": record.container_name or record.container_id or "-",
@@ -93,6 +107,7 @@ def report(
         "verl version": record.verl_version,
         "checkpoints": record.checkpoints,
         "log": source,
+        "state": f"{run_state.state}: {run_state.why}",
     }
     if record.swanlab_url:
         facts["SwanLab"] = record.swanlab_url
@@ -109,9 +124,22 @@ def report(
             progress=progress,
             facts=facts,
             generated_at=time.time(),
+            markers=runstate.restart_markers(events),
+            recovered=runstate.recoveries(events),
+            smooth=smooth,
+            log_read=data is not None,
         )
     )
     _write_atomic(out, page, force)
+    if as_json:
+        import json
+        import sys
+
+        sys.stdout.write(json.dumps({"written": str(out), "bytes": len(page), "run_id": record.run_id,
+                                     "state": run_state.state, "state_why": run_state.why,
+                                     "steps_charted": len(sink.steps), "log": source,
+                                     "findings": findings}, indent=2, default=str) + "\n")
+        return
     typer.echo(f"wrote {out} ({len(page) // 1024} KiB; {len(sink.steps)} steps charted)")
 
 
@@ -119,12 +147,18 @@ def bundle(
     run_id: str = typer.Argument(None, help="Run id (or a unique prefix); default: the newest run."),
     out: Path = typer.Option(..., "--out", "-o", help="Archive to write (.tar.gz).", parser=out_path),
     private: list[str] = typer.Option(
-        [], "--private", help="A host name or address to replace with <private-host-N> everywhere (repeatable)."
+        [], "--private", help="Another host name or address to replace with <private-host-N> (repeatable); "
+                              "this host's and the run's own names and addresses are replaced already."
     ),
     force: Force = False,
+    keep_hosts: bool = typer.Option(False, "--keep-host-names", help="Do not replace this host's and the run's "
+                                                                     "own names and addresses."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the file, its files, what was "
+                                                       "unavailable, which host names were replaced)."),
 ) -> None:
     """Write a diagnostic bundle for a bug report: spec, scripts, versions, log tail, diagnosis, device and Ray
-    snapshots, events, image digest; secrets, private host names and home directories removed."""
+    snapshots, events, image digest; secrets and home directories removed, and this host's and the run's host
+    names and addresses replaced (the manifest says which kinds were)."""
     from verlctl.files import check_out_file
     from verlctl.monitor import bundle as b
     from verlctl.ops.inspect import target
@@ -146,11 +180,24 @@ def bundle(
         except Exception:  # docker.errors.ImageNotFound, an engine gone: recorded as unknown
             digest = None
     data = b.collect(record, ex, container, digest)
-    scrub = b.Scrubber.from_env(private)
+    own = {} if keep_hosts else b.own_hosts(record, [data.files.get("log-tail.txt", "")])
+    scrub = b.Scrubber.from_env(private, own=own)
     check_out_file(out, force, example="bundle.tar.gz")  # again: the collection took a while
     try:
         size = b.write(data, scrub, out, root=f"verlctl-bundle-{record.run_id}")
     except OSError as exc:
         raise VerlctlError(f"--out {out}: {exc.strerror or exc}", hint="write into an existing, writable directory") from exc
+    if as_json:
+        import json
+        import sys
+
+        sys.stdout.write(json.dumps({"written": str(out), "bytes": size, "files": sorted(data.files),
+                                     "unavailable": data.unavailable, "replaced_hosts": scrub.replaced},
+                                    indent=2) + "\n")
+        return
     missing = f"; unavailable: {', '.join(sorted(data.unavailable))}" if data.unavailable else ""
     typer.echo(f"wrote {out} ({size // 1024} KiB, {len(data.files) + 1} files{missing})")
+    if scrub.replaced:
+        typer.echo("replaced host names and addresses: " + "; ".join(f"{k} = {v}" for k, v in scrub.replaced.items()))
+    else:
+        typer.echo("replaced no host name or address (none of this host's or the run's appears in the bundle)")

@@ -14,6 +14,7 @@ from verlctl.commands.options import (
     JsonOut,
     SpecFile,
     SpecFlags,
+    Verbose,
     check_seconds,
     out_path,
     with_spec_flags,
@@ -66,6 +67,7 @@ def launch(
                                             "(weight sync), each timed; the full run starts only if both pass.")
     ] = False,
     canary_timeout: Annotated[float, typer.Option(help="With --canary: seconds for each canary phase.")] = 3600.0,
+    verbose: Verbose = False,
 ) -> int:
     """Prepare the container, start training and verify it started (asks first unless --yes)."""
     from verlctl.errors import VerlctlError
@@ -96,7 +98,7 @@ def launch(
     return launch_flow(
         config, flags[0], flags[1], yes=yes, dry_run=dry_run, out=out, force=force, pull=pull, watch=watch,
         notify_cmd=notify_cmd, verify_timeout=verify_timeout, ask_all=ask_all, as_json=as_json, canary=canary,
-        canary_timeout=canary_timeout,
+        canary_timeout=canary_timeout, verbose=verbose,
     )
 
 
@@ -115,7 +117,7 @@ def quickstart(
     from verlctl.ops.flow import launch_flow
 
     return launch_flow(None, {}, {}, yes=True, dry_run=dry_run, out=None, pull=pull, watch=watch, notify_cmd=None,
-                       verify_timeout=300.0, ask_all=False, as_json=as_json)
+                       verify_timeout=300.0, ask_all=False, as_json=as_json, quickstart=True)
 
 
 def status(

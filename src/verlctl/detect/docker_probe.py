@@ -75,15 +75,13 @@ def probe_docker(
     try:
         client = docker.from_env(timeout=int(max(1, timeout)))
     except DockerException as exc:
-        return unavailable("docker", UnavailableCode.NO_ENGINE, f"no docker engine: {_one_line(exc)}")
+        return unavailable("docker", UnavailableCode.NO_ENGINE, engine_words(exc))
     try:
         version = client.version()
         raw_containers = client.api.containers(all=True)
         raw_images = client.api.images()
     except Exception as exc:  # requests/urllib3 errors are not all DockerException
-        return unavailable(
-            "docker", UnavailableCode.NO_ENGINE, f"docker engine did not answer: {_one_line(exc)}"
-        )
+        return unavailable("docker", UnavailableCode.NO_ENGINE, engine_words(exc))
     finally:
         client.close()
     info = DockerInfo(
@@ -119,6 +117,24 @@ def probe_docker(
     info.containers.sort(key=lambda c: c.name)
     info.images.sort(key=lambda i: (i.tags[0] if i.tags else "~", i.id))
     return info
+
+
+def engine_words(exc: BaseException) -> str:
+    """Why the Docker engine cannot be used, in words (not the SDK's exception tuple), with what to do."""
+    import os
+
+    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    text = str(exc)
+    if "FileNotFoundError" in text or "No such file or directory" in text:
+        return f"no Docker engine is running here (no socket at {where}): start dockerd, or set DOCKER_HOST"
+    if "PermissionError" in text or "Permission denied" in text:
+        return (f"no permission to use the Docker engine at {where}: add your user to the docker group "
+                "(then log in again), or run as a user who may")
+    if "Connection refused" in text or "ConnectionRefused" in text:
+        return f"nothing answers at {where}: start dockerd, or set DOCKER_HOST to the engine's address"
+    if "timed out" in text.lower() or "Timeout" in text:
+        return f"the Docker engine at {where} did not answer in time: it may be overloaded or hung"
+    return f"the Docker engine at {where} cannot be used: {_one_line(exc)}"
 
 
 def _one_line(exc: BaseException) -> str:

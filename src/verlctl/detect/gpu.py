@@ -135,18 +135,78 @@ _INT_ATTRS = {"id", "memory_used_mb", "memory_total_mb", "util", "fan_percent"}
 _FLOAT_ATTRS = {"temp_c", "power_w", "power_cap_w"}
 
 
+#: Field names of a header row besides the GPU ones (the apps query's, and the GPU query's informational ones).
+_OTHER_HEADER_FIELDS = {"pid", "process_name", "used_memory", "used_gpu_memory", "driver_version", "count",
+                        "serial", "vbios_version", "timestamp", "clocks.sm", "clocks.mem", "memory.free"}
+
+
 def _header_fields(row: list[str]) -> list[str] | None:
+    """The field names of a header row (``name, memory.total [MiB], ...``: units dropped), in its order; None
+    for a data row. Any column order, any subset of the query fields."""
     cells = [c.strip() for c in row]
+    names = [re.sub(r"\s*\[.*\]$", "", c) for c in cells]
     if (
         cells
         and all(_HEADER_CELL.match(c) for c in cells)
-        and any(
-            re.sub(r"\s*\[.*\]$", "", c) in ("index", "name", "pid", "uuid", "gpu_uuid", "memory.used")
-            for c in cells
-        )
+        and any(n in _GPU_FIELD_TO_ATTR or n in _OTHER_HEADER_FIELDS for n in names)
     ):
-        return [re.sub(r"\s*\[.*\]$", "", c) for c in cells]
+        return names
     return None
+
+
+_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("uuid", re.compile(r"^(GPU|MIG)-[0-9A-Fa-f-]+$")),
+    ("pci.bus_id", re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")),
+    ("memory", re.compile(r"^\d+\s*MiB$")),
+    ("utilization.gpu", re.compile(r"^\d+\s*%$")),
+    ("temperature.gpu", re.compile(r"^\d+(\.\d+)?\s*C$")),
+    ("power", re.compile(r"^\d+(\.\d+)?\s*W$")),
+    ("pstate", re.compile(r"^P\d{1,2}$")),
+    ("persistence_mode", re.compile(r"^(Enabled|Disabled)$")),
+)
+
+
+def _shape_fields(row: list[str]) -> list[str] | None:
+    """The fields of a header-less ``--query-gpu`` row in some other order than the probe's, from what each
+    value looks like (a leading whole number is the index; values with units name themselves: MiB memory, %
+    utilization, W power, C temperature; GPU-... the UUID; the first other text the name). With two memory
+    values the smaller is memory.used; with two powers the first is the draw. None when no name is found."""
+    fields: list[str] = []
+    memory: list[int] = []
+    powers = 0
+    named = False
+    for i, raw in enumerate(row):
+        cell = raw.strip()
+        kind = next((k for k, rx in _SHAPES if rx.match(cell)), None)
+        if kind is None and i == 0 and re.fullmatch(r"\d+", cell):
+            kind = "index"
+        if kind == "memory":
+            memory.append(i)
+            fields.append("memory")
+        elif kind == "power":
+            fields.append("power.draw" if powers == 0 else "power.limit")
+            powers += 1
+        elif kind is not None:
+            fields.append(kind)
+        elif not named and cell and not re.fullmatch(r"[-+]?\d+(\.\d+)?", cell):
+            fields.append("name")
+            named = True
+        else:
+            fields.append("")
+    if not named:
+        return None
+    if len(memory) == 1:
+        fields[memory[0]] = "memory.total"
+    elif len(memory) >= 2:
+        a, b = memory[0], memory[1]
+        if (_whole(row[a]) or 0) <= (_whole(row[b]) or 0):
+            small, large = a, b
+        else:
+            small, large = b, a
+        fields[small], fields[large] = "memory.used", "memory.total"
+        for extra in memory[2:]:
+            fields[extra] = ""
+    return fields
 
 
 def _csv_rows(text: str) -> list[list[str] | None]:
@@ -161,7 +221,7 @@ def _csv_rows(text: str) -> list[list[str] | None]:
     return out
 
 
-def _gpu_from_fields(fields: list[str], row: list[str], info: GpuInfo) -> GpuDevice | None:
+def _gpu_from_fields(fields: list[str], row: list[str], info: GpuInfo, position: int = 0) -> GpuDevice | None:
     data: dict[str, object] = {}
     for field, raw in zip(fields, row):
         value = _value(raw)
@@ -179,8 +239,13 @@ def _gpu_from_fields(fields: list[str], row: list[str], info: GpuInfo) -> GpuDev
         else:
             data[attr] = value
     if data.get("id") is None:
-        info.warnings.append(f"a GPU row without an index was skipped: {', '.join(row)[:80]!r}")
-        return None
+        if "index" not in fields:  # a query without the index column: nvidia-smi lists the GPUs in index order
+            data["id"] = position
+            if position == 0:
+                info.warnings.append("the CSV has no index column: the GPUs are numbered in the order listed")
+        else:
+            info.warnings.append(f"a GPU row without an index was skipped: {', '.join(row)[:80]!r}")
+            return None
     if len(row) < len(fields):
         data["complete"] = False
         info.warnings.append(f"GPU {data['id']}: the CSV row has {len(row)} of {len(fields)} fields")
@@ -235,6 +300,7 @@ def parse_nvidia_smi_csv(
     info = GpuInfo(source="csv")
     fields: list[str] | None = None
     kind: str | None = None
+    position = 0  # of the GPU row in its section (its index when the query has no index column)
     for row in _csv_rows(text):
         if row is None:
             fields, kind = None, None
@@ -242,6 +308,7 @@ def parse_nvidia_smi_csv(
         header = _header_fields(row)
         if header is not None:
             fields, kind = header, ("apps" if "pid" in header else "gpus")
+            position = 0
             if kind == "apps":
                 info.process_table_seen = True
             continue
@@ -249,6 +316,9 @@ def parse_nvidia_smi_csv(
             if app_fields is not None:
                 fields, kind = list(app_fields), "apps"
                 info.process_table_seen = True
+            elif gpu_fields is None and (len(row) != len(QUERY_GPU_FIELDS) or to_int(row[0]) is None):
+                # not the probe's own query: read the fields from the values' shapes
+                fields, kind = _shape_fields(row) or list(QUERY_GPU_FIELDS), "gpus"
             else:
                 fields, kind = list(gpu_fields or QUERY_GPU_FIELDS), "gpus"
         if kind == "apps":
@@ -256,7 +326,8 @@ def parse_nvidia_smi_csv(
             if proc is not None:
                 info.processes.append(proc)
         else:
-            dev = _gpu_from_fields(fields, row, info)
+            dev = _gpu_from_fields(fields, row, info, position)
+            position += 1
             if dev is not None:
                 info.devices.append(dev)
     if info.driver_version:
@@ -436,6 +507,8 @@ def parse_nvidia_smi(text: str) -> GpuInfo:
             return parse_nvidia_smi_csv(
                 text, app_fields=QUERY_APPS_FIELDS
             )  # the probe's header-less apps query
+        if len(row) >= 2 and _shape_fields(row) is not None and any("MiB" in c for c in row):
+            return parse_nvidia_smi_csv(text)  # header-less --query-gpu output in another column order
     return parse_nvidia_smi_table(text)
 
 

@@ -157,7 +157,20 @@ def render_scan(console: Console, result: ScanResult | Unavailable, models: bool
         _missing(console, result)
         return
     if models:
-        if result.models:
+        if result.models and console.width < 110:
+            # Narrow: one block per model, lines broken between words (a table would fold every word).
+            from rich.markup import escape
+
+            console.print("[bold]Models[/]", highlight=False)
+            for m in result.models:
+                params = "" if m.param_count is None else f", {m.param_count / 1e9:.2f}B params ({m.param_count_source})"
+                status = "[green]ok[/]" if m.is_model else "[yellow]" + escape("; ".join(m.missing)) + "[/]"
+                console.print(f"  [bold]{escape(m.name)}[/]  {status}", highlight=False)
+                console.print(f"    {escape(m.architecture or '?')}, {m.num_layers or '?'} layers, "
+                              f"{m.num_attention_heads or '?'}/{m.num_kv_heads or '?'} heads/KV, hidden "
+                              f"{m.hidden_size or '?'}{escape(params)}", highlight=False)
+                console.print(f"    {escape(m.path)}", highlight=False, soft_wrap=True)
+        elif result.models:
             t = Table(title="Models", title_justify="left")
             t.add_column("Model", no_wrap=True)
             for col in ("Architecture", "Layers", "Heads/KV", "Hidden", "Params", "Status", "Path"):
@@ -179,7 +192,7 @@ def render_scan(console: Console, result: ScanResult | Unavailable, models: bool
                 )
             console.print(t)
         else:
-            console.print("  no model directories found")
+            console.print("[bold]Models[/]: no model directories found", highlight=False)
     if datasets:
         if result.parquet_files:
             console.print(f"[bold]Parquet files[/]: {len(result.parquet_files)}")
@@ -188,7 +201,7 @@ def render_scan(console: Console, result: ScanResult | Unavailable, models: bool
             if len(result.parquet_files) > 20:
                 console.print(f"  … and {len(result.parquet_files) - 20} more")
         else:
-            console.print("  no parquet files found")
+            console.print("[bold]Parquet files[/]: none found", highlight=False)
     line = (
         f"  scanned {', '.join(result.roots)} to depth {result.max_depth}: {result.dirs_listed} dirs in "
         f"{result.elapsed_s:.2f} s"

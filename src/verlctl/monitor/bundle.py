@@ -13,6 +13,7 @@ target gives "unavailable: <why>" in the manifest, never a hang.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -69,16 +70,24 @@ class Scrubber:
     secrets: list[str] = field(default_factory=list)
     private_hosts: list[str] = field(default_factory=list)
     home: str | None = None
+    #: what each private host is ("given with --private", "this host's name", ...), by name
+    kinds: dict[str, str] = field(default_factory=dict)
+    #: the placeholders that replaced something, and what they stand for (filled as text is scrubbed)
+    replaced: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, private_hosts: Iterable[str] = (), environ: dict[str, str] | None = None) -> Scrubber:
+    def from_env(cls, private_hosts: Iterable[str] = (), environ: dict[str, str] | None = None,
+                 own: dict[str, str] | None = None) -> Scrubber:
+        """``own``: host names and addresses to replace too, with what each is (:func:`own_hosts`)."""
         env = os.environ if environ is None else environ
         secrets = [env[k] for k in SECRET_ENV if env.get(k)]
         home = env.get("HOME")
+        kinds = {**(own or {}), **{h: "given with --private" for h in private_hosts if h}}
         return cls(
             secrets=sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True),
-            private_hosts=sorted({h for h in private_hosts if h}, key=len, reverse=True),
+            private_hosts=sorted(kinds, key=len, reverse=True),
             home=home if home and home not in ("/", "") else None,
+            kinds=kinds,
         )
 
     def __call__(self, text: str) -> str:
@@ -86,10 +95,48 @@ class Scrubber:
             text = text.replace(s, "<redacted>")
         text = _SECRET_KV.sub(lambda m: m.group("k") + "<redacted>", text)
         for i, h in enumerate(self.private_hosts, 1):
-            text = re.sub(rf"(?<![\w.-]){re.escape(h)}(?![\w-])", f"<private-host-{i}>", text)
+            text, n = re.subn(rf"(?<![\w.-]){re.escape(h)}(?![\w-])", f"<private-host-{i}>", text)
+            if n:
+                self.replaced[f"<private-host-{i}>"] = self.kinds.get(h, "given with --private")
         if self.home:
             text = re.sub(rf"{re.escape(self.home.rstrip('/'))}(?=/|\b)", "~", text)
         return _HOME.sub("/home/<user>", text)
+
+
+_LOG_NODE_NAMES = (re.compile(r"\] node (\S+): "), re.compile(r"Local node IP: (\S+)"),
+                   re.compile(r"Ray head at ([0-9.]+):\d+"), re.compile(r"--address='?([0-9.]+):\d+"))
+
+
+def own_hosts(record: Any, texts: Iterable[str] = ()) -> dict[str, str]:
+    """This machine's and the run's own host names and addresses (name -> what it is), replaced in a bundle
+    by default: the host name, its non-loopback addresses, the run's nodes, and the node names and addresses
+    the run's log prints (start_verl.sh's "node NAME", Ray's "Local node IP")."""
+    import socket
+
+    out: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        name = socket.gethostname()
+        out[name] = "this host's name"
+        fqdn = socket.getfqdn()
+        if fqdn and fqdn != name and fqdn not in ("localhost", "localhost.localdomain"):
+            out[fqdn] = "this host's name"
+    with contextlib.suppress(Exception):
+        import psutil
+
+        for addrs in psutil.net_if_addrs().values():
+            for a in addrs:
+                if a.family == socket.AF_INET and not a.address.startswith("127."):
+                    out.setdefault(a.address, "an address of this host")
+    for addr in [getattr(record, "head_address", None), *(w.address for w in getattr(record, "workers", []))]:
+        if addr:
+            out.setdefault(addr, "a node of the run")
+    for text in texts:
+        for rx in _LOG_NODE_NAMES:
+            for m in rx.finditer(text):
+                value = m.group(1).strip("'\"")
+                if value and value not in ("localhost", "127.0.0.1"):
+                    out.setdefault(value, "a node name or address in the run's log")
+    return {k: v for k, v in out.items() if len(k) >= 2}
 
 
 @dataclass
@@ -181,14 +228,17 @@ def write(bundle: Bundle, scrub: Scrubber, out: Path, root: str) -> int:
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "files": sorted(bundle.files),
         "unavailable": bundle.unavailable,
-        "redacted": ["secrets (API keys, tokens)", "private host names", "home directories"],
+        "redacted": ["secrets (API keys, tokens)", "host names and addresses (replaced_hosts: which kinds)",
+                     "home directories"],
     }
-    pieces = {**bundle.files, "manifest.json": json.dumps(manifest, indent=2) + "\n"}
+    scrubbed = {name: scrub(text) for name, text in bundle.files.items()}
+    manifest["replaced_hosts"] = dict(sorted(scrub.replaced.items(), key=lambda kv: int(kv[0].split("-")[-1][:-1])))
+    pieces = {**scrubbed, "manifest.json": scrub(json.dumps(manifest, indent=2) + "\n")}
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         now = int(time.time())
         for name, text in sorted(pieces.items()):
-            data = scrub(text).encode("utf-8")
+            data = text.encode("utf-8")
             info = tarfile.TarInfo(f"{root}/{name}")
             info.size, info.mtime, info.mode = len(data), now, 0o644
             tar.addfile(info, io.BytesIO(data))

@@ -10,6 +10,8 @@ a category earlier in the list is a possible cause of the later ones, never a co
   (``hccl_timeout``, ``collective_timeout``, ``device_error`` stream-sync timeouts);
 * any death of a worker shows up on the driver as ``ray_actor_died`` and ``ray_task_failed`` (wrappers);
 * ``ray_gcs_unreachable`` makes the raylet exit (``raylet_died``).
+* ``ray_start_timeout`` (a node's Ray that never came up) leaves the GCS unreachable and devices missing
+  (``ray_devices_missing``, start_verl.sh's own "only N of M devices joined Ray").
 
 ``python_exception`` is a fallback: it is reported only when nothing more specific was found.
 
@@ -942,6 +944,30 @@ CATALOGUE: tuple[Category, ...] = (
         ),
     ),
     Category(
+        "ray_start_timeout",
+        "Ray did not come up: its daemons (GCS, raylet) did not register in time",
+        "usually a loaded host (load average, other jobs, a slow /tmp): `verlctl launch` retries a head start "
+        "that fails so once; if it keeps failing, wait for the load to drop, or give Ray longer with "
+        "`env: {RAY_raylet_start_wait_time_s: \"120\"}` and more time to join with `cluster.join_timeout_s`",
+        (
+            _sig(
+                r"The current node timed out during startup",
+                "The current node timed out during startup",
+                examples=(
+                    "Exception: The current node timed out during startup. This could happen because some of the "
+                    "raylet failed to startup or the GCS has become overloaded.",
+                ),
+                message="Ray's node timed out during start-up (a raylet did not start, or the GCS was overloaded)",
+            ),
+            _sig(
+                r"ERROR: the Ray head did not listen on (?P<address>\S+) within (?P<seconds>\d+)s",
+                "the Ray head did not listen on",
+                examples=("[verlctl 08:41:21] ERROR: the Ray head did not listen on 192.0.2.2:6766 within 600s",),
+                message="the Ray head did not listen on {address} within {seconds}s",
+            ),
+        ),
+    ),
+    Category(
         "ray_gcs_unreachable",
         "a Ray process cannot reach the GCS (the Ray head)",
         "check that the Ray head is up (`ray status`), that every node reaches `<head>:cluster.ray_port` "
@@ -1006,6 +1032,25 @@ CATALOGUE: tuple[Category, ...] = (
                     "preempted node, etc.)",
                 ),
                 message="a Ray node was marked dead (missed heartbeats)",
+            ),
+        ),
+    ),
+    Category(
+        "ray_devices_missing",
+        "not every device joined Ray before the join timeout",
+        "a node's Ray did not start or cannot reach the head: on a loaded host Ray's start-up times out (see "
+        "`ray_start_timeout` in that node's log; raise `RAY_raylet_start_wait_time_s` in `env`); check that "
+        "start_verl.sh runs on every node, that they reach the head's `cluster.ray_port`, and give them more "
+        "time with `cluster.join_timeout_s`; `verlctl launch` retries a single-node start that fails so once",
+        (
+            _sig(
+                r"ERROR: only (?P<have>\d+) of (?P<want>\d+) (?P<resource>\S+) devices joined Ray within (?P<seconds>\d+)s",
+                "devices joined Ray within",
+                examples=(
+                    "[verlctl 09:09:10] ERROR: only 4 of 8 NPU devices joined Ray within 120s: check that "
+                    "start_verl.sh runs on every node and that they reach 192.0.2.2:34353",
+                ),
+                message="only {have} of {want} {resource} devices joined Ray within {seconds}s",
             ),
         ),
     ),

@@ -81,19 +81,69 @@ def _bounds(values: list[float]) -> tuple[float, float]:
     return lo, hi
 
 
-def svg_chart(spec: ChartSpec, points: list[Point], width: int = 560, height: int = 200) -> str:
-    """One line chart as an inline ``<svg>`` (axes, min/max labels, a polyline, a dot per point when few)."""
+#: A restart on a chart: the step the attempt started from, and what to say ("attempt 2: device_oom").
+Marker = tuple[int, str]
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About ``n`` round tick values covering [lo, hi] (1, 2, 2.5 or 5 times a power of ten apart)."""
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / max(1, n - 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step - 1e-9) * step
+    out = []
+    v = first
+    while v <= hi + step * 1e-9:
+        out.append(round(v, 12))
+        v += step
+    return out
+
+
+def step_ticks(x0: int, x1: int, n: int = 6) -> list[int]:
+    """Whole step numbers for the x axis, first and last included."""
+    if x1 <= x0:
+        return [x0]
+    ticks = sorted({round(t) for t in nice_ticks(x0, x1, n) if x0 <= t <= x1} | {x0, x1})
+    # drop a tick crowding the last one
+    span = x1 - x0
+    return [t for t in ticks if t in (x0, x1) or (x1 - t) > span / (2 * n)]
+
+
+def smoothed(points: list[Point], window: int) -> list[Point]:
+    """The trailing moving average over ``window`` points (the raw series when window < 2)."""
+    if window < 2:
+        return points
+    out: list[Point] = []
+    total = 0.0
+    for i, (x, y) in enumerate(points):
+        total += y
+        if i >= window:
+            total -= points[i - window][1]
+        out.append((x, total / min(i + 1, window)))
+    return out
+
+
+def svg_chart(spec: ChartSpec, points: list[Point], width: int = 560, height: int = 200,
+              markers: Iterable[Marker] = (), smooth: int = 0) -> str:
+    """One line chart as an inline ``<svg>``: axes with round ticks and grid lines, a polyline (and its
+    moving average when ``smooth`` > 1), a dot per point when few, and a dashed marker at each restart with
+    the attempt and its reason on the x axis."""
     title = escape(spec.title + (f" ({spec.unit})" if spec.unit else ""))
+    markers = list(markers)
+    height += 16 * min(len(markers), 3)  # room for the restart labels under the axis
     head = (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="{escape(spec.name)}" '
-        f'data-points="{len(points)}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="{title}">'
+        f'data-points="{len(points)}" data-markers="{len(markers)}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{title}">'
     )
     parts = [head, f'<text x="8" y="16" class="t">{title}</text>']
     if not points:
         parts.append(f'<text x="{width // 2}" y="{height // 2}" text-anchor="middle" class="e">no data</text></svg>')
         return "".join(parts)
-    left, right, top, bottom = 56, 12, 28, 28
+    left, right, top = 56, 12, 28
+    bottom = 28 + 16 * min(len(markers), 3)
     pw, ph = width - left - right, height - top - bottom
     xs = [p[0] for p in points]
     ys = [p[1] for p in points]
@@ -106,15 +156,31 @@ def svg_chart(spec: ChartSpec, points: list[Point], width: int = 560, height: in
     def py(y: float) -> float:
         return top + (1 - (y - y0) / (y1 - y0)) * ph
 
-    parts.append(
-        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="f"/>'
-        f'<text x="{left - 4}" y="{top + 4}" text-anchor="end" class="a">{escape(_fmt(y1))}</text>'
-        f'<text x="{left - 4}" y="{top + ph}" text-anchor="end" class="a">{escape(_fmt(y0))}</text>'
-        f'<text x="{left}" y="{height - 8}" class="a">step {x0}</text>'
-        f'<text x="{left + pw}" y="{height - 8}" text-anchor="end" class="a">step {x1}</text>'
-    )
+    parts.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="f"/>')
+    for t in nice_ticks(y0, y1):
+        if y0 <= t <= y1:
+            parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="g"/>'
+                         f'<text x="{left - 4}" y="{py(t) + 4:.1f}" text-anchor="end" class="a tick" '
+                         f'data-axis="y">{escape(_fmt(t))}</text>')
+    axis_y = top + ph
+    for t in step_ticks(int(x0), int(x1)):
+        parts.append(f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="{axis_y}" y2="{axis_y + 4}" class="k"/>'
+                     f'<text x="{px(t):.1f}" y="{axis_y + 16}" text-anchor="middle" class="a tick" '
+                     f'data-axis="x">{t}</text>')
+    parts.append(f'<text x="{left + pw}" y="{top - 6}" text-anchor="end" class="a">step</text>')
+    for i, (step, label) in enumerate(markers):
+        x = px(min(max(step, x0), x1))
+        row = axis_y + 32 + 16 * min(i, 2)
+        anchor = "end" if x > left + pw / 2 else "start"
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{axis_y}" class="m" data-step="{step}"/>'
+                     f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{axis_y + 20}" y2="{row - 11}" class="m"/>'
+                     f'<text x="{x + (-3 if anchor == "end" else 3):.1f}" y="{row}" text-anchor="{anchor}" '
+                     f'class="mk">{escape(label)}</text>')
     coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
     parts.append(f'<polyline points="{coords}" class="l"/>')
+    if smooth > 1 and len(points) > 2:
+        avg = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in smoothed(points, smooth))
+        parts.append(f'<polyline points="{avg}" class="s" data-smooth="{smooth}"/>')
     if len(points) <= 60:
         parts.extend(
             f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" class="d"><title>step {x}: {escape(_fmt(y))}</title></circle>'
@@ -128,9 +194,11 @@ def svg_chart(spec: ChartSpec, points: list[Point], width: int = 560, height: in
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 
 
-def text_chart(spec: ChartSpec, points: list[Point], width: int = 60, height: int = 6) -> str:
+def text_chart(spec: ChartSpec, points: list[Point], width: int = 60, height: int = 6,
+               markers: Iterable[Marker] = ()) -> str:
     """A column chart in block characters: ``height`` rows, at most ``width`` columns (each the mean of the
-    steps it covers), with the min/max and the step range."""
+    steps it covers), with max / middle / min on the y axis, step ticks on the x axis, and a ``^`` under the
+    column of each restart, named below."""
     title = spec.title + (f" ({spec.unit})" if spec.unit else "")
     if not points:
         return f"{title}: no data"
@@ -145,14 +213,41 @@ def text_chart(spec: ChartSpec, points: list[Point], width: int = 60, height: in
     levels = height * 8
     heights = [max(1, round((v - lo) / (hi - lo) * levels)) for v in buckets]
     label_w = max(len(_fmt(hi)), len(_fmt(lo)))
+    mid_row = height // 2 if height >= 3 else -1
+    mid = _fmt(lo + (hi - lo) * (mid_row + 0.5) / height)
+    label_w = max(label_w, len(mid) if mid_row >= 0 else 0)
     rows = []
     for r in range(height - 1, -1, -1):
         line = "".join(_BLOCKS[min(8, max(0, h - r * 8))] for h in heights)
-        label = _fmt(hi) if r == height - 1 else (_fmt(lo) if r == 0 else "")
+        label = _fmt(hi) if r == height - 1 else _fmt(lo) if r == 0 else mid if r == mid_row else ""
         rows.append(f"{label:>{label_w}} │{line}")
     last = points[-1]
-    footer = f"{'':>{label_w}} └ step {points[0][0]} … {last[0]}  (last {_fmt(last[1])})"
-    return "\n".join([title, *rows, footer])
+    first_step, last_step = points[0][0], last[0]
+
+    def col(step: int) -> int:
+        i = next((k for k, (s, _) in enumerate(points) if s >= step), n - 1)
+        return min(cols - 1, i * cols // n)
+
+    axis = [" "] * cols
+    for t in step_ticks(first_step, last_step, max(2, min(6, cols // 10))):
+        axis[col(t)] = "┬"
+    tick_line = f"{'':>{label_w}} └" + "".join(axis)
+    labels = [" "] * (cols + 12)
+    for t in step_ticks(first_step, last_step, max(2, min(6, cols // 10))):
+        text, c = str(t), col(t)
+        start = max(0, min(c, cols + 12 - len(text)))
+        if all(ch == " " for ch in labels[max(0, start - 1): start + len(text) + 1]):
+            labels[start: start + len(text)] = text
+    out = [title, *rows, tick_line, f"{'':>{label_w}}  " + "".join(labels).rstrip()]
+    markers = [(s, lbl) for s, lbl in markers]
+    if markers:
+        marks = [" "] * cols
+        for s, _ in markers:
+            marks[col(s)] = "^"
+        out.append(f"{'':>{label_w}}  " + "".join(marks).rstrip())
+        out.extend(f"{'':>{label_w}}  ^ step {s}: {lbl}" for s, lbl in markers)
+    out.append(f"{'':>{label_w}}  step {first_step} … {last_step}  (last {_fmt(last[1])})")
+    return "\n".join(out)
 
 
 class SeriesSink:

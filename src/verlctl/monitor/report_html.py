@@ -32,6 +32,9 @@ svg.chart{background:#fff;border:1px solid #dde;border-radius:6px}
 svg .t{font:600 13px system-ui,sans-serif;fill:#1d2330}svg .a{font:11px system-ui,sans-serif;fill:#556}
 svg .e{font:12px system-ui,sans-serif;fill:#889}svg .f{fill:#fafbfe;stroke:#dde}
 svg .l{fill:none;stroke:#2f6fde;stroke-width:2}svg .d{fill:#2f6fde}
+svg .g{stroke:#e6e8f0;stroke-width:1}svg .k{stroke:#889;stroke-width:1}
+svg .m{stroke:#d9480f;stroke-width:2;stroke-dasharray:5 3}svg .mk{font:11px system-ui,sans-serif;fill:#d9480f}
+svg .s{fill:none;stroke:#0b8a5c;stroke-width:2.5}
 """
 
 
@@ -39,7 +42,7 @@ svg .l{fill:none;stroke:#2f6fde;stroke-width:2}svg .d{fill:#2f6fde}
 class ReportData:
     run_id: str
     experiment: str
-    state: str  # running / stopped / finished / failed (exit N) / not running
+    state: str  # running / finished / failed / stopped / never started / unknown
     spec_yaml: str
     events: Sequence[Mapping[str, Any]] = field(default_factory=list)
     attempts: Sequence[Mapping[str, Any]] = field(default_factory=list)
@@ -48,6 +51,10 @@ class ReportData:
     progress: Mapping[str, Any] | None = None
     facts: dict[str, str] = field(default_factory=dict)  # container, image, verl version, log path, ...
     generated_at: float | None = None
+    markers: Sequence[tuple[int, str]] = field(default_factory=list)  # (step, "attempt 2: ...") per restart
+    smooth: int = 0  # moving-average window drawn over each series (0: none)
+    log_read: bool = True  # False: the log was not read (the diagnosis cannot say "no error")
+    recovered: Sequence[str] = field(default_factory=list)  # "attempt 2 added offload after out of memory ..."
 
 
 def _when(t: Any) -> str:
@@ -74,6 +81,8 @@ def _state_class(state: str) -> str:
     s = state.lower()
     if s.startswith(("failed", "gave up")) or "error" in s:
         return "bad"
+    if s in ("never started",):
+        return "bad"
     if s in ("running", "finished"):
         return "ok"
     return ""
@@ -99,7 +108,7 @@ def render(data: ReportData) -> str:
 
     out.append('<h2>Progress</h2><div class="grid" id="charts">')
     for spec in CHARTS:
-        out.append(svg_chart(spec, data.series.get(spec.name, [])))
+        out.append(svg_chart(spec, data.series.get(spec.name, []), markers=data.markers, smooth=data.smooth))
     out.append("</div>")
     if data.progress:
         done, total = data.progress.get("step"), data.progress.get("total")
@@ -107,6 +116,9 @@ def render(data: ReportData) -> str:
             out.append(f"<p>step {escape(str(done))}" + (f" of {escape(str(total))}" if total else "") + "</p>")
 
     out.append("<h2>Diagnosis</h2>")
+    if data.recovered:
+        out.append('<ul id="recovered">' + "".join(f'<li class="ok">recovered: {escape(r)}</li>'
+                                                   for r in data.recovered) + "</ul>")
     if data.findings:
         out.append('<table id="findings"><tr><th>what</th><th>line</th><th>what to do</th><th>excerpt</th></tr>')
         for f in data.findings:
@@ -116,6 +128,9 @@ def render(data: ReportData) -> str:
                 f"<td><code>{escape(str(f.get('excerpt', ''))[:400])}</code></td></tr>"
             )
         out.append("</table>")
+    elif not data.log_read:
+        out.append("<p>The log was not read, so nothing can be said about errors in it (see the log entry "
+                   "above).</p>")
     else:
         out.append("<p>No error found in the log.</p>")
 

@@ -9,6 +9,32 @@ from verlctl.errors import SpecError, VerlctlError
 from verlctl.wizard.flow import missing_message, stdin_is_terminal
 
 
+def env_name_for(path: str) -> str:
+    """The environment variable that sets spec ``path`` (a seed script's name when one maps to it)."""
+    from verlctl.spec.sources import SEED_ENV
+
+    seed = next((name for name, p in SEED_ENV.items() if p == path), None)
+    return seed or "VERLCTL_" + path.upper().replace(".", "__")
+
+
+def in_env_words(text: str | None) -> str | None:
+    """``text`` with each spec key it names (``container.image``) followed by its environment variable:
+    quickstart takes no spec file and no flags, so the variable is what a user can set."""
+    import re
+
+    if not text:
+        return text
+    keys = r"(?<![\w.=-])((?:paths|container|cluster|train|logging|features|recovery)\.[a-z_.]*[a-z_]|strategy|algorithm)"
+
+    def name(m: re.Match[str]) -> str:
+        key = m.group(1)
+        return f"{env_name_for(key)} ({key})"
+
+    # the `--set KEY=… or VAR` alternatives of the missing-values message: quickstart has no --set
+    text = re.sub(r"\s*\(--set \S+=\S+ or \w+\)", "", text)
+    return re.sub(keys, name, text)
+
+
 def launch_flow(
     config: Path | None,
     flags: dict[str, Any],
@@ -26,6 +52,8 @@ def launch_flow(
     as_json: bool = False,
     canary: bool = False,
     canary_timeout: float = 3600.0,
+    verbose: bool = False,
+    quickstart: bool = False,
 ) -> int:
     """Launch (``launch``, ``quickstart``). With ``as_json`` nothing is asked, the progress lines go to
     stderr and one object goes to stdout: ``outcome`` ("launched", "dry_run", or "error" beside the error
@@ -37,6 +65,17 @@ def launch_flow(
     from verlctl.ops.launch import Launcher, LaunchOptions
     from verlctl.spec.resolve import load_spec
 
+    if quickstart:
+        try:
+            return launch_flow(config, flags, names, yes=yes, dry_run=dry_run, out=out, pull=pull, watch=watch,
+                               notify_cmd=notify_cmd, verify_timeout=verify_timeout, ask_all=ask_all,
+                               as_json=as_json, verbose=verbose)
+        except VerlctlError as exc:
+            exc.message = in_env_words(exc.message) or exc.message
+            exc.message = exc.message.replace("missing required values and stdin is not a terminal, so nothing "
+                                              "can be asked", "missing required values (quickstart asks nothing)")
+            exc.hint = in_env_words(exc.hint)
+            raise
     console = Console(stderr=as_json)
     if as_json and not (yes or dry_run):
         raise VerlctlError("--json asks no question: add --yes to launch (or --dry-run to list the actions)")
@@ -62,7 +101,7 @@ def launch_flow(
         from verlctl.wizard.flow import confirm_launch
 
         # The answers can be saved as a spec file (offered after the launch question) when rounds were asked.
-        confirm = confirm_launch(console, resolved, offer_save=asked)
+        confirm = confirm_launch(console, resolved, offer_save=asked, verbose=verbose)
     options = LaunchOptions(yes=yes, dry_run=dry_run, pull=pull, verify_timeout=verify_timeout, out_dir=out,
                             canary=canary, canary_timeout=canary_timeout, out_force=force)
     launcher = Launcher(resolved, options, console, confirm=confirm)

@@ -143,7 +143,14 @@ def run_status(run_id: str | None) -> dict[str, Any]:
         from verlctl.ops.slurm_run import slurm_status
 
         return slurm_status(record)
-    ex, container = target(record)
+    from verlctl.ops import runstate
+
+    events = record.events()
+    try:
+        ex, container = target(record)
+    except VerlctlError as exc:  # no engine: the record and a host log still tell most of the story
+        ex, container = None, {"name": record.container_name, "id": record.container_id,
+                               "state": f"unreachable: {exc.message}"}
     ref = record.ref
     verdict = ex.verdict(ref) if ex is not None and ref is not None else None
     alive = bool(verdict and verdict["owned"])
@@ -154,7 +161,8 @@ def run_status(run_id: str | None) -> dict[str, Any]:
         "container": container,
         "pgid": record.pgid,
         "alive": alive,
-        "state": "running" if alive else ("stopped" if record.stopped and stop_ended_it(record) else "not running"),
+        "state": "running" if alive else "unknown",
+        "state_why": None,
         "identity": (verdict or {}).get("reason") or None,
         "attempts": [a.model_dump() for a in record.attempts],
         "run_log": record.run_log,
@@ -166,6 +174,8 @@ def run_status(run_id: str | None) -> dict[str, Any]:
         "last_step": None,
         "last_error": None,
         "last_line": None,
+        "recovered": runstate.recoveries(events),
+        "log_read_from": None,
     }
     if record.workers:
         doc["head"] = record.head_address
@@ -176,15 +186,31 @@ def run_status(run_id: str | None) -> dict[str, Any]:
     live = record.read_status()
     if live:
         doc["live"] = live
-    if ex is not None:
-        text = read_tail(ex, record.run_log)
+    # Only the current attempt's part of the log: an error that recovery has dealt with is not this run's
+    # last error any more.
+    offset = record.attempts[-1].log_offset if record.attempts else 0
+    text = runstate.read_host_log(record, offset, TAIL_BYTES)
+    if text is not None:
+        doc["log_read_from"] = "host"
+    elif ex is not None:
+        text = _read_from(ex, record.run_log, offset, TAIL_BYTES)
+        doc["log_read_from"] = "target"
+    if text:
         summarise(text, doc)
-    last_failure = next((e for e in reversed(record.events()) if e.get("event") in ("failure", "alert")), None)
+    current = runstate.current_events(events) if record.attempts else events
+    last_failure = next((e for e in reversed(current) if e.get("event") in ("failure", "alert")), None)
     if last_failure and not doc["last_error"]:
         doc["last_error"] = {k: last_failure.get(k) for k in ("category", "reason", "message", "hint") if k in last_failure}
-    watcher_outcome(record, doc)
-    if doc["state"] == "not running" and record.stopped:  # stopped after it ended, and its log has no verdict
-        doc["state"] = "stopped"
+    launch_failed = next((e for e in reversed(current) if e.get("event") == "launch_failed"), None)
+    if launch_failed and not doc["last_error"]:
+        doc["last_error"] = {"category": "launch_failed", "message": launch_failed.get("error")}
+    watcher_outcome(record, doc, events)
+    # A removed or stopped container has no process left: the group has ended (unknown when unreachable).
+    reachable = not str(container.get("state") or "").startswith("unreachable")
+    probed = (alive if ex is not None else (False if reachable else None)) if ref is not None else None
+    st = runstate.decide(record, events, live, text, alive=probed, watcher=doc["watcher"]["alive"],
+                         progress=doc["progress"])
+    doc["state"], doc["state_why"] = st.state, st.why
     return doc
 
 
@@ -196,10 +222,25 @@ def stop_ended_it(record: RunRecord) -> bool:
     return last is None or bool(last.get("signalled", True))
 
 
-def watcher_outcome(record: RunRecord, doc: dict[str, Any]) -> None:
+def _read_from(ex: Executor, path: str, offset: int, max_bytes: int) -> str:
+    size = ex.file_size(path)
+    if size is None:
+        return ""
+    start = max(offset, size - max_bytes)
+    if start > size:  # the log was truncated or replaced: read its end
+        start = max(0, size - max_bytes)
+    data = ex.read_file(path, offset=start) or b""
+    text = data.decode(errors="replace")
+    if start > offset:
+        text = text.split("\n", 1)[-1]
+    return text
+
+
+def watcher_outcome(record: RunRecord, doc: dict[str, Any], events: list[dict[str, Any]] | None = None) -> None:
     """The watcher's last word on the current attempt: it gave up (with why), so the run is a failure even
     when its log ends with "training finished" (e.g. a resume that trained 0 steps)."""
-    events = record.events()
+    if events is None:
+        events = record.events()
     last_start = max((i for i, e in enumerate(events) if e.get("event") == "started"), default=-1)
     gave_up = next((e for e in reversed(events[last_start + 1:]) if e.get("event") == "gave_up"), None)
     doc["gave_up"] = None
@@ -209,26 +250,14 @@ def watcher_outcome(record: RunRecord, doc: dict[str, Any]) -> None:
     doc["gave_up"] = {"reason": reason if reason.startswith("gave up:") else f"gave up: {reason}",
                       "category": gave_up.get("category"), "advice": gave_up.get("advice") or []}
     if not doc["alive"]:
-        doc["state"] = "failed (watcher gave up)"
+        doc["state"] = "failed (watcher gave up)"  # (Slurm's status; a local run's state is decided after)
 
 
 def summarise(text: str, doc: dict[str, Any]) -> None:
     from verlctl.monitor.summary import diagnose_text
 
-    if not text:
-        return
     lines = [ln for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
     doc["last_line"] = lines[-1][-300:] if lines else None
-    if doc["state"] == "not running":
-        # start_verl.sh's own last words: it finished, or it exited with a status.
-        import re
-
-        exits = list(re.finditer(r"start_verl\.sh exits with status (\d+)", text))
-        finished_at = text.rfind("] training finished")
-        if exits and exits[-1].start() > finished_at:
-            doc["state"] = f"failed (exit {exits[-1].group(1)})"
-        elif finished_at >= 0:
-            doc["state"] = "finished"
     result = diagnose_text(text)
     doc["progress"] = result.progress
     if result.steps:
@@ -239,14 +268,21 @@ def summarise(text: str, doc: dict[str, Any]) -> None:
         doc["last_error"] = {"category": f.category, "message": f.message, "hint": f.hint, "excerpt": f.excerpt}
 
 
+STATE_COLOURS = {"running": "green", "finished": "green", "failed": "red", "stopped": "yellow",
+                 "never started": "red", "unknown": "yellow"}
+
+
 def print_status(doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.markup import escape
 
+    from verlctl.report import print_words
+
     console = Console()
-    state_colour = "green" if doc["alive"] else "red"
+    state_colour = STATE_COLOURS.get(str(doc["state"]), "red" if not doc["alive"] else "green")
+    why = f" ({escape(str(doc['state_why']))})" if doc.get("state_why") else ""
     console.print(f"run [bold]{escape(str(doc['run_id']))}[/bold] ({escape(str(doc['experiment']))}): "
-                  f"[{state_colour}]{escape(str(doc['state']))}[/]",
+                  f"[{state_colour}]{escape(str(doc['state']))}[/]{why}",
                   highlight=False)
     c = doc["container"]
     if doc["runtime"] == "docker":
@@ -257,13 +293,17 @@ def print_status(doc: dict[str, Any]) -> None:
                       f"{', nodes ' + j['nodes'] if j.get('nodes') else ''}), attempts {len(doc['attempts'])}, "
                       f"log {doc['run_log']}", highlight=False, markup=False)
     else:
-        console.print(f"  process group {doc['pgid']}, attempts {len(doc['attempts'])}, log {doc['run_log']}",
+        group = f"process group {doc['pgid']}, " if doc.get("pgid") is not None else ""
+        console.print(f"  {group}attempts {len(doc['attempts'])}, log {doc['run_log']}",
                       highlight=False, markup=False)
-    if doc.get("identity") and not doc["alive"]:
+    if doc.get("identity") and not doc["alive"] and doc.get("state") not in ("finished", "failed", "stopped"):
         console.print(f"  process check: {doc['identity']}", highlight=False, markup=False)
+    for line in doc.get("recovered") or []:
+        print_words(console, f"  recovered: {line}", 0, 4)
     if doc.get("progress"):
         p = doc["progress"]
-        console.print(f"  progress: step {p.get('step')}/{p.get('total')}", highlight=False, markup=False)
+        total = f"/{p['total']}" if p.get("total") else ""
+        console.print(f"  progress: step {p.get('step')}{total}", highlight=False, markup=False)
     if doc.get("last_step"):
         m = doc["last_step"]["metrics"]
         keys = [k for k in ("critic/score/mean", "response_length/mean", "actor/pg_loss", "timing_s/step") if k in m]
@@ -622,10 +662,68 @@ def _remove_own_containers(record: RunRecord, console: Any) -> list[dict[str, An
     return out
 
 
+def run_states(runs: list[RunRecord]) -> dict[str, Any]:
+    """run id -> :class:`runstate.RunState` for ``list``: from each run's record and host log; the runs these
+    leave undecided get the process check (concurrently, one Docker client for this machine's runs)."""
+    from verlctl.ops import runstate
+
+    states: dict[str, Any] = {}
+    undecided: list[tuple[RunRecord, list[dict[str, Any]], dict[str, Any] | None, str | None]] = []
+    for r in runs:
+        events = r.events()
+        live = r.read_status()
+        offset = r.attempts[-1].log_offset if r.attempts else 0
+        text = runstate.read_host_log(r, offset, 256 * 1024) if r.runtime != "slurm" else None
+        st = runstate.decide(r, events, live, text, watcher=watcher_alive(r))
+        states[r.run_id] = st
+        if st.decided_by in ("none",) or (st.state == "running" and st.decided_by == "events"):
+            undecided.append((r, events, live, text))
+    if not undecided:
+        return states
+    import concurrent.futures
+
+    clients: dict[str, Any] = {}
+
+    def probe(item: tuple[RunRecord, list[dict[str, Any]], dict[str, Any] | None, str | None]) -> Any:
+        r, events, live, text = item
+        if r.runtime == "slurm" or r.ref is None:
+            return states[r.run_id]
+        try:
+            client = None
+            if r.runtime == "docker" and r.head_address is None:
+                if "local" not in clients:
+                    clients["local"] = _client_for(r, None)
+                client = clients["local"]
+            ex, _container = target(r, client)
+            alive = bool(ex.verdict(r.ref)["owned"]) if ex is not None else False
+        except (VerlctlError, OSError) as exc:
+            why = exc.message if isinstance(exc, VerlctlError) else str(exc)
+            return runstate.RunState("unknown", f"its target cannot be checked: {why}", "process")
+        except Exception as exc:  # noqa: BLE001 - the Docker SDK's errors: one run's state, not the list
+            return runstate.RunState("unknown", f"its target cannot be checked: {exc}", "process")
+        return runstate.decide(r, events, live, text, alive=alive, watcher=watcher_alive(r))
+
+    if any(r.runtime == "docker" and r.head_address is None for r, *_ in undecided):
+        try:
+            clients["local"] = _client_for(undecided[0][0], None)
+        except VerlctlError as exc:
+            for r, *_ in undecided:
+                if r.runtime == "docker" and r.head_address is None:
+                    states[r.run_id] = runstate.RunState("unknown", f"not checked: {exc.message}", "process")
+            undecided = [u for u in undecided if not (u[0].runtime == "docker" and u[0].head_address is None)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, max(1, len(undecided)))) as pool:
+        for (r, *_), st in zip(undecided, pool.map(probe, undecided), strict=True):
+            states[r.run_id] = st
+    return states
+
+
 def list_runs(as_json: bool) -> int:
     runs, damaged = scan_runs()
+    states = run_states(runs)
     if as_json:
-        docs = [r.model_dump() for r in runs] + [{"run_id": d.run_id, "damaged": d.reason, "owner": d.owner} for d in damaged]
+        docs = [{**r.model_dump(), "state": states[r.run_id].state, "state_why": states[r.run_id].why}
+                for r in runs] + [{"run_id": d.run_id, "damaged": d.reason, "owner": d.owner, "state": "unknown",
+                                   "state_why": d.summary} for d in damaged]
         sys.stdout.write(json.dumps(docs, indent=2, default=str) + "\n")
         return 0
     from rich.console import Console
@@ -641,17 +739,22 @@ def list_runs(as_json: bool) -> int:
                       markup=False)
         return 0
     rows = [
-        (r.run_id, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)), r.runtime, r.container_name or "-",
-         str(len(r.attempts) or len(r.slurm_jobs)), "yes" if r.stopped else "no")
+        (r.run_id, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)), states[r.run_id].state,
+         states[r.run_id].why, str(len(r.attempts) or len(r.slurm_jobs)), r.runtime, r.container_name or "-")
         for r in runs
-    ] + [(d.run_id, "-", "-", "-", "-", d.summary) for d in damaged]
+    ] + [(d.run_id, "-", "unknown", d.summary, "-", "-", "-") for d in damaged]
     table = Table(title="verlctl runs", title_justify="left", header_style="bold")
-    columns = ("run", "created", "runtime", "container", "attempts", "stopped")
+    columns = ("run", "created", "state", "why", "attempts", "runtime", "container")
     table.add_column(columns[0], no_wrap=True, min_width=max(len(row[0]) for row in rows))
     for col in columns[1:]:
-        table.add_column(col, no_wrap=col != "stopped")  # a damaged record's reason wraps
+        table.add_column(col.upper() if col == "state" else col, no_wrap=col != "why",
+                         min_width=24 if col == "why" else None)
     for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
+        cells = [escape(cell) for cell in row]
+        colour = STATE_COLOURS.get(row[2])
+        if colour:
+            cells[2] = f"[{colour}]{cells[2]}[/]"
+        table.add_row(*cells)
     from rich.measure import Measurement
 
     if Measurement.get(console, console.options.update_width(100_000), table).minimum <= console.width:
@@ -663,7 +766,9 @@ def list_runs(as_json: bool) -> int:
         if i:
             console.print()
         console.print(row[0], highlight=False, markup=False, no_wrap=True, overflow="ignore", crop=False)
-        facts = ", ".join(f"{name} {cell}" for name, cell in zip(columns[1:], row[1:], strict=True))
+        print_words(console, f"  {row[2].upper()}: {row[3]}", 0, 4)
+        facts = ", ".join(f"{name} {cell}" for name, cell in zip(columns[1:], row[1:], strict=True)
+                          if name not in ("state", "why"))
         print_words(console, f"  {facts}", 0, 2)
     return 0
 
@@ -676,6 +781,7 @@ def step_series(run_id: str | None) -> dict[str, Any]:
     """The charted metrics over the steps in the newest PLOT_BYTES of the run's log (``status --plot``)."""
     from verlctl.monitor.charts import SeriesSink
     from verlctl.monitor.diagnose import diagnose_bytes
+    from verlctl.ops import runstate
 
     record = resolve_run(run_id)
     ex, container, _note = log_target(record)
@@ -684,7 +790,8 @@ def step_series(run_id: str | None) -> dict[str, Any]:
     text = read_tail(ex, record.run_log, PLOT_BYTES)
     sink = SeriesSink()
     diagnose_bytes(text.encode("utf-8", errors="replace"), sink)
-    return {"available": True, "why": None, "series": sink.series()}
+    return {"available": True, "why": None, "series": sink.series(),
+            "markers": runstate.restart_markers(record.events())}
 
 
 def print_plots(doc: dict[str, Any], width: int) -> None:
@@ -696,7 +803,9 @@ def print_plots(doc: dict[str, Any], width: int) -> None:
     if not doc["available"]:
         console.print(f"no charts: {doc['why']}", highlight=False, markup=False)
         return
+    markers = [tuple(m) for m in doc.get("markers") or []]
     for spec in CHARTS:
-        console.print(text_chart(spec, doc["series"].get(spec.name, []), width=width), highlight=False, markup=False)
+        console.print(text_chart(spec, doc["series"].get(spec.name, []), width=width, markers=markers),
+                      highlight=False, markup=False)
         console.print()
 

@@ -31,6 +31,10 @@ from verlctl.spec.resolve import ResolvedSpec
 
 TRAINING_MARKER = "[verlctl] training starts"
 
+#: Diagnoses (monitor catalogue) of a start that failed because Ray did not come up in time: the launch starts
+#: once more before it gives up (on a loaded host Ray's own start-up wait runs out; issue 24, newcomer N2).
+RAY_START_FAILURES = ("ray_start_timeout", "ray_devices_missing")
+
 
 def attempt_marker(run_id: str, attempt: int, node: str | None = None) -> str:
     """The identity every process of one attempt carries in its environment (random: never guessed)."""
@@ -127,6 +131,7 @@ class Launcher:
         self.record: RunRecord | None = None
         self.workers: list[NodeTarget] = []
         self.actions: list[str] = []  # what run() planned, and its findings (launch --json)
+        self.last_failure_category: str | None = None  # the diagnosis of the last failed verify
         self.findings: list[Finding] = []
         self.declined = False  # the confirmation was answered no
         self._gate: str | None = None  # the start gate of the attempt being launched (closed on an interrupt)
@@ -286,6 +291,8 @@ class Launcher:
             shown = [f for f in the_plan.findings if f.severity is Severity.WARNING]
             if shown:
                 self._print_findings(shown)
+            if resume_point(spec.paths.checkpoints) is not None:  # said in the checklist, not shown with --yes
+                self.report.note(resume_action(spec.paths.checkpoints))
         return self._execute_interruptible(the_plan, run_id)
 
     def _execute_interruptible(self, the_plan: Plan, run_id: str) -> RunRecord:
@@ -445,7 +452,8 @@ class Launcher:
                 record.event("stopped", pgid=pgid, reason="checks failed before training")
                 raise
             self.executor.run(["touch", f"{gate}.ok"], timeout=30)
-            self.verify(self.executor, record, group, the_plan.command.entry.module)
+            self.verify_retrying_ray(self.executor, record, group, the_plan, gate=gate,
+                                     resumed_from=record.attempts[-1].resumed_from)
             record.save()
         except (VerlctlError, OSError) as exc:
             # An OSError here is the run record that cannot be written (a full state dir): the same clean-up
@@ -818,6 +826,27 @@ class Launcher:
         self.report.note(f"process group {pgid}, log {record.run_log}")
         return pgid
 
+    def verify_retrying_ray(self, ex: Executor, record: RunRecord, group: GroupRef, the_plan: Plan,
+                            gate: str | None = None, resumed_from: str | None = None) -> None:
+        """:meth:`verify`; a single-node start that failed because Ray did not come up (its start-up timed out
+        on a loaded host: :data:`RAY_START_FAILURES`) is started once more (a new attempt, same scripts)
+        before the launch gives up."""
+        module = the_plan.command.entry.module
+        try:
+            self.verify(ex, record, group, module)
+            return
+        except RuntimeFailure as exc:
+            category = self.last_failure_category
+            if category not in RAY_START_FAILURES or record.workers:
+                raise
+            self.report.warn(f"Ray did not come up ({category}: {exc.message}); starting once more "
+                             "(a loaded host is the usual cause)")
+        record.event("ray_start_retry", category=category, attempt=len(record.attempts))
+        if ex.group_alive(group):
+            ex.stop_group(group, grace_s=20, ray_grace_s=0)
+        self.start(ex, record, the_plan, reason=f"retry after {category}", resumed_from=resumed_from, gate=gate)
+        self.verify(ex, record, record.attempts[-1].ref, module)
+
     def verify(self, ex: Executor, record: RunRecord, group: GroupRef, module: str) -> None:
         """Wait (bounded) until the training command runs and has printed; fail with the reason if it dies.
 
@@ -873,7 +902,8 @@ class Launcher:
             top = result.findings[0]
             reason = f"{why}: {top.category}: {top.message}"
             hint = top.hint
-        record.event("failure", category=result.findings[0].category if result.findings else None, reason=reason)
+        self.last_failure_category = result.findings[0].category if result.findings else None
+        record.event("failure", category=self.last_failure_category, reason=reason)
         record.save()
         raise RuntimeFailure(reason, hint=hint, code=EXIT_FAILURE)
 

@@ -298,7 +298,7 @@ class Watcher:
                     alerted = True
                     findings = classifier.findings()
                     if findings:
-                        self._alert(findings[0], attempt.number)
+                        self._alert(findings[0], attempt.number, live.step)
                 if now - last_status_write >= 1.0:
                     live.updated_at = now
                     self._write_status(live.as_dict())
@@ -362,7 +362,7 @@ class Watcher:
                                 findings = [root, *findings]
                             if root is not None and not alerted:
                                 alerted = True
-                                self._alert(root, attempt.number)
+                                self._alert(root, attempt.number, live.step)
                             if self._user_stopped():
                                 return AttemptOutcome("stopped")
                             detail = f"process group {pgid} ended" + (f" (exit status {exit_status})" if exit_status else "")
@@ -414,7 +414,7 @@ class Watcher:
                        message=f"the Ray head of attempt {attempt} is gone: {gone}; the training cannot reach "
                        "the GCS any more", hint=cat.hint + "; look at the head's `gcs_server.out` / `raylet.out` "
                        "and `dmesg` for why it died")
-        self._alert(root, attempt)
+        self._alert(root, attempt, live.step)
         self.say(f"verlctl watch: stopping what is left of attempt {attempt} (process group {pgid})")
         try:
             self.ex.stop_group(pgid, grace_s=10)
@@ -543,11 +543,11 @@ class Watcher:
                                hint=cat.hint)
         return None
 
-    def _alert(self, f: Finding, attempt: int) -> None:
+    def _alert(self, f: Finding, attempt: int, step: int | None = None) -> None:
         self.say(f"verlctl watch: {f.category} at log line {f.line}: {f.message}")
         self.say(f"  hint: {f.hint}")
         self.emit("alert", category=f.category, line=f.line, message=f.message, hint=f.hint, excerpt=f.excerpt,
-                  attempt=attempt)
+                  attempt=attempt, step=step)
 
     def _on_event(self, ev: object, live: LiveStatus, resumed_from: str | None) -> None:
         now = time.time()

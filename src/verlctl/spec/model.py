@@ -467,7 +467,7 @@ class FeaturesSpec(_Strict):
 
 class SwanlabSpec(_Strict):
     enabled: bool | None = Field(
-        default=None, description="Log to SwanLab. Default: on when a host is configured (seed behaviour)."
+        default=None, description="Log to SwanLab. Default: on when a host is configured."
     )
     host: str | None = Field(default=None, description="SwanLab server, e.g. http://192.168.1.100:8000 (required).")
     api_key: SecretStr | None = Field(
@@ -599,7 +599,7 @@ class RunSpec(_Strict):
     """Everything that defines a verl run. See examples/run.yaml for an annotated example."""
 
     verl_version: VerlVersion = Field(
-        default="0.7.0", description="Target verl version (0.7.0: the seed image; 0.9.1; auto: the container's)."
+        default="0.7.0", description="Target verl version (0.7.0: the default image's; 0.9.1; auto: the container's)."
     )
     algorithm: Algorithm = Field(default="dapo")
     mode: Mode = Field(

@@ -210,7 +210,7 @@ FEATURES: tuple[Feature, ...] = (
             Emit(
                 when(strategies=MEGATRON, versions={"0.9.1"}),
                 (),
-                note="verl 0.9.1 has no actor.megatron.grad_offload (the seed's key would fail to compose); "
+                note="verl 0.9.1 has no actor.megatron.grad_offload (that key would fail to compose); "
                 "param_offload releases the gradient buffers there",
             ),
             Emit(

@@ -11,9 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from verlctl.checks.findings import Finding
-from verlctl.report import MASK, display, print_checklist, print_findings, print_words
+from verlctl.report import MASK, display, print_checklist, print_findings, print_glance, print_words
 from verlctl.spec.resolve import ResolvedSpec
 from verlctl.verl.compose import TrainingCommand
+
+#: The settings the Summary shows with their source (the at-a-glance list leaves them out).
+SUMMARY_PATHS = ("cluster.devices", "cluster.nodes", "container.name", "container.image", "paths.model",
+                 "paths.train_files", "paths.val_files", "paths.checkpoints")
+
+
+def glance(console: Any, resolved: ResolvedSpec, command: TrainingCommand, verbose: bool = False) -> None:
+    """The checklist before the Summary: the full table (``verbose``) or what differs from the defaults."""
+    if verbose:
+        print_checklist(console, resolved, command)
+    else:
+        print_glance(console, resolved, command, SUMMARY_PATHS)
 
 
 def summary_lines(resolved: ResolvedSpec, command: TrainingCommand) -> list[tuple[str, str]]:
@@ -26,6 +38,11 @@ def summary_lines(resolved: ResolvedSpec, command: TrainingCommand) -> list[tupl
         ("hardware", f"{spec.device.upper()} × {len(c.devices)} per node: {display(c.devices)} "
                      f"({src('cluster.devices')}); nodes: {nodes}"),
     ]
+    from verlctl.wizard.rounds import disaggregated
+
+    if disaggregated(spec.mode) and t.trainer_devices and t.rollout_devices:
+        rows.append(("split", f"{t.trainer_devices} training + {t.rollout_devices} rollout device(s) per node "
+                              f"({src('train.trainer_devices')})"))
     if spec.container.runtime == "docker":
         pull = " (pulled if missing)" if spec.container.pull else ""
         rows.append(("container", f"{spec.container.name} ({src('container.name')}), image {spec.container.image}"
@@ -41,7 +58,8 @@ def summary_lines(resolved: ResolvedSpec, command: TrainingCommand) -> list[tupl
         ("val data", f"{display(spec.paths.val_files)} ({src('paths.val_files')})"),
         ("checkpoints", f"{spec.paths.checkpoints} ({src('paths.checkpoints')}): {_where(spec)}"),
         ("hyperparameters", f"steps {t.steps}, batch {t.train_batch_size}, lr {t.lr:g}, TP {t.tensor_parallel}, "
-                            f"PP {t.pipeline_parallel}, n {t.responses_per_prompt}"),
+                            + (f"PP {t.pipeline_parallel}, " if spec.strategy == "megatron" else "")
+                            + f"n {t.responses_per_prompt}"),
     ]
     on = [n for n, s in command.features.items() if s.on and s.applicable]
     rows.append(("features", ", ".join(on) or "none"))
@@ -63,18 +81,22 @@ def _where(spec: Any) -> str:
     return "on the host" + (", mounted at the same path" if spec.container.runtime == "docker" else "")
 
 
-def show_checklist(console: Any, resolved: ResolvedSpec, command: TrainingCommand, findings: list[Finding],
-                   actions: list[str]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+def print_summary(console: Any, resolved: ResolvedSpec, command: TrainingCommand) -> None:
+    """Seed 1's "Configuration Confirmation" items, one line each (wrapped between words)."""
+    console.print("[bold]Summary[/bold]", highlight=False)
+    rows = summary_lines(resolved, command)
+    width = max(len(what) for what, _ in rows)
+    for what, value in rows:
+        print_words(console, f"  {what:<{width}}  {value}", 0, width + 4)
 
-    print_checklist(console, resolved, command)
-    table = Table(title="Summary", title_justify="left", show_header=False, expand=False)
-    table.add_column("what", style="bold")
-    table.add_column("value", overflow="fold")
-    for what, value in summary_lines(resolved, command):
-        table.add_row(what, escape(value))
-    console.print(table)
+
+def show_checklist(console: Any, resolved: ResolvedSpec, command: TrainingCommand, findings: list[Finding],
+                   actions: list[str], verbose: bool = False) -> None:
+    """The checklist: by default what differs from the defaults (``verbose``: the full table of every
+    value), the Summary, the findings and the actions. Lines break between words only (a long path stays
+    whole on its own line)."""
+    glance(console, resolved, command, verbose)
+    print_summary(console, resolved, command)
     print_findings(console, findings)
     console.print("[bold]These actions will be taken, in order (nothing has been done yet):[/bold]")
     for i, a in enumerate(actions, 1):

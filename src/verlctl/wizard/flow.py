@@ -166,7 +166,11 @@ def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str]
             finally:
                 answers.ask_all = saved
     except KeyboardInterrupt:
-        raise WizardInterrupted() from None
+        raise _interrupted(locals().get("answers")) from None
+    except WizardInterrupted as exc:
+        if exc.message != "interrupted: nothing was changed":
+            raise
+        raise _interrupted(locals().get("answers")) from None
     result = answers.current
     result.answered = set(answers.answered)
     return result
@@ -185,6 +189,21 @@ def _offer_fixes(console: Any, prompter: Prompter, answers: Any, errors: list[An
             answers.set_many(fix.values)
             applied = True
     return applied
+def _interrupted(answers: Any) -> WizardInterrupted:
+    """Ctrl-C: keep the answers given so far (U9) for the next `verlctl init` to continue from."""
+    if answers is None or not answers.answered:
+        return WizardInterrupted()
+    from verlctl.wizard.save import save_interrupted
+
+    resolved = answers.current
+    resolved.answered = set(answers.answered)
+    try:
+        where = save_interrupted(resolved)
+    except VerlctlError as exc:
+        return WizardInterrupted(f"interrupted: nothing was written, and the answers could not be kept ({exc.message})")
+    n = len(answers.answered)
+    return WizardInterrupted(f"interrupted: nothing was written; the {n} answer{'s' if n != 1 else ''} so far are "
+                             f"kept in {where}: `verlctl init` offers to continue from them")
 
 
 def _check_target(text: str) -> str | None:
@@ -256,7 +275,7 @@ def _offer_save(console: Any, prompter: Prompter, resolved: ResolvedSpec, defaul
 
 
 def confirm_launch(console: Any, resolved: ResolvedSpec, prompter: Prompter | None = None,
-                   offer_save: bool = True) -> Callable[[Any, list[str]], bool]:
+                   offer_save: bool = True, verbose: bool = False) -> Callable[[Any, list[str]], bool]:
     """The Launcher's blocking confirmation: the checklist, the actions, then "Launch?" (default no)."""
     the_prompter = prompter or Prompter()
 
@@ -264,7 +283,7 @@ def confirm_launch(console: Any, resolved: ResolvedSpec, prompter: Prompter | No
         from verlctl.wizard.checklist import show_checklist
 
         try:
-            show_checklist(console, resolved, plan.command, plan.findings, actions)
+            show_checklist(console, resolved, plan.command, plan.findings, actions, verbose=verbose)
             go = the_prompter.confirm("Launch with these settings?", default=False)
             if offer_save:
                 _offer_save(console, the_prompter, resolved)
@@ -279,7 +298,7 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
               yes: bool, force: bool, detect: bool, machine_file: Path | None, scan_roots: list[str] | None,
               budget_s: float, console: Any = None, prompter: Prompter | None = None,
               interactive: bool | None = None, environ: Mapping[str, str] | None = None,
-              facts_for: FactsFor | None = None) -> int:
+              facts_for: FactsFor | None = None, verbose: bool = False) -> int:
     """``verlctl init``: ask, show the checklist, write the spec (the only thing it writes). The checklist's
     findings are the one verdict on ``facts_for(spec, machine)`` (see :func:`run_wizard`)."""
     from verlctl.plan import make_plan
@@ -319,6 +338,21 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
         return 0
 
     prompter = prompter or Prompter()
+    from verlctl.wizard.save import interrupted_path
+
+    kept = interrupted_path()
+    continued = False
+    if config is None and kept.is_file():
+        try:
+            if prompter.confirm(f"An earlier `verlctl init` was interrupted; its answers are kept in {kept}. "
+                                "Continue from them?", default=True):
+                config, continued = kept, True
+                resolved = load_spec(config, flags=flags, flag_names=names, environ=environ)
+            else:
+                kept.unlink(missing_ok=True)
+                print_words(console, f"removed {kept}")
+        except KeyboardInterrupt:
+            raise WizardInterrupted() from None
     try:
         machine: MachineState | None
         if machine_file is not None:
@@ -336,7 +370,7 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
         plan = make_plan(resolved, facts=facts if facts is not None else answers.spec_facts(resolved))
         findings = plan.findings
         console.print("\n[bold]Checklist[/bold]")
-        show_checklist(console, resolved, plan.command, findings, init_actions(resolved, out))
+        show_checklist(console, resolved, plan.command, findings, init_actions(resolved, out), verbose=verbose)
         if plan.verdict is not None:
             from verlctl.report import print_not_checked
 
@@ -349,6 +383,8 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
         out, notes = write_spec_keeping_answers(console, prompter, resolved, out, force)
     except KeyboardInterrupt:
         raise WizardInterrupted() from None
+    if continued:
+        kept.unlink(missing_ok=True)  # written: the kept answers are in the spec now
     print_words(console, f"wrote {out}; repeat the run with: verlctl launch -c {out} --yes")
     for n in notes:
         print_words(console, f"  {n}", 0, 4)

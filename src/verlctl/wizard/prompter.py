@@ -36,10 +36,10 @@ INTERRUPTED_CODE = 130
 
 
 class WizardInterrupted(VerlctlError):
-    """Ctrl-C at a question: nothing was changed."""
+    """Ctrl-C at a question: nothing was changed (the answers so far may be kept: see the message)."""
 
-    def __init__(self) -> None:
-        super().__init__("interrupted: nothing was changed", code=INTERRUPTED_CODE)
+    def __init__(self, message: str = "interrupted: nothing was changed") -> None:
+        super().__init__(message, code=INTERRUPTED_CODE)
 
 
 class InputEnded(VerlctlError):
@@ -155,6 +155,7 @@ class Prompter:
 
     def _ask(self, message: str, question: Any) -> Any:
         self.asked.append(message)
+        _wrap_refusals(question)
         try:
             answer = question.unsafe_ask()
         except KeyboardInterrupt:
@@ -201,3 +202,22 @@ class Prompter:
                                        description=o.description)
                 )
         return out
+
+
+def _wrap_refusals(question: Any) -> None:
+    """Let prompt_toolkit's validation line (where a refusal is shown) wrap over as many lines as the message
+    needs instead of being cut at the terminal's edge (its Window is one line high)."""
+    try:
+        from prompt_toolkit.filters import to_filter
+        from prompt_toolkit.layout.containers import Window
+        from prompt_toolkit.layout.controls import FormattedTextControl
+        from prompt_toolkit.layout.dimension import Dimension
+
+        for c in question.application.layout.walk():
+            if isinstance(c, Window) and isinstance(c.content, FormattedTextControl):
+                text = c.content.text
+                if "ValidationToolbar" in getattr(text, "__qualname__", ""):
+                    c.height = Dimension(min=1)
+                    c.wrap_lines = to_filter(True)
+    except Exception:  # noqa: BLE001 - a layout this code does not know: keep prompt_toolkit's own
+        return

@@ -86,6 +86,41 @@ def _check_host(text: str) -> str | None:
     return None if _HOST_RE.fullmatch(text) else f"{text!r} is not an IP address or host name"
 
 
+def same_but_case(path: str) -> str | None:
+    """The existing path that differs from ``path`` only in letter case (e.g. .../Qwen3-8b -> .../Qwen3-8B),
+    component by component; None when there is none or ``path`` exists."""
+    if not path.startswith("/") or os.path.exists(path):
+        return None
+    current = "/"
+    for part in [p for p in path.split("/") if p]:
+        candidate = os.path.join(current, part)
+        if os.path.exists(candidate):
+            current = candidate
+            continue
+        try:
+            matches = [e for e in os.listdir(current) if e.lower() == part.lower()]
+        except OSError:
+            return None
+        if len(matches) != 1:
+            return None
+        current = os.path.join(current, matches[0])
+    return current if current != path and os.path.exists(current) else None
+
+
+def _did_you_mean(check: Callable[[str], str | None]) -> Callable[[str], str | None]:
+    """``check``, with "did you mean <the same path in other letter case>?" added to a "does not exist"."""
+
+    def run(text: str) -> str | None:
+        reason = check(text)
+        if reason and "does not exist" in reason:
+            other = same_but_case(text.strip())
+            if other:
+                return f"{reason}; did you mean {other}?"
+        return reason
+
+    return run
+
+
 def _check_model_dir(a: Answers) -> Callable[[str], str | None]:
     """The model path checks of ``verlctl check`` (exists, a directory, config.json, weights, tokenizer)."""
 
@@ -206,10 +241,17 @@ def round_basic(ctx: RoundContext) -> None:
         rows = mv.device_rows(ctx.machine)
         current: list[int] = list(a.value("cluster.devices"))
         if rows:
+            # A busy or unhealthy device (maybe a colleague's job) is never pre-selected: choosing it is explicit.
             opts: list[Option | Heading] = [
-                Option(r.label + (f"  [{r.problem}]" if r.problem else ""), str(r.id), checked=r.id in current)
+                Option(r.label + (f"  [{r.problem}]" if r.problem else ""), str(r.id),
+                       checked=r.id in current and r.free)
                 for r in rows
             ]
+            if not any(r.free for r in rows):
+                ctx.note(f"no {rows[0].kind} is free (each is busy or unhealthy, marked below): none is "
+                         "pre-selected; select the ones to share only if you know whose work runs there")
+            elif any(not r.free and r.id in current for r in rows):
+                ctx.note("busy or unhealthy devices are not pre-selected (marked below)")
             chosen = p.checkbox(
                 f"{rows[0].kind}s to train on", opts,
                 check=lambda sel: None if sel else "choose at least one device",
@@ -230,6 +272,8 @@ def round_basic(ctx: RoundContext) -> None:
     else:
         ctx.show_given("devices", "cluster.devices")
 
+    _ask_split(ctx)
+
     # Model.
     if a.ask("paths.model"):
         current_model = a.value("paths.model")
@@ -248,7 +292,7 @@ def round_basic(ctx: RoundContext) -> None:
             if pick != TYPE:
                 path = found[int(pick[1:])].path
         if path is None:
-            path = p.text("Model path", default=current_model or "", check=_check_model_dir(a)).strip()
+            path = p.text("Model path", default=current_model or "", check=_did_you_mean(_check_model_dir(a))).strip()
         a.set("paths.model", path)
         info = a.model_for(path)
         if info is not None:
@@ -275,6 +319,51 @@ def round_basic(ctx: RoundContext) -> None:
         ctx.show_given("checkpoints", "paths.checkpoints")
 
 
+def disaggregated(mode: str) -> bool:
+    """Whether ``mode`` runs training and rollout on separate devices (a trainer/rollout split to choose).
+    verl knowledge's own ``is_disaggregated`` predicate when it has one (newer async modes), else the
+    one-step-off-policy mode (the only such mode this verl knowledge names)."""
+    import importlib
+
+    for name in ("verlctl.verl.modes", "verlctl.verl.base", "verlctl.verl.table"):
+        try:
+            predicate = getattr(importlib.import_module(name), "is_disaggregated", None)
+        except ImportError:
+            continue
+        if callable(predicate):
+            return bool(predicate(mode))
+    from verlctl.verl.base import OSO
+
+    return mode in OSO
+
+
+def _ask_split(ctx: RoundContext) -> None:
+    """U7: the trainer/rollout split of a disaggregated mode, per node (pre-filled half/half)."""
+    a, p = ctx.answers, ctx.prompter
+    if not disaggregated(str(a.value("mode"))) or a.value("train.rollout_nodes"):
+        return
+    if not a.ask("train.trainer_devices", "train.rollout_devices"):
+        ctx.show_given("training devices per node", "train.trainer_devices")
+        ctx.show_given("rollout devices per node", "train.rollout_devices")
+        return
+    n = len(a.value("cluster.devices") or [])
+    if n < 2:
+        ctx.note(f"{a.value('mode')} needs at least two devices per node (training and rollout apart)")
+        return
+
+    def check(text: str) -> str | None:
+        t = text.strip()
+        if not re.fullmatch(r"[0-9]+", t) or not 0 < int(t) < n:
+            return f"type a whole number from 1 to {n - 1}: the other devices of the {n} run the rollout"
+        return a.check({"train.trainer_devices": int(t), "train.rollout_devices": n - int(t)})
+
+    cur = a.value("train.trainer_devices") or max(1, n // 2)
+    text = p.text(f"Training devices per node (of {n}; the others run the rollout)", default=str(cur), check=check)
+    trainer = int(text.strip())
+    a.set_many({"train.trainer_devices": trainer, "train.rollout_devices": n - trainer})
+    ctx.note(f"split per node: {trainer} training + {n - trainer} rollout device(s)")
+
+
 def _ask_dataset(ctx: RoundContext, key: str, message: str) -> None:
     a, p = ctx.answers, ctx.prompter
     if not a.ask(key):
@@ -296,7 +385,7 @@ def _ask_dataset(ctx: RoundContext, key: str, message: str) -> None:
         if pick != TYPE:
             path = files[int(pick[1:])][0]
     if path is None:
-        path = p.text(f"{message}: file path", default=cur, check=_check_parquet(a, key)).strip()
+        path = p.text(f"{message}: file path", default=cur, check=_did_you_mean(_check_parquet(a, key))).strip()
         ctx.note(f"{path}: {mv.dataset_summary(parquet_info(path, key))}")
     a.set(key, [path] if [path] != current else current)
 
@@ -391,6 +480,54 @@ def round_container(ctx: RoundContext) -> None:
         a.set("container.proxy.https", _proxy_value(text))
     else:
         ctx.show_given("https_proxy", "container.proxy.https")
+    if a.value("container.proxy.http") or a.value("container.proxy.https"):
+        if a.ask("container.proxy.no_proxy"):
+            cur = a.value("container.proxy.no_proxy") or default_no_proxy(a)
+            text = p.text("no_proxy inside the container (hosts reached directly, comma-separated)", default=cur,
+                          check=lambda s: a.check({"container.proxy.no_proxy": s.strip() or None}))
+            a.set("container.proxy.no_proxy", ",".join(_csv(text)) or None)
+        else:
+            ctx.show_given("no_proxy", "container.proxy.no_proxy")
+
+
+def default_no_proxy(a: Answers) -> str:
+    """localhost, 127.0.0.1 and the run's nodes: reached directly, never through the proxy."""
+    hosts = ["localhost", "127.0.0.1", *(a.value("cluster.nodes") or [])]
+    return ",".join(dict.fromkeys(hosts))
+
+
+def no_proxy_covers(no_proxy: str | None, host: str) -> bool:
+    """Whether ``host`` (a name or address) bypasses the proxy with this no_proxy list (exact names, domain
+    suffixes such as .corp, '*', and CIDR ranges)."""
+    for item in _csv(no_proxy or ""):
+        if item == "*" or item == host:
+            return True
+        suffix = item if item.startswith(".") else "." + item
+        if host.endswith(suffix):
+            return True
+        if "/" in item:
+            try:
+                if ipaddress.ip_address(host) in ipaddress.ip_network(item, strict=False):
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
+def _cover_swanlab_host(ctx: RoundContext) -> None:
+    """With a proxy, the SwanLab host must be in no_proxy (U5): a LAN SwanLab through a corporate proxy fails."""
+    from urllib.parse import urlsplit
+
+    a = ctx.answers
+    if not (a.value("container.proxy.http") or a.value("container.proxy.https")):
+        return
+    host = urlsplit(str(a.value("logging.swanlab.host") or "")).hostname
+    no_proxy = a.value("container.proxy.no_proxy")
+    if not host or no_proxy_covers(no_proxy, host):
+        return
+    a.set("container.proxy.no_proxy", ",".join([*_csv(no_proxy or default_no_proxy(a)), host]))
+    ctx.note(f"added the SwanLab host {host} to no_proxy (container.proxy.no_proxy), so that it is not reached "
+             "through the proxy")
 
 
 def _unusable(a: Answers, c: Any) -> str | None:
@@ -417,8 +554,14 @@ def _ask_image(ctx: RoundContext) -> None:
     current = a.value("container.image")
     opts: list[Option | Heading] = [Option(f"{tag}  (local)", f"i:{tag}") for tag in local]
     opts.append(Option("Type an image reference…", TYPE))
-    if DEFAULT_IMAGE not in local:
+    # The default image is Ascend's (910B): never the default on a GPU host, which must name its own.
+    gpu = a.value("device") == "gpu"
+    if DEFAULT_IMAGE not in local and not gpu:
         opts.append(Option(f"Pull the default: {DEFAULT_IMAGE}", "pull"))
+    if gpu and current == DEFAULT_IMAGE:
+        ctx.note("a GPU host: the default image is Ascend's; give an image with verl for your GPUs "
+                 "(e.g. one of verl's own verlai/verl images)")
+        current = ""
     if current in local:
         default = f"i:{current}"
     elif current == DEFAULT_IMAGE:
@@ -479,6 +622,7 @@ def round_swanlab(ctx: RoundContext) -> None:
                                              default=a.value("logging.swanlab.host") or "", check=check_host).strip())
     else:
         ctx.show_given("host", "logging.swanlab.host")
+    _cover_swanlab_host(ctx)
 
     if a.ask("logging.swanlab.mode"):
         mode = p.select("SwanLab mode", [Option("cloud (log to the SwanLab server)", "cloud"),
@@ -596,9 +740,14 @@ def round_features(ctx: RoundContext) -> None:
 
         mask = p.text("Feature mask", default=prefill, check=check_mask,
                       instruction="(7 × 0/1, leftmost = bit 0)").strip()
-        if not (mask == prefill and a.value("features.mask") is None):
-            a.set("features.mask", mask)
-        else:  # the pre-filled mask only restates the current features: keep them as they are, answered
+        named_only = {f.name for f in FEATURES if f.bit is None}
+        listed = set(a.value("features.enable") or []) | set(a.value("features.disable") or [])
+        if not (mask == prefill and a.value("features.mask") is None) or not (listed & named_only):
+            # the answer is saved as typed (U6), also when it only restates the pre-filled features
+            a.set_many({"features.mask": mask, "features.enable": [
+                n for n in (a.value("features.enable") or []) if n in named_only], "features.disable": [
+                n for n in (a.value("features.disable") or []) if n in named_only]})
+        else:  # the pre-fill restates features a mask cannot hold (name-only ones): keep them, answered
             a.set_many({p: a.value(p) for p in ("features.mask", "features.enable", "features.disable")})
     else:
         opts: list[Option | Heading] = []
@@ -657,7 +806,7 @@ HYPERS: tuple[Hyper, ...] = (
 def _total_devices(a: Answers) -> int:
     spec = a.current.spec
     per_node = len(spec.cluster.devices)
-    if spec.mode == "one_step_off_policy" and spec.train.trainer_devices:
+    if disaggregated(spec.mode) and spec.train.trainer_devices:
         per_node = spec.train.trainer_devices
     return spec.cluster.node_count * per_node
 
@@ -678,10 +827,15 @@ def round_hyperparameters(ctx: RoundContext) -> None:
     a, p = ctx.answers, ctx.prompter
     ctx.header(5, "Training hyperparameters")
     for i, h in enumerate(HYPERS):
+        if h.path == "train.pipeline_parallel" and a.value("strategy") != "megatron":
+            ctx.note(f"no pipeline parallel size to choose: {a.value('strategy')} has no pipeline parallelism "
+                     "(PP is Megatron's)")
+            continue
         if not a.ask(h.path):
             ctx.show_given(h.label, h.path)
             continue
-        later = {x.path for x in HYPERS[i + 1 :] if a.ask(x.path)}
+        later = {x.path for x in HYPERS[i + 1 :] if a.ask(x.path)
+                 and (x.path != "train.pipeline_parallel" or a.value("strategy") == "megatron")}
         # TP is asked before PP: check TP alone (PP 1) and leave the TP*PP product to the PP question.
         relax: dict[str, Any] = {"train.pipeline_parallel": 1} if "train.pipeline_parallel" in later else {}
         fields = h.fields

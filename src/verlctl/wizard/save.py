@@ -26,6 +26,9 @@ from verlctl.spec.sources import Source, set_path
 SECRET_PATHS = frozenset({"logging.swanlab.api_key"})
 PROXY_PATHS = frozenset({"container.proxy.http", "container.proxy.https", "container.proxy.no_proxy"})
 KEPT_SOURCES = (Source.TYPED, Source.DETECTED, Source.FILE, Source.ENV, Source.FLAG)
+#: Written whatever their source: what the run is (its verl, algorithm, mode, strategy, device) and where its
+#: logs go (derived from the current directory: another directory at launch would put them elsewhere).
+ALWAYS_PATHS = frozenset({"verl_version", "algorithm", "mode", "strategy", "device", "paths.logs"})
 
 
 def _has_credentials(url: Any) -> bool:
@@ -43,7 +46,8 @@ def spec_document(resolved: ResolvedSpec) -> tuple[dict[str, Any], list[str]]:
     notes: list[str] = []
     for path, value in resolved.leaves().items():
         origin = resolved.origin(path)
-        if origin.source not in KEPT_SOURCES and path not in resolved.answered:
+        if origin.source not in KEPT_SOURCES and path not in resolved.answered and not (
+                path in ALWAYS_PATHS and value is not None):
             continue
         if path in SECRET_PATHS or isinstance(value, SecretStr):
             if isinstance(value, SecretStr) and value.get_secret_value():
@@ -80,7 +84,8 @@ def spec_yaml(resolved: ResolvedSpec, target: Path | None = None) -> tuple[str, 
     header = [
         "# verlctl run spec (written by the verlctl wizard).",
         f"# Repeat this run with: verlctl launch -c {name} --yes",
-        "# Values not asked and left at their defaults are not listed; `verlctl plan -c FILE` shows every value.",
+        "# Every answer is listed (also one equal to a default), and what the run is (verl version, algorithm,",
+        "# mode, strategy, device, logs); other defaults are not: `verlctl plan -c FILE --verbose` shows every value.",
     ]
     header += [f"# note: {n}" for n in notes]
     body = yaml.dump(doc, Dumper=dumper_cls, sort_keys=False, default_flow_style=False, allow_unicode=True) if doc else "{}\n"
@@ -138,6 +143,26 @@ def recovery_dir() -> Path:
     from verlctl.runtime.records import state_root
 
     return state_root() / "wizard"
+
+
+INTERRUPTED_NAME = "interrupted.yaml"
+
+
+def interrupted_path() -> Path:
+    """Where the answers of an interrupted wizard are kept (one file: the newest interruption)."""
+    return recovery_dir() / INTERRUPTED_NAME
+
+
+def save_interrupted(resolved: ResolvedSpec) -> Path:
+    """Keep the answers given before Ctrl-C (a spec without secrets, mode 0600) for the next `verlctl init`."""
+    text, _ = spec_yaml(resolved, None)
+    d = recovery_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise VerlctlError(f"cannot create {d}: {exc.strerror or exc}") from None
+    _write_atomic(d / INTERRUPTED_NAME, text, 0o600)
+    return d / INTERRUPTED_NAME
 
 
 def save_recovery(resolved: ResolvedSpec) -> Path:

@@ -1,0 +1,263 @@
+"""What state a recorded run is in, and why, in words (`list`'s STATE column, `status`'s first line), and what
+recovery did ("recovered: attempt 2 added offload after out of memory at step 3").
+
+The verdict comes first from the run's own record (events.jsonl, status.json), then from the end of its log
+when the log is a host file this machine can read (``paths.logs`` is mounted at the same path, so a removed
+container keeps it), and only last from a probe of the process group (which needs the target). The states:
+running / finished / failed / stopped / never started / unknown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from verlctl.runtime.records import RunRecord
+
+STATES = ("running", "finished", "failed", "stopped", "never started", "unknown")
+
+#: Words for a failure category in a recovery line (the rest are said by their category name).
+CATEGORY_WORDS = {
+    "device_oom": "out of memory",
+    "host_oom": "host out of memory",
+    "stalled": "a stall",
+}
+
+_EXIT_RE = re.compile(r"start_verl\.sh exits with status (\d+)")
+_STEP_RE = re.compile(r"(?:^|\s)step:(\d+)\b")
+
+
+@dataclass
+class RunState:
+    state: str  # one of STATES
+    why: str
+    decided_by: str  # events | log | process | none
+
+    def as_dict(self) -> dict[str, str]:
+        return {"state": self.state, "why": self.why, "decided_by": self.decided_by}
+
+
+def host_log_path(record: RunRecord) -> str | None:
+    """The run's log as a path on this machine, when it is one: a local run (no remote head) whose log lies
+    outside the container's work directory (under ``paths.logs``, a host directory mounted at the same path),
+    or any host-runtime run. None otherwise (the log is only inside the target)."""
+    if record.head_address is not None or record.runtime not in ("docker", "host") or not record.run_log:
+        return None
+    if record.runtime == "docker":
+        workdir = record.workdir.rstrip("/") + "/"
+        if record.run_log.startswith(workdir) or not record.run_log.startswith("/"):
+            return None
+    return record.run_log
+
+
+def read_host_log(record: RunRecord, offset: int = 0, max_bytes: int = 4 * 1024 * 1024) -> str | None:
+    """The run's host log from ``offset`` (its last ``max_bytes`` when longer); None when it cannot be read
+    here. Opened without following a symlink planted at its name."""
+    path = host_log_path(record)
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        import stat
+
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        start = max(offset, st.st_size - max_bytes)
+        os.lseek(fd, start, os.SEEK_SET)
+        chunks = []
+        left = st.st_size - start
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    text = b"".join(chunks).decode(errors="replace")
+    if start > offset:
+        text = text.split("\n", 1)[-1]
+    return text
+
+
+def current_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events since the current attempt started (all of them when none started)."""
+    last = max((i for i, e in enumerate(events) if e.get("event") == "started"), default=-1)
+    return events[last + 1:] if last >= 0 else events
+
+
+def log_verdict(text: str) -> tuple[str, str] | None:
+    """What start_verl.sh's own last words in ``text`` (the current attempt's log) say: finished, or exited
+    with a status; None when they say neither."""
+    exits = list(_EXIT_RE.finditer(text))
+    finished_at = text.rfind("] training finished")
+    if exits and exits[-1].start() > finished_at:
+        status = exits[-1].group(1)
+        return "failed", f"start_verl.sh exited with status {status}"
+    if finished_at >= 0:
+        return "finished", "its log says training finished"
+    return None
+
+
+def _ago(t: Any, now: float) -> str:
+    try:
+        s = max(0.0, now - float(t))
+    except (TypeError, ValueError):
+        return ""
+    if s < 120:
+        return f"{s:.0f}s ago"
+    if s < 7200:
+        return f"{s / 60:.0f} min ago"
+    if s < 172800:
+        return f"{s / 3600:.0f} h ago"
+    return f"{s / 86400:.0f} days ago"
+
+
+def _first_line(text: Any, limit: int = 160) -> str:
+    line = str(text or "").strip().splitlines()[0] if str(text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def decide(record: RunRecord, events: list[dict[str, Any]], live: dict[str, Any] | None = None,
+           log_text: str | None = None, alive: bool | None = None, watcher: bool = False,
+           now: float | None = None, progress: dict[str, Any] | None = None) -> RunState:
+    """The run's state from what is known. ``log_text``: the current attempt's part of the log (None: not
+    read); ``alive``: the verified process check (None: not probed); ``watcher``: its watcher is alive."""
+    now = time.time() if now is None else now
+    if progress and progress.get("step") is not None and not (live and live.get("step") is not None):
+        live = {**(live or {}), "step": progress.get("step"), "total": progress.get("total"),
+                "attempt": len(record.attempts)}
+    kinds = [e.get("event") for e in events]
+    started = "started" in kinds or bool(record.attempts) or bool(record.slurm_jobs)
+    cur = current_events(events)
+    by_kind: dict[str, dict[str, Any]] = {}
+    for e in cur:
+        by_kind[str(e.get("event"))] = e
+    if not started:
+        failed = by_kind.get("launch_failed")
+        if failed is not None:
+            return RunState("never started", f"the launch failed: {_first_line(failed.get('error'))}", "events")
+        if record.stopped:
+            return RunState("never started", "stopped before any attempt started", "events")
+        launched = by_kind.get("launch")
+        when = f" (launched {_ago(launched.get('time'), now)})" if launched else ""
+        return RunState("never started", f"no attempt was recorded{when}: the launch may still be preparing, "
+                        "or it was interrupted", "events")
+    if alive is True:
+        return RunState("running", _running_why(record, live, now), "process")
+    # The watcher's and the launch's own last words on the current attempt.
+    for kind in ("launch_failed", "gave_up", "resume_failed"):
+        failure = by_kind.get(kind)
+        if failure is not None:
+            text = _first_line(failure.get("error") if kind == "launch_failed" else failure.get("reason"))
+            if kind == "gave_up" and text.startswith("gave up: "):
+                text = "the watcher gave up: " + text[len("gave up: "):]
+            return RunState("failed", text or kind.replace("_", " "), "events")
+    if "finished" in by_kind:
+        return RunState("finished", _finished_why(record, live), "events")
+    verdict = log_verdict(log_text) if log_text is not None else None
+    if verdict is not None and verdict[0] == "finished":
+        return RunState("finished", _finished_why(record, live), "log")
+    stopped_ev = by_kind.get("stopped")
+    signalled = stopped_ev is None or bool(stopped_ev.get("signalled", True))
+    # A stop that signalled nothing (the run had ended) keeps the log's verdict (N9).
+    if ("stopped" in by_kind or record.stopped) and (signalled or verdict is None):
+        e = by_kind.get("stopped") or {}
+        reason = e.get("reason") or "with `verlctl stop`"
+        return RunState("stopped", f"stopped {reason} {_ago(e.get('time'), now)}".strip(), "events")
+    if verdict is not None:
+        return RunState(verdict[0], verdict[1], "log")
+    if alive is False:
+        return RunState("failed", "its process group has ended and the log says neither that training "
+                        "finished nor how it exited", "process")
+    if watcher and live:
+        phase = str(live.get("phase") or "")
+        if phase in ("starting", "training"):
+            return RunState("running", _running_why(record, live, now) + " (from its watcher)", "events")
+    return RunState("unknown", "no final event recorded and the process was not checked: "
+                    f"`verlctl status {record.run_id}` checks it", "none")
+
+
+def _running_why(record: RunRecord, live: dict[str, Any] | None, now: float) -> str:
+    n = len(record.attempts) or len(record.slurm_jobs)
+    parts = [f"attempt {n}"] if n else []
+    if live and live.get("attempt") == n and live.get("step") is not None:
+        total = live.get("total")
+        parts.append(f"step {live['step']}{'/' + str(total) if total else ''}")
+        if live.get("updated_at"):
+            parts.append(f"seen {_ago(live['updated_at'], now)}")
+    elif n:
+        parts.append("starting (no step seen yet)" if not live or live.get("attempt") != n or
+                     live.get("phase") == "starting" else str(live.get("phase")))
+    return ", ".join(parts)
+
+
+def _finished_why(record: RunRecord, live: dict[str, Any] | None) -> str:
+    n = len(record.attempts) or len(record.slurm_jobs)
+    parts = []
+    if live and live.get("step") is not None:
+        total = live.get("total")
+        parts.append(f"step {live['step']}{'/' + str(total) if total else ''}")
+    parts.append(f"{n} attempt{'s' if n != 1 else ''}")
+    return ", ".join(parts)
+
+
+def recoveries(events: list[dict[str, Any]]) -> list[str]:
+    """One line per automatic restart, in order: "attempt 2 added offload after out of memory at step 3"."""
+    out: list[str] = []
+    attempt = 1
+    last_alert: dict[str, Any] | None = None
+    for e in events:
+        kind = e.get("event")
+        if kind == "started":
+            with contextlib.suppress(TypeError, ValueError):
+                attempt = int(e.get("attempt") or attempt)
+            last_alert = None
+        elif kind == "alert":
+            last_alert = e
+        elif kind == "recovery":
+            category = str(e.get("category") or "")
+            what = CATEGORY_WORDS.get(category, category.replace("_", " ") or "a failure")
+            step = last_alert.get("step") if last_alert and last_alert.get("category") == category else None
+            at = f" at step {step}" if isinstance(step, int) else ""
+            added = e.get("add_feature")
+            did = f"added {added}" if added else "restarted"
+            resumed = e.get("resumed_from")
+            tail = f", resuming from {str(resumed).rstrip('/').rsplit('/', 1)[-1]}" if resumed else ""
+            out.append(f"attempt {attempt + 1} {did} after {what}{at}{tail}")
+    return out
+
+
+def restart_markers(events: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """(step, "attempt 2: offload added after out of memory") per automatic restart, for the charts: the step
+    the next attempt resumed from (its checkpoint), else the step the failure was seen at, else 0."""
+    out: list[tuple[int, str]] = []
+    attempt = 1
+    last_alert: dict[str, Any] | None = None
+    for e in events:
+        kind = e.get("event")
+        if kind == "started":
+            with contextlib.suppress(TypeError, ValueError):
+                attempt = int(e.get("attempt") or attempt)
+            last_alert = None
+        elif kind == "alert":
+            last_alert = e
+        elif kind == "recovery":
+            category = str(e.get("category") or "")
+            what = CATEGORY_WORDS.get(category, category.replace("_", " ") or "a failure")
+            m = re.search(r"global_step_(\d+)", str(e.get("resumed_from") or ""))
+            step = int(m.group(1)) if m else (last_alert or {}).get("step")
+            added = e.get("add_feature")
+            did = f"{added} added" if added else "restarted"
+            out.append((step if isinstance(step, int) else 0, f"attempt {attempt + 1}: {did} after {what}"))
+    return out
