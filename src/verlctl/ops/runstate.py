@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,9 +213,9 @@ def _finished_why(record: RunRecord, live: dict[str, Any] | None) -> str:
     return ", ".join(parts)
 
 
-def recoveries(events: list[dict[str, Any]]) -> list[str]:
-    """One line per automatic restart, in order: "attempt 2 added offload after out of memory at step 3"."""
-    out: list[str] = []
+def _restarts(events: list[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any], dict[str, Any] | None, str]]:
+    """(the attempt it started, the recovery event, the alert before it of the same attempt, the failure in
+    words) per automatic restart, in order."""
     attempt = 1
     last_alert: dict[str, Any] | None = None
     for e in events:
@@ -228,13 +229,21 @@ def recoveries(events: list[dict[str, Any]]) -> list[str]:
         elif kind == "recovery":
             category = str(e.get("category") or "")
             what = CATEGORY_WORDS.get(category, category.replace("_", " ") or "a failure")
-            step = last_alert.get("step") if last_alert and last_alert.get("category") == category else None
-            at = f" at step {step}" if isinstance(step, int) else ""
-            added = e.get("add_feature")
-            did = f"added {added}" if added else "restarted"
-            resumed = e.get("resumed_from")
-            tail = f", resuming from {str(resumed).rstrip('/').rsplit('/', 1)[-1]}" if resumed else ""
-            out.append(f"attempt {attempt + 1} {did} after {what}{at}{tail}")
+            yield attempt + 1, e, last_alert, what
+
+
+def recoveries(events: list[dict[str, Any]]) -> list[str]:
+    """One line per automatic restart, in order: "attempt 2 added offload after out of memory at step 3"."""
+    out: list[str] = []
+    for attempt, e, last_alert, what in _restarts(events):
+        category = str(e.get("category") or "")
+        step = last_alert.get("step") if last_alert and last_alert.get("category") == category else None
+        at = f" at step {step}" if isinstance(step, int) else ""
+        added = e.get("add_feature")
+        did = f"added {added}" if added else "restarted"
+        resumed = e.get("resumed_from")
+        tail = f", resuming from {str(resumed).rstrip('/').rsplit('/', 1)[-1]}" if resumed else ""
+        out.append(f"attempt {attempt} {did} after {what}{at}{tail}")
     return out
 
 
@@ -242,22 +251,10 @@ def restart_markers(events: list[dict[str, Any]]) -> list[tuple[int, str]]:
     """(step, "attempt 2: offload added after out of memory") per automatic restart, for the charts: the step
     the next attempt resumed from (its checkpoint), else the step the failure was seen at, else 0."""
     out: list[tuple[int, str]] = []
-    attempt = 1
-    last_alert: dict[str, Any] | None = None
-    for e in events:
-        kind = e.get("event")
-        if kind == "started":
-            with contextlib.suppress(TypeError, ValueError):
-                attempt = int(e.get("attempt") or attempt)
-            last_alert = None
-        elif kind == "alert":
-            last_alert = e
-        elif kind == "recovery":
-            category = str(e.get("category") or "")
-            what = CATEGORY_WORDS.get(category, category.replace("_", " ") or "a failure")
-            m = re.search(r"global_step_(\d+)", str(e.get("resumed_from") or ""))
-            step = int(m.group(1)) if m else (last_alert or {}).get("step")
-            added = e.get("add_feature")
-            did = f"{added} added" if added else "restarted"
-            out.append((step if isinstance(step, int) else 0, f"attempt {attempt + 1}: {did} after {what}"))
+    for attempt, e, last_alert, what in _restarts(events):
+        m = re.search(r"global_step_(\d+)", str(e.get("resumed_from") or ""))
+        step = int(m.group(1)) if m else (last_alert or {}).get("step")
+        added = e.get("add_feature")
+        did = f"{added} added" if added else "restarted"
+        out.append((step if isinstance(step, int) else 0, f"attempt {attempt}: {did} after {what}"))
     return out
