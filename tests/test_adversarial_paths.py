@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CliResult, clean_env, run_cli
+from launch_support import write_run_files
 
 NOBODY = 65534
 SECRET = "ROOT-ONLY-SECRET-7c1e"
@@ -228,7 +229,9 @@ def file_commands(tmp_path: Path, state: Path) -> dict[str, list[str]]:
         "export slurm": ["export", "slurm", "-c", base],
         "export rayjob": ["export", "rayjob", "-c", base, "--pvc", "ckpt"],
         "import": [],
-        "init": ["init", "-c", base, "--yes", "--no-detect"],
+        # init's verdict reads this host's files (model_missing, datasets): a real model dir and parquet files
+        "init": ["init", "-c", base, "--yes", "--no-detect",
+                 *[a for k, v in write_run_files(tmp_path / "files").items() for a in ("--set", f"{k}={v}")]],
     }
 
 

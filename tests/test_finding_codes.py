@@ -1427,7 +1427,7 @@ VERDICT_ROWS = [
     Row("device_not_here", ERROR, "device",
         verdict_rule("device_kind", machine_of(H100), device="npu"),
         verdict_rule("device_kind", machine_of(H100), device="gpu"), "U19: an 8 x H100 host (real nvidia-smi capture)"),
-    Row("image_for_npu", ERROR, "container.image", plan(device="gpu"),
+    Row("image_for_npu", WARNING, "container.image", plan(device="gpu"),
         plan(device="gpu", **{"container.image": "verlai/verl:app-verl0.6-vllm0.10"}), "U19"),
     Row("ray_ports_in_use", ERROR, "cluster.ray_port", ray_ports(held=True), ray_ports(held=False), "U20"),
     Row("resume_past_steps", ERROR, "train.steps",

@@ -445,15 +445,18 @@ def test_a_launch_with_yes_says_that_training_resumes(tmp_path: Path) -> None:
     # then stops at the target's readiness check (a PATH with no bash or python3): what is printed before counts.
     flags = write_run_files(tmp_path)
     ckpt = tmp_path / "ckpt"
-    (ckpt / "global_step_7" / "actor").mkdir(parents=True)
-    (ckpt / "latest_checkpointed_iteration.txt").write_text("7")
+    (ckpt / "global_step_2" / "actor").mkdir(parents=True)  # below train.steps 4 (else resume_past_steps)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("2")
+    workdir = tmp_path / "verl"  # DAPO on 0.7.0 runs recipe/dapo/main_dapo.py from the work dir (rule recipe)
+    (workdir / "recipe" / "dapo").mkdir(parents=True)
+    (workdir / "recipe" / "dapo" / "main_dapo.py").write_text("")
     from test_check_cli import npu_smi_double
 
     tools = npu_smi_double(tmp_path, "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
     env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300", PATH=str(tools))
     res = run_cli("launch", "--yes", *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")],
                   "--set", "container.runtime=host", "--set", f"paths.checkpoints={ckpt}",
-                  "--set", f"paths.logs={tmp_path / 'logs'}", env=env)
+                  "--set", f"paths.logs={tmp_path / 'logs'}", "--set", f"container.workdir={workdir}", env=env)
     out = res.out + res.err
     assert res.code != 0 and "python3 is not available" in out, out
-    assert f"training resumes from global_step_7 in {ckpt}" in out, out
+    assert f"training resumes from global_step_2 in {ckpt}" in out, out

@@ -51,18 +51,20 @@ def status(state: Path, run_id: str) -> dict:
 
 @pytest.mark.parametrize(("script", "verdict"), [
     ("echo '[verlctl 10:00:00] training finished'", "finished"),
-    ("echo 'boom'; echo '[verlctl 10:00:00] start_verl.sh exits with status 3'; exit 3", "failed (exit 3)"),
+    ("echo 'boom'; echo '[verlctl 10:00:00] start_verl.sh exits with status 3'; exit 3", "failed"),
 ])
 def test_stop_of_an_ended_run_keeps_its_verdict(tmp_path: Path, script: str, verdict: str) -> None:
     run_id = "20260101-000000-ended-aaaa"
     state, ref = host_run(tmp_path, run_id, script)
     wait_ended(ref)
-    assert status(state, run_id)["state"] == verdict
+    before = status(state, run_id)
+    assert before["state"] == verdict
     env = clean_env(VERLCTL_STATE_DIR=str(state))
     res = run_cli("stop", run_id, env=env)
     assert res.code == 0, res.err
     assert "verdict" in res.out and "kept" in res.out, res.out
-    assert status(state, run_id)["state"] == verdict
+    after = status(state, run_id)
+    assert (after["state"], after["state_why"]) == (verdict, before["state_why"])
     rep = tmp_path / "rep.html"
     assert run_cli("report", run_id, "-o", str(rep), env=env).code == 0
     assert ">stopped</span>" not in rep.read_text()

@@ -698,14 +698,16 @@ def _ray_cpus(ctx: RuleCtx) -> Iterable[Finding]:
             )
 
 
-@rule("image_device", ("image_for_npu",), Severity.ERROR)
+@rule("image_device", ("image_for_npu",), Severity.WARNING)
 def _image_device(ctx: RuleCtx) -> Iterable[Finding]:
-    """A GPU run does not get the default image, which is Ascend's (910B): it has no CUDA (U19)."""
+    """A GPU run on the default image, which is Ascend's (910B) and has no CUDA, is named before anything starts
+    (U19). A warning, not an error: verlctl has no CUDA image of its own to default to, and a user's container
+    of that name may well be a CUDA one; the launch's own image checks then decide."""
     from verlctl.spec.model import DEFAULT_IMAGE
 
     c = ctx.spec.container
     if ctx.spec.device == "gpu" and c.runtime == "docker" and c.image == DEFAULT_IMAGE:
-        yield error(
+        yield warning(
             "image_for_npu",
             f"device is gpu but container.image is the default, {DEFAULT_IMAGE}: an Ascend (910B) image without "
             "CUDA, so training on the GPUs cannot start",

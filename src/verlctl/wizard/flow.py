@@ -323,6 +323,8 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
         if not yes:
             raise VerlctlError("confirmation needed but stdin is not a terminal: pass --yes to write the spec "
                                "without asking")
+        if not force and (Path(out).exists() or Path(out).is_symlink()):  # before any work (the -o rule)
+            raise VerlctlError(f"{out} exists: nothing was written (choose another file with -o, or pass --force)")
         facts = facts_for(resolved, None) if facts_for is not None else None
         plan = make_plan(resolved, facts=facts)
         if not plan.ok:
