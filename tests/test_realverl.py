@@ -162,7 +162,8 @@ def test_real_verl_launch_progress_stop_resume_finish_export_diagnose_report(
         res = env.cli("report", st["run_id"], "--out", str(page), timeout=300)
         assert res.code == 0, res.out + res.err
         html = page.read_text()
-        assert "critic/score/mean" in html and "<svg" in html
+        # the score chart (charts.py titles verl's critic/score/mean "Score (mean)") up to the last real step
+        assert "Score (mean)" in html and "<svg" in html and f"step {steps} of {steps}" in html, html[-3000:]
         print(f"\nreal verl: first step seen after {first_step_s:.0f} s, whole life {total_s:.0f} s")
     finally:
         bystander_container.remove(force=True)
