@@ -122,7 +122,8 @@ def test_container_killed(fenv: LaunchEnv, docker_engine) -> None:  # type: igno
     assert "is exited (exit code 137)" in gave_up["reason"] and "checkpoints are kept" in gave_up["reason"]
     assert "lost the run's container" in out and "Traceback" not in out, out
     st = status(fenv)
-    assert st["container"]["state"] == "exited" and st["state"] == "failed (watcher gave up)", st
+    assert st["container"]["state"] == "exited" and st["state"] == "failed", st
+    assert str(st["state_why"]).startswith("the watcher gave up"), st
     nothing_lost(fenv, before)
 
 
@@ -356,7 +357,8 @@ def test_docker_engine_restarted(launch_env: LaunchEnv, private_engine) -> None:
     gave_up = wait_event(env, "gave_up", 5)
     assert "is exited" in gave_up["reason"], gave_up
     st = status(env)
-    assert st["container"]["state"] == "exited" and st["state"] == "failed (watcher gave up)", st
+    assert st["container"]["state"] == "exited" and st["state"] == "failed", st
+    assert str(st["state_why"]).startswith("the watcher gave up"), st
     nothing_lost(env, before)
 
 

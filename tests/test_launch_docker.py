@@ -174,9 +174,9 @@ def test_dry_run_changes_nothing(lenv: LaunchEnv, docker_engine) -> None:  # typ
 
 
 def test_training_dying_during_verification_is_reported(lenv: LaunchEnv) -> None:
-    # The trainer asks for 4 devices per node while Ray has 8: the stand-in (like verl's resource pool
-    # check) fails during start-up, before any progress.
-    lenv.spec["extra_overrides"] = ["trainer.n_gpus_per_node=4"]
+    # The stand-in trainer gives up on its Ray worker at once, before any progress (an override of
+    # trainer.n_gpus_per_node, which used to make its resource check fail, is refused by plan: managed_override).
+    lenv.spec.setdefault("env", {})["VERLCTL_STANDIN_RAY_TIMEOUT"] = "0"
     res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes", "--verify-timeout", "180")
     assert res.code == 1
     assert "Traceback (most recent call last)" not in res.err
