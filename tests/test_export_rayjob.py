@@ -271,7 +271,9 @@ def test_entrypoint_waits_for_every_device_on_kuberays_ray_and_never_starts_its_
         _, (config_map, job) = export(
             tmp_path, "--nodes", "2", "--pvc", "verl-shared", "--set", f"container.workdir={workdir}",
             "--set", f"paths.logs={tmp_path / 'logs'}", "--set", f"cluster.ray_port={port}",
-            "--set", "cluster.join_timeout_s=4")
+            "--set", "cluster.join_timeout_s=4",
+            # each case its own checkpoint dir: start_verl.sh holds its lock for the whole attempt (A5)
+            "--set", f"paths.checkpoints={tmp_path / 'ckpt'}")
         scripts = tmp_path / "opt-verlctl"
         scripts.mkdir()
         for name, text in config_map["data"].items():
