@@ -34,6 +34,7 @@ RANKS: dict[str, int] = {
     "verlctl.monitor": 6,
     "verlctl.wizard": 7,
     "verlctl.ops": 8,
+    "verlctl.backends": 8,  # one launch interface (base), one module per backend; above runtime, below commands
     "verlctl.commands": 9,
     "verlctl.cli": 9,
     "verlctl.guides": 9,

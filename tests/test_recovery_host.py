@@ -386,7 +386,10 @@ def test_an_engine_already_gone_when_the_watcher_looks_is_a_target_lost_event(ho
     client = docker.DockerClient(base_url=f"unix://{gone}", version="1.41", timeout=5)
     ex = DockerExecutor(client, "f" * 64, "verlctl-test-engine-gone")
     said: list[str] = []
-    watcher = Watcher(record, ex, load_spec(host_runs.root / "spec.yaml", use_env=False), say=said.append)
+    from verlctl.backends import backend_for
+
+    watcher = Watcher(record, ex, load_spec(host_runs.root / "spec.yaml", use_env=False), say=said.append,
+                      backend=backend_for(record))
     watcher.engine_wait_s = 1.0  # it does not come back
     started = time.monotonic()
     outcome = watcher.watch_attempt()

@@ -19,7 +19,6 @@ def watch(
     """Follow a run's log; on errors print the cause and hint, on out-of-memory climb the recovery ladder."""
     import sys
 
-    from verlctl.ops.watcher import Watcher, executor_for
     from verlctl.runtime.records import resolve_run
     from verlctl.spec.resolve import load_spec
 
@@ -41,30 +40,6 @@ def watch(
         except KeyboardInterrupt:
             record.event("watch_interrupted")
             return 130
-    ex = executor_for(record)
+    from verlctl.backends import backend_for
 
-    # SIGTERM (`verlctl stop` ends the watcher so) unwinds like Ctrl-C: the follower's `tail -F` in the
-    # container is stopped on the way out (Watcher.watch_attempt's finally), never left behind.
-    import contextlib
-    import signal
-
-    class _Terminated(BaseException):
-        pass
-
-    def on_term(_signum: int, _frame: object) -> None:
-        raise _Terminated
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    try:
-        return Watcher(record, ex, resolved, notify_cmd=notify_cmd, say=say).run()
-    except KeyboardInterrupt:
-        record.event("watch_interrupted")
-        return 130
-    except _Terminated:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the clean-up below is not cut short by a second one
-        with contextlib.suppress(OSError):
-            record.event("watch_terminated")
-        return 143
-    finally:
-        with contextlib.suppress(ValueError, TypeError):
-            signal.signal(signal.SIGTERM, previous)
+    return backend_for(record).watch(record, resolved, say, notify_cmd)

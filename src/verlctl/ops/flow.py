@@ -61,8 +61,9 @@ def launch_flow(
     null), ``watcher_pid``."""
     from rich.console import Console
 
+    from verlctl.backends.docker import DockerBackend
     from verlctl.errors import ExitCode
-    from verlctl.ops.launch import Launcher, LaunchOptions
+    from verlctl.ops.launch import LaunchOptions
     from verlctl.spec.resolve import load_spec
 
     if quickstart:
@@ -104,13 +105,15 @@ def launch_flow(
         confirm = confirm_launch(console, resolved, offer_save=asked, verbose=verbose)
     options = LaunchOptions(yes=yes, dry_run=dry_run, pull=pull, verify_timeout=verify_timeout, out_dir=out,
                             canary=canary, canary_timeout=canary_timeout, out_force=force)
-    launcher = Launcher(resolved, options, console, confirm=confirm)
+    backend = DockerBackend(console)
     try:
-        record = launcher.run()
+        record = backend.submit(backend.prepare(resolved, options, confirm))
     except VerlctlError as exc:
+        launcher = backend.launcher
         if as_json and exc.details is None:
             exc.details = {**_json_doc(launcher, None, None), "outcome": "error"}
         raise
+    launcher = backend.launcher
     if record is None:
         if as_json:
             _print_json(_json_doc(launcher, None, None))
@@ -141,6 +144,7 @@ def _json_doc(launcher: Any, record: Any, watcher_pid: int | None) -> dict[str, 
         "not_checked": launcher.not_checked(),
         "run": record.model_dump(mode="json") if record is not None else None,
         "watcher_pid": watcher_pid,
+        "request": launcher.request.to_json() if launcher.request is not None else None,
     }
 
 

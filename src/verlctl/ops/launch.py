@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verlctl.backends.base import Action, ContainerRequest, LaunchRequest, MountRequest, run_id_for
+from verlctl.backends.base import Stage as S
 from verlctl.checks.findings import Finding, Severity, has_errors
 from verlctl.errors import EXIT_FAILURE, ExitCode, RuntimeFailure, VerlctlError
 from verlctl.ops import preflight
@@ -25,7 +27,7 @@ from verlctl.ops.resume import resume_point
 from verlctl.plan import Plan, make_plan
 from verlctl.render.render import ENV_FILE, START_SCRIPT, TRAIN_SCRIPT, Rendered
 from verlctl.runtime.executor import Executor, FileSpec, GroupRef
-from verlctl.runtime.records import Attempt, RunRecord, new_run_id
+from verlctl.runtime.records import Attempt, RunRecord
 from verlctl.runtime.workdirs import directories_to_create
 from verlctl.spec.resolve import ResolvedSpec
 
@@ -138,6 +140,8 @@ class Launcher:
         self.facts: Any = None  # the verdict's facts (CheckFacts), collected once
         self.verdict: Any = None  # the Verdict of run()
         self.blocked: list[str] = []  # container plans that could not be made (the verdict says why)
+        self.request: LaunchRequest | None = None  # what prepare() planned
+        self.the_plan: Plan | None = None
 
     # --------------------------------------------------------------------------------- planning
 
@@ -154,58 +158,64 @@ class Launcher:
         return self.verdict.to_json() if self.verdict is not None else []
 
     def planned_actions(self, the_plan: Plan, run_id: str) -> list[str]:
+        return [a.text for a in self.staged_actions(the_plan, run_id)]
+
+    def staged_actions(self, the_plan: Plan, run_id: str) -> list[Action]:
+        """The dry-run listing, each line with the stage that takes it (``backends.base.Stage``)."""
         spec = self.resolved.spec
         _workdir, scripts_dir, run_log = _target_paths(self.resolved, run_id)
-        acts: list[str] = directories_to_create(spec, run_id)
+        acts: list[Action] = [Action(S.PREPARE_TARGET, d) for d in directories_to_create(spec, run_id)]
         if spec.container.runtime == "docker":
             head = f" on {spec.cluster.master_addr} (Ray head)" if self.workers else ""
             for m in (self.container_plan.added_mounts if self.container_plan is not None else []):
-                acts.append(f"mount {m.host} at the same path (covers {m.why}){head}")
+                acts.append(Action(S.PREPARE_TARGET, f"mount {m.host} at the same path (covers {m.why}){head}"))
             if self.container_plan is not None:
-                acts += [a + head for a in self.container_plan.actions()]
+                acts += [Action(S.PREPARE_TARGET, a + head) for a in self.container_plan.actions()]
             else:
-                acts.append(f"prepare container {spec.container.name}{head}: blocked by the errors above")
+                acts.append(Action(S.PREPARE_TARGET, f"prepare container {spec.container.name}{head}: blocked by the errors above"))
             for w in self.workers:
-                acts += [f"{a} on {w.address} (over ssh)" for a in w.plan.actions()]
+                acts += [Action(S.PREPARE_TARGET, f"{a} on {w.address} (over ssh)") for a in w.plan.actions()]
             where = f"container {spec.container.name}"
         else:
             where = "this host"
         if self.workers:
-            acts.append(f"copy the scripts to every node; start {START_SCRIPT} on "
-                        f"{', '.join(w.address for w in self.workers)} as Ray workers (they join the head)")
+            acts.append(Action(S.START_WORKERS, f"copy the scripts to every node; start {START_SCRIPT} on "
+                        f"{', '.join(w.address for w in self.workers)} as Ray workers (they join the head)"))
         if self.workers:
-            acts.append("pre-flight on every node: the same image, Python and Ray; a marker the head writes to the "
-                        "checkpoint directory read back on every node; the route to the head; HCCL ports; /dev/shm")
-        acts.append(f"check readiness in {where}: python version, {'npu-smi info' if spec.device == 'npu' else 'nvidia-smi'}, installed verl version")
-        acts.append(f"copy {START_SCRIPT}, {TRAIN_SCRIPT} and {ENV_FILE} (mode 0600) to {where}:{scripts_dir}")
-        acts.append(f"start `bash {scripts_dir}/{START_SCRIPT}` in its own process group, output to {run_log}: "
-                    "Ray starts; training waits until the checks below pass (else everything started is stopped)")
+            acts.append(Action(S.NODE_PREFLIGHT, "pre-flight on every node: the same image, Python and Ray; a marker the head writes to the "
+                        "checkpoint directory read back on every node; the route to the head; HCCL ports; /dev/shm"))
+        acts.append(Action(S.READINESS, f"check readiness in {where}: python version, {'npu-smi info' if spec.device == 'npu' else 'nvidia-smi'}, installed verl version"))
+        acts.append(Action(S.COPY, f"copy {START_SCRIPT}, {TRAIN_SCRIPT} and {ENV_FILE} (mode 0600) to {where}:{scripts_dir}"))
+        acts.append(Action(S.START_HEAD, f"start `bash {scripts_dir}/{START_SCRIPT}` in its own process group, output to {run_log}: "
+                    "Ray starts; training waits until the checks below pass (else everything started is stopped)"))
         if spec.cluster.node_count > 1:  # single-node runs bind it to 127.0.0.1 (render.py)
-            acts.append(f"note: Ray's dashboard listens on 0.0.0.0:{spec.cluster.dashboard_port} of the head "
+            acts.append(Action(S.START_HEAD, f"note: Ray's dashboard listens on 0.0.0.0:{spec.cluster.dashboard_port} of the head "
                         "(multi-node), without authentication: anyone who reaches that port can run code as the "
-                        "run's user; restrict it with a firewall")
-        acts.append(f"preflight: compose the {len(the_plan.command.overrides)} overrides with {where}'s verl + Hydra "
-                    f"({the_plan.command.entry.config_name})")
+                        "run's user; restrict it with a firewall"))
+        acts.append(Action(S.PREFLIGHT, f"preflight: compose the {len(the_plan.command.overrides)} overrides with {where}'s verl + Hydra "
+                    f"({the_plan.command.entry.config_name})"))
         sw = spec.logging.swanlab
         if sw.enabled:
-            acts.append(f"SwanLab ({sw.mode}): check `import swanlab` in {where}, install it with pip if missing")
+            acts.append(Action(S.SWANLAB, f"SwanLab ({sw.mode}): check `import swanlab` in {where}, install it with pip if missing"))
             if sw.mode == "cloud":
-                acts.append(f"SwanLab: check the login to {sw.host} with the key from the 0600 env file "
-                            "(nothing saved)")
+                acts.append(Action(S.SWANLAB, f"SwanLab: check the login to {sw.host} with the key from the 0600 env file "
+                            "(nothing saved)"))
         if self.options.canary:
             from verlctl.ops.canary import CANARY_DIR
 
-            acts.append(f"canary in {where}: 1 step + a checkpoint, then a resume from it + 1 step (weight sync), "
+            acts.append(Action(S.CANARY, f"canary in {where}: 1 step + a checkpoint, then a resume from it + 1 step (weight sync), "
                         f"with checkpoints under {spec.paths.checkpoints}/{CANARY_DIR}/{run_id} (removed when it "
-                        "passes); the full run starts only if both pass")
-        acts.append(resume_action(spec.paths.checkpoints))
-        acts.append(f"verify within {int(self.options.verify_timeout)}s that {the_plan.command.entry.module} runs")
-        acts.append(f"record the run (id {run_id}) under the state dir")
+                        "passes); the full run starts only if both pass"))
+        acts.append(Action(S.START_HEAD, resume_action(spec.paths.checkpoints)))
+        acts.append(Action(S.VERIFY, f"verify within {int(self.options.verify_timeout)}s that {the_plan.command.entry.module} runs"))
+        acts.append(Action(S.RECORD, f"record the run (id {run_id}) under the state dir"))
         return acts
 
     # ---------------------------------------------------------------------------------- running
 
-    def run(self) -> RunRecord | None:
+    def prepare(self) -> LaunchRequest:
+        """What this launch would do, as data (``backends.base.LaunchRequest``); nothing is changed. The
+        verdict's findings are kept in ``self.findings`` (a request may be blocked by them)."""
         spec = self.resolved.spec
         opts = self.options
         multi = len(spec.cluster.nodes) > 1
@@ -257,11 +267,51 @@ class Launcher:
         the_plan = self.plan()
         if self.blocked and not has_errors(the_plan.findings):
             raise VerlctlError(self.blocked[0])  # a refusal no rule foresaw: the run stops here, as before
-        run_id = new_run_id(spec.logging.experiment or "run")
-        actions = self.planned_actions(the_plan, run_id)
-        self.actions, self.findings, self.verdict = actions, the_plan.findings, the_plan.verdict
+        run_id = run_id_for(spec.logging.experiment or "run", dry_run=opts.dry_run)
+        staged = self.staged_actions(the_plan, run_id)
+        self.actions, self.findings, self.verdict = [a.text for a in staged], the_plan.findings, the_plan.verdict
+        self.the_plan = the_plan
+        self.request = self._request(the_plan, run_id, staged)
+        return self.request
+
+    def _request(self, the_plan: Plan, run_id: str, staged: list[Action]) -> LaunchRequest:
+        spec = self.resolved.spec
+        workdir, scripts_dir, run_log = _target_paths(self.resolved, run_id)
+        docker = spec.container.runtime == "docker"
+        try:  # a spec with errors renders too (only a launch without errors runs it)
+            rendered: Rendered | None = the_plan.render()
+        except VerlctlError:
+            rendered = None
+        plans = [("local" if not self.workers else spec.cluster.master_addr or "local", self.container_plan)]
+        plans += [(w.address, w.plan) for w in self.workers]
+        proxies = sorted(_proxy_names(spec))
+        containers = tuple(
+            ContainerRequest(node=node, name=p.name, image=p.image, exists=p.exists, state=p.state,
+                             pull=bool(p.pull or not p.image_present),
+                             mounts=tuple(MountRequest(m.host, m.target, m.mode, m.why) for m in p.mounts),
+                             added_mounts=tuple(MountRequest(m.host, m.target, m.mode, m.why) for m in p.added_mounts),
+                             devices=tuple(p.devices), env_names=tuple(proxies))
+            for node, p in plans if docker and p is not None)
+        order = tuple(s for s in S if s not in (S.WRITE_JOB, S.SUBMIT, S.WRITE_MANIFEST)
+                      and (s is not S.CANARY or self.options.canary)
+                      and (s not in (S.NODE_PREFLIGHT, S.START_WORKERS) or self.workers)
+                      and (s is not S.SWANLAB or spec.logging.swanlab.enabled))
+        return LaunchRequest(
+            backend="host" if not docker else ("ssh" if self.workers else "docker"), run_id=run_id,
+            target=f"container {spec.container.name}" if docker else "this host", workdir=workdir,
+            scripts_dir=scripts_dir, run_log=run_log, files=dict(rendered.files) if rendered else {},
+            env_file_names=tuple(sorted(the_plan.command.env_file)), containers=containers, stages=order,
+            plan=tuple(staged), blocked=tuple(self.blocked),
+        )
+
+    def run(self) -> RunRecord | None:
+        spec = self.resolved.spec
+        opts = self.options
+        request = self.request if self.request is not None else self.prepare()
+        the_plan, run_id, actions = self.the_plan, request.run_id, request.actions()
+        assert the_plan is not None
         if opts.dry_run:
-            self._dry_run(the_plan, actions)
+            self._dry_run(the_plan, request)
             return None
         if has_errors(the_plan.findings):
             self._print_findings(the_plan.findings)
@@ -363,7 +413,9 @@ class Launcher:
 
         print_findings(self.console, findings)
 
-    def _dry_run(self, the_plan: Plan, actions: list[str]) -> None:
+    def _dry_run(self, the_plan: Plan, request: LaunchRequest) -> None:
+        """The human listing of ``request`` (``--json`` prints :meth:`LaunchRequest.to_json` beside it)."""
+        actions = request.actions()
         self._print_findings(the_plan.findings)
         if the_plan.verdict is not None:
             from verlctl.report import print_not_checked
@@ -933,6 +985,14 @@ def _without_secrets_in_target(ex: Executor, record: RunRecord, findings: list[F
             hint="relaunch by hand with SWANLAB_API_KEY exported (`verlctl launch`), or use mode offline",
         )
     return [f for f in findings if f.code != "swanlab_api_key"]
+
+
+def _proxy_names(spec: Any) -> list[str]:
+    """The proxy variables a created container gets (names only: a proxy URL may hold a password)."""
+    from verlctl.verl.environment import proxy_env
+    from verlctl.verl.table import Ctx
+
+    return list(proxy_env(Ctx(spec, spec.verl_version)))
 
 
 def _engine_id(client: Any) -> str:

@@ -18,7 +18,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from verlctl.errors import VerlctlError
 from verlctl.monitor.catalogue import RAY_DAEMONS_EXITED, Classifier, Finding
@@ -68,6 +68,18 @@ class LiveStatus:
         }
 
 
+class RelaunchBackend(Protocol):
+    """What the watcher needs of the run's backend (``backends/docker.py``: the interface, not its modules)."""
+
+    def workers(self, handle: Any) -> list[tuple[Any, Executor | None, dict[str, Any]]]: ...
+
+    def remove_key_files(self, handle: Any, ex: Executor | None, say: Callable[[str], None]) -> list[str]: ...
+
+    def prepare_relaunch(self, handle: Any, ex: Executor, change: Any) -> Any: ...
+
+    def relaunch(self, handle: Any, change: Any, prepared: Any = None, ex: Executor | None = None) -> Any: ...
+
+
 @dataclass
 class AttemptOutcome:
     kind: str  # finished | failed | stalled | stopped
@@ -114,7 +126,11 @@ class Watcher:
         liveness_every_s: float = 2.5,
         error_grace_s: float = 60.0,
         alert_delay_s: float = 3.0,
+        backend: RelaunchBackend | None = None,
     ) -> None:
+        if backend is None:
+            raise TypeError("Watcher needs the run's backend (verlctl.backends.backend_for(record))")
+        self.backend = backend  # relaunch, the worker nodes, the key files: through the launch interface
         self.record = record
         self.ex = executor
         self.resolved = resolved  # the run's spec as launched (ResolvedSpec): what the user asked for
@@ -471,10 +487,8 @@ class Watcher:
         if not self.record.workers:
             return
         if self._worker_ex is None:
-            from verlctl.ops.inspect import worker_targets
-
             try:
-                targets = worker_targets(self.record)
+                targets = self.backend.workers(self.record)
             except VerlctlError as exc:
                 targets = [(w, None, {"state": f"unreachable: {exc.message}"}) for w in self.record.workers]
             self._worker_ex = {w.address: wex for w, wex, _ in targets}
@@ -636,19 +650,14 @@ class Watcher:
         self._remove_key_files()  # no relaunch will read it again (it holds the secrets)
 
     def _remove_key_files(self) -> None:
-        from verlctl.ops.inspect import remove_key_files
-
-        remove_key_files(self.record, self.ex, lambda text: self.say(f"verlctl watch: {text}"))
+        self.backend.remove_key_files(self.record, self.ex, lambda text: self.say(f"verlctl watch: {text}"))
 
     def _start_prepare(self, category: str | None, decision: Decision | None = None) -> tuple[list[str], Any] | None:
         """Check and compose the attempt that ``decision`` (default: what :func:`decide` says now for
         ``category``) would start, in a background thread: (the features it enables, its future)."""
         import concurrent.futures
 
-        from rich.console import Console
-
-        from verlctl.ops.launch import Launcher, LaunchOptions
-        from verlctl.spec.resolve import load_spec
+        from verlctl.backends.base import Change
 
         if decision is None:
             features_on = {n: s.on and s.applicable for n, s in self._features().items()}
@@ -657,11 +666,9 @@ class Watcher:
                 return None
         added, enable = self._next_features(decision)
 
-        def prepare() -> tuple[Any, Any, Any]:
-            resolved = load_spec(self.record.dir / "spec.resolved.yaml", use_env=False,
-                                 recovery={"features.enable": enable} if added else None)
-            launcher = Launcher(resolved, LaunchOptions(yes=True), Console(stderr=True, quiet=True))
-            return resolved, launcher, launcher.prepare_relaunch(self.ex, self.record)
+        def prepare() -> Any:
+            return self.backend.prepare_relaunch(self.record, self.ex,
+                                                 Change(decision.reason, tuple(enable) if added else ()))
 
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         try:
@@ -694,7 +701,7 @@ class Watcher:
             outcome = prepared.exception()  # wait for it either way
         if outcome is not None:
             raise outcome
-        resolved, launcher, the_next = prepared.result()
+        the_next = prepared.result()
         if decision.add_feature:
             self.history.oom_retries += 1
             self.history.added.append(decision.add_feature)
@@ -713,8 +720,10 @@ class Watcher:
             if load_run(self.record.run_id).stopped:
                 self.record.stopped = True
                 raise WatchStopped("the run was stopped while the next attempt was prepared: not relaunched")
-            launcher.relaunch(self.ex, self.record, reason=decision.reason, resumed_from=resumed_from,
-                              prepared=the_next)
+            from verlctl.backends.base import Change
+
+            resolved = self.backend.relaunch(self.record, Change(decision.reason, resumed_from=resumed_from),
+                                             prepared=the_next, ex=self.ex)
         self._resume_checked = False
         self._advance_seen = False
         self.current = resolved
@@ -728,9 +737,7 @@ class Watcher:
         if self.ex.group_alive(attempt.ref):
             self.ex.stop_group(attempt.ref, grace_s=20, ray_grace_s=0)
         if self.record.workers:
-            from verlctl.ops.inspect import worker_targets
-
-            for w, wex, _ in worker_targets(self.record):
+            for w, wex, _ in self.backend.workers(self.record):
                 if wex is not None and w.ref is not None and wex.group_alive(w.ref):
                     wex.stop_group(w.ref, grace_s=20, ray_grace_s=0)
         self._wait_memory_released()

@@ -1,0 +1,29 @@
+"""Every backend behind one interface (``backends/base.py``); this module picks one.
+
+``backend_named("slurm")`` for a launch, ``backend_for(record)`` for a recorded run; ``run_status`` /
+``show_logs`` / ``stop_run`` / ``watch_run`` are what ``status``, ``logs``, ``stop`` and ``watch`` call: they
+talk to the interface, never to a backend's own module. Backends load on first use (CLI start-up stays fast).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verlctl.backends.base import Backend
+from verlctl.errors import VerlctlError
+
+#: ``launch --backend`` names: local covers one host's Docker, Docker on SSH nodes, and the host runtime.
+NAMES = ("local",)
+
+
+def backend_named(name: str, console: Any = None) -> Backend:
+    if name == "local":
+        from verlctl.backends.docker import DockerBackend
+
+        return DockerBackend(console)
+    raise VerlctlError(f"--backend {name!r}: give {' or '.join(NAMES)}")
+
+
+def backend_for(record: Any, console: Any = None) -> Backend:
+    """The backend that launched a recorded run (its ``runtime``: docker, host or slurm)."""
+    return backend_named("local", console)
