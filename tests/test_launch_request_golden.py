@@ -89,3 +89,17 @@ def test_the_docker_backend_request(tmp_path: Path, docker_engine) -> None:  # t
     assert c["env_names"] == ["HTTPS_PROXY", "https_proxy"] and "proxy.example" not in json.dumps(req["containers"])
     check_golden("docker", req)
     check_listing(doc, err)
+
+
+def test_the_slurm_backend_request(tmp_path: Path) -> None:
+    """The sbatch text of ``export slurm``, the scripts it runs, the job directory on shared storage."""
+    code, doc, err = dry_run(tmp_path, "--backend", "slurm", "--set", "container.runtime=host",
+                             "--set", "cluster.nnodes=2", "--partition", "gpu")
+    assert code == 0, err
+    req = doc["request"]
+    assert req["backend"] == "slurm" and req["sbatch"].startswith("#!") and "#SBATCH --partition=gpu" in req["sbatch"]
+    assert req["scripts_dir"] == "/shared/logs/verlctl-slurm/golden-run" and "start_verl.sh" in req["files"]
+    assert req["stages"] == ["write_job", "submit", "verify", "record"]
+    check_golden("slurm", req)
+    check_listing(doc, err)
+    assert not (tmp_path / "state").exists()

@@ -13,7 +13,7 @@ from verlctl.backends.base import Backend
 from verlctl.errors import VerlctlError
 
 #: ``launch --backend`` names: local covers one host's Docker, Docker on SSH nodes, and the host runtime.
-NAMES = ("local",)
+NAMES = ("local", "slurm")
 
 
 def backend_named(name: str, console: Any = None) -> Backend:
@@ -21,9 +21,13 @@ def backend_named(name: str, console: Any = None) -> Backend:
         from verlctl.backends.docker import DockerBackend
 
         return DockerBackend(console)
+    if name == "slurm":
+        from verlctl.backends.slurm import SlurmBackend
+
+        return SlurmBackend(console)
     raise VerlctlError(f"--backend {name!r}: give {' or '.join(NAMES)}")
 
 
 def backend_for(record: Any, console: Any = None) -> Backend:
     """The backend that launched a recorded run (its ``runtime``: docker, host or slurm)."""
-    return backend_named("local", console)
+    return backend_named("slurm" if record.runtime == "slurm" else "local", console)

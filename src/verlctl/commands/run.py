@@ -85,7 +85,7 @@ def launch(
             raise VerlctlError(f"--nodes {nodes}: a run needs at least one node; give --nodes 1 or more")
         flags = ({**flags[0], "cluster.nnodes": nodes}, {**flags[1], "cluster.nnodes": "--nodes"})
     if backend == "slurm":
-        from verlctl.ops.slurm_run import launch_slurm_flow
+        from verlctl.ops.flow import launch_slurm_flow
         from verlctl.render.slurm import SlurmOptions
 
         return launch_slurm_flow(

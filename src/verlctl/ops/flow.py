@@ -153,3 +153,63 @@ def _print_json(doc: dict[str, Any]) -> None:
     import sys
 
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def launch_slurm_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str], opts: Any, *,
+                      yes: bool, dry_run: bool, watch: bool, notify_cmd: str | None, verify_timeout: float,
+                      as_json: bool = False) -> int:
+    """``launch --backend slurm``. With ``as_json`` the progress goes to stderr and one object to stdout, as
+    for a local launch: ``outcome``, ``run_id``, ``actions``, ``findings``, ``run``, ``watcher_pid``, and
+    ``slurm_job`` ({job_id, job_name, output} of the submitted job, or null)."""
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from verlctl.spec.resolve import load_spec
+
+    console = Console(stderr=as_json)
+    if as_json and not (yes or dry_run):
+        raise VerlctlError("--json asks no question: add --yes to submit (or --dry-run to list the actions)")
+    resolved = load_spec(config, flags=flags, flag_names=names)
+    missing = resolved.missing_required()
+    if missing:
+        from verlctl.errors import SpecError
+
+        raise SpecError(missing_message(missing))
+    actions: list[str] = []
+
+    def doc(record: Any, pid: int | None) -> dict[str, Any]:
+        job = record.slurm_jobs[-1] if record is not None and record.slurm_jobs else None
+        return {"outcome": "launched" if record is not None else "dry_run", "run_id": record.run_id if record else None,
+                "actions": actions, "findings": [], "run": record.model_dump(mode="json") if record else None,
+                "watcher_pid": pid,
+                "slurm_job": {"job_id": job.job_id, "job_name": job.job_name, "output": job.output} if job else None,
+                "request": backend.request.to_json() if backend.request is not None else None}
+
+    from verlctl.backends.slurm import SlurmBackend, SlurmLaunch
+
+    backend = SlurmBackend(console)
+    try:
+        request = backend.prepare(resolved, SlurmLaunch(opts, yes=yes, dry_run=dry_run, verify_timeout=verify_timeout))
+        actions.extend(request.actions())
+        record = backend.submit(request)
+    except VerlctlError as exc:
+        if as_json and exc.details is None:
+            exc.details = {**doc(None, None), "outcome": "error"}
+        raise
+    if record is None:
+        if as_json:
+            sys.stdout.write(json.dumps(doc(None, None), indent=2, default=str) + "\n")
+        return 0
+    pid = None
+    if watch:
+        from verlctl.ops.watcher_process import spawn_watcher
+
+        pid = spawn_watcher(record, notify_cmd)
+        console.print(f"watcher started (pid {pid}): it stays silent while training is healthy", highlight=False)
+    console.print(f"[bold green]submitted[/bold green]: run [bold]{record.run_id}[/bold]", highlight=False)
+    console.print("follow it with `verlctl status`, `verlctl logs -f`; stop it with `verlctl stop`", highlight=False)
+    if as_json:
+        sys.stdout.write(json.dumps(doc(record, pid), indent=2, default=str) + "\n")
+    return 0

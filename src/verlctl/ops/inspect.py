@@ -450,17 +450,10 @@ def stop_watcher(record: RunRecord, watching: bool, console: Any) -> int | None:
     return pid
 
 
-def stop_run(run_id: str | None, remove_container: bool, grace: float, console: Any = None) -> dict[str, Any]:
-    """Stop a run; prints what it does on ``console`` and returns it as the ``stop --json`` object:
-    ``run_id``, ``watcher_stopped`` (pid or null), ``signalled`` ([{pgid, where}]), ``not_signalled`` (why
-    nothing was signalled, or null), ``containers`` ([{name, node, action: removed|kept|gone|not_docker,
-    why}]; empty without --remove-container), ``warnings``."""
-    from rich.markup import escape
-
-    if console is None:
-        from rich.console import Console
-
-        console = Console()
+def mark_stopped(run_id: str | None, console: Any) -> tuple[RunRecord, bool, dict[str, Any]]:
+    """The first part of every backend's stop: refuse a record that is not trusted, then mark the run stopped
+    under its lock (a watcher then never restarts it). (record as it is now, whether a watcher was alive
+    before the mark, the ``stop --json`` object so far)."""
     record = resolve_run(run_id)
     refusal, trust_warnings = record_trust(record)
     if refusal is not None:
@@ -491,10 +484,21 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
         raise VerlctlError(f"cannot mark run {record.run_id} stopped ({exc.message}): nothing was signalled",
                            hint=exc.hint or "make the run's record directory writable, then run `verlctl stop` "
                                 "again") from None
-    if record.runtime == "slurm":
-        from verlctl.ops.slurm_run import slurm_stop
+    return record, watching, result
 
-        return slurm_stop(record, grace, console, watching)
+
+def stop_run(run_id: str | None, remove_container: bool, grace: float, console: Any = None) -> dict[str, Any]:
+    """Stop a run; prints what it does on ``console`` and returns it as the ``stop --json`` object:
+    ``run_id``, ``watcher_stopped`` (pid or null), ``signalled`` ([{pgid, where}]), ``not_signalled`` (why
+    nothing was signalled, or null), ``containers`` ([{name, node, action: removed|kept|gone|not_docker,
+    why}]; empty without --remove-container), ``warnings``."""
+    from rich.markup import escape
+
+    if console is None:
+        from rich.console import Console
+
+        console = Console()
+    record, watching, result = mark_stopped(run_id, console)
     result["watcher_stopped"] = stop_watcher(record, watching, console)
     ex, container = target(record)
     groups: list[Group] = []

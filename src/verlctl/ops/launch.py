@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import shlex
 import time
 from collections.abc import Callable
@@ -23,15 +22,14 @@ from verlctl.backends.base import Stage as S
 from verlctl.checks.findings import Finding, Severity, has_errors
 from verlctl.errors import EXIT_FAILURE, ExitCode, RuntimeFailure, VerlctlError
 from verlctl.ops import preflight
-from verlctl.ops.resume import resume_point
+from verlctl.ops.markers import TRAINING_MARKER, has_progress
+from verlctl.ops.resume import resume_action, resume_point
 from verlctl.plan import Plan, make_plan
 from verlctl.render.render import ENV_FILE, START_SCRIPT, TRAIN_SCRIPT, Rendered
 from verlctl.runtime.executor import Executor, FileSpec, GroupRef
 from verlctl.runtime.records import Attempt, RunRecord
 from verlctl.runtime.workdirs import directories_to_create
 from verlctl.spec.resolve import ResolvedSpec
-
-TRAINING_MARKER = "[verlctl] training starts"
 
 #: Diagnoses (monitor catalogue) of a start that failed because Ray did not come up in time: the launch starts
 #: once more before it gives up (on a loaded host Ray's own start-up wait runs out; issue 24, newcomer N2).
@@ -960,14 +958,6 @@ class Launcher:
         raise RuntimeFailure(reason, hint=hint, code=EXIT_FAILURE)
 
 
-def resume_action(checkpoints: str | None) -> str:
-    point = resume_point(checkpoints)
-    if point is not None:
-        return (f"training resumes from {point.rsplit('/', 1)[-1]} in {checkpoints} (trainer.resume_mode=auto "
-                "finds it): move it away first to start fresh")
-    return f"training starts fresh (no checkpoint in {checkpoints or 'the checkpoint directory'})"
-
-
 def _without_secrets_in_target(ex: Executor, record: RunRecord, findings: list[Finding]) -> list[Finding]:
     """A relaunch keeps the 0600 env file already in the target; the recorded spec has no secrets. Drop
     the "needs an API key" error when that file holds the key (checked inside the target: the key is
@@ -1026,13 +1016,6 @@ def _count_devices(tool: str, text: str) -> int | None:
         return len(parse_nvidia_smi(text).devices)
     except Exception:
         return None
-
-
-_PROGRESS = re.compile(r"Training Progress|^step:\d+ ", re.M)
-
-
-def has_progress(text: str) -> bool:
-    return bool(_PROGRESS.search(text))
 
 
 def _module_running(ex: Executor, pgid: int, module: str) -> bool:

@@ -21,3 +21,11 @@ def resume_point(checkpoints: str | None) -> str | None:
     if not step.isdigit() or not (d / f"global_step_{step}").is_dir():
         return None
     return f"{checkpoints.rstrip('/')}/global_step_{step}"
+
+
+def resume_action(checkpoints: str | None) -> str:
+    point = resume_point(checkpoints)
+    if point is not None:
+        return (f"training resumes from {point.rsplit('/', 1)[-1]} in {checkpoints} (trainer.resume_mode=auto "
+                "finds it): move it away first to start fresh")
+    return f"training starts fresh (no checkpoint in {checkpoints or 'the checkpoint directory'})"

@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from verlctl.backends.base import LaunchRequest
 from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
 from verlctl.render.slurm import SlurmOptions
 from verlctl.runtime import slurm
-from verlctl.runtime.records import RunRecord, SlurmJobRef, new_run_id
+from verlctl.runtime.records import RunRecord, SlurmJobRef
 from verlctl.spec.resolve import ResolvedSpec
 
 JOB_SCRIPT = "job.sbatch"
@@ -106,23 +107,48 @@ def submit_job(record: RunRecord, resolved: ResolvedSpec, opts: SlurmOptions, re
 # ------------------------------------------------------------------------------------------------- launch
 
 
-def launch_slurm(resolved: ResolvedSpec, opts: SlurmOptions, console: Any, *, yes: bool, dry_run: bool,
-                 verify_timeout: float, actions_out: list[str] | None = None) -> RunRecord | None:
-    from verlctl.ops.launch import resume_action, resume_point
+def prepare_slurm(resolved: ResolvedSpec, opts: SlurmOptions, *, dry_run: bool,
+                  verify_timeout: float) -> LaunchRequest:
+    """The Slurm backend's LaunchRequest: the job's sbatch text, the rendered scripts, the actions; nothing is
+    written or submitted (a spec with errors is one line)."""
+    from verlctl.backends.base import Action, run_id_for
+    from verlctl.backends.base import Stage as S
+    from verlctl.ops.resume import resume_action
     from verlctl.render.slurm import check_options
 
     spec = resolved.spec
     check_options(opts, spec.device)
-    run_id = new_run_id(spec.logging.experiment or "run")
+    run_id = run_id_for(spec.logging.experiment or "run", dry_run=dry_run)
     job_dir = job_dir_for(resolved, run_id)
-    _plan, _rendered, _script = render_job(resolved, opts)  # errors before anything is written
+    _plan, rendered, script = render_job(resolved, opts)  # errors before anything is written
     actions = [
-        f"write the job ({JOB_SCRIPT}) and the 0600 env file into {job_dir}",
-        f"sbatch --parsable it: {spec.cluster.node_count} node(s), one srun step per node (Ray head, then workers)",
-        resume_action(spec.paths.checkpoints),
-        f"verify within {int(verify_timeout)}s that training started (a job still queued then is left queued)",
-        f"record the run (id {run_id}) under the state dir",
+        Action(S.WRITE_JOB, f"write the job ({JOB_SCRIPT}) and the 0600 env file into {job_dir}"),
+        Action(S.SUBMIT, f"sbatch --parsable it: {spec.cluster.node_count} node(s), one srun step per node (Ray "
+                         "head, then workers)"),
+        Action(S.SUBMIT, resume_action(spec.paths.checkpoints)),
+        Action(S.VERIFY, f"verify within {int(verify_timeout)}s that training started (a job still queued then is "
+                         "left queued)"),
+        Action(S.RECORD, f"record the run (id {run_id}) under the state dir"),
     ]
+    return LaunchRequest(
+        backend="slurm", run_id=run_id, target=f"{spec.cluster.node_count} Slurm node(s)",
+        workdir=spec.container.workdir, scripts_dir=str(job_dir), run_log=str(job_dir / "slurm-%j.out"),
+        files=dict(rendered.files), env_file_names=tuple(sorted(rendered.command.env_file)), sbatch=script,
+        stages=(S.WRITE_JOB, S.SUBMIT, S.VERIFY, S.RECORD), plan=tuple(actions),
+    )
+
+
+def launch_slurm(resolved: ResolvedSpec, opts: SlurmOptions, console: Any, *, yes: bool, dry_run: bool,
+                 verify_timeout: float, actions_out: list[str] | None = None,
+                 request: LaunchRequest | None = None) -> RunRecord | None:
+    from verlctl.ops.resume import resume_point
+
+    spec = resolved.spec
+    if request is None:
+        request = prepare_slurm(resolved, opts, dry_run=dry_run, verify_timeout=verify_timeout)
+    run_id = request.run_id
+    job_dir = Path(request.scripts_dir)
+    actions = request.actions()
     if actions_out is not None:
         actions_out.extend(actions)
     if dry_run or not yes:
@@ -173,7 +199,7 @@ def load_options(record: RunRecord) -> SlurmOptions:
 def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any) -> None:
     """Until training prints progress in the job's output; a job that ends first is a failure with the
     diagnosis of its output. A job still queued at the deadline is left queued (said, not a failure)."""
-    from verlctl.ops.launch import TRAINING_MARKER, has_progress
+    from verlctl.ops.markers import TRAINING_MARKER, has_progress
 
     deadline = time.monotonic() + timeout
     st = slurm.state(ref.job_id)
@@ -468,7 +494,7 @@ class SlurmWatcher:
         self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
 
     def _resubmit(self, decision: Any, category: str | None) -> None:
-        from verlctl.ops.launch import resume_point
+        from verlctl.ops.resume import resume_point
         from verlctl.spec.resolve import load_spec
 
         added = [*self.history.added, decision.add_feature] if decision.add_feature else list(self.history.added)
@@ -488,58 +514,3 @@ class SlurmWatcher:
         ref = submit_job(self.record, resolved, load_options(self.record), decision.reason, resumed_from)
         self.say(f"verlctl watch: resubmitted as Slurm job {ref.job_id}")
         self.current = resolved
-
-
-def launch_slurm_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str], opts: SlurmOptions, *,
-                      yes: bool, dry_run: bool, watch: bool, notify_cmd: str | None, verify_timeout: float,
-                      as_json: bool = False) -> int:
-    """``launch --backend slurm``. With ``as_json`` the progress goes to stderr and one object to stdout, as
-    for a local launch: ``outcome``, ``run_id``, ``actions``, ``findings``, ``run``, ``watcher_pid``, and
-    ``slurm_job`` ({job_id, job_name, output} of the submitted job, or null)."""
-    import json
-
-    from rich.console import Console
-
-    from verlctl.spec.resolve import load_spec
-    from verlctl.wizard.flow import missing_message
-
-    console = Console(stderr=as_json)
-    if as_json and not (yes or dry_run):
-        raise VerlctlError("--json asks no question: add --yes to submit (or --dry-run to list the actions)")
-    resolved = load_spec(config, flags=flags, flag_names=names)
-    missing = resolved.missing_required()
-    if missing:
-        from verlctl.errors import SpecError
-
-        raise SpecError(missing_message(missing))
-    actions: list[str] = []
-
-    def doc(record: RunRecord | None, pid: int | None) -> dict[str, Any]:
-        job = record.slurm_jobs[-1] if record is not None and record.slurm_jobs else None
-        return {"outcome": "launched" if record is not None else "dry_run", "run_id": record.run_id if record else None,
-                "actions": actions, "findings": [], "run": record.model_dump(mode="json") if record else None,
-                "watcher_pid": pid,
-                "slurm_job": {"job_id": job.job_id, "job_name": job.job_name, "output": job.output} if job else None}
-
-    try:
-        record = launch_slurm(resolved, opts, console, yes=yes, dry_run=dry_run, verify_timeout=verify_timeout,
-                              actions_out=actions)
-    except VerlctlError as exc:
-        if as_json and exc.details is None:
-            exc.details = {**doc(None, None), "outcome": "error"}
-        raise
-    if record is None:
-        if as_json:
-            sys.stdout.write(json.dumps(doc(None, None), indent=2, default=str) + "\n")
-        return 0
-    pid = None
-    if watch:
-        from verlctl.ops.watcher_process import spawn_watcher
-
-        pid = spawn_watcher(record, notify_cmd)
-        console.print(f"watcher started (pid {pid}): it stays silent while training is healthy", highlight=False)
-    console.print(f"[bold green]submitted[/bold green]: run [bold]{record.run_id}[/bold]", highlight=False)
-    console.print("follow it with `verlctl status`, `verlctl logs -f`; stop it with `verlctl stop`", highlight=False)
-    if as_json:
-        sys.stdout.write(json.dumps(doc(record, pid), indent=2, default=str) + "\n")
-    return 0
