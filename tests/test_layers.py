@@ -126,12 +126,7 @@ def test_debt_list_only_shrinks() -> None:
 
 #: Import cycles still to be broken, each with its reason. Like DEBT, the list can only shrink: an entry that no
 #: longer occurs as a cycle fails the test.
-ALLOWED_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"verlctl.ops.inspect", "verlctl.ops.slurm_run", "verlctl.ops.watcher"}): (
-        "#25: the Slurm flow beside the Docker/SSH one; broken only by putting every backend behind one launch "
-        "interface (prepare/submit/status/logs/stop), which the watcher, status and stop then talk to"
-    ),
-}
+ALLOWED_CYCLES: dict[frozenset[str], str] = {}
 
 
 def _module_edges(root: Path) -> dict[str, dict[str, int]]:
@@ -277,3 +272,40 @@ def test_the_checker_sees_a_planted_upward_import(tmp_path: Path, monkeypatch: p
         fh.write("\n\ndef _planted():\n    from verlctl.ops.launch import Launcher  # noqa\n")
     monkeypatch.setattr(__import__(__name__), "SRC", copy)
     assert ("verlctl.spec.model", "verlctl.ops.launch") in _violations()
+
+
+#: The modules of one backend: what drives Docker / SSH nodes / the host (ops.launch), Slurm (ops.slurm_run,
+#: runtime.slurm), and the engines (runtime.containers, runtime.nodes), and the backends themselves.
+BACKEND_MODULES = ("verlctl.ops.launch", "verlctl.ops.slurm_run", "verlctl.runtime.slurm",
+                   "verlctl.runtime.containers", "verlctl.runtime.nodes", "verlctl.backends.docker",
+                   "verlctl.backends.slurm", "verlctl.backends.kuberay")
+#: What acts on a run through the launch interface (``verlctl.backends`` / ``backends.base``) only: the watcher,
+#: and the commands that launch, watch, show and stop a run (``launch``, ``status``, ``logs``, ``stop``,
+#: ``watch``). The watcher also never reaches into ops.inspect (the local backend's status and stop).
+INTERFACE_USERS: dict[str, tuple[str, ...]] = {
+    "verlctl.ops.watcher": (*BACKEND_MODULES, "verlctl.ops.inspect"),
+    "verlctl.commands.run": BACKEND_MODULES,
+    "verlctl.commands.watch": BACKEND_MODULES,
+}
+
+
+def _interface_violations(root: Path) -> list[str]:
+    edges = _module_edges(root)
+    return [f"  {user} (line {edges[user][t]}) imports {t}" for user, banned in INTERFACE_USERS.items()
+            for t in sorted(edges.get(user, {})) if t in banned]
+
+
+def test_the_watcher_and_the_run_commands_talk_to_the_launch_interface_only() -> None:
+    found = _interface_violations(SRC)
+    assert not found, "imports of a backend's module (go through verlctl.backends):\n" + "\n".join(found)
+
+
+def test_the_interface_check_sees_a_planted_backend_import(tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "verlctl"
+    shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(copy / "ops" / "watcher.py", "a", encoding="utf-8") as fh:
+        fh.write("\n\ndef _planted():\n    from verlctl.ops.slurm_run import slurm_status  # noqa\n")
+    (found,) = _interface_violations(copy)
+    assert found.startswith("  verlctl.ops.watcher (line ") and found.endswith(" imports verlctl.ops.slurm_run")

@@ -31,3 +31,25 @@ def backend_named(name: str, console: Any = None) -> Backend:
 def backend_for(record: Any, console: Any = None) -> Backend:
     """The backend that launched a recorded run (its ``runtime``: docker, host or slurm)."""
     return backend_named("slurm" if record.runtime == "slurm" else "local", console)
+
+
+def run_status(run_id: str | None) -> dict[str, Any]:
+    """``verlctl status``: the run's backend reads its state."""
+    from verlctl.runtime.records import resolve_run
+
+    record = resolve_run(run_id)
+    return backend_for(record).status(record)
+
+
+def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
+    from verlctl.runtime.records import resolve_run
+
+    record = resolve_run(run_id)
+    return backend_for(record).logs(record, follow, lines)
+
+
+def stop_run(run_id: str | None, remove_container: bool, grace: float, console: Any = None) -> dict[str, Any]:
+    from verlctl.runtime.records import resolve_run
+
+    record = resolve_run(run_id)
+    return backend_for(record, console).stop(record, remove_container, grace, console)

@@ -53,7 +53,7 @@ class DockerBackend:
     def watch(self, handle: Any, resolved: Any, say: Any, notify_cmd: str | None) -> int:
         """``verlctl watch`` on a local run: the Watcher (ops/watcher.py) follows the attempt and relaunches
         through this backend."""
-        from verlctl.ops.watcher import Watcher, executor_for
+        from verlctl.ops.watcher import Watcher
 
         record = handle
         ex = executor_for(record)
@@ -100,8 +100,6 @@ class DockerBackend:
     def relaunch(self, handle: Any, change: Change, prepared: Any = None, ex: Any = None) -> Any:
         """Start the next attempt (the relaunch stages: no image, no container create); the resolved spec."""
         if ex is None:
-            from verlctl.ops.watcher import executor_for
-
             ex = executor_for(handle)
         resolved, launcher, the_next = prepared if prepared is not None else self.prepare_relaunch(handle, ex, change)
         launcher.relaunch(ex, handle, reason=change.reason, resumed_from=change.resumed_from, prepared=the_next)
@@ -117,3 +115,17 @@ class DockerBackend:
         from verlctl.ops.inspect import remove_key_files
 
         return remove_key_files(handle, ex, say)
+
+
+def executor_for(record: Any) -> Any:
+    from verlctl.errors import VerlctlError
+    from verlctl.ops.inspect import target
+
+    if record.runtime == "host":
+        from verlctl.runtime.executor import HostExecutor
+
+        return HostExecutor()
+    ex, info = target(record)
+    if ex is None:
+        raise VerlctlError(f"the run's container is {info.get('state')}: nothing to watch")
+    return ex

@@ -32,14 +32,6 @@ def watch(
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
 
-    if record.runtime == "slurm":
-        from verlctl.ops.slurm_run import SlurmWatcher
-
-        try:
-            return SlurmWatcher(record, resolved, say=say).run()
-        except KeyboardInterrupt:
-            record.event("watch_interrupted")
-            return 130
     from verlctl.backends import backend_for
 
     return backend_for(record).watch(record, resolved, say, notify_cmd)

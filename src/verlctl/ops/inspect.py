@@ -139,10 +139,6 @@ def watcher_alive(record: RunRecord) -> bool:
 
 def run_status(run_id: str | None) -> dict[str, Any]:
     record = resolve_run(run_id)
-    if record.runtime == "slurm":
-        from verlctl.ops.slurm_run import slurm_status
-
-        return slurm_status(record)
     from verlctl.ops import runstate
 
     events = record.events()
@@ -329,10 +325,6 @@ def print_status(doc: dict[str, Any]) -> None:
 
 def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
     record = resolve_run(run_id)
-    if record.runtime == "slurm":
-        from verlctl.ops.slurm_run import slurm_logs
-
-        return slurm_logs(record, follow, lines)
     ex, container, note = log_target(record)
     if ex is None:
         raise VerlctlError(f"the run's container is {container.get('state')}: its log cannot be read",

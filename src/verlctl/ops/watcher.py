@@ -25,7 +25,7 @@ from verlctl.monitor.catalogue import RAY_DAEMONS_EXITED, Classifier, Finding
 from verlctl.monitor.events import ErrorFound, LogParser, Phase, PhaseKind, Progress, StepMetrics, TotalSteps
 from verlctl.monitor.recovery import Decision, History, decide
 from verlctl.ops.markers import EXIT_MARKER, FINISHED_MARKER  # re-exported for the watcher's callers
-from verlctl.runtime.executor import Executor, HostExecutor
+from verlctl.runtime.executor import Executor
 from verlctl.runtime.follow import Follower
 from verlctl.runtime.records import RunRecord
 
@@ -861,15 +861,3 @@ def _own_pid() -> int:
     import os
 
     return os.getpid()
-
-
-def executor_for(record: RunRecord) -> Executor:
-    from verlctl.errors import VerlctlError
-    from verlctl.ops.inspect import target
-
-    if record.runtime == "host":
-        return HostExecutor()
-    ex, info = target(record)
-    if ex is None:
-        raise VerlctlError(f"the run's container is {info.get('state')}: nothing to watch")
-    return ex
