@@ -103,3 +103,43 @@ def test_the_slurm_backend_request(tmp_path: Path) -> None:
     check_golden("slurm", req)
     check_listing(doc, err)
     assert not (tmp_path / "state").exists()
+
+
+def test_the_kuberay_backend_request(tmp_path: Path) -> None:
+    """The RayJob manifest ``export rayjob`` writes; the dry run writes nothing, the launch writes the manifest
+    and names the kubectl apply; status is kubectl's."""
+    manifest = tmp_path / "rayjob.yaml"
+    code, doc, err = dry_run(tmp_path, "--backend", "kuberay", "--nodes", "2", "-o", str(manifest),
+                             "--set", "kubernetes.pvc=ckpt-pvc")
+    assert code == 0, err
+    req = doc["request"]
+    assert req["backend"] == "kuberay" and "kind: RayJob" in req["manifest"] and "start_verl.sh" in req["files"]
+    assert req["stages"] == ["write_manifest", "submit"] and not manifest.exists()
+    check_golden("kuberay", req)
+    check_listing(doc, err)
+    res = run_cli("launch", *SPEC, "--backend", "kuberay", "--nodes", "2", "-o", str(manifest), "--set",
+                  "kubernetes.pvc=ckpt-pvc", cwd=tmp_path, env=clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state")))
+    assert res.code == 0, res.err
+    assert manifest.read_text(encoding="utf-8") == req["manifest"].replace("<tmp>", str(tmp_path))
+    assert f"kubectl apply --filename={manifest}" in res.out and not (tmp_path / "state").exists()
+
+
+def test_kuberay_status_and_stop_are_kubectls() -> None:
+    from verlctl.backends.base import NotOnBackend
+    from verlctl.backends.kuberay import KubeRayBackend
+
+    with pytest.raises(NotOnBackend, match="kubectl's"):
+        KubeRayBackend().status("golden")
+    with pytest.raises(NotOnBackend, match="kubectl's"):
+        KubeRayBackend().stop("golden", False, 10.0, None)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--backend", "kuberay"], "--backend kuberay: give -o, the manifest file to write"),
+    (["--backend", "kuberay", "-o", "x.yaml", "--watch"], "--watch is for --backend local"),
+    (["--backend", "nomad"], "--backend 'nomad': give local, slurm or kuberay"),
+])
+def test_kuberay_bad_input_is_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    res = run_cli("launch", *SPEC, *args, cwd=tmp_path, env=clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state")))
+    assert res.code != 0 and expected in res.err and "Traceback" not in res.err
+    assert list(tmp_path.iterdir()) == []

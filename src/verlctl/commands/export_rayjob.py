@@ -10,9 +10,6 @@ import typer
 
 from verlctl.commands.options import Force, SpecFile, SpecFlags, out_path, with_spec_flags
 
-#: Findings that do not hold for a RayJob: the SwanLab key comes from a Kubernetes Secret, not from here.
-NOT_FOR_RAYJOB = frozenset({"swanlab_api_key"})
-
 
 @with_spec_flags
 def rayjob(
@@ -66,58 +63,33 @@ def _check_target(out: Path, force: bool = False) -> Path:
 
 def _export(config: Path | None, values: dict[str, Any], names: dict[str, str], nodes: int | None,
             target: Path, dry_run: bool) -> int:
-    import dataclasses
+    """Through the KubeRay backend (``backends/kuberay.py``): prepare the manifest, then write it."""
     import shlex
 
     from rich.console import Console
 
-    from verlctl.checks.findings import has_errors
-    from verlctl.errors import VerlctlError
-    from verlctl.plan import make_plan
+    from verlctl.backends.kuberay import KubeRayBackend, KubeRayExport, resolve
     from verlctl.render import rayjob
-    from verlctl.render.render import render
     from verlctl.report import print_findings
-    from verlctl.spec.resolve import load_spec
 
-    if nodes is not None:
-        rayjob.check_nodes(nodes)
-    else:
-        nodes = max(1, len(load_spec(config, flags=values, flag_names=names).spec.cluster.nodes))
-    # verl counts nodes (trainer.nnodes); the pods get their names from Kubernetes.
-    values["cluster.nodes"], names["cluster.nodes"] = rayjob.worker_names(nodes), "--nodes"
-    resolved = load_spec(config, flags=values, flag_names=names)
-    the_plan = make_plan(resolved)
-    findings = [f for f in the_plan.findings if f.code not in NOT_FOR_RAYJOB]
+    resolved, nodes = resolve(config, values, names, nodes)
+    backend = KubeRayBackend()
+    request = backend.prepare(resolved, KubeRayExport(target, nodes, dry_run))
     console = Console()
-    if has_errors(findings):
-        print_findings(console, findings)
+    if request.blocked:
+        print_findings(console, backend.findings)
         sys.stderr.write("error: the spec has errors (listed above); nothing was written\n")
         return 2
-    spec = resolved.spec
-    opts = rayjob.options_for(spec, nodes)
-    # The head pod runs start_verl.sh: it finds its own address (no node list in Kubernetes).
-    pod_spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"master_addr": None})})
-    rendered = render(dataclasses.replace(resolved, spec=pod_spec), the_plan.command)
-    docs = rayjob.manifests(spec, rendered, opts)
-    text = rayjob.dump(docs)
-    print_findings(console, findings)
-    kinds = ", ".join(f"{d['kind']} {d['metadata']['name']}" for d in docs)
-    per_node = len(spec.cluster.devices)
+    spec, opts, kinds, apply = (backend.extra[k] for k in ("spec", "opts", "kinds", "apply"))
+    print_findings(console, backend.findings)
     say = _say  # plain lines: the commands in them must survive copy and paste (no wrapping)
-    say(f"{nodes} worker pod(s) x {per_node} {opts.device_resource} = {nodes * per_node} devices; "
-        f"checkpoints on PVC {opts.pvc} at {spec.paths.checkpoints}")
-    apply = f"kubectl apply --filename={shlex.quote(str(target))}"
+    say(request.plan[0].text)
     if dry_run:
         say(f"would write {target} ({kinds})")
         say(f"would run: {apply}")
         say("dry run: nothing written")
         return 0
-    from verlctl.files import write_file
-
-    try:
-        write_file(target, text.encode("utf-8"), 0o644)
-    except OSError as exc:
-        raise VerlctlError(f"-o {target}: cannot write it: {exc.strerror or exc}") from None
+    backend.submit(request)
     say(f"wrote {target} ({kinds})")
     say(f"apply it with: {apply}")
     sw = spec.logging.swanlab

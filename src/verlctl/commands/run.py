@@ -32,7 +32,8 @@ def launch(
     out: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option("--out", "-o", help="With --dry-run: write the rendered scripts into this directory (files "
-                     "of the set already there: only with --force).", parser=out_path),
+                     "of the set already there: only with --force). --backend kuberay: the manifest file to write.",
+                     parser=out_path),
     ] = None,
     force: Force = False,
     pull: Annotated[bool, typer.Option("--pull", help="Pull the image when it is not present locally.")] = False,
@@ -48,7 +49,8 @@ def launch(
                                           "so it needs --yes or --dry-run. Progress goes to stderr.")
     ] = False,
     backend: Annotated[
-        str, typer.Option("--backend", help="local (this host / SSH nodes) or slurm (sbatch the job).")
+        str, typer.Option("--backend", help="local (this host / SSH nodes), slurm (sbatch the job) or kuberay (write "
+                                            "the RayJob manifest to -o; kubectl applies it).")
     ] = "local",
     nodes: Annotated[
         Optional[int],  # noqa: UP045
@@ -78,8 +80,16 @@ def launch(
     if canary and backend == "slurm":
         raise VerlctlError("--canary runs with --backend local for now (a Slurm job is one allocation)",
                            hint="launch without --canary, or run the canary on one node with --backend local")
-    if backend not in ("local", "slurm"):
-        raise VerlctlError(f"--backend {backend!r}: give local or slurm")
+    if backend not in ("local", "slurm", "kuberay"):
+        raise VerlctlError(f"--backend {backend!r}: give local, slurm or kuberay")
+    if backend == "kuberay":
+        from verlctl.ops.flow import launch_kuberay_flow
+
+        if canary or watch or pull:
+            flag = "--canary" if canary else ("--watch" if watch else "--pull")
+            raise VerlctlError(f"{flag} is for --backend local: a KubeRay run is kubectl's once the manifest is "
+                               "written")
+        return launch_kuberay_flow(config, flags[0], flags[1], out, force, nodes, dry_run=dry_run, as_json=as_json)
     if nodes is not None:
         if nodes < 1:
             raise VerlctlError(f"--nodes {nodes}: a run needs at least one node; give --nodes 1 or more")

@@ -213,3 +213,48 @@ def launch_slurm_flow(config: Path | None, flags: dict[str, Any], names: dict[st
     if as_json:
         sys.stdout.write(json.dumps(doc(record, pid), indent=2, default=str) + "\n")
     return 0
+
+
+def launch_kuberay_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str], out: Path | None,
+                        force: bool, nodes: int | None, *, dry_run: bool, as_json: bool = False) -> int:
+    """``launch --backend kuberay -o FILE``: the KubeRay backend's request; "submitting" writes the manifest and
+    names the ``kubectl apply`` (``export rayjob`` does the same with its own options). ``--json``: one object,
+    ``outcome`` (dry_run, written, error), ``actions``, ``findings``, ``request``, ``manifest``."""
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from verlctl.backends.kuberay import KubeRayBackend, KubeRayExport, resolve
+    from verlctl.files import check_out_file
+    from verlctl.report import print_findings
+
+    if out is None:
+        raise VerlctlError("--backend kuberay: give -o, the manifest file to write, e.g. -o rayjob.yaml")
+    target = check_out_file(out, force, example="rayjob.yaml").absolute()
+    flags, names = dict(flags), dict(names)
+    flags.pop("cluster.nnodes", None)  # --nodes: worker pods (resolve names them)
+    names.pop("cluster.nnodes", None)
+    resolved, nodes = resolve(config, flags, names, nodes)
+    console = Console(stderr=as_json)
+    backend = KubeRayBackend(console)
+    request = backend.prepare(resolved, KubeRayExport(target, nodes, dry_run))
+    print_findings(console, backend.findings)
+    doc: dict[str, Any] = {"outcome": "dry_run" if dry_run else "written", "run_id": None,
+                           "actions": request.actions(), "request": request.to_json(), "manifest": None,
+                           "findings": [f.model_dump(mode="json") for f in backend.findings]}
+    if request.blocked:
+        exc = VerlctlError("the spec has errors (listed above): nothing was written")
+        exc.details = {**doc, "outcome": "error"} if as_json else None
+        raise exc
+    console.print("[bold]dry run[/bold]: these actions would be taken, in order (nothing is changed):"
+                  if dry_run else "launch --backend kuberay:")
+    for i, a in enumerate(request.actions(), 1):  # unwrapped: the kubectl command must survive copy and paste
+        console.print(f"  {i:2}. {a}", highlight=False, markup=False, soft_wrap=True)
+    if not dry_run:
+        doc["manifest"] = str(backend.submit(request))
+        console.print(f"wrote {target}; apply it with: {backend.extra['apply']}", highlight=False, markup=False,
+                      soft_wrap=True)
+    if as_json:
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    return 0

@@ -1,0 +1,123 @@
+"""The KubeRay backend: the request is the RayJob manifest (a ConfigMap with the plan's two scripts + the
+RayJob: head and worker pods, devices, /dev/shm, checkpoints on a PVC; ``render/rayjob.py``). "Submit" writes
+the manifest and says the ``kubectl apply`` to run: the cluster is kubectl's, so are status, logs and stop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from verlctl.backends.base import Action, Change, LaunchRequest, NotOnBackend
+from verlctl.backends.base import Stage as S
+
+#: Findings that do not hold for a RayJob: the SwanLab key comes from a Kubernetes Secret, not from here.
+NOT_FOR_RAYJOB = frozenset({"swanlab_api_key"})
+
+
+@dataclass(frozen=True)
+class KubeRayExport:
+    target: Path  # the manifest file to write
+    nodes: int  # worker pods
+    dry_run: bool = False
+
+
+def resolve(config: Path | None, values: dict[str, Any], names: dict[str, str], nodes: int | None) -> tuple[Any, int]:
+    """The spec as the pods run it: ``nodes`` worker pods (default: the number of cluster.nodes, else 1), named as
+    Kubernetes names them (verl counts nodes: trainer.nnodes)."""
+    from verlctl.render import rayjob
+    from verlctl.spec.resolve import load_spec
+
+    if nodes is not None:
+        rayjob.check_nodes(nodes)
+    else:
+        nodes = max(1, len(load_spec(config, flags=values, flag_names=names).spec.cluster.nodes))
+    values, names = {**values, "cluster.nodes": rayjob.worker_names(nodes)}, {**names, "cluster.nodes": "--nodes"}
+    return load_spec(config, flags=values, flag_names=names), nodes
+
+
+class KubeRayBackend:
+    name = "kuberay"
+
+    def __init__(self, console: Any = None) -> None:
+        self.console = console
+        self.findings: list[Any] = []  # the verdict's, less NOT_FOR_RAYJOB
+        self.request: LaunchRequest | None = None
+        self.options: KubeRayExport | None = None
+        self.extra: dict[str, Any] = {}
+
+    def prepare(self, resolved: Any, options: Any, confirm: Any = None) -> LaunchRequest:
+        """The manifest for ``resolved`` (from :func:`resolve`); a spec with errors gives a request with no
+        manifest, ``blocked``, and its findings in ``self.findings``."""
+        import dataclasses
+        import shlex
+
+        from verlctl.checks.findings import has_errors
+        from verlctl.plan import make_plan
+        from verlctl.render import rayjob
+        from verlctl.render.render import render
+
+        self.options = options
+        the_plan = make_plan(resolved)
+        self.findings = [f for f in the_plan.findings if f.code not in NOT_FOR_RAYJOB]
+        spec = resolved.spec
+        name = spec.logging.experiment or "verl"
+        where = "Kubernetes (KubeRay RayJob)"
+        if has_errors(self.findings):
+            self.request = LaunchRequest("kuberay", name, where, spec.container.workdir, "", "",
+                                         blocked=("the spec has errors",))
+            return self.request
+        opts = rayjob.options_for(spec, options.nodes)
+        # The head pod runs start_verl.sh: it finds its own address (no node list in Kubernetes).
+        pod_spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"master_addr": None})})
+        rendered = render(dataclasses.replace(resolved, spec=pod_spec), the_plan.command)
+        docs = rayjob.manifests(spec, rendered, opts)
+        kinds = ", ".join(f"{d['kind']} {d['metadata']['name']}" for d in docs)
+        per_node = len(spec.cluster.devices)
+        apply = f"kubectl apply --filename={shlex.quote(str(options.target))}"
+        self.extra = {"kinds": kinds, "apply": apply, "opts": opts, "spec": spec}
+        plan = (
+            Action(S.WRITE_MANIFEST, f"{options.nodes} worker pod(s) x {per_node} {opts.device_resource} = "
+                                     f"{options.nodes * per_node} devices; checkpoints on PVC {opts.pvc} at "
+                                     f"{spec.paths.checkpoints}"),
+            Action(S.WRITE_MANIFEST, f"write {options.target} ({kinds})"),
+            Action(S.SUBMIT, f"run: {apply} (yours: verlctl does not talk to the cluster)"),
+        )
+        self.request = LaunchRequest("kuberay", name, where, spec.container.workdir, "", "",
+                                     files=dict(rendered.files), env_file_names=tuple(sorted(rendered.command.env_file)),
+                                     manifest=rayjob.dump(docs), stages=(S.WRITE_MANIFEST, S.SUBMIT), plan=plan)
+        return self.request
+
+    def submit(self, request: LaunchRequest) -> Any:
+        """Write the manifest (atomically, never through a planted symlink); the path written."""
+        from verlctl.errors import VerlctlError
+        from verlctl.files import write_file
+
+        if self.options is None or request is not self.request or request.manifest is None:
+            raise ValueError("submit() takes the unblocked request this backend prepared")  # a programming error
+        target = self.options.target
+        try:
+            write_file(target, request.manifest.encode("utf-8"), 0o644)
+        except OSError as exc:
+            raise VerlctlError(f"-o {target}: cannot write it: {exc.strerror or exc}") from None
+        return target
+
+    def _kubectl(self, what: str, handle: Any) -> NoReturn:
+        raise NotOnBackend(f"a KubeRay run's {what} is kubectl's: verlctl only writes the RayJob manifest",
+                           hint=f"kubectl get rayjob {handle}; kubectl logs -l ray.io/node-type=head -f; "
+                                f"kubectl delete rayjob {handle}")
+
+    def status(self, handle: Any) -> dict[str, Any]:
+        return self._kubectl("status", handle)
+
+    def logs(self, handle: Any, follow: bool, lines: int) -> int:
+        return self._kubectl("log", handle)
+
+    def stop(self, handle: Any, remove_container: bool, grace: float, console: Any) -> dict[str, Any]:
+        return self._kubectl("stop", handle)
+
+    def watch(self, handle: Any, resolved: Any, say: Any, notify_cmd: str | None) -> int:
+        return self._kubectl("watch", handle)
+
+    def relaunch(self, handle: Any, change: Change) -> Any:
+        return self._kubectl("relaunch", handle)
