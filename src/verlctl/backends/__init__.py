@@ -13,7 +13,7 @@ from verlctl.backends.base import Backend
 from verlctl.errors import VerlctlError
 
 #: ``launch --backend`` names: local covers one host's Docker, Docker on SSH nodes, and the host runtime.
-NAMES = ("local", "slurm")
+NAMES = ("local", "slurm", "kuberay")
 
 
 def backend_named(name: str, console: Any = None) -> Backend:
@@ -25,6 +25,10 @@ def backend_named(name: str, console: Any = None) -> Backend:
         from verlctl.backends.slurm import SlurmBackend
 
         return SlurmBackend(console)
+    if name == "kuberay":
+        from verlctl.backends.kuberay import KubeRayBackend
+
+        return KubeRayBackend(console)
     raise VerlctlError(f"--backend {name!r}: give {' or '.join(NAMES)}")
 
 

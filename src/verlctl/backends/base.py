@@ -12,6 +12,7 @@ rendered scripts.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -40,6 +41,16 @@ class Stage(str, enum.Enum):
 
 #: What a relaunch of a recorded run walks: the target exists and is ready; no image, no container create.
 RELAUNCH_STAGES: tuple[Stage, ...] = (Stage.PREFLIGHT, Stage.COPY, Stage.START_WORKERS, Stage.START_HEAD)
+
+
+def walk(stages: tuple[Stage, ...], steps: Mapping[Stage, Callable[[], None]]) -> None:
+    """The one loop of a launch (and, with fewer stages, of a relaunch): each stage's step, in order. A stage
+    without a step is a programming error (the backend planned a stage it cannot take)."""
+    missing = [s.value for s in stages if s not in steps]
+    if missing:
+        raise ValueError(f"no step for the stages {missing}")
+    for stage in stages:
+        steps[stage]()
 
 
 @dataclass(frozen=True)

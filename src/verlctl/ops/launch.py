@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verlctl.backends.base import Action, ContainerRequest, LaunchRequest, MountRequest, run_id_for
+from verlctl.backends.base import (
+    RELAUNCH_STAGES,
+    Action,
+    ContainerRequest,
+    LaunchRequest,
+    MountRequest,
+    run_id_for,
+    walk,
+)
 from verlctl.backends.base import Stage as S
 from verlctl.checks.findings import Finding, Severity, has_errors
 from verlctl.errors import EXIT_FAILURE, ExitCode, RuntimeFailure, VerlctlError
@@ -74,6 +82,17 @@ class NodeTarget:
     client: Any
     plan: Any
     executor: Executor | None = None
+
+
+@dataclass
+class _Walk:
+    """What the stages of one launch hand on to the later ones."""
+
+    plan: Plan
+    rendered: Rendered | None = None
+    gate: str | None = None
+    pgid: int | None = None
+    group: GroupRef | None = None
 
 
 class Reporter:
@@ -290,10 +309,7 @@ class Launcher:
                              added_mounts=tuple(MountRequest(m.host, m.target, m.mode, m.why) for m in p.added_mounts),
                              devices=tuple(p.devices), env_names=tuple(proxies))
             for node, p in plans if docker and p is not None)
-        order = tuple(s for s in S if s not in (S.WRITE_JOB, S.SUBMIT, S.WRITE_MANIFEST)
-                      and (s is not S.CANARY or self.options.canary)
-                      and (s not in (S.NODE_PREFLIGHT, S.START_WORKERS) or self.workers)
-                      and (s is not S.SWANLAB or spec.logging.swanlab.enabled))
+        order = self.launch_stages()
         return LaunchRequest(
             backend="host" if not docker else ("ssh" if self.workers else "docker"), run_id=run_id,
             target=f"container {spec.container.name}" if docker else "this host", workdir=workdir,
@@ -457,54 +473,9 @@ class Launcher:
             record.head_address = c.master_addr
             record.ssh_user, record.ssh_port, record.remote_docker_socket = c.ssh_user, c.ssh_port, c.remote_docker_socket
             record.ssh_config = c.ssh_config
+        steps = self._launch_steps(record, _Walk(the_plan), scripts_dir, workdir)
         try:
-            self.executor = self._prepare_target(record)
-            ready = self._readiness(self.executor)
-            for w in self.workers:
-                w.executor = self._prepare_worker(record, w)
-                self._readiness(w.executor)
-            the_plan = self._retarget_version(the_plan, ready)
-            self._known_defects(record, self.executor, the_plan)
-            record.verl_version = the_plan.command.version
-            if self.workers:
-                self._check_nodes(record, the_plan)
-            rendered = the_plan.render()
-            record.train_log = rendered.log_file
-            if self.options.canary:
-                from verlctl.ops.canary import Canary
-
-                self._preflight(self.executor, the_plan, scripts_dir, workdir)  # a bad key fails before any run
-                Canary(self, record, the_plan, self.options.canary_timeout).run()
-            for ex in [self.executor, *(w.executor for w in self.workers if w.executor)]:
-                self._copy(ex, rendered, scripts_dir)
-            self._write_record_files(record, rendered)
-            self.start_workers(record, the_plan, reason="launch")
-            # Ray comes up while verlctl checks the overrides and SwanLab; the script starts training only
-            # once the gate opens (and stops, with everything it started, if the checks fail).
-            gate = f"{scripts_dir}/gate"
-            self._gate = gate
-            pgid = self.start(self.executor, record, the_plan, reason="launch", gate=gate,
-                              resumed_from=resume_point(spec.paths.checkpoints))
-            group = record.attempts[-1].ref
-            try:
-                self._preflight(self.executor, the_plan, scripts_dir, workdir)
-                if spec.logging.swanlab.enabled:
-                    from verlctl.ops import swanlab
-
-                    record.swanlab_url = swanlab.setup(self.executor, self.resolved, scripts_dir, self.report)
-                    for w in self.workers:  # the logger may run in a Ray worker on any node
-                        if w.executor is not None:
-                            swanlab.setup(w.executor, self.resolved, scripts_dir, self.report, login=False)
-            except VerlctlError:
-                self.executor.run(["touch", f"{gate}.fail"], timeout=30)
-                self.executor.stop_group(group, grace_s=20)
-                self.stop_workers(record)
-                record.event("stopped", pgid=pgid, reason="checks failed before training")
-                raise
-            self.executor.run(["touch", f"{gate}.ok"], timeout=30)
-            self.verify_retrying_ray(self.executor, record, group, the_plan, gate=gate,
-                                     resumed_from=record.attempts[-1].resumed_from)
-            record.save()
+            walk(self.request.stages if self.request is not None else self.launch_stages(), steps)
         except (VerlctlError, OSError) as exc:
             # An OSError here is the run record that cannot be written (a full state dir): the same clean-up
             # as any failed launch (stop what started, the key file, the containers it created), one line.
@@ -517,6 +488,105 @@ class Launcher:
                 record.save()
             raise exc from None
         return record
+
+    def launch_stages(self) -> tuple[S, ...]:
+        """The stages this launch walks, in order (``backends.base.Stage``)."""
+        spec = self.resolved.spec
+        return tuple(s for s in S if s not in (S.WRITE_JOB, S.SUBMIT, S.WRITE_MANIFEST)
+                     and (s is not S.CANARY or self.options.canary)
+                     and (s not in (S.NODE_PREFLIGHT, S.START_WORKERS) or self.workers)
+                     and (s is not S.SWANLAB or spec.logging.swanlab.enabled))
+
+    def _launch_steps(self, record: RunRecord, w: _Walk, scripts_dir: str,
+                      workdir: str) -> dict[S, Callable[[], None]]:
+        """What each stage of a launch does (:meth:`_execute` walks them)."""
+        spec = self.resolved.spec
+
+        def head() -> Executor:
+            assert self.executor is not None
+            return self.executor
+
+        def prepare_target() -> None:
+            self.executor = self._prepare_target(record)
+
+        def readiness() -> None:
+            ready = self._readiness(head())
+            for t in self.workers:  # each worker's container once the head is ready, then its readiness
+                t.executor = self._prepare_worker(record, t)
+                self._readiness(t.executor)
+            w.plan = self._retarget_version(w.plan, ready)
+            self._known_defects(record, head(), w.plan)
+            record.verl_version = w.plan.command.version
+
+        def node_preflight() -> None:
+            self._check_nodes(record, w.plan)
+
+        def rendered() -> Rendered:
+            if w.rendered is None:
+                w.rendered = w.plan.render()
+                record.train_log = w.rendered.log_file
+            return w.rendered
+
+        def canary() -> None:
+            from verlctl.ops.canary import Canary
+
+            rendered()
+            self._preflight(head(), w.plan, scripts_dir, workdir)  # a bad key fails before any run
+            Canary(self, record, w.plan, self.options.canary_timeout).run()
+
+        def copy() -> None:
+            for ex in [head(), *(t.executor for t in self.workers if t.executor)]:
+                self._copy(ex, rendered(), scripts_dir)
+            self._write_record_files(record, rendered())
+
+        def start_workers() -> None:
+            self.start_workers(record, w.plan, reason="launch")
+
+        def start_head() -> None:
+            # Ray comes up while verlctl checks the overrides and SwanLab; the script starts training only
+            # once the gate opens (and stops, with everything it started, if the checks fail).
+            w.gate = f"{scripts_dir}/gate"
+            self._gate = w.gate
+            w.pgid = self.start(head(), record, w.plan, reason="launch", gate=w.gate,
+                                resumed_from=resume_point(spec.paths.checkpoints))
+            w.group = record.attempts[-1].ref
+
+        def gated(step: Callable[[], None]) -> Callable[[], None]:
+            def run() -> None:
+                try:
+                    step()
+                except VerlctlError:
+                    head().run(["touch", f"{w.gate}.fail"], timeout=30)
+                    assert w.group is not None
+                    head().stop_group(w.group, grace_s=20)
+                    self.stop_workers(record)
+                    record.event("stopped", pgid=w.pgid, reason="checks failed before training")
+                    raise
+            return run
+
+        def preflight() -> None:
+            self._preflight(head(), w.plan, scripts_dir, workdir)
+
+        def swanlab() -> None:
+            from verlctl.ops import swanlab
+
+            record.swanlab_url = swanlab.setup(head(), self.resolved, scripts_dir, self.report)
+            for t in self.workers:  # the logger may run in a Ray worker on any node
+                if t.executor is not None:
+                    swanlab.setup(t.executor, self.resolved, scripts_dir, self.report, login=False)
+
+        def open_gate() -> None:
+            head().run(["touch", f"{w.gate}.ok"], timeout=30)
+
+        def verify() -> None:
+            assert w.group is not None
+            self.verify_retrying_ray(head(), record, w.group, w.plan, gate=w.gate,
+                                     resumed_from=record.attempts[-1].resumed_from)
+
+        return {S.PREPARE_TARGET: prepare_target, S.READINESS: readiness, S.NODE_PREFLIGHT: node_preflight,
+                S.CANARY: canary, S.COPY: copy, S.START_WORKERS: start_workers, S.START_HEAD: start_head,
+                S.PREFLIGHT: gated(preflight), S.SWANLAB: gated(swanlab), S.OPEN_GATE: open_gate, S.VERIFY: verify,
+                S.RECORD: record.save}
 
     def _clean_up_failed(self, record: RunRecord) -> dict[str, Any]:
         """After a failed launch: stop what it started (verified), remove the key file it placed, and
@@ -826,23 +896,39 @@ class Launcher:
 
         The 0600 env file already in the target is kept (it is not re-rendered: the recorded spec has no
         secrets)."""
-        the_plan, rendered = prepared or self.prepare_relaunch(ex, record)
-        self._copy(ex, rendered, record.scripts_dir, env_file=False)
-        if record.workers:
-            from verlctl.ops.inspect import worker_targets
+        done: list[tuple[Plan, Rendered]] = [prepared] if prepared is not None else []
 
-            self.workers = [NodeTarget(w.address, None, None, wex) for w, wex, _ in worker_targets(record)]
-            for target in self.workers:
-                if target.executor is None:
-                    raise RuntimeFailure(f"the container on {target.address} is not running: cannot restart")
-                self._copy(target.executor, rendered, record.scripts_dir, env_file=False)
-            self.start_workers(record, the_plan, reason=reason)
-        attempt_dir = record.dir / f"attempt-{len(record.attempts) + 1}"
-        attempt_dir.mkdir(parents=True, exist_ok=True)
-        for name, text in rendered.files.items():
-            (attempt_dir / name).write_text(text, encoding="utf-8")
-        self.start(ex, record, the_plan, reason=reason, resumed_from=resumed_from)
-        return the_plan
+        def preflight() -> None:  # done already when the watcher prepared the attempt
+            if not done:
+                done.append(self.prepare_relaunch(ex, record))
+
+        def copy() -> None:
+            rendered = done[0][1]
+            self._copy(ex, rendered, record.scripts_dir, env_file=False)
+            if record.workers:
+                from verlctl.ops.inspect import worker_targets
+
+                self.workers = [NodeTarget(w.address, None, None, wex) for w, wex, _ in worker_targets(record)]
+                for target in self.workers:
+                    if target.executor is None:
+                        raise RuntimeFailure(f"the container on {target.address} is not running: cannot restart")
+                    self._copy(target.executor, rendered, record.scripts_dir, env_file=False)
+
+        def start_workers() -> None:
+            if record.workers:
+                self.start_workers(record, done[0][0], reason=reason)
+
+        def start_head() -> None:
+            the_plan, rendered = done[0]
+            attempt_dir = record.dir / f"attempt-{len(record.attempts) + 1}"
+            attempt_dir.mkdir(parents=True, exist_ok=True)
+            for name, text in rendered.files.items():
+                (attempt_dir / name).write_text(text, encoding="utf-8")
+            self.start(ex, record, the_plan, reason=reason, resumed_from=resumed_from)
+
+        walk(RELAUNCH_STAGES, {S.PREFLIGHT: preflight, S.COPY: copy, S.START_WORKERS: start_workers,
+                               S.START_HEAD: start_head})
+        return done[0][0]
 
     def _write_record_files(self, record: RunRecord, rendered: Rendered) -> None:
         from verlctl.files import write_file
