@@ -5,7 +5,7 @@ trainer + 1 rollout device").
 A disaggregated trainer syncs weights to its standalone rollout through a checkpoint engine; verlctl renders
 ``actor_rollout_ref.rollout.checkpoint_engine.backend=nccl`` (verl's ``naive`` is colocated only and refused by
 separate_async, trainer_separate_async.py:68). verl 0.9.1 has no engine that runs without a device: nccl needs
-cupy and CUDA (nccl_checkpoint_engine.py:19-20, ``cp.zeros``, ``device="cuda"``), hccl torch_npu, nixl /
+cupy and CUDA (nccl_checkpoint_engine.py:23 ``import cupy``, :169-173 ``cp.zeros``, ``device="cuda"``), hccl torch_npu, nixl /
 mooncake / kimi their RDMA libraries. The accelerator TEST DOUBLE (tests/realverl/verl_cpu_device_double.py)
 changes the collective backend: it registers verl's ``nccl`` engine on a stateless torch gloo group over CPU
 tensors, the same engine name, as verl's HCCL engine registers ``nccl`` on Ascend. Everything else is real.
