@@ -6,7 +6,8 @@
 * ``realverl_env`` (function fixture): a :class:`RealVerlEnv`, i.e. a :class:`launch_support.LaunchEnv` whose
   spec is a user's spec for a 1-GPU host (``device: gpu``, ``strategy: fsdp2``, ``--disable flash_attn``,
   the CPU settings of shared/reference/realverl.md as ``env:``/``extra_overrides:``, ``cluster.ray_start_args:
-  [--num-cpus=16]``), the tiny model/tokenizer/parquet copied out of the image into the test's folder, and a
+  [--num-cpus=16]``, and the memory settings that keep a run under issue #20's 8 GiB, MEMORY_OVERRIDES /
+  MEMORY_RAY_ARGS, measured with bench/realverl_budget.py), the tiny model/tokenizer/parquet copied out of the image into the test's folder, and a
   running container the user started themselves (``docker run`` with the spec's paths mounted, as on a GPU
   host where the container was made with ``--gpus``; here the GPU is the TEST DOUBLE of
   tests/realverl/verl_cpu_device_double.py and tests/image/nvidia-smi, so the container gets no device
