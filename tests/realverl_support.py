@@ -6,7 +6,8 @@
 * ``realverl_env`` (function fixture): a :class:`RealVerlEnv`, i.e. a :class:`launch_support.LaunchEnv` whose
   spec is a user's spec for a 1-GPU host (``device: gpu``, ``strategy: fsdp2``, ``--disable flash_attn``,
   the CPU settings of shared/reference/realverl.md as ``env:``/``extra_overrides:``, ``cluster.ray_start_args:
-  [--num-cpus=16]``), the tiny model/tokenizer/parquet copied out of the image into the test's folder, and a
+  [--num-cpus=16]``, and the memory settings that keep a run under issue #20's 8 GiB, MEMORY_OVERRIDES /
+  MEMORY_RAY_ARGS, measured with bench/realverl_budget.py), the tiny model/tokenizer/parquet copied out of the image into the test's folder, and a
   running container the user started themselves (``docker run`` with the spec's paths mounted, as on a GPU
   host where the container was made with ``--gpus``; here the GPU is the TEST DOUBLE of
   tests/realverl/verl_cpu_device_double.py and tests/image/nvidia-smi, so the container gets no device
@@ -43,7 +44,6 @@ DOUBLE_ENV = {
     "VERL_USE_EXTERNAL_MODULES": "verl_cpu_device_double",
     "VERL_PLATFORM": "cpu",
     "VERL_ENGINE_DEVICE": "cuda",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     "OMP_NUM_THREADS": "1",
     "HF_HUB_OFFLINE": "1",
@@ -63,6 +63,21 @@ CPU_OVERRIDES = [
     # realverl.md's direct runs used a 64 MB weight-sync bucket (verl's default 2048 MB is a 2 GiB shared segment)
     "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=64",
 ]
+#: What a CPU user's spec says to keep the run's memory down (issue #20's budget: peak <= 8 GiB; each measured
+#: with bench/realverl_budget.py, README "Real-verl budgets"). Not a key the double changes.
+MEMORY_OVERRIDES = [
+    # vLLM's CPU KV cache: 64 MiB (the tiny model's 512 B/token: 131k tokens) instead of the 1 GiB that
+    # VLLM_CPU_KVCACHE_SPACE allows at least (an int in GiB; when set it overrides kv_cache_memory_bytes,
+    # vllm/platforms/cpu.py); the cache is zero-filled, so all of it is resident
+    "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=67108864",
+    # verl's default 8 DataLoader workers, each a fork of the TaskRunner (~85 MiB each); one keeps the worker
+    # (and its end-of-run "killed by signal" teardown) that verlctl's watcher must read
+    "data.dataloader_num_workers=1",
+]
+#: Ray's dashboard head and its metrics process (~150 MiB): verlctl and verl do not use it.
+MEMORY_RAY_ARGS = ["--include-dashboard=false"]
+#: The settings these tests ran with before MEMORY_OVERRIDES (bench/realverl_budget.py --profile before).
+BEFORE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
 @contextlib.contextmanager
@@ -134,7 +149,9 @@ class RealVerlEnv(LaunchEnv):
         return str(self.container.exec_run(["ps", "-eo", "pid,pgid,args"]).output.decode())
 
 
-def make_realverl_env(tmp_path: Path, client: Any, image: str, *, steps: int = 2) -> RealVerlEnv:
+def make_realverl_env(tmp_path: Path, client: Any, image: str, *, steps: int = 2, lean: bool = True) -> RealVerlEnv:
+    """The user's spec and container; ``lean=False``: without MEMORY_OVERRIDES / MEMORY_RAY_ARGS (the budget
+    benchmark's "before")."""
     copy_tiny_out(client, image, tmp_path)
     tiny = tmp_path / "tiny"
     name = f"verlctl-test-realverl-{secrets.token_hex(3)}"
@@ -151,7 +168,8 @@ def make_realverl_env(tmp_path: Path, client: Any, image: str, *, steps: int = 2
                     "ray_start_args": ["--num-cpus=16", f"--ray-client-server-port={free_port()}",
                                        f"--dashboard-agent-listen-port={free_port()}",
                                        f"--dashboard-agent-grpc-port={free_port()}",
-                                       f"--metrics-export-port={free_port()}"]},
+                                       f"--metrics-export-port={free_port()}",
+                                       *(MEMORY_RAY_ARGS if lean else [])]},
         "paths": {
             "model": str(tiny / "model"),
             "train_files": [str(tiny / "data" / "train.parquet")],
@@ -166,8 +184,8 @@ def make_realverl_env(tmp_path: Path, client: Any, image: str, *, steps: int = 2
             "test_freq": -1, "tensor_parallel": 1, "pipeline_parallel": 1, "rollout_tensor_parallel": 1,
         },
         "features": {"disable": ["flash_attn"]},
-        "env": dict(DOUBLE_ENV),
-        "extra_overrides": list(CPU_OVERRIDES),
+        "env": dict(DOUBLE_ENV) if lean else {**DOUBLE_ENV, **BEFORE_ENV},
+        "extra_overrides": list(CPU_OVERRIDES) + (MEMORY_OVERRIDES if lean else []),
     }
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "logs").mkdir()

@@ -352,3 +352,148 @@ FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
 patch_on_import(VLLM_GEMM_MODULE, _patch_vllm_cpu_gemm)
 if os.environ.get(OOM_KNOB):
     patch_on_import(FSDP_ENGINE_MODULE, lambda mod: _patch_engine_for_oom(mod.FSDPEngine))
+
+
+# ---- the collective backend of the weight sync: verl's "nccl" checkpoint engine on gloo -----------------
+CHECKPOINT_ENGINE_MODULE = "verl.checkpoint_engine"
+
+
+def _make_gloo_checkpoint_engine(base: types.ModuleType) -> type:
+    """verl's ``nccl`` checkpoint engine (verl/checkpoint_engine/nccl_checkpoint_engine.py: actor rank 0
+    broadcasts each weight bucket to the rollout workers over NCCL, buffers from cupy/CUDA), with the
+    collective on a stateless torch gloo process group and CPU buffers. The same name, as verl's HCCL engine
+    registers ``nccl`` on Ascend: verlctl's ``checkpoint_engine.backend=nccl`` is unchanged."""
+    import asyncio
+    import datetime
+    import pickle
+
+    import ray
+    from torch.distributed import PrefixStore, TCPStore
+    from torch.distributed.distributed_c10d import ProcessGroupGloo
+
+    timeout = datetime.timedelta(seconds=600)
+
+    class GlooCheckpointEngine(base.CheckpointEngine):  # type: ignore[misc,name-defined]
+        """TEST DOUBLE of the NCCL weight-sync transport: gloo on CPU tensors (verlctl_test_double)."""
+
+        verlctl_test_double = True
+
+        def __init__(self, bucket_size: int, is_master: bool = False, **_ignored: Any) -> None:
+            self.bucket_size = bucket_size
+            self.is_master = is_master
+            self.store: Any = None
+            self.pg: Any = None
+            self.rank: int | None = None
+            self.world_size: int | None = None
+            self.synced = 0
+
+        def prepare(self) -> dict[str, Any]:
+            if self.is_master and self.store is None:  # rank 0 serves the rendezvous store, once
+                ip = ray.util.get_node_ip_address().strip("[]")
+                self.store = TCPStore(ip, 0, None, True, timeout, wait_for_workers=False)
+                self.master = {"ip": ip, "port": self.store.port}
+            return {"master": self.master if self.is_master else None}
+
+        @classmethod
+        def build_topology(cls, actor_world_size: int, rollout_world_size: int, metadata: list[Any]) -> Any:
+            master = metadata[0]["master"]
+            assert master is not None, "actor rank 0 must be the checkpoint engine master"
+            world = 1 + rollout_world_size  # one sender (actor rank 0) + every rollout worker
+            actor = {"rank": [0] + [-1] * (actor_world_size - 1), "world_size": [world] * actor_world_size,
+                     "master": [master] * actor_world_size}
+            rollout = {"rank": list(range(1, world)), "world_size": [world] * rollout_world_size,
+                       "master": [master] * rollout_world_size}
+            return actor, rollout
+
+        def init_process_group(self, rank: int, world_size: int, master: dict[str, Any]) -> None:
+            if self.pg is not None and (self.rank, self.world_size) == (rank, world_size):
+                return  # the group of the last sync (verl's nccl engine keeps its group too)
+            self.rank, self.world_size = rank, world_size
+            if rank < 0:
+                return
+            if self.store is None:
+                self.store = TCPStore(master["ip"], master["port"], None, False, timeout)
+            prefix = PrefixStore(f"verlctl-gloo-{world_size}", self.store)
+            self.pg = ProcessGroupGloo(prefix, rank, world_size, timeout)
+
+        def finalize(self) -> None:
+            return None
+
+        def _broadcast(self, t: torch.Tensor) -> None:
+            self.pg.broadcast([t]).wait()  # root 0 (BroadcastOptions' default)
+
+        async def _run(self, fn: Any, *args: Any) -> Any:
+            return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+        def _send_bucket(self, buf: torch.Tensor, meta: dict[str, Any]) -> None:
+            head = torch.frombuffer(bytearray(pickle.dumps(meta)), dtype=torch.uint8)
+            self._broadcast(torch.tensor([head.numel()], dtype=torch.int64))
+            self._broadcast(head)
+            self._broadcast(buf[: meta["length"]])
+
+        def _recv_bucket(self, buf: torch.Tensor) -> dict[str, Any]:
+            n = torch.zeros(1, dtype=torch.int64)
+            self._broadcast(n)
+            head = torch.zeros(int(n.item()), dtype=torch.uint8)
+            self._broadcast(head)
+            meta: dict[str, Any] = pickle.loads(head.numpy().tobytes())
+            self._broadcast(buf[: meta["length"]])
+            return meta
+
+        @torch.no_grad()
+        async def send_weights(self, weights: Any, global_steps: int | None = None) -> None:
+            if self.rank is None or self.rank < 0:  # left out: still walk the generator (collective)
+                async for _ in base.split_weight_chunks(weights, self.bucket_size, meta_only=True):
+                    pass
+                return
+            buf = torch.zeros(self.bucket_size, dtype=torch.uint8)
+            bucket: dict[str, Any] = {}
+            offset = 0
+            async for meta, chunk in base.split_weight_chunks(weights, self.bucket_size):
+                if offset + meta.chunk_size > self.bucket_size:
+                    await self._run(self._send_bucket, buf, {"bucket_meta": bucket, "is_last": False,
+                                                             "length": offset})
+                    bucket, offset = {}, 0
+                meta.offset = offset
+                bucket[meta.name] = meta
+                buf[offset: offset + meta.chunk_size] = chunk.cpu()
+                offset += meta.chunk_size
+            await self._run(self._send_bucket, buf, {"bucket_meta": bucket, "is_last": True, "length": offset})
+            self.synced += 1
+            print(f"verl_cpu_device_double: gloo weight sync {self.synced} sent (global step {global_steps}, "
+                  f"world {self.world_size})", flush=True)
+
+        async def _chunks(self) -> Any:
+            buf = torch.zeros(self.bucket_size, dtype=torch.uint8)
+            while True:
+                meta = await self._run(self._recv_bucket, buf)
+                for tm in meta["bucket_meta"].values():  # copies: the next bucket reuses the buffer
+                    yield tm, buf[tm.offset: tm.offset + tm.chunk_size].clone()
+                if meta["is_last"]:
+                    return
+
+        @torch.no_grad()
+        async def receive_weights(self, global_steps: int | None = None) -> Any:
+            n = 0
+            async for name, weight in base.merge_weight_chunks(self._chunks(), self.bucket_size):
+                n += 1
+                yield name, weight
+            self.synced += 1
+            print(f"verl_cpu_device_double: gloo weight sync {self.synced} received {n} tensors (global step "
+                  f"{global_steps}, rank {self.rank})", flush=True)
+
+    return GlooCheckpointEngine
+
+
+def _register_gloo_checkpoint_engine(mod: types.ModuleType) -> None:
+    """Register the gloo engine as ``nccl`` unless a real NCCL engine imported (cupy and CUDA present)."""
+    registry = mod.CheckpointEngineRegistry
+    current = registry._registry.get("nccl")
+    if current is not None and not getattr(current, "verlctl_test_double", False):
+        return
+    import verl.checkpoint_engine.base as base
+
+    registry.register("nccl")(_make_gloo_checkpoint_engine(base))
+
+
+patch_on_import(CHECKPOINT_ENGINE_MODULE, _register_gloo_checkpoint_engine)
