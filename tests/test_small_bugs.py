@@ -144,3 +144,64 @@ def test_an_array_of_sixty_thousand_words_is_below_the_word_limit() -> None:
     words = " ".join(f"w{i}" for i in range(60_000))
     assert script_overrides(f"A=({words})\n{ENTRY} trainer.experiment_name=${{A[59999]}}\n") == [
         "trainer.experiment_name=w59999"]
+
+
+# -------------------------------------------------------------------------------------- ops/runstate.py
+
+NOW = 2_000_000_000.0
+
+
+def run_record(attempts: int = 1, **over: object):  # type: ignore[no-untyped-def]
+    from verlctl.runtime.records import RunRecord
+
+    return RunRecord(run_id="r1", created_at=0, runtime="docker", workdir="/verl", scripts_dir="/verl/x",
+                     run_log="/verl/logs/x.log", train_log="", checkpoints="", experiment="e", verl_version="0.7.0",
+                     pgid=5 if attempts else None,
+                     attempts=[{"number": i + 1, "pgid": 5, "started_at": 0} for i in range(attempts)], **over)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "words"),
+    [(0, "0s ago"), (119, "119s ago"), (120, "2 min ago"), (7199, "120 min ago"), (7200, "2 h ago"),
+     (172_799, "48 h ago"), (172_800, "2 days ago"), (-30, "0s ago")],  # a clock step back is "0s", not negative
+)
+def test_a_stopped_run_says_how_long_ago_in_the_unit_a_person_reads(seconds: int, words: str) -> None:
+    from verlctl.ops.runstate import decide
+
+    st = decide(run_record(), [{"event": "started", "attempt": 1},
+                               {"event": "stopped", "time": NOW - seconds, "signalled": True}], now=NOW)
+    assert (st.state, st.why) == ("stopped", f"stopped with `verlctl stop` {words}")
+
+
+def test_a_run_stopped_before_its_first_attempt_says_so() -> None:
+    from verlctl.ops.runstate import decide
+
+    st = decide(run_record(attempts=0, stopped=True), [{"event": "launch", "time": NOW - 5}], now=NOW)
+    assert (st.state, st.why) == ("never started", "stopped before any attempt started")
+    st = decide(run_record(attempts=0), [{"event": "launch", "time": NOW - 5}], now=NOW)
+    assert st.state == "never started" and "(launched 5s ago)" in st.why
+
+
+@pytest.mark.parametrize("length", [159, 160, 161, 400])
+def test_a_failure_reason_is_its_first_line_cut_to_160_characters(length: int) -> None:
+    from verlctl.ops.runstate import decide
+
+    reason = "x" * length
+    st = decide(run_record(), [{"event": "started", "attempt": 1}, {"event": "gave_up", "reason": reason + "\nmore"}],
+                now=NOW)
+    assert st.state == "failed"
+    assert st.why == (reason if length <= 160 else "x" * 159 + "…")
+    assert len(st.why) == min(length, 160)
+
+
+@pytest.mark.parametrize(
+    ("kind", "field", "text", "why"),
+    [("gave_up", "reason", "gave up: no progress for 30 min", "the watcher gave up: no progress for 30 min"),
+     ("gave_up", "reason", "no progress for 30 min", "no progress for 30 min"),
+     ("launch_failed", "error", "gave up: pulling the image", "gave up: pulling the image")],
+)
+def test_only_the_watchers_own_gave_up_words_are_reworded(kind: str, field: str, text: str, why: str) -> None:
+    from verlctl.ops.runstate import decide
+
+    st = decide(run_record(), [{"event": "started", "attempt": 1}, {"event": kind, field: text}], now=NOW)
+    assert (st.state, st.why) == ("failed", why)
