@@ -205,3 +205,26 @@ def test_only_the_watchers_own_gave_up_words_are_reworded(kind: str, field: str,
 
     st = decide(run_record(), [{"event": "started", "attempt": 1}, {"event": kind, field: text}], now=NOW)
     assert (st.state, st.why) == ("failed", why)
+
+
+def test_a_log_that_says_training_finished_reads_as_finished_with_the_attempt_count() -> None:
+    from verlctl.ops.runstate import decide
+
+    log = "[verlctl 10:00:00] starting\nstep:5 - actor/loss:0.1\n[verlctl 10:05:00] training finished\n"
+    st = decide(run_record(attempts=2), [{"event": "started", "attempt": 2}], log_text=log, now=NOW)
+    assert (st.state, st.why, st.decided_by) == ("finished", "2 attempts", "log")
+
+
+def test_a_stop_event_of_an_older_record_without_signalled_counts_as_a_stop_that_signalled() -> None:
+    """Records written before `stopped` events said whether anything was signalled: such a stop is the verdict,
+    even when the log's last words say the script exited (the stop's SIGTERM made it exit)."""
+    from verlctl.ops.runstate import decide
+
+    log = "[verlctl 10:00:00] start_verl.sh exits with status 143\n"
+    events = [{"event": "started", "attempt": 1}, {"event": "stopped", "time": NOW - 60}]
+    st = decide(run_record(), events, log_text=log, now=NOW)
+    assert (st.state, st.why) == ("stopped", "stopped with `verlctl stop` 60s ago")
+    # and one that says it signalled nothing keeps the log's verdict (N9)
+    events[-1]["signalled"] = False
+    st = decide(run_record(), events, log_text=log, now=NOW)
+    assert (st.state, st.why) == ("failed", "start_verl.sh exited with status 143")
