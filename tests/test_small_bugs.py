@@ -228,3 +228,15 @@ def test_a_stop_event_of_an_older_record_without_signalled_counts_as_a_stop_that
     events[-1]["signalled"] = False
     st = decide(run_record(), events, log_text=log, now=NOW)
     assert (st.state, st.why) == ("failed", "start_verl.sh exited with status 143")
+
+
+@pytest.mark.parametrize(("category", "words"), [("device_oom", None), ("disk_quota_gone", "disk quota gone"),
+                                                 ("", "a failure")])
+def test_a_restart_for_a_failure_without_words_names_its_category_or_a_failure(category: str,
+                                                                             words: str | None) -> None:
+    from verlctl.ops.runstate import CATEGORY_WORDS, recoveries
+
+    events = [{"event": "started", "attempt": 1}, {"event": "recovery", "category": category},
+              {"event": "started", "attempt": 2}]
+    want = CATEGORY_WORDS["device_oom"] if words is None else words
+    assert recoveries(events) == [f"attempt 2 restarted after {want}"]
