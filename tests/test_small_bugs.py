@@ -240,3 +240,18 @@ def test_a_restart_for_a_failure_without_words_names_its_category_or_a_failure(c
               {"event": "started", "attempt": 2}]
     want = CATEGORY_WORDS["device_oom"] if words is None else words
     assert recoveries(events) == [f"attempt 2 restarted after {want}"]
+
+
+def test_the_charts_mark_a_restart_at_the_checkpoint_it_resumed_from_else_at_the_failures_step() -> None:
+    from verlctl.ops.runstate import CATEGORY_WORDS, restart_markers
+
+    oom = CATEGORY_WORDS["device_oom"]
+    events = [{"event": "started", "attempt": 1}, {"event": "alert", "category": "device_oom", "step": 7},
+              {"event": "recovery", "category": "device_oom", "add_feature": "offload",
+               "resumed_from": "/data/ckpt/run1/global_step_5/"},
+              {"event": "started", "attempt": 2}, {"event": "alert", "category": "device_oom", "step": 9},
+              {"event": "recovery", "category": "device_oom"},
+              {"event": "started", "attempt": 3}, {"event": "recovery", "category": "device_oom"}]  # no step known
+    assert restart_markers(events) == [(5, f"attempt 2: offload added after {oom}"),
+                                       (9, f"attempt 3: restarted after {oom}"),
+                                       (0, f"attempt 4: restarted after {oom}")]
