@@ -16,7 +16,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 # Docker fixtures (engine, locally built test image, container factory) live in tests/docker_support.py;
 # the real-verl image and run fixtures in tests/realverl_support.py.
-pytest_plugins = ["docker_support", "realverl_support"]
+pytest_plugins = ["docker_support", "realverl_support", "xdist_groups"]
 
 # Inputs every minimal spec needs.
 BASE_PATHS = {
