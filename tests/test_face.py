@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import CliResult, clean_env, run_cli
+from conftest import CliResult, clean_env, run_cli, run_cli_many
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG_A = "20261130-194512-verl-dapo-qwen3-8b-long-experiment-a1b2"
@@ -273,40 +273,16 @@ def _command_paths() -> list[list[str]]:
     return paths
 
 
-#: Prints {"a b": [exit code, stdout]} of `verlctl a b --help` for each path in argv[1] (JSON), all in one
-#: process: the CLI's own entry point (verlctl.cli.main), one interpreter start instead of one per command.
-_ALL_HELP = """
-import contextlib, io, json, sys
-from verlctl.cli import main
-out = {}
-for path in json.loads(sys.argv[1]):
-    buf, code = io.StringIO(), 0
-    with contextlib.redirect_stdout(buf):
-        try:
-            main([*path, "--help"])
-        except SystemExit as e:
-            code = e.code or 0
-    out[" ".join(path)] = [code, buf.getvalue()]
-sys.stdout.write(json.dumps(out))
-"""
-
-
 def test_help_and_readme_speak_the_users_words() -> None:
-    import subprocess
-    import sys
-
     paths = _command_paths()
     assert ["export-hf"] in paths and ["quickstart"] in paths
-    proc = subprocess.run([sys.executable, "-c", _ALL_HELP, json.dumps(paths)], capture_output=True, text=True,
-                          env=clean_env(COLUMNS="200"), timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
-    helps = json.loads(proc.stdout)
-    assert sorted(helps) == sorted(" ".join(p) for p in paths)
-    for path, (code, out) in helps.items():
-        assert code == 0 and "Usage" in out, (path, code, out)
-        assert not JARGON.search(out), (path, JARGON.search(out))
+    # every command's help in one interpreter (the CLI's own entry point), not one start-up per command
+    helps = run_cli_many([[*path, "--help"] for path in paths], env=clean_env(COLUMNS="200"))
+    for path, res in zip(paths, helps):
+        assert res.code == 0 and "Usage" in res.out, (path, res.code, res.err)
+        assert not JARGON.search(res.out), (path, JARGON.search(res.out))
     # the one-process help is the help a user sees (`python -m verlctl ... --help` in a process of its own)
-    assert run_cli("export-hf", "--help", env=clean_env(COLUMNS="200")).out == helps["export-hf"][1]
+    assert run_cli("export-hf", "--help", env=clean_env(COLUMNS="200")).out == helps[paths.index(["export-hf"])].out
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert not JARGON.search(readme), JARGON.search(readme)
     quick = run_cli("quickstart", "--help", env=clean_env(COLUMNS="200")).out
