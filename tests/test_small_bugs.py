@@ -255,3 +255,24 @@ def test_the_charts_mark_a_restart_at_the_checkpoint_it_resumed_from_else_at_the
     assert restart_markers(events) == [(5, f"attempt 2: offload added after {oom}"),
                                        (9, f"attempt 3: restarted after {oom}"),
                                        (0, f"attempt 4: restarted after {oom}")]
+
+
+# ------------------------------------------------------------------------------- checks/verdict_rules.py
+
+
+def test_a_capped_generation_names_where_its_limit_comes_from(tmp_path: Path) -> None:
+    """verl 0.9.1, max_model_len unset: the cap is the model's max_position_embeddings (said so); set
+    explicitly: the cap is that value, and the message does not blame the model."""
+    from test_finding_codes import CTX, verdict_rule, with_model
+
+    flags = {"train.max_prompt_length": 1024, "train.max_response_length": 4096}
+    unset = verdict_rule("max_model_len", with_model, CTX, verl_version="0.9.1", **flags)(tmp_path / "a")
+    [f] = [f for f in unset if f.code == "generation_capped"]
+    assert "above the rollout's max_model_len 4096 (shaped's max_position_embeddings, which verl uses when it is " \
+           "unset): vLLM clamps every response to 4096 - prompt tokens (at most 3072" in f.message, f.message
+    explicit = verdict_rule("max_model_len", with_model, CTX, verl_version="0.9.1", **flags, extra_overrides=[
+        "actor_rollout_ref.rollout.max_model_len=3000"])(tmp_path / "b")
+    [f] = [f for f in explicit if f.code == "generation_capped"]
+    assert "above the rollout's max_model_len 3000: vLLM clamps every response to 3000 - prompt tokens " \
+           "(at most 1976" in f.message, f.message
+    assert "max_position_embeddings" not in f.message
