@@ -276,3 +276,32 @@ def test_a_capped_generation_names_where_its_limit_comes_from(tmp_path: Path) ->
     assert "above the rollout's max_model_len 3000: vLLM clamps every response to 3000 - prompt tokens " \
            "(at most 1976" in f.message, f.message
     assert "max_position_embeddings" not in f.message
+
+
+@pytest.mark.parametrize(("devices", "words"), [
+    ([4095], "device node /dev/davinci4095 does not exist on this host (cluster.devices = [4095])"),
+    ([4094, 4095], "device nodes /dev/davinci4094, /dev/davinci4095 do not exist on this host "
+                   "(cluster.devices = [4094, 4095])"),
+])
+def test_missing_device_nodes_are_named_in_one_grammatical_line(tmp_path: Path, devices: list[int],
+                                                                  words: str) -> None:
+    from test_finding_codes import nodes_probe, verdict_rule
+
+    got = verdict_rule("device_nodes", nodes_probe, **{"cluster.devices": devices, "device": "npu",
+                                                       "container.runtime": "docker"})(tmp_path)
+    [f] = [f for f in got if f.code == "device_nodes_missing"]
+    assert f.message.startswith(words), f.message
+
+
+def test_a_host_whose_devices_are_not_known_is_not_called_a_gpu_host(tmp_path: Path) -> None:
+    """Neither npu-smi nor nvidia-smi answered (MachineState without device info): the device kind is not
+    judged; a GPU host with no NPU is (U19)."""
+    from test_finding_codes import H100, machine_of, verdict_rule
+    from verlctl.checks.facts import CheckFacts
+    from verlctl.detect.machine import MachineState
+
+    unknown = verdict_rule("device_kind", lambda t, r: CheckFacts(machine=MachineState()), device="npu")(tmp_path / "a")
+    assert [f.code for f in unknown] == []
+    gpu_host = verdict_rule("device_kind", machine_of(H100), device="npu")(tmp_path / "b")
+    assert [f.code for f in gpu_host] == ["device_not_here"]
+    assert "this host has 8 NVIDIA GPU(s) and no Ascend NPU" in gpu_host[0].message
