@@ -305,3 +305,27 @@ def test_a_host_whose_devices_are_not_known_is_not_called_a_gpu_host(tmp_path: P
     gpu_host = verdict_rule("device_kind", machine_of(H100), device="npu")(tmp_path / "b")
     assert [f.code for f in gpu_host] == ["device_not_here"]
     assert "this host has 8 NVIDIA GPU(s) and no Ascend NPU" in gpu_host[0].message
+
+
+@pytest.mark.parametrize("pull", [False, True])
+def test_launch_pull_turns_only_the_missing_image_into_a_note(tmp_path: Path, pull: bool) -> None:
+    """`launch --pull` (DockerFacts.pull): the absent image is a note that launch pulls it, not an error; a
+    reused container that is not this user's stays an error either way."""
+    from test_finding_codes import verdict_rule
+    from verlctl.checks.facts import CheckFacts
+    from verlctl.detect.check_probes import DockerFacts
+    from verlctl.detect.machine import MachineState
+
+    def facts(t: Path, r) -> CheckFacts:  # type: ignore[no-untyped-def]
+        return CheckFacts(machine=MachineState(), docker=DockerFacts(
+            image=r.spec.container.image, container=r.spec.container.name, engine_version="27.5.1",
+            image_present=False, exists=False, pull=pull))
+
+    got = verdict_rule("docker", facts, **{"container.image": "example/verl:1", "container.runtime": "docker"})(tmp_path)
+    image = [(f.code, f.severity.value) for f in got if f.field == "container.image"]
+    if pull:
+        assert image == [("image_pull", "info")], got
+        [f] = [f for f in got if f.code == "image_pull"]
+        assert f.message == "image example/verl:1 is not present locally: launch pulls it (--pull)"
+    else:
+        assert image == [("image_missing", "error")], got
