@@ -329,3 +329,16 @@ def test_launch_pull_turns_only_the_missing_image_into_a_note(tmp_path: Path, pu
         assert f.message == "image example/verl:1 is not present locally: launch pulls it (--pull)"
     else:
         assert image == [("image_missing", "error")], got
+
+
+# ------------------------------------------------------------------------------------- render/render.py
+
+
+def test_every_rendered_file_is_a_text_file_that_ends_in_one_newline() -> None:
+    """`cat start_verl.sh run_training.sh`, `>>` appends and diff tools read whole lines: each rendered file ends
+    in exactly one newline (the templates' own last line), none in a blank line."""
+    from scripts_harness import render_from
+
+    rendered = render_from(dict(BASE_PATHS))
+    for name, text in rendered.files.items():
+        assert text.endswith("\n") and not text.endswith("\n\n"), (name, text[-80:])
