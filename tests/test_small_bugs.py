@@ -5,6 +5,7 @@ through the public functions (layout_for, estimate, the CLI), never a private na
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -358,3 +359,31 @@ def test_the_ray_dashboard_listens_on_loopback_unless_other_nodes_need_it(nodes:
     script = render_from({**BASE_PATHS, **nodes}).files[START_SCRIPT]
     assert f"--dashboard-host={host} " in script
     assert script.count("--dashboard-host=") == 1
+
+
+def test_the_first_advice_for_an_update_over_budget_is_plain_recompute_when_that_fits() -> None:
+    """Qwen3-8B, Megatron TP 2, 1k + 6k tokens on 56 GiB NPUs: only the update phase is over; recomputing the
+    first layers of each stage (the plain `recompute` feature) is the first step of the ladder, and it fits."""
+    from test_memory_mutants import MEGATRON_8B, advice, fits
+
+    s = shape(QWEN3_8B)
+    lay = Layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=6144,
+                 memory_utilization=0.3)
+    assert replace(MEGATRON_8B, response=6144, memory_utilization=0.3) == lay
+    assert advice(lay, s, 56.0, 2048.0) == (["update"], ["enable the `recompute` feature (activation recomputation)"])
+    assert fits(replace(lay, recompute=True), s, 56.0, 2048.0)
+
+
+def test_a_kv_cache_too_small_can_be_told_rollout_tp_4() -> None:
+    """One-step-off, 8 rollout devices of 48 GiB at utilization 0.3 (14.4 GiB): Qwen2.5-Coder-14B's weights
+    leave no KV cache at rollout TP 1 or 2; TP 4 is the smallest that does."""
+    from test_memory_fit import CONFIGS
+    from test_memory_mutants import advice, fits
+
+    lay = Layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
+                 train_devices_per_node=8, rollout_devices_per_node=8, rollout_tp=1, memory_utilization=0.3,
+                 prompt=1024, response=3072, recompute=True, recompute_uniform=True)
+    s = shape(CONFIGS["Qwen2.5-Coder-14B-Instruct"])
+    assert advice(lay, s, 48.0, 4096.0) == (["kv"], ["raise train.rollout_tensor_parallel from 1 to 4"])
+    assert not fits(replace(lay, rollout_tp=2), s, 48.0, 4096.0)
+    assert fits(replace(lay, rollout_tp=4), s, 48.0, 4096.0)
