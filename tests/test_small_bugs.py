@@ -387,3 +387,39 @@ def test_a_kv_cache_too_small_can_be_told_rollout_tp_4() -> None:
     assert advice(lay, s, 48.0, 4096.0) == (["kv"], ["raise train.rollout_tensor_parallel from 1 to 4"])
     assert not fits(replace(lay, rollout_tp=2), s, 48.0, 4096.0)
     assert fits(replace(lay, rollout_tp=4), s, 48.0, 4096.0)
+
+
+@pytest.mark.parametrize(("watcher", "phase", "state"), [(False, "training", "unknown"), (True, "training", "running"),
+                                                         (True, "starting", "running"), (True, "finished", "unknown")])
+def test_a_live_watcher_vouches_for_a_starting_or_training_run_only(watcher: bool, phase: str, state: str) -> None:
+    from verlctl.ops.runstate import decide
+
+    live = {"phase": phase, "attempt": 1, "step": 3, "total": 10}
+    kw = {"watcher": True} if watcher else {}  # the default: no watcher known to be alive
+    st = decide(run_record(), [{"event": "started", "attempt": 1}], live, **kw, now=NOW)
+    assert st.state == state, st
+    if state == "running":
+        assert st.why.endswith("(from its watcher)") and st.decided_by == "events"
+
+
+def test_a_restart_before_any_recorded_start_is_attempt_2() -> None:
+    """An events file that begins mid-run (the start event lost): the first restart starts attempt 2."""
+    from verlctl.ops.runstate import CATEGORY_WORDS, recoveries
+
+    assert recoveries([{"event": "recovery", "category": "device_oom"}]) == [
+        f"attempt 2 restarted after {CATEGORY_WORDS['device_oom']}"]
+
+
+def test_reading_the_host_log_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    """`status` and the watcher read the host log again and again: every read closes what it opened."""
+    import os
+
+    from verlctl.ops.runstate import read_host_log
+
+    log = tmp_path / "run.log"
+    log.write_text("[verlctl 10:00:00] training finished\n")
+    rec = run_record().model_copy(update={"runtime": "host", "run_log": str(log)})
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        assert read_host_log(rec) == "[verlctl 10:00:00] training finished\n"
+    assert len(os.listdir("/proc/self/fd")) == before
