@@ -16,7 +16,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 # Docker fixtures (engine, locally built test image, container factory) live in tests/docker_support.py;
 # the real-verl image and run fixtures in tests/realverl_support.py.
-pytest_plugins = ["docker_support", "realverl_support"]
+pytest_plugins = ["docker_support", "realverl_support", "xdist_groups"]
 
 # Inputs every minimal spec needs.
 BASE_PATHS = {
@@ -61,6 +61,33 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: str | Path | Non
         timeout=timeout,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+#: Runs each argv of argv[1] (JSON) through verlctl.cli.main in this one process, stdout and stderr captured
+#: per call; prints [[exit code, stdout, stderr], ...] as JSON.
+_MANY = """
+import contextlib, io, json, sys
+from verlctl.cli import main
+res = []
+for argv in json.loads(sys.argv[1]):
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    res.append([code, out.getvalue(), err.getvalue()])
+sys.__stdout__.write(json.dumps(res))
+"""
+
+
+def run_cli_many(argvs: list[list[str]], env: dict[str, str] | None = None, timeout: float = 300) -> list[CliResult]:
+    """Like run_cli for each argv, all in one interpreter (the CLI's own entry point, one start-up instead of
+    one per command): for the many short error cases of one test. Each call's exit code, stdout, stderr."""
+    proc = subprocess.run([sys.executable, "-c", _MANY, json.dumps(argvs)], capture_output=True, text=True,
+                          env=clean_env() if env is None else env, timeout=timeout, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return [CliResult(code, out, err) for code, out, err in json.loads(proc.stdout)]
 
 
 @pytest.fixture

@@ -10,22 +10,7 @@ import pytest
 import yaml
 
 from conftest import clean_env, run_cli
-
-
-def write_base(tmp_path: Path, text: str = "") -> Path:
-    p = tmp_path / "base.yaml"
-    p.write_text("paths: {model: /m/Qwen3-8B, train_files: /d/t.parquet, val_files: /d/v.parquet}\n" + text,
-                 encoding="utf-8")
-    return p
-
-
-def one_line_error(res) -> str:  # type: ignore[no-untyped-def]
-    assert res.code != 0, (res.out, res.err)
-    assert "Traceback" not in res.out + res.err, res.err
-    lines = [ln for ln in res.err.splitlines() if ln.strip()]
-    assert len(lines) == 1, res.err
-    assert lines[0].startswith("error: "), lines[0]
-    return lines[0]
+from fault_support import one_line_error, write_base
 
 
 def alias_bomb(indent: str = "") -> str:

@@ -18,74 +18,35 @@ from pathlib import Path
 import pytest
 
 from test_recovery_host import (
-    HostRuns,  # a real watcher, a TEST-DOUBLE trainer (a bash script printing verl's lines)
+    HostRuns,  # noqa: F401 - a real watcher, a TEST-DOUBLE trainer (a bash script printing verl's lines)
+    host_runs_in,
 )
 
-from conftest import clean_env, run_cli
+from conftest import run_cli
+from fault_support import alive, leader_start, started_procs, state_cli, wait_for
+from fault_support import record_doc as any_record_doc
+from fault_support import write_record as write_any_record
 
 RUN = "20260101-000000-adv-abcd"
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (another uid, PID namespaces)")
 
 
-def leader_start(pid: int) -> int:
-    raw = Path(f"/proc/{pid}/stat").read_text()
-    return int(raw[raw.rfind(")") + 2:].split()[19])
-
-
-def alive(pid: int) -> bool:
-    try:
-        st = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return st[st.rfind(")") + 2] != "Z"
-
-
 def record_doc(state: Path, pgid: int, run: str = RUN, **attempt: object) -> dict:
-    return {
-        "run_id": run, "created_at": 4102444800, "runtime": "host", "workdir": str(state),
-        "scripts_dir": str(state / "scripts"), "run_log": str(state / "run.log"), "train_log": "",
-        "checkpoints": "", "experiment": "exp", "verl_version": "0.7.0", "pgid": pgid,
-        "attempts": [{"number": 1, "pgid": pgid, "started_at": time.time(), **attempt}],
-    }
+    return any_record_doc(state, run, pgid, created_at=4102444800, **attempt)
 
 
 def write_record(state: Path, pgid: int, run: str = RUN, **attempt: object) -> Path:
-    d = state / "runs" / run
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "run.json").write_text(json.dumps(record_doc(state, pgid, run, **attempt)), encoding="utf-8")
-    return d
+    return write_any_record(state, run, pgid, created_at=4102444800, **attempt)
 
 
 def cli(state: Path, *args: str):  # type: ignore[no-untyped-def]
-    return run_cli(*args, env=clean_env(VERLCTL_STATE_DIR=str(state), COLUMNS="250"))
+    return state_cli(state, *args)
 
 
 @pytest.fixture
 def procs():  # type: ignore[no-untyped-def]
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(argv: list[str], env: dict[str, str] | None = None, user: int | None = None,
-              clear_env: bool = False) -> subprocess.Popen[bytes]:
-        p = subprocess.Popen(argv, start_new_session=True, env=(env or {}) if clear_env else {**os.environ, **(env or {})},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, user=user)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        with contextlib.suppress(OSError):
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-
-
-def wait_for(cond, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return bool(cond())
+    yield from started_procs()
 
 
 def test_a1_a_forged_record_naming_a_decoys_pid_and_start_time_does_not_kill_it(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
@@ -197,16 +158,7 @@ def test_a_process_with_the_runs_marker_in_another_pid_namespace_is_not_the_runs
 
 @pytest.fixture
 def host_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    from verlctl.runtime.executor import HostExecutor
-
-    monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
-    runs = HostRuns(tmp_path)
-    yield runs
-    ex = HostExecutor()
-    for r in runs.records:
-        for a in r.attempts:
-            if ex.group_alive(a.ref):
-                ex.stop_group(a.ref, grace_s=2)
+    yield from host_runs_in(tmp_path, monkeypatch)
 
 
 def _watch_started(record, pid: int) -> bool:  # type: ignore[no-untyped-def]

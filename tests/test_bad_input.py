@@ -26,25 +26,7 @@ from verlctl.monitor.diagnose import DiagnoseScanner, LastStep, diagnose_bytes
 from verlctl.render.render import Rendered
 
 from conftest import ROOT, clean_env, run_cli
-
-
-def write_base(tmp_path: Path, **extra: object) -> Path:
-    data: dict = {"paths": {"model": "/m/Qwen3-8B", "train_files": "/d/t.parquet", "val_files": "/d/v.parquet"}}
-    data.update(extra)
-    p = tmp_path / "base.yaml"
-    p.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return p
-
-
-def one_line_error(res) -> str:  # type: ignore[no-untyped-def]
-    """The single stderr line of a failed command (asserts exit != 0, one line, no traceback)."""
-    assert res.code != 0, (res.out, res.err)
-    assert "Traceback" not in res.out + res.err, res.err
-    lines = [ln for ln in res.err.splitlines() if ln.strip()]
-    assert len(lines) == 1, res.err
-    assert lines[0].startswith("error: "), lines[0]
-    return lines[0]
-
+from fault_support import one_line_error, write_base
 
 #: Runs argv[2:] in a forked child and reports its exit code and peak RSS (KiB) on fd argv[1]. Not Popen's own child: subprocess starts
 #: children with vfork, and Linux carries the parent's high-water RSS (here the pytest worker's, hundreds of

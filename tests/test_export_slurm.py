@@ -138,7 +138,7 @@ BAD = [
 
 @pytest.mark.parametrize(("args", "what", "fix"), BAD, ids=lambda v: v[1] if isinstance(v, list) else None)
 def test_bad_input_one_line_nothing_written(tmp_path: Path, args: list[str], what: str, fix: str) -> None:
-    from test_bad_input import one_line_error
+    from fault_support import one_line_error
 
     out = tmp_path / "job.sbatch"
     out.write_text("before\n")
@@ -182,9 +182,8 @@ LAUNCH_BAD = [
 
 @pytest.mark.parametrize(("args", "what"), LAUNCH_BAD, ids=lambda v: v[1] if isinstance(v, list) else None)
 def test_launch_backend_bad_input(tmp_path: Path, args: list[str], what: str) -> None:
-    from test_bad_input import one_line_error
-
     from conftest import clean_env
+    from fault_support import one_line_error
 
     env_state = tmp_path / "state"
     res = run_cli("launch", *BASE, "--set", "container.runtime=host", *args, cwd=tmp_path,

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from fault_support import events, finish_watch, launch_and_watch, poll_value, run_dir, wait_event
 from launch_support import LaunchEnv, remove_container
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
@@ -31,56 +32,8 @@ REPORT_WITHIN_S = 10.0  # product target 5 s; doubled for a loaded test machine
 RAY_HEAD_REPORT_WITHIN_S = 5.0 + 2.5
 
 
-def run_dir(env: LaunchEnv) -> Path:
-    return next((env.state / "runs").iterdir())
-
-
-def events(env: LaunchEnv) -> list[dict[str, Any]]:
-    p = run_dir(env) / "events.jsonl"
-    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
-
-
-def wait_for(pred, timeout: float, what: str) -> Any:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def wait_event(env: LaunchEnv, kind: str, timeout: float = 240) -> dict[str, Any]:
-    def find() -> dict[str, Any] | None:
-        return next((e for e in events(env) if e["event"] == kind), None)
-
-    try:
-        return wait_for(find, timeout, kind)  # type: ignore[no-any-return]
-    except AssertionError:
-        raise AssertionError(f"no {kind!r} event; got {[e['event'] for e in events(env)]}") from None
-
-
 def checkpoints(env: LaunchEnv) -> list[str]:
     return sorted(p.name for p in Path(env.spec["paths"]["checkpoints"]).glob("global_step_*"))
-
-
-def launch_and_watch(env: LaunchEnv) -> subprocess.Popen[str]:
-    res = env.cli("launch", "-c", str(env.spec_file), "--yes")
-    assert res.code == 0, res.out + res.err
-    watch = subprocess.Popen([sys.executable, "-m", "verlctl", "watch"], env=env.env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
-    wait_event(env, "watch_started", 60)
-    return watch
-
-
-def finish_watch(watch: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str]:
-    try:
-        out = watch.communicate(timeout=timeout)[0]
-    except subprocess.TimeoutExpired:
-        watch.kill()
-        out = watch.communicate()[0]
-        raise AssertionError(f"the watcher did not end: {out}") from None
-    return watch.returncode, out
 
 
 def nothing_lost(env: LaunchEnv, before: list[str]) -> None:
@@ -107,7 +60,7 @@ def fenv(launch_env: LaunchEnv) -> LaunchEnv:
 def test_container_killed(fenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
     watch = launch_and_watch(fenv)
     try:
-        before = wait_for(lambda: (c := checkpoints(fenv)) and len(c) >= 2 and c, 180, "two checkpoints")
+        before = poll_value(lambda: (c := checkpoints(fenv)) and len(c) >= 2 and c, 180, "two checkpoints")
         t_fault = time.time()
         docker_engine.containers.get(fenv.name).kill()
         lost = wait_event(fenv, "target_lost", 60)
@@ -162,7 +115,7 @@ def test_checkpoint_disk_full(fenv: LaunchEnv, docker_engine) -> None:  # type: 
                 text = "".join(p.read_text(errors="replace") for p in log.glob("verlctl-*.log"))
                 return time.time() if "No space left on device" in text else None
 
-            t_fault = wait_for(full, 240, "the disk-full error in the log")
+            t_fault = poll_value(full, 240, "the disk-full error in the log")
             alert = wait_event(fenv, "alert", 60)
         finally:
             code, out = finish_watch(watch)
@@ -184,7 +137,7 @@ def test_checkpoint_disk_full(fenv: LaunchEnv, docker_engine) -> None:  # type: 
 def test_ray_head_killed(fenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
     watch = launch_and_watch(fenv)
     try:
-        before = wait_for(lambda: (c := checkpoints(fenv)) and len(c) >= 2 and c, 180, "two checkpoints")
+        before = poll_value(lambda: (c := checkpoints(fenv)) and len(c) >= 2 and c, 180, "two checkpoints")
         container = docker_engine.containers.get(fenv.name)
         ps = container.exec_run(["ps", "-eo", "pid=,args="]).output.decode()
         gcs = [ln.split()[0] for ln in ps.splitlines() if "gcs_server" in ln and "verlctl-ray-" in ln]
@@ -228,7 +181,7 @@ def test_a_worker_node_becomes_unreachable(launch_env: LaunchEnv, ssh_home: Path
     env.spec["train"].update({"steps": 600})
     watch = launch_and_watch(env)
     try:
-        before = wait_for(lambda: (c := checkpoints(env)) and len(c) >= 2 and c, 240, "two checkpoints")
+        before = poll_value(lambda: (c := checkpoints(env)) and len(c) >= 2 and c, 240, "two checkpoints")
         # The node's sshd goes away (listener and the sessions it forked: what a node off the network is to ssh).
         sshd = psutil.Process(int((ssh_home.parent / "sshd" / "sshd.pid").read_text()))
         t_fault = time.time()
@@ -330,7 +283,7 @@ def test_docker_engine_restarted(launch_env: LaunchEnv, private_engine) -> None:
     missed: str | None = None
     watch = launch_and_watch(env)
     try:
-        before = wait_for(lambda: (c := checkpoints(env)) and len(c) >= 2 and c, 240, "two checkpoints")
+        before = poll_value(lambda: (c := checkpoints(env)) and len(c) >= 2 and c, 240, "two checkpoints")
         t_fault = time.time()
         private_engine["stop"]()  # SIGTERM: the engine stops its containers (no live-restore), then exits
         engine_gone_s = time.time() - t_fault
@@ -430,7 +383,7 @@ def test_two_watchers_of_one_run(fenv: LaunchEnv, docker_engine) -> None:  # typ
     assert f"already watched (pid {first['pid']})" in second.err and "Traceback" not in second.err, second.err
     assert refused_s <= REPORT_WITHIN_S + 10, refused_s
     wait_event(fenv, "recovery", 240)
-    started = wait_for(lambda: [e for e in events(fenv) if e["event"] == "started"][1:] or None, 120,
+    started = poll_value(lambda: [e for e in events(fenv) if e["event"] == "started"][1:] or None, 120,
                        "attempt 2 started")
     kinds = [e["event"] for e in events(fenv)]
     assert kinds.count("watch_started") == 1 and kinds.count("recovery") == 1, kinds

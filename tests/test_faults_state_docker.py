@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fault_support import finish_watch, launch_and_watch, wait_event
 from launch_support import LaunchEnv, remove_container
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
@@ -52,45 +53,6 @@ def test_state_dir_full_during_launch_undoes_the_launch(launch_env: LaunchEnv, d
         subprocess.run(["umount", "-l", str(launch_env.state)], check=False)
 
 
-def _events(env: LaunchEnv) -> list[dict]:
-    d = next((env.state / "runs").iterdir())
-    p = d / "events.jsonl"
-    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
-
-
-def _wait_event(env: LaunchEnv, kind: str, timeout: float) -> dict:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = next((e for e in _events(env) if e["event"] == kind), None)
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"no {kind!r} event within {timeout} s; got {[e['event'] for e in _events(env)]}")
-
-
-def _launch_and_watch(env: LaunchEnv) -> subprocess.Popen[str]:
-    import sys
-
-    res = env.cli("launch", "-c", str(env.spec_file), "--yes")
-    assert res.code == 0, res.out + res.err
-    watch = subprocess.Popen([sys.executable, "-m", "verlctl", "watch"], env=env.env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
-    _wait_event(env, "watch_started", 60)
-    return watch
-
-
-def _finish(watch: subprocess.Popen[str], timeout: float = 180) -> tuple[int, str]:
-    try:
-        out = watch.communicate(timeout=timeout)[0]
-    except subprocess.TimeoutExpired:
-        watch.kill()
-        out = watch.communicate()[0]
-        raise AssertionError(f"the watcher did not end: {out}") from None
-    return watch.returncode, out
-
-
 LOG_GONE_WITHIN_S = 60.0  # the review's goal (the watcher checks every 15 s; a loaded machine adds a few)
 
 
@@ -99,12 +61,12 @@ def test_run_log_deleted_under_a_live_run_is_reported(launch_env: LaunchEnv, doc
 
     launch_env.spec["train"]["steps"] = 600  # runs until stopped
     logs = Path(launch_env.spec["paths"]["logs"])
-    watch = _launch_and_watch(launch_env)
+    watch = launch_and_watch(launch_env)
     try:
         log = next(logs.glob("verlctl-*.log"))
         t_fault = time.time()
         log.unlink()
-        gone = _wait_event(launch_env, "log_gone", LOG_GONE_WITHIN_S + 30)
+        gone = wait_event(launch_env, "log_gone", LOG_GONE_WITHIN_S + 30)
         latency = gone["time"] - t_fault
         print(f"run log deleted -> log_gone event: {latency:.1f} s")
         assert latency <= LOG_GONE_WITHIN_S, latency
@@ -112,7 +74,7 @@ def test_run_log_deleted_under_a_live_run_is_reported(launch_env: LaunchEnv, doc
         res = launch_env.cli("logs", "-n", "3")
         assert res.code == 0 and "is gone (deleted or moved)" in res.err, res.err  # the trainer's own log
         assert launch_env.cli("stop").code == 0
-        _code, out = _finish(watch)
+        _code, out = finish_watch(watch, 180)
         assert "Traceback" not in out and "is gone" in out, out
     finally:
         if watch.poll() is None:
@@ -127,11 +89,11 @@ def test_log_disk_full_is_named(launch_env: LaunchEnv, docker_engine) -> None:  
     mount_tmpfs(logs, "40k")
     subprocess.run(["chmod", "0777", str(logs)], check=True)
     try:
-        watch = _launch_and_watch(launch_env)
+        watch = launch_and_watch(launch_env)
         try:
-            gave_up = _wait_event(launch_env, "gave_up", 400)
+            gave_up = wait_event(launch_env, "gave_up", 400)
         finally:
-            code, out = _finish(watch)
+            code, out = finish_watch(watch, 180)
         assert gave_up["category"] == "disk_full", gave_up
         assert "paths.logs" in gave_up["reason"] or "paths.logs" in out, (gave_up, out)
         assert code == 1 and "Traceback" not in out, out
@@ -150,7 +112,7 @@ def test_a_sigtermed_watcher_leaves_no_follower_in_the_container(launch_env: Lau
     import time
 
     launch_env.spec["train"]["steps"] = 600
-    watch = _launch_and_watch(launch_env)
+    watch = launch_and_watch(launch_env)
     try:
         container = docker_engine.containers.get(launch_env.name)
         deadline = time.monotonic() + 120
@@ -159,7 +121,7 @@ def test_a_sigtermed_watcher_leaves_no_follower_in_the_container(launch_env: Lau
             time.sleep(0.5)
         # What `stop` does to a watcher that does not end by itself in time (and what a service manager does).
         watch.terminate()
-        code, out = _finish(watch)
+        code, out = finish_watch(watch, 180)
         assert "Traceback" not in out and code == 143, (code, out)
         left = container.exec_run(["sh", "-c", FOLLOWERS]).output.split()
         assert left == [], f"followers left in the container: {left}"

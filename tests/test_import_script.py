@@ -27,7 +27,7 @@ from verlctl.inputs.shell_script import (
     parse_script,
 )
 
-from conftest import run_cli
+from conftest import run_cli, run_cli_many
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFICIAL = ROOT / "tests" / "fixtures" / "official-scripts"
@@ -323,54 +323,60 @@ def _script(tmp_path: Path, body: str) -> Path:
     return p
 
 
-def _assert_one_line_failure(args: list[str], out: Path, expect: str) -> None:
-    r = run_cli("import", *args, "-o", str(out), timeout=60)
-    assert r.code != 0
-    assert "Traceback" not in r.err and "Traceback" not in r.out
-    lines = [ln for ln in r.err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.err
-    assert expect in lines[0], lines[0]
-    assert not out.exists() and not out.is_symlink()
-    assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")]
-
-
 def test_cli_bad_scripts_get_one_line_and_no_file(tmp_path: Path) -> None:
-    out = tmp_path / "out" / "run.yaml"
-    out.parent.mkdir()
+    (tmp_path / "out").mkdir()
     png = tmp_path / "image.png"
     png.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4)
-    _assert_one_line_failure([str(png)], out, "binary data")
     py = tmp_path / "train.py"
     py.write_text("#!/usr/bin/env python3\nimport sys\nprint(sys.argv)\n")
-    _assert_one_line_failure([str(py)], out, "python3 script")
     py2 = tmp_path / "mod.py"
     py2.write_text("import os\n\n\ndef main():\n    return os.getcwd()\n")
-    _assert_one_line_failure([str(py2)], out, "Python source")
-    _assert_one_line_failure([str(_script(tmp_path, "set -x\necho hi\nray start --head\n"))], out,
-                             "no `python3 -m <entry>`")
-    _assert_one_line_failure([str(_script(tmp_path, f"{ENTRY} data.train_files='oops\n"))], out,
-                             "unbalanced single quote")
     garbage = tmp_path / "garbage.sh"
     with garbage.open("wb") as fh:
         fh.write(os.urandom(5 * 1024 * 1024))
-    _assert_one_line_failure([str(garbage)], out, "too large")
     text_garbage = tmp_path / "text_garbage.sh"
     text_garbage.write_text(("a'b\"c $( ${ " * 1000)[: MAX_SCRIPT_BYTES - 1])
-    _assert_one_line_failure([str(text_garbage)], out, "unbalanced")
     fifo = tmp_path / "fifo.sh"
     os.mkfifo(fifo)
-    _assert_one_line_failure([str(fifo)], out, "not a regular file")
-    _assert_one_line_failure([str(tmp_path)], out, "is a directory")
-    _assert_one_line_failure([str(tmp_path / "missing.sh")], out, "no such file")
-    gae = _script(tmp_path, f"{ENTRY} algorithm.adv_estimator=gae actor_rollout_ref.model.path=/m\n")
-    _assert_one_line_failure([str(gae)], out, "not GRPO/DAPO")
-    sft = _script(tmp_path, "python3 -m verl.trainer.fsdp_sft_trainer data.train_files=x\n")
-    _assert_one_line_failure([str(sft)], out, "not one verlctl runs")
-    _assert_one_line_failure([str(gae), "--var", "1BAD=x"], out, "--var expects NAME=VALUE")
-    own = _script(tmp_path, f"{ENTRY} --config-name my_trainer a.b=1\n")
-    _assert_one_line_failure([str(own)], out, "not one of verl's configs")
-    own_dir = _script(tmp_path, f"{ENTRY} --config-path /etc/mine --config-name ppo_trainer a.b=1\n")
-    _assert_one_line_failure([str(own_dir)], out, "a config directory of your own")
+
+    def script(name: str, body: str) -> str:
+        p = tmp_path / name
+        p.write_text(textwrap.dedent(body))
+        return str(p)
+
+    gae = script("gae.sh", f"{ENTRY} algorithm.adv_estimator=gae actor_rollout_ref.model.path=/m\n")
+    cases: list[tuple[list[str], str]] = [
+        ([str(png)], "binary data"),
+        ([str(py)], "python3 script"),
+        ([str(py2)], "Python source"),
+        ([script("noentry.sh", "set -x\necho hi\nray start --head\n")], "no `python3 -m <entry>`"),
+        ([script("quote.sh", f"{ENTRY} data.train_files='oops\n")], "unbalanced single quote"),
+        ([str(garbage)], "too large"),
+        ([str(text_garbage)], "unbalanced"),
+        ([str(fifo)], "not a regular file"),
+        ([str(tmp_path)], "is a directory"),
+        ([str(tmp_path / "missing.sh")], "no such file"),
+        ([gae], "not GRPO/DAPO"),
+        ([script("sft.sh", "python3 -m verl.trainer.fsdp_sft_trainer data.train_files=x\n")], "not one verlctl runs"),
+        ([gae, "--var", "1BAD=x"], "--var expects NAME=VALUE"),
+        ([script("own.sh", f"{ENTRY} --config-name my_trainer a.b=1\n")], "not one of verl's configs"),
+        ([script("own_dir.sh", f"{ENTRY} --config-path /etc/mine --config-name ppo_trainer a.b=1\n")],
+         "a config directory of your own"),
+    ]
+    outs = [tmp_path / "out" / f"run{k}.yaml" for k in range(len(cases))]
+    # every case in one interpreter (one start-up, not fifteen); the first also in a process of its own,
+    # which must say the same
+    results = run_cli_many([["import", *args, "-o", str(out)] for (args, _), out in zip(cases, outs)])
+    alone = run_cli("import", *cases[0][0], "-o", str(outs[0]), timeout=60)
+    assert (alone.code, alone.out, alone.err) == (results[0].code, results[0].out, results[0].err)
+    for (args, expect), out, r in zip(cases, outs, results):
+        assert r.code != 0, args
+        assert "Traceback" not in r.err and "Traceback" not in r.out, (args, r.err)
+        lines = [ln for ln in r.err.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, r.err)
+        assert expect in lines[0], lines[0]
+        assert not out.exists() and not out.is_symlink()
+    assert not list((tmp_path / "out").iterdir())  # no file and no temporary file left by any case
 
 
 def test_cli_imports_an_official_script_and_plan_accepts_it(tmp_path: Path) -> None:

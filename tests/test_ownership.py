@@ -8,46 +8,29 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, run_cli
+from fault_support import alive, leader_start, started_procs, state_cli
+from fault_support import write_record as write_any_record
 
 RUN = "20260101-000000-own-abcd"
 
 
-def leader_start(pid: int) -> int:
-    raw = Path(f"/proc/{pid}/stat").read_text()
-    return int(raw[raw.rfind(")") + 2:].split()[19])
-
-
 def write_record(state: Path, pgid: int, **attempt: object) -> Path:
-    d = state / "runs" / RUN
-    d.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "run_id": RUN, "created_at": time.time(), "runtime": "host", "workdir": str(state),
-        "scripts_dir": str(state / "scripts"), "run_log": str(state / "run.log"), "train_log": "",
-        "checkpoints": "", "experiment": "exp", "verl_version": "0.7.0", "pgid": pgid,
-        "attempts": [{"number": 1, "pgid": pgid, "started_at": time.time(), **attempt}],
-    }
-    (d / "run.json").write_text(json.dumps(doc), encoding="utf-8")
-    return d
+    return write_any_record(state, RUN, pgid, **attempt)
 
 
 def cli(state: Path, *args: str):  # type: ignore[no-untyped-def]
-    return run_cli(*args, env=clean_env(VERLCTL_STATE_DIR=str(state), COLUMNS="250"))
+    return state_cli(state, *args)
 
 
-def alive(pid: int) -> bool:
-    try:
-        st = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return st[st.rfind(")") + 2] != "Z"
+@pytest.fixture
+def procs():  # type: ignore[no-untyped-def]
+    yield from started_procs()
 
 
 def wait_gone(pids: list[int], timeout: float = 20) -> bool:
@@ -57,23 +40,6 @@ def wait_gone(pids: list[int], timeout: float = 20) -> bool:
             return True
         time.sleep(0.1)
     return False
-
-
-@pytest.fixture
-def procs():  # type: ignore[no-untyped-def]
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        p = subprocess.Popen(argv, start_new_session=True, env={**os.environ, **(env or {})},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        with contextlib.suppress(OSError):
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
 
 
 def test_stop_leaves_an_unrelated_group_at_the_recorded_pgid_alive(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]

@@ -8,7 +8,9 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,40 +91,59 @@ DAMAGES = ["empty", "truncated", "wrong_types", "invalid_utf8", "fifo", "directo
            "huge", "chmod000", "dir_chmod000"]
 
 
-@pytest.mark.parametrize("how", DAMAGES)
-def test_one_damaged_record_breaks_nothing_else_and_is_named(tmp_path: Path, how: str) -> None:
-    state = tmp_path / "state"
+def bad_id_of(how: str) -> str:
+    return f"20250101-000000-bad-{how.replace('_', '')}"
+
+
+@pytest.fixture(scope="module")
+def damaged_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One state dir holding a good record beside one damaged record of every kind, and what `list`, `status`,
+    `stop` and `logs` of the good run said there (run once, as an unprivileged user: the CLI runs are the
+    cost of these tests, and every damaged record must leave the good one alone, all of them at once too)."""
+    state = tmp_path_factory.mktemp("damaged") / "state"
     write_record(state, GOOD)
-    bad_id = f"20250101-000000-bad-{how.replace('_', '')}"
-    bad = write_record(state, bad_id, created_at=time.time() - 100)
-    damage(bad, how)
+    bads = [write_record(state, bad_id_of(how), created_at=time.time() - 100) for how in DAMAGES]
+    for d, how in zip(bads, DAMAGES):
+        damage(d, how)
     try:
-        res = cli(state, "list", unprivileged=True)
-        assert res.code == 0 and "Traceback" not in res.err, res.err
-        assert GOOD in res.out
-        line = next((ln for ln in res.out.splitlines() if bad_id in ln), "")
-        assert "damaged" in line, res.out  # listed, not silently left out
-
-        res = cli(state, "status", GOOD, "--json", unprivileged=True)
-        assert res.code == 0, res.err
-        assert res.json()["run_id"] == GOOD
-        # a damaged record is named with what is wrong, in one line
-        res = cli(state, "status", bad_id, unprivileged=True)
-        assert res.code != 0 and "Traceback" not in res.err
-        err = [ln for ln in res.err.splitlines() if ln.startswith("error:")]
-        assert len(err) == 1 and "damaged" in err[0] and bad_id in err[0], res.err
-        res = cli(state, "stop", bad_id, unprivileged=True)
-        assert res.code != 0 and "Traceback" not in res.err and "damaged" in res.err, res.err
-
-        res = cli(state, "stop", GOOD, unprivileged=True)
-        assert res.code == 0 and "Traceback" not in res.err, res.err
-        assert json.loads((state / "runs" / GOOD / "run.json").read_text())["stopped"] is True
-        res = cli(state, "logs", GOOD, unprivileged=True)
-        assert "Traceback" not in res.err
+        said: dict[str, Any] = {"state": state, "list": cli(state, "list", unprivileged=True),
+                                "status": cli(state, "status", GOOD, "--json", unprivileged=True)}
+        said["stop"] = cli(state, "stop", GOOD, unprivileged=True)
+        said["stopped"] = json.loads((state / "runs" / GOOD / "run.json").read_text())["stopped"]
+        said["logs"] = cli(state, "logs", GOOD, unprivileged=True)
+        yield said
     finally:
-        bad.chmod(0o755)
-        if (bad / "run.json").exists() and not (bad / "run.json").is_symlink():
-            (bad / "run.json").chmod(0o644)
+        for bad in bads:
+            bad.chmod(0o755)
+            if (bad / "run.json").exists() and not (bad / "run.json").is_symlink():
+                (bad / "run.json").chmod(0o644)
+
+
+@pytest.mark.xdist_group("damaged_records")  # one worker builds the shared state (once xdist_group works again)
+@pytest.mark.parametrize("how", DAMAGES)
+def test_one_damaged_record_breaks_nothing_else_and_is_named(damaged_state: dict[str, Any], how: str) -> None:
+    state, bad_id = damaged_state["state"], bad_id_of(how)
+    res = damaged_state["list"]
+    assert res.code == 0 and "Traceback" not in res.err, res.err
+    assert GOOD in res.out
+    line = next((ln for ln in res.out.splitlines() if bad_id in ln), "")
+    assert "damaged" in line, res.out  # listed, not silently left out
+
+    res = damaged_state["status"]
+    assert res.code == 0, res.err
+    assert res.json()["run_id"] == GOOD
+    # a damaged record is named with what is wrong, in one line
+    res = cli(state, "status", bad_id, unprivileged=True)
+    assert res.code != 0 and "Traceback" not in res.err
+    err = [ln for ln in res.err.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "damaged" in err[0] and bad_id in err[0], res.err
+    res = cli(state, "stop", bad_id, unprivileged=True)
+    assert res.code != 0 and "Traceback" not in res.err and "damaged" in res.err, res.err
+
+    res = damaged_state["stop"]
+    assert res.code == 0 and "Traceback" not in res.err, res.err
+    assert damaged_state["stopped"] is True
+    assert "Traceback" not in damaged_state["logs"].err
 
 
 def test_unreadable_events_and_status_do_not_break_status(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,9 @@ class HostRuns:
         return record.events()
 
 
-@pytest.fixture
-def host_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def host_runs_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostRuns]:
+    """The body of a `host_runs` fixture (`yield from host_runs_in(...)`): the runs it started, stopped at the
+    end."""
     monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
     runs = HostRuns(tmp_path)
     yield runs
@@ -114,6 +116,11 @@ def host_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[
         for a in r.attempts:
             if a.ref is not None and ex.group_alive(a.ref):
                 ex.stop_group(a.ref, grace_s=2)
+
+
+@pytest.fixture
+def host_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    yield from host_runs_in(tmp_path, monkeypatch)
 
 
 def test_watch_says_what_it_follows_and_stays_silent_while_healthy(host_runs: HostRuns) -> None:
