@@ -856,7 +856,8 @@ class Launcher:
 
         self.report.step(f"verify that {module} started (up to {int(self.options.verify_timeout)}s)")
         deadline = time.monotonic() + self.options.verify_timeout
-        follower = Follower(ex, record.run_log, record.attempts[-1].log_offset if record.attempts else 0)
+        follower = Follower(ex, record.run_log, record.attempts[-1].log_offset if record.attempts else 0,
+                            owner=record.run_id)
         text = ""
         seen_marker_at: float | None = None
         next_check = 0.0

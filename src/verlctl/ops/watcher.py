@@ -262,7 +262,7 @@ class Watcher:
         classifier = Classifier()
         parser = LogParser(classifier)
         live = LiveStatus(attempt=attempt.number)
-        follower = Follower(self.ex, self.record.run_log, attempt.log_offset)
+        follower = Follower(self.ex, self.record.run_log, attempt.log_offset, owner=self.record.run_id)
         first_error_at: float | None = None
         alerted = False
         last_liveness = 0.0
