@@ -582,14 +582,15 @@ def remove_key_files(record: RunRecord, ex: Executor | None, say: Callable[[str]
     """Remove the run's 0600 env file (it holds the SwanLab key) on the head and every worker node: nothing
     reads it once the run is stopped, has finished, or is given up (a relaunch would read it). Returns the
     warnings, each also said."""
-    from verlctl.render.render import ENV_FILE
+    from verlctl.render.render import ENV_FILE, SWANLAB_STORE
 
     targets: list[Executor] = [ex] if ex is not None else []
     targets += [wex for _w, wex, _ in worker_targets(record) if wex is not None]
     warnings = []
     for t in targets:
-        try:
-            res = t.run(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], timeout=30)
+        try:  # the env file and the run's SwanLab login store (start_verl.sh) both hold the key
+            res = t.run(["rm", "-rf", "--", f"{record.scripts_dir}/{ENV_FILE}", f"{record.scripts_dir}/{SWANLAB_STORE}"],
+                        timeout=30)
         except VerlctlError as exc:  # the target is gone or unreachable: nothing there to remove now
             warnings.append(f"could not remove {record.scripts_dir}/{ENV_FILE} in {t.describe()}: {exc.message}")
         else:

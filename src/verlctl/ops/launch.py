@@ -23,7 +23,7 @@ from verlctl.errors import EXIT_FAILURE, ExitCode, RuntimeFailure, VerlctlError
 from verlctl.ops import preflight
 from verlctl.ops.resume import resume_point
 from verlctl.plan import Plan, make_plan
-from verlctl.render.render import ENV_FILE, START_SCRIPT, TRAIN_SCRIPT, Rendered
+from verlctl.render.render import ENV_FILE, START_SCRIPT, SWANLAB_STORE, TRAIN_SCRIPT, Rendered
 from verlctl.runtime.executor import Executor, FileSpec, GroupRef
 from verlctl.runtime.records import Attempt, RunRecord, new_run_id
 from verlctl.runtime.workdirs import directories_to_create
@@ -487,7 +487,8 @@ class Launcher:
                     group = ref if i == 0 else record.workers[i - 1].ref
                     if group is not None and ex.group_alive(group):
                         ex.stop_group(group, grace_s=20)
-                    ex.run(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], timeout=30)
+                    ex.run(["rm", "-rf", "--", f"{record.scripts_dir}/{ENV_FILE}",
+                            f"{record.scripts_dir}/{SWANLAB_STORE}"], timeout=30)
                 if created and cid and record.runtime == "docker":
                     from verlctl.ops.inspect import container_users
                     from verlctl.runtime import containers
