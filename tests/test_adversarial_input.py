@@ -154,3 +154,17 @@ def test_a14_valid_images_names_and_counts_are_still_accepted(tmp_path: Path) ->
     doc = yaml.safe_load((out / "spec.resolved.yaml").read_text())
     assert doc["container"]["image"].startswith("localhost:5000/my_org/verl-img:v0.7.0-rc.1@sha256:")
     assert doc["train"]["steps"] == 7 and doc["logging"]["project"] == "p" * 128
+
+
+@pytest.mark.parametrize("argv", [["logs", "-n", "x"], ["status", "-x"], ["export-hf"], ["stop", "--grace", "x"],
+                                  ["bogus-command"], ["launch", "--verify-timeout", "x"]])
+def test_a14_a_flag_error_is_one_error_line_naming_the_flag(argv: list[str], tmp_path: Path) -> None:
+    env = clean_env()
+    env["VERLCTL_STATE_DIR"] = str(tmp_path / "state")
+    res = run_cli(*argv, env=env)
+    line = one_line_error(res)
+    assert res.code == 2 and "Usage:" not in res.err, res.err
+    assert "--help`)" in line, line
+    named = {"logs": "'--lines' / '-n'", "status": "-x", "export-hf": "'RUN'", "stop": "'--grace'",
+             "bogus-command": "'bogus-command'", "launch": "'--verify-timeout'"}[argv[0]]
+    assert named in line, line
