@@ -111,6 +111,20 @@ def test_stat_environ_and_marker_of_a_live_process(procs: Procs) -> None:
     assert procscan._cmd_of(p.pid).endswith("sleep 600")
 
 
+def test_the_start_time_is_field_22_of_stat(procs: Procs) -> None:
+    """The start time (clock ticks after boot) read independently: a later-started process has a later one,
+    it is not after now, and it is field 22 (not the neighbouring vsize / rss)."""
+    a = _sleep(procs)
+    time.sleep(0.05)  # ticks are 10 ms: the second process starts at least 5 ticks later
+    b = _sleep(procs)
+    for p in (a, b):
+        raw = Path(f"/proc/{p.pid}/stat").read_text()
+        assert procscan.leader_start(p.pid) == int(raw[raw.rfind(")") + 2:].split()[19])
+    ticks_now = float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK")
+    sa, sb = procscan.leader_start(a.pid), procscan.leader_start(b.pid)
+    assert sa is not None and sb is not None and sa < sb <= ticks_now + 1
+
+
 def test_an_empty_environment_reads_empty_and_a_gone_process_reads_none(procs: Procs) -> None:
     p = _sleep(procs, clean=True)  # env -i: readable, and empty
     assert procscan._environ(p.pid) == b""
@@ -363,6 +377,38 @@ def test_deliver_counts_an_unmarked_session_member_only_next_to_a_marked_one(pro
     assert member.wait(timeout=60) == -signal.SIGTERM
 
 
+def test_deliver_leaves_out_a_zombie_and_signals_the_rest(procs: Procs) -> None:
+    m = _marker()
+    live, dead = _sleep(procs, m), _sleep(procs, m)
+    sl, sd = procscan.leader_start(live.pid), procscan.leader_start(dead.pid)
+    os.kill(dead.pid, signal.SIGKILL)  # our own child; not reaped yet: a zombie
+    _wait(lambda: (procscan._stat(dead.pid) or {"state": "Z"})["state"] == "Z", "the zombie")
+    assert procscan.deliver([[dead.pid, sd]], m, signal.SIGTERM) == {"signalled": [], "refused": ""}
+    out = procscan.deliver([[dead.pid, sd], [live.pid, sl]], m, signal.SIGTERM)
+    assert out == {"signalled": [live.pid], "refused": ""}
+    assert live.wait(timeout=60) == -signal.SIGTERM
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare(1)")
+def test_deliver_refuses_a_marked_process_of_another_pid_namespace(procs: Procs) -> None:
+    m = _marker()
+    env = {**os.environ, procscan.MARKER_VAR: m}
+    outer = procs.start([shutil.which("unshare") or "unshare", "--pid", "--fork", "--kill-child", "--",
+                         shutil.which("sleep") or "sleep", "600"], env=env)
+    kids: list[int] = []
+
+    def inner() -> bool:
+        kids[:] = [int(x) for x in Path(f"/proc/{outer.pid}/task/{outer.pid}/children").read_text().split()]
+        return bool(kids) and _cmd(kids[0]).split(" ")[0].rsplit("/", 1)[-1] == "sleep"
+
+    _wait(inner, "the process in the nested namespace")
+    pid = kids[0]
+    assert procscan._pid_ns(pid) != procscan._pid_ns("self") and procscan._marker_of(pid) == m
+    out = procscan.deliver([[pid, procscan.leader_start(pid)]], m, signal.SIGTERM)
+    assert out["signalled"] == [] and "runs in another PID namespace" in out["refused"], out
+    assert procscan._stat(pid) is not None  # still there
+
+
 def test_deliver_with_another_variable(procs: Procs) -> None:
     token = f"run-v/{uuid.uuid4().hex}"
     env = {**os.environ, procscan.FOLLOW_VAR: token}
@@ -419,17 +465,20 @@ def test_deliver_watcher_signals_only_this_runs_watcher(procs: Procs, tmp_path: 
     other = procs.start(["/opt/bin/verlctl", "watch", "another-run", "-F"], executable=tail, cwd=str(tmp_path))
     not_verlctl = procs.start(["verlctlx", "watch", run_id, "-F"], executable=tail, cwd=str(tmp_path))
     first = procs.start(["watch", run_id, "-F"], executable=tail, cwd=str(tmp_path))  # `watch` is argv[0]
+    fds = len(os.listdir("/proc/self/fd"))
     for p in (other, not_verlctl, first):
-        assert not procscan.deliver_watcher(p.pid, run_id, signal.SIGTERM)
-    assert not procscan.deliver_watcher(other.pid, "another-run", 0)
-    assert not procscan.deliver_watcher(w.pid, "", signal.SIGTERM)
-    assert not procscan.deliver_watcher(os.getpid(), run_id, signal.SIGTERM)
-    assert not procscan.deliver_watcher(1, run_id, signal.SIGTERM)
+        assert procscan.deliver_watcher(p.pid, run_id, signal.SIGTERM) is False
+    assert procscan.deliver_watcher(other.pid, "another-run", 0) is False
+    assert procscan.deliver_watcher(w.pid, "", signal.SIGTERM) is False
+    assert procscan.deliver_watcher(os.getpid(), run_id, signal.SIGTERM) is False
+    assert procscan.deliver_watcher(1, run_id, signal.SIGTERM) is False
+    assert len(os.listdir("/proc/self/fd")) == fds  # every pidfd closed again
     assert all(procs.alive(p) for p in (w, other, not_verlctl, first))
     assert procscan.deliver_watcher(other.pid, "another-run", signal.SIGTERM)
     assert procscan.deliver_watcher(w.pid, run_id, signal.SIGTERM)
     assert w.wait(timeout=60) == -signal.SIGTERM and other.wait(timeout=60) == -signal.SIGTERM
-    assert not procscan.deliver_watcher(w.pid, run_id, signal.SIGTERM)  # gone
+    assert procscan.deliver_watcher(w.pid, run_id, signal.SIGTERM) is False  # gone
+    assert len(os.listdir("/proc/self/fd")) == fds
     assert procs.alive(not_verlctl) and procs.alive(first)
 
 
@@ -440,6 +489,9 @@ def test_residents_lists_everything_but_this_scan(procs: Procs) -> None:
     f = procs.start([shutil.which("sleep") or "sleep", "600"], env={**os.environ, procscan.FOLLOW_VAR: token})
     rows = {r["pid"]: r for r in procscan.residents()}
     assert os.getpid() not in rows or os.getpid() == 1  # a namespace's init is listed (callers skip pid 1)
+    assert 1 in rows  # the init (of the container) is listed: `stop --remove-container` decides about it
+    if os.getppid() > 1:
+        assert os.getppid() not in rows  # what runs the scan is not listed
     assert rows[p.pid]["marker"] == m and rows[p.pid]["follower"] is False and rows[p.pid]["ppid"] == os.getpid()
     assert rows[p.pid]["uid"] == os.geteuid() and rows[p.pid]["cmd"].endswith("sleep 600")
     assert rows[f.pid]["follower"] is True and rows[f.pid]["marker"] is None
