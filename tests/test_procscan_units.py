@@ -517,3 +517,76 @@ def test_the_command_line_interface(procs: Procs) -> None:
     v = json.loads(run(str(p.pid), m, str(procscan.leader_start(p.pid)), "0"))
     assert v["owned"] and v["group"] == [p.pid]
     assert procs.alive(p)
+
+
+def test_pidfd_and_send_by_pidfd_and_by_pid(procs: Procs) -> None:
+    """_pidfd names a live process (a pidfd here: Linux >= 5.3, Python >= 3.9) and None for a gone one; _send
+    signals by pidfd, or by pid where pidfds are unavailable (fd -1), and says False when it cannot."""
+    a, b = _sleep(procs), _sleep(procs)
+    fd = procscan._pidfd(a.pid)
+    assert fd is not None and fd >= 0
+    try:
+        assert procscan._send(a.pid, fd, signal.SIGTERM) is True
+        assert a.wait(timeout=60) == -signal.SIGTERM
+        assert procscan._send(a.pid, fd, signal.SIGTERM) is False  # the process behind the pidfd has ended
+    finally:
+        procscan.os_close(fd)
+    assert procscan._pidfd(a.pid) is None
+    assert procscan._send(b.pid, -1, signal.SIGTERM) is True  # no pidfd: by pid
+    assert b.wait(timeout=60) == -signal.SIGTERM
+    assert procscan._send(b.pid, -1, signal.SIGTERM) is False  # reaped: no such process
+    procscan.os_close(-1)  # nothing to close, no error
+
+
+def test_residents_cut_a_long_command_line_to_200_characters(procs: Procs) -> None:
+    p = procs.start([sys.executable, "-c", "import time; time.sleep(600)", "x" * 300])
+    _wait(lambda: "x" * 300 in _cmd(p.pid), "the long command line")
+    row = next(r for r in procscan.residents() if r["pid"] == p.pid)
+    assert len(row["cmd"]) == 200 and row["cmd"].endswith("x")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("nsenter")),
+                    reason="needs root, unshare(1) and nsenter(1)")
+def test_stop_followers_in_a_container_like_pid_namespace(procs: Procs, tmp_path: Path) -> None:
+    """As in a container: a PID namespace of its own (its init a `tail -F` with the run's token, pid 1 there)
+    and processes started into it from outside (as `docker exec` does: parent pid 0 there). procscan, run
+    inside, stops the run's follower, refuses pid 1, and leaves a same-token tail that a shell there started."""
+    log = tmp_path / "run.log"
+    log.write_text("x\n")
+    tail = "tail"  # as the follower's exec runs it (`exec tail ...`): argv[0] is the bare name
+    token = "run-n/" + uuid.uuid4().hex[:16]
+    env = {**os.environ, procscan.FOLLOW_VAR: token}
+    init = procs.start([shutil.which("unshare") or "unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                        "--", tail, "-c", "+1", "-F", "--", str(log)], env=env)
+    kids: list[int] = []
+
+    def inner() -> bool:
+        kids[:] = [int(x) for x in Path(f"/proc/{init.pid}/task/{init.pid}/children").read_text().split()]
+        return bool(kids) and _cmd(kids[0]).split(" ")[0].rsplit("/", 1)[-1] == "tail"
+
+    _wait(inner, "the namespace's init")
+    enter = [shutil.which("nsenter") or "nsenter", "-t", str(kids[0]), "-p", "-m", "--"]
+    ours = procs.start([*enter, tail, "-c", "+5", "-F", "--", str(log)], env=env)
+    shell = procs.start([*enter, "sh", "-c", '"$0" -c +1 -F -- "$1" & wait', tail, str(log)], env=env)
+    other = procs.start([*enter, tail, "-c", "+1", "-F", "--", str(log)],
+                        env={**os.environ, procscan.FOLLOW_VAR: "run-other/" + uuid.uuid4().hex[:16]})
+
+    def followers_inside() -> list[str]:
+        res = subprocess.run([*enter, "sh", "-c", 'for p in /proc/[0-9]*; do c=$(tr "\\0" " " < "$p/cmdline" '
+                              '2>/dev/null); case "$c" in tail*) echo "${p#/proc/}";; esac; done'],
+                             capture_output=True, text=True, timeout=60)
+        return res.stdout.split()
+
+    _wait(lambda: len(followers_inside()) == 4, "four tails in the namespace")
+    script = str(Path(procscan.__file__))
+    import json
+
+    res = subprocess.run([*enter, sys.executable, script, "--unfollow", "run-n", str(log), str(int(signal.SIGTERM))],
+                         capture_output=True, text=True, timeout=120)
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert len(out["found"]) == 2 and 1 in out["found"], out  # the init and the exec'd follower
+    assert len(out["signalled"]) == 1 and out["signalled"][0] != 1, out
+    assert out["refused"] == ["pid 1 is never signalled"], out
+    assert ours.wait(timeout=60) == -signal.SIGTERM  # nsenter dies of the signal its child died of
+    assert procs.alive(init) and procs.alive(shell) and procs.alive(other)
+    assert len(followers_inside()) == 3
