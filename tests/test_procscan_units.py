@@ -170,6 +170,7 @@ def test_scan_lists_our_process_with_its_marker_and_identity(procs: Procs) -> No
     ("/x/gcs_server_not", None, None),
     ("sleep 1 /s/ray/dashboard/dashboard.py", None, None),  # not run by Python
     ("python3 a b c /s/ray/dashboard/dashboard.py", None, None),  # beyond the interpreter's first words
+    ("python3 -u -X /s/ray/dashboard/dashboard.py", None, "dashboard.py"),  # the third word still counts
     ("", None, None),
 ])
 def test_ray_names(cmd: str, daemon: str | None, system: str | None) -> None:
@@ -315,6 +316,10 @@ def test_verify_an_unreadable_leader_counts_only_with_its_start_time() -> None:
     # readable and without the marker: never ours (A1)
     v = procscan.verify([_row(500, 500, None, env_readable=True)], 500, M, 100)
     assert not v["owned"]
+    # a table without the readability (an older scan's): read as readable, so never ours by pid and start alone
+    row = _row(500, 500, None)
+    del row["env_readable"]
+    assert not procscan.verify([row], 500, M, 100)["owned"]
 
 
 def test_verify_a_group_whose_leader_is_gone() -> None:
