@@ -43,8 +43,8 @@ class Procs:
         self.items: list[subprocess.Popen] = []
 
     def start(self, argv: list[str], env: dict[str, str] | None = None, group: int = 0,
-              executable: str | None = None, cwd: str | None = None) -> subprocess.Popen:
-        p = subprocess.Popen(argv, env=env, process_group=group, executable=executable, cwd=cwd,
+              executable: str | None = None, cwd: str | None = None, user: int | None = None) -> subprocess.Popen:
+        p = subprocess.Popen(argv, env=env, process_group=group, executable=executable, cwd=cwd, user=user,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.items.append(p)
         first = argv[0].rsplit("/", 1)[-1]
@@ -470,8 +470,14 @@ def test_deliver_watcher_signals_only_this_runs_watcher(procs: Procs, tmp_path: 
     other = procs.start(["/opt/bin/verlctl", "watch", "another-run", "-F"], executable=tail, cwd=str(tmp_path))
     not_verlctl = procs.start(["verlctlx", "watch", run_id, "-F"], executable=tail, cwd=str(tmp_path))
     first = procs.start(["watch", run_id, "-F"], executable=tail, cwd=str(tmp_path))  # `watch` is argv[0]
+    # `watch` first, a word that ends in /verlctl last (argv[-1] is no program name)
+    wrapped = procs.start(["watch", run_id, "-F", "/x/verlctl"], executable=tail, cwd=str(tmp_path))
+    logs = procs.start(["verlctl", "logs", run_id, "-F"], executable=tail, cwd=str(tmp_path))  # not a watcher
+    decoys = [other, not_verlctl, first, wrapped, logs]
+    if os.geteuid() == 0:  # another user's `verlctl watch RUN` in this namespace
+        decoys.append(procs.start(["verlctl", "watch", run_id, "-F"], executable=tail, cwd="/", user=65534))
     fds = len(os.listdir("/proc/self/fd"))
-    for p in (other, not_verlctl, first):
+    for p in decoys:
         assert procscan.deliver_watcher(p.pid, run_id, signal.SIGTERM) is False
     assert procscan.deliver_watcher(other.pid, "another-run", 0) is False
     assert procscan.deliver_watcher(w.pid, "", signal.SIGTERM) is False
@@ -484,7 +490,7 @@ def test_deliver_watcher_signals_only_this_runs_watcher(procs: Procs, tmp_path: 
     assert w.wait(timeout=60) == -signal.SIGTERM and other.wait(timeout=60) == -signal.SIGTERM
     assert procscan.deliver_watcher(w.pid, run_id, signal.SIGTERM) is False  # gone
     assert len(os.listdir("/proc/self/fd")) == fds
-    assert procs.alive(not_verlctl) and procs.alive(first)
+    assert all(procs.alive(p) for p in decoys if p is not other)
 
 
 def test_residents_lists_everything_but_this_scan(procs: Procs) -> None:
