@@ -388,7 +388,10 @@ def test_deliver_leaves_out_a_zombie_and_signals_the_rest(procs: Procs) -> None:
     sl, sd = procscan.leader_start(live.pid), procscan.leader_start(dead.pid)
     os.kill(dead.pid, signal.SIGKILL)  # our own child; not reaped yet: a zombie
     _wait(lambda: (procscan._stat(dead.pid) or {"state": "Z"})["state"] == "Z", "the zombie")
+    assert procscan._has_memory(dead.pid) is False and procscan._environ(dead.pid) is None  # no address space
+    fds = len(os.listdir("/proc/self/fd"))
     assert procscan.deliver([[dead.pid, sd]], m, signal.SIGTERM) == {"signalled": [], "refused": ""}
+    assert len(os.listdir("/proc/self/fd")) == fds  # the zombie's pidfd is closed too
     out = procscan.deliver([[dead.pid, sd], [live.pid, sl]], m, signal.SIGTERM)
     assert out == {"signalled": [live.pid], "refused": ""}
     assert live.wait(timeout=60) == -signal.SIGTERM
