@@ -398,3 +398,91 @@ def test_two_watchers_of_one_run(fenv: LaunchEnv, docker_engine) -> None:  # typ
     out = container.exec_run(["ps", "-eo", "args="]).output.decode()
     left = [ln for ln in out.splitlines() if any(k in ln for k in ("start_verl.sh", "standin", "raylet", "gcs_server"))]
     assert not left, left
+
+
+def _driver_pid(container: Any) -> str:
+    """The training driver's pid in the container: the stand-in's `python3 -m recipe.dapo.main_dapo`."""
+    ps = container.exec_run(["ps", "-eo", "pid=,args="]).output.decode()
+    pids = [ln.split()[0] for ln in ps.splitlines()
+            if len(ln.split()) > 2 and ln.split()[1].startswith("python") and "main_dapo" in ln]
+    assert len(pids) == 1, ps
+    return pids[0]
+
+
+def test_driver_killed_with_sigkill_is_not_called_host_oom(fenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    """O2: a `kill -9` of the training driver (a user's, through `docker exec`) is "killed by signal 9
+    (SIGKILL)", with OOM named as one possibility only: the container's memory cgroup counted no OOM kill."""
+    watch = launch_and_watch(fenv)
+    try:
+        before = wait_for(lambda: (c := checkpoints(fenv)) and len(c) >= 2 and c, 180, "two checkpoints")
+        container = docker_engine.containers.get(fenv.name)
+        pid = _driver_pid(container)
+        t_fault = time.time()
+        assert container.exec_run(["kill", "-9", pid]).exit_code == 0
+        alert = wait_event(fenv, "alert", 60)
+    finally:
+        code, out = finish_watch(watch)
+    latency = alert["time"] - t_fault
+    print(f"driver killed -9 -> alert {alert['category']}: {latency:.2f} s")
+    assert latency <= REPORT_WITHIN_S, latency
+    assert alert["category"] == "killed", alert
+    assert "killed by signal 9 (SIGKILL, exit 137)" in alert["message"], alert
+    assert "OOM is one possibility only" in alert["message"], alert
+    assert "the memory cgroup's oom_kill counter shows no new OOM kill" in alert["message"], alert
+    assert code == 1 and "Traceback" not in out, out
+    assert "host ran out of RAM" not in out and "most likely the kernel OOM killer" not in out, out
+    st = status(fenv)
+    assert st["state"] == "failed" and st["gave_up"]["category"] == "killed", st
+    nothing_lost(fenv, before)
+
+
+HOG = """
+import os, sys, time
+pid, limit = int(sys.argv[1]), int(sys.argv[2])
+chunks = []
+while sum(len(c) for c in chunks) < limit:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        break  # the driver was OOM-killed: no more pressure
+    chunks.append(b"x" * (8 << 20))
+    time.sleep(0.02)
+print("hogged", sum(len(c) for c in chunks) >> 20, "MiB", flush=True)
+"""
+
+
+def test_driver_killed_by_the_container_s_oom_killer_is_host_oom(fenv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    """O2, the real thing: the container gets a memory limit just above its use, the driver is made the OOM
+    killer's first choice (oom_score_adj 1000), and a process of the container allocates until the kernel
+    OOM-kills the driver: the watcher says host OOM, citing the memory cgroup's oom_kill counter."""
+    watch = launch_and_watch(fenv)
+    try:
+        before = wait_for(lambda: (c := checkpoints(fenv)) and len(c) >= 2 and c, 180, "two checkpoints")
+        container = docker_engine.containers.get(fenv.name)
+        pid = _driver_pid(container)
+        usage = int(container.exec_run(["cat", "/sys/fs/cgroup/memory/memory.usage_in_bytes"]).output or 0) or \
+            int(container.exec_run(["cat", "/sys/fs/cgroup/memory.current"]).output or 0)
+        assert usage > 0
+        limit = usage + (192 << 20)
+        try:
+            container.update(mem_limit=limit, memswap_limit=limit)
+        except Exception as exc:  # noqa: BLE001 - an engine without memory limits cannot run this case
+            pytest.skip(f"the engine cannot limit the container's memory: {exc}")
+        assert container.exec_run(["sh", "-c", f"echo 1000 > /proc/{pid}/oom_score_adj"]).exit_code == 0
+        t_fault = time.time()
+        hog = container.exec_run(["python3", "-c", HOG, pid, str(4 << 30)])
+        assert b"hogged" in hog.output, hog.output
+        alert = wait_event(fenv, "alert", 60)
+    finally:
+        code, out = finish_watch(watch)
+    latency = alert["time"] - t_fault
+    print(f"driver OOM-killed in its cgroup -> alert {alert['category']}: {latency:.2f} s")
+    assert alert["category"] == "host_oom", alert
+    assert "killed by signal 9 (SIGKILL, exit 137)" in alert["message"], alert
+    assert "the kernel OOM killer (host RAM) did it: the memory cgroup's oom_kill counter went from 0 to" in \
+        alert["message"], alert
+    assert latency <= REPORT_WITHIN_S, latency
+    assert code == 1 and "Traceback" not in out, out
+    kinds = [e["event"] for e in events(fenv)]
+    assert "recovery" not in kinds, kinds  # host OOM never climbs the offload rung
+    nothing_lost(fenv, before)

@@ -132,3 +132,56 @@ def test_a_sigtermed_watcher_leaves_no_follower_in_the_container(launch_env: Lau
             watch.kill()
             watch.wait()
         remove_container(docker_engine, launch_env.name)
+
+
+def _followers(container, run_log: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The container pids of processes that tail the run log (a watcher's follower or a decoy)."""
+    out = container.exec_run(["ps", "-eo", "pid=,args="]).output.decode()
+    return [ln.split()[0] for ln in out.splitlines() if "tail" in ln and run_log in ln and "ps -eo" not in ln]
+
+
+def test_stop_after_a_kill_9_of_the_watcher_leaves_no_follower_and_spares_decoys(launch_env: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    """A18 after kill -9: the watcher's SIGTERM handler never runs, so its `tail -F` stays in the container;
+    `stop` finds it by the run's id in its VERLCTL_FOLLOW token, its command and its parent (a docker exec),
+    and stops it through the verified signal path. A colleague's `tail -F` of the same log (no token, or
+    another run's token, or one started by a shell in the container) is left alone."""
+    import time
+
+    launch_env.spec["train"]["steps"] = 600
+    watch = _launch_and_watch(launch_env)
+    try:
+        container = docker_engine.containers.get(launch_env.name)
+        record = json.loads(next((launch_env.state / "runs").iterdir()).joinpath("run.json").read_text())
+        run_log, run_id = record["run_log"], record["run_id"]
+        deadline = time.monotonic() + 120
+        while not (ours := _followers(container, run_log)):  # the watcher's tail -F is up
+            assert time.monotonic() < deadline and watch.poll() is None, "no follower seen"
+            time.sleep(0.5)
+        watch.kill()  # SIGKILL: no clean-up runs in the watcher
+        watch.wait()
+        # Decoys: a colleague's tails of the same log (one with another run's token, one with this run's token
+        # but started by a shell in the container, one plain).
+        container.exec_run(["tail", "-c", "+1", "-F", "--", run_log], detach=True,
+                           environment={"VERLCTL_FOLLOW": "other-run/0123456789abcdef"})
+        container.exec_run(["sh", "-c", 'tail -c +1 -F -- "$0" & wait', run_log], detach=True,
+                           environment={"VERLCTL_FOLLOW": f"{run_id}/0123456789abcdef"})
+        container.exec_run(["tail", "-c", "+1", "-F", "--", run_log], detach=True)
+        deadline = time.monotonic() + 60
+        while len(decoys := [p for p in _followers(container, run_log) if p not in ours]) < 3:
+            assert time.monotonic() < deadline, decoys
+            time.sleep(0.3)
+        assert _followers(container, run_log) == sorted([*ours, *decoys], key=int)  # ours survived the kill -9
+        res = launch_env.cli("stop", "--json")
+        assert res.code == 0, res.out + res.err
+        doc = json.loads(res.out)
+        assert sorted(map(str, doc["followers_stopped"])) == sorted(ours), (doc, ours)
+        deadline = time.monotonic() + 30
+        while set(_followers(container, run_log)) & set(ours):
+            assert time.monotonic() < deadline, _followers(container, run_log)
+            time.sleep(0.3)
+        assert sorted(_followers(container, run_log), key=int) == sorted(decoys, key=int)  # decoys alive
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+        remove_container(docker_engine, launch_env.name)

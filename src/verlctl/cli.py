@@ -80,10 +80,13 @@ def main(argv: list[str] | None = None) -> None:
     except EOFError:
         _fail("input ended before every question was answered", None, ExitCode.USAGE, as_json)
     except ClickException as exc:
-        if as_json:
-            _fail(exc.format_message(), None, exc.exit_code, as_json)
-        exc.show()
-        sys.exit(exc.exit_code)
+        # One line, like every other error: what is wrong (click names the option or argument) and where the
+        # usage is; click's own three-line usage block is not repeated.
+        ctx = getattr(exc, "ctx", None)
+        where = getattr(ctx, "command_path", None) or "verlctl"
+        usage = f" (see `{where} --help`)" if type(exc).__name__ != "ClickException" else ""
+        message = " ".join(exc.format_message().split()).removesuffix(".")
+        _fail(message[:1].lower() + message[1:] + usage, None, exc.exit_code, as_json)
     except BrokenPipeError:
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)

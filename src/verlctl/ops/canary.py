@@ -150,7 +150,7 @@ class Canary:
         attempt = self.record.attempts[-1]
         classifier = Classifier()
         parser = LogParser(classifier)
-        follower = Follower(self.ex, self.record.run_log, attempt.log_offset)
+        follower = Follower(self.ex, self.record.run_log, attempt.log_offset, owner=self.record.run_id)
         result = PhaseResult(name, 0.0, False)
         window = ""  # the end of what was read: a marker may be split across reads
         deadline = started + self.timeout_s

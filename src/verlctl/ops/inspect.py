@@ -483,7 +483,8 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
     """Stop a run; prints what it does on ``console`` and returns it as the ``stop --json`` object:
     ``run_id``, ``watcher_stopped`` (pid or null), ``signalled`` ([{pgid, where}]), ``not_signalled`` (why
     nothing was signalled, or null), ``containers`` ([{name, node, action: removed|kept|gone|not_docker,
-    why}]; empty without --remove-container), ``warnings``."""
+    why}]; empty without --remove-container), ``followers_stopped`` ([pid] of the run's leftover log
+    followers, in the target's namespace), ``warnings``."""
     from rich.markup import escape
 
     if console is None:
@@ -526,6 +527,7 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
     for _gex, gref, where in stop_groups(groups, grace, say):
         result["signalled"].append({"pgid": gref.pgid, "where": where})
         console.print(f"stopped process group {gref.pgid} in {escape(where)}", highlight=False)
+    result["followers_stopped"] = stop_followers(record, ex, say, result["warnings"])
     result["warnings"] += _remove_key_files(record, ex, console)
     if not result["signalled"]:
         console.print("the run was not running: its verdict (finished, failed) is kept; it is marked stopped, so "
@@ -546,6 +548,28 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
     return result
 
 
+def stop_followers(record: RunRecord, ex: Executor | None, say: Callable[[str], None], warnings: list[str]) -> list[int]:
+    """A18: stop the run's log followers (a watcher's ``tail -F``) left in its target, also those of a watcher
+    killed with -9 (whose own clean-up never ran); each verified as the run's own there, just before its
+    signal (runtime/procscan.py, stop_followers). Their pids (in the target's namespace)."""
+    if ex is None or not record.run_log:
+        return []
+    try:
+        done = ex.stop_followers(record.run_id, record.run_log)
+    except VerlctlError as exc:
+        warnings.append(f"the run's log followers were not checked: {exc.message}")
+        say(f"warning: {warnings[-1]}")
+        return []
+    pids = [int(p) for p in done.get("signalled") or []]
+    if pids:
+        say(f"stopped {len(pids)} log follower{'s' if len(pids) != 1 else ''} of the run (a watcher's `tail -F`, "
+            f"pid {', '.join(map(str, pids))} in {ex.describe()})")
+    for why in done.get("refused") or []:
+        warnings.append(f"a log follower of the run was not stopped: {why}")
+        say(f"warning: {warnings[-1]}")
+    return pids
+
+
 def _remove_key_files(record: RunRecord, ex: Executor | None, console: Any) -> list[str]:
     return remove_key_files(record, ex, lambda text: console.print(text, highlight=False, markup=False))
 
@@ -554,14 +578,15 @@ def remove_key_files(record: RunRecord, ex: Executor | None, say: Callable[[str]
     """Remove the run's 0600 env file (it holds the SwanLab key) on the head and every worker node: nothing
     reads it once the run is stopped, has finished, or is given up (a relaunch would read it). Returns the
     warnings, each also said."""
-    from verlctl.render.render import ENV_FILE
+    from verlctl.render.render import ENV_FILE, SWANLAB_STORE
 
     targets: list[Executor] = [ex] if ex is not None else []
     targets += [wex for _w, wex, _ in worker_targets(record) if wex is not None]
     warnings = []
     for t in targets:
-        try:
-            res = t.run(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], timeout=30)
+        try:  # the env file and the run's SwanLab login store (start_verl.sh) both hold the key
+            res = t.run(["rm", "-rf", "--", f"{record.scripts_dir}/{ENV_FILE}", f"{record.scripts_dir}/{SWANLAB_STORE}"],
+                        timeout=30)
         except VerlctlError as exc:  # the target is gone or unreachable: nothing there to remove now
             warnings.append(f"could not remove {record.scripts_dir}/{ENV_FILE} in {t.describe()}: {exc.message}")
         else:

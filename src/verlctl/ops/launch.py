@@ -33,7 +33,7 @@ from verlctl.ops import preflight
 from verlctl.ops.markers import TRAINING_MARKER, has_progress
 from verlctl.ops.resume import resume_action, resume_point
 from verlctl.plan import Plan, make_plan
-from verlctl.render.render import ENV_FILE, START_SCRIPT, TRAIN_SCRIPT, Rendered
+from verlctl.render.render import ENV_FILE, START_SCRIPT, SWANLAB_STORE, TRAIN_SCRIPT, Rendered
 from verlctl.runtime.executor import Executor, FileSpec, GroupRef
 from verlctl.runtime.records import Attempt, RunRecord
 from verlctl.runtime.workdirs import directories_to_create
@@ -607,7 +607,8 @@ class Launcher:
                     group = ref if i == 0 else record.workers[i - 1].ref
                     if group is not None and ex.group_alive(group):
                         ex.stop_group(group, grace_s=20)
-                    ex.run(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], timeout=30)
+                    ex.run(["rm", "-rf", "--", f"{record.scripts_dir}/{ENV_FILE}",
+                            f"{record.scripts_dir}/{SWANLAB_STORE}"], timeout=30)
                 if created and cid and record.runtime == "docker":
                     from verlctl.ops.inspect import container_users
                     from verlctl.runtime import containers
@@ -992,7 +993,8 @@ class Launcher:
 
         self.report.step(f"verify that {module} started (up to {int(self.options.verify_timeout)}s)")
         deadline = time.monotonic() + self.options.verify_timeout
-        follower = Follower(ex, record.run_log, record.attempts[-1].log_offset if record.attempts else 0)
+        follower = Follower(ex, record.run_log, record.attempts[-1].log_offset if record.attempts else 0,
+                            owner=record.run_id)
         text = ""
         seen_marker_at: float | None = None
         next_check = 0.0

@@ -64,7 +64,8 @@ def setup(ex: Executor, resolved: ResolvedSpec, scripts_dir: str, report: Any, l
                 f"SwanLab login to {sw.host} failed: {detail}",
                 hint="check logging.swanlab.host and SWANLAB_API_KEY, or use mode offline",
             )
-        report.note(f"logged in to {sw.host} (verified; credentials are not saved in the target)")
-        return f"{sw.host}/@{sw.workspace}/{spec.logging.project}"
+        report.note(f"logged in to {sw.host} (verified; start_verl.sh keeps the key in the run's 0600 SwanLab "
+                    "login store, out of the environment of Ray's processes)")
+        return f"{sw.host}/@{sw.workspace}/{spec.logging.project}" if sw.workspace else f"{sw.host}/{spec.logging.project}"
     report.note(f"{sw.mode} mode: records go to {sw.log_dir} (upload later with `swanlab sync`)")
     return None

@@ -146,6 +146,7 @@ class Watcher:
         self._nodes_down: set[str] = set()
         self._worker_info: dict[str, str] = {}
         self._early: tuple[list[str], Any] | None = None  # a next attempt being prepared (see _early_oom)
+        self._oom_before: Any = None  # the OOM-kill counters when the attempt's watch started (monitor/killed.py)
 
     # -------------------------------------------------------------------------------- reporting
 
@@ -277,7 +278,7 @@ class Watcher:
         classifier = Classifier()
         parser = LogParser(classifier)
         live = LiveStatus(attempt=attempt.number)
-        follower = Follower(self.ex, self.record.run_log, attempt.log_offset)
+        follower = Follower(self.ex, self.record.run_log, attempt.log_offset, owner=self.record.run_id)
         first_error_at: float | None = None
         alerted = False
         last_liveness = 0.0
@@ -291,6 +292,7 @@ class Watcher:
         head_exited: str | None = None  # the head's `ray start` said its daemons exited (from the log)
         log_checked_at = time.time()  # when the run log was last seen to exist (a deleted log is reported)
         log_gone = False
+        self._oom_before = self._oom_counters(pgid)  # a SIGKILL is called OOM only on new OOM kills (O2)
         try:
             while True:
                 text = follower.get(timeout=1.0)
@@ -374,7 +376,7 @@ class Watcher:
                                 root = self._disk_full(finding_line=live.max_step or 0)
                                 findings = [root] if root is not None else findings
                             if exit_status == "137" and (root is None or root.category != "device_oom"):
-                                root = _killed_finding(root)
+                                root = self._killed_finding(root, pgid)
                                 findings = [root, *findings]
                             if root is not None and not alerted:
                                 alerted = True
@@ -474,12 +476,34 @@ class Watcher:
             what += f" (exit code {state['exit_code']}" + (", OOM-killed" if state.get("oom_killed") else "") + ")"
         root = findings[0] if findings else None
         if state.get("oom_killed"):
-            root = _killed_finding(root)
+            root = self._killed_finding(root, None, engine_oom_killed=True)
         detail = (f"the run's {self.ex.describe()} is {what}: the training cannot continue there; checkpoints "
                   f"are kept in {self.record.checkpoints or 'the checkpoint directory'}")
         if state["state"] == "running":
             detail = f"cannot reach the run's process group in {self.ex.describe()}: {exc.message}"
         return AttemptOutcome("lost", root, findings, detail)
+
+    def _oom_counters(self, pgid: Any, same_as: Any = None) -> Any:
+        """The OOM-kill counters of the training's memory cgroup and the kernel log (monitor/killed.py): in a
+        container its own cgroup, on the host the cgroup of the attempt's leader."""
+        from verlctl.monitor.killed import read_counters
+        from verlctl.runtime.executor import DockerExecutor
+
+        leader = None if isinstance(self.ex, DockerExecutor) else getattr(pgid, "pgid", None)
+        return read_counters(self.ex, leader, same_as)
+
+    def _killed_finding(self, root: Finding | None, pgid: Any, engine_oom_killed: bool = False) -> Finding:
+        """Exit 137 (SIGKILL) without a device out-of-memory error: host OOM only when the cgroup, the kernel
+        log or the engine says so; otherwise "killed by signal 9", with OOM as one possibility. Never a reason
+        to add offload (which moves memory *to* the host)."""
+        from verlctl.monitor.catalogue import CATALOGUE
+        from verlctl.monitor.killed import OomCounters, killed_finding
+
+        host = next(c for c in CATALOGUE if c.name == "host_oom")
+        before = self._oom_before or OomCounters()
+        after = self._oom_counters(pgid, before)
+        return killed_finding(root, before, after, engine_oom_killed,
+                              host.hint + "; check `dmesg` / `journalctl -k` for 'Out of memory: Killed process'")
 
     def _check_workers(self) -> None:
         """Multi-node: each worker node's process group, through its engine (ssh). An unreachable node is
@@ -825,23 +849,6 @@ def _checkpoint_step(path: str | None) -> int | None:
         return None
     step = path.rstrip("/").rsplit("global_step_", 1)[-1]
     return int(step) if "global_step_" in path and step.isdigit() else None
-
-
-def _killed_finding(root: Finding | None) -> Finding:
-    """Exit 137 (SIGKILL) without a device out-of-memory error: the kernel OOM killer (host RAM) is the
-    usual sender; never a reason to add offload (which moves memory *to* the host)."""
-    from verlctl.monitor.catalogue import CATALOGUE
-
-    host = next(c for c in CATALOGUE if c.name == "host_oom")
-    also = f" (the log also shows {root.category} at line {root.line})" if root is not None else ""
-    return Finding(
-        category="host_oom",
-        line=root.line if root is not None else 0,
-        excerpt="start_verl.sh exits with status 137",
-        message="the training was killed with SIGKILL (exit 137) and the log has no device out-of-memory "
-        f"error: most likely the kernel OOM killer (host RAM){also}",
-        hint=host.hint + "; check `dmesg` / `journalctl -k` for 'Out of memory: Killed process'",
-    )
 
 
 def _busy_devices(device: str, text: str) -> set[int]:

@@ -22,6 +22,9 @@ START_SCRIPT = "start_verl.sh"
 TRAIN_SCRIPT = "run_training.sh"
 RESOLVED_SPEC = "spec.resolved.yaml"
 ENV_FILE = "verlctl.env"
+#: The run's own SwanLab login store beside the env file (a 0700 directory holding SwanLab's 0600 ``.netrc``,
+#: its ``SWANLAB_ROOT``): start_verl.sh moves the API key there, out of the environment of Ray's processes.
+SWANLAB_STORE = "verlctl.swanlab"
 
 SECTION_TITLES = {
     "config group": "config group selection",
@@ -175,6 +178,8 @@ def render(resolved: ResolvedSpec, command: TrainingCommand, ray_args: tuple[str
         # Ray's dashboard runs code for anyone who reaches it (no auth): this machine only, unless other
         # nodes are in the run (the launch checklist says so then).
         dashboard_host="127.0.0.1" if spec.cluster.node_count == 1 else "0.0.0.0",
+        workdir=spec.container.workdir,  # where the training runs: SwanLab reads <cwd>/.swanlab/.netrc first
+        swanlab_store=SWANLAB_STORE,
         nofile=NOFILE_LIMIT,
         socket_ifname=spec.cluster.socket_ifname,
         ifname_vars=("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")

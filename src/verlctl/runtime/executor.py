@@ -113,6 +113,13 @@ class Executor(abc.ABC):
 
         return procscan.markers()
 
+    def stop_followers(self, run_id: str, log: str, sig: int = 15) -> dict[str, Any]:
+        """Stop the run's log followers (a watcher's ``tail -F``) left in the target, each verified as the
+        run's own (:func:`procscan.stop_followers`): {"found", "signalled", "refused"}."""
+        from verlctl.runtime import procscan
+
+        return procscan.stop_followers(run_id, log, sig)
+
     def verdict(self, group: GroupRef | int, sig: int = 0, only: str = "") -> dict[str, Any]:
         """Whether the group is still the attempt verlctl started (identity checked now), and its processes.
         With ``sig``, signal them (``only="ray"``: only its Ray daemons), only when verified."""
@@ -479,6 +486,12 @@ class DockerExecutor(Executor):
     def marked_processes(self) -> list[dict[str, Any]]:
         value = self._procscan(["--markers"])
         return value if isinstance(value, list) else []
+
+    def stop_followers(self, run_id: str, log: str, sig: int = 15) -> dict[str, Any]:
+        value = self._procscan(["--unfollow", run_id, log, str(int(sig))])
+        if not isinstance(value, dict):
+            raise RuntimeFailure(f"{self.describe()}: cannot stop the run's log followers")
+        return value
 
     def residents(self) -> list[dict[str, Any]]:
         """Every live process in the container (pid, ppid, uid, cmd, marker, follower), for the removal check."""

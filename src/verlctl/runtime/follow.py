@@ -9,16 +9,19 @@ import threading
 from collections.abc import Iterator
 
 from verlctl.runtime.executor import DockerExecutor, Executor
+from verlctl.runtime.procscan import FOLLOW_VAR
 
 
 class _Tail:
     """The container-side identity of one follower exec: its PID *in the container* and a token in its
-    environment (``ExecInspect.Pid`` is a host PID: meaningless inside the container)."""
+    environment (``ExecInspect.Pid`` is a host PID: meaningless inside the container). The token starts with the
+    run id (``<run id>/<random>``), so that `verlctl stop` can find the run's followers that a watcher killed
+    with -9 left behind (:func:`verlctl.runtime.procscan.stop_followers`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, owner: str = "") -> None:
         import secrets
 
-        self.token = secrets.token_hex(8)
+        self.token = f"{owner}/{secrets.token_hex(8)}" if owner else secrets.token_hex(8)
         self.pid: int | None = None
         self.ex: DockerExecutor | None = None
         self.stopped = False
@@ -35,8 +38,6 @@ class _Tail:
                     env={"FOLLOW_VAR": FOLLOW_VAR}, timeout=20)
         self.pid = None
 
-
-FOLLOW_VAR = "VERLCTL_FOLLOW"
 
 
 def follow(ex: Executor, path: str, offset: int, stop: threading.Event, tail: _Tail | None = None) -> Iterator[str]:
@@ -105,9 +106,9 @@ def _follow_docker(ex: DockerExecutor, path: str, offset: int, stop: threading.E
 class Follower:
     """Runs :func:`follow` in a daemon thread; ``get(timeout)`` returns new text ('' when none came)."""
 
-    def __init__(self, ex: Executor, path: str, offset: int = 0) -> None:
+    def __init__(self, ex: Executor, path: str, offset: int = 0, owner: str = "") -> None:
         self._stop = threading.Event()
-        self._tail = _Tail()
+        self._tail = _Tail(owner)
         self._queue: queue.Queue[str | None] = queue.Queue()
         self.ended = False
         self._thread = threading.Thread(target=self._pump, args=(ex, path, offset), daemon=True,

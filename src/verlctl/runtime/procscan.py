@@ -30,6 +30,7 @@ import os
 import sys
 
 MARKER_VAR = "VERLCTL_ATTEMPT"
+FOLLOW_VAR = "VERLCTL_FOLLOW"  # a verlctl watcher's `tail -F` (runtime/follow.py): ``<run id>/<token>``
 PID_MAX_LIMIT = 4194304  # the kernel's PID_MAX_LIMIT on 64-bit
 
 
@@ -85,10 +86,10 @@ def _environ(pid: int) -> bytes | None:
     return env
 
 
-def _marker_in(env: bytes | None) -> str | None:
+def _marker_in(env: bytes | None, var: str = MARKER_VAR) -> str | None:
     if env is None:
         return None
-    prefix = (MARKER_VAR + "=").encode()
+    prefix = (var + "=").encode()
     for item in env.split(b"\0"):
         if item.startswith(prefix):
             return item[len(prefix):].decode("utf-8", "replace")
@@ -125,6 +126,7 @@ def scan() -> list[dict]:
             continue
         env = _environ(st["pid"])
         st["marker"] = _marker_in(env)
+        st["follow"] = _marker_in(env, FOLLOW_VAR)
         st["env_readable"] = env is not None
         st["ns"] = _pid_ns(name)
         try:
@@ -232,7 +234,8 @@ def script_of(cmd: str) -> str:
     return "" if arg.startswith("-") else arg.rsplit("/", 1)[-1]
 
 
-def deliver(targets: list[list[int]], marker: str, sig: int, session: int | None = None) -> dict:
+def deliver(targets: list[list[int]], marker: str, sig: int, session: int | None = None,
+            var: str = "") -> dict:
     """Send ``sig`` to every target ``[pid, start]``, each verified again here, on its own, just before the
     signal: a pidfd names the process (no pid reuse between check and signal), and it must have that start
     time, live in this PID namespace and carry ``marker`` in its environment (read now). A member of the
@@ -240,8 +243,11 @@ def deliver(targets: list[list[int]], marker: str, sig: int, session: int | None
     rewrite theirs with their process title) counts only when a target of that session that carries the marker
     is verified in the same call: a session id cannot be joined from outside, nor reused while it has members.
     A target that has ended, or whose environment cannot be read any more (on its way out), is left out. When
-    any target fails a check, nothing at all is signalled: {"signalled": [pids], "refused": reason or ""}."""
+    any target fails a check, nothing at all is signalled: {"signalled": [pids], "refused": reason or ""}.
+    ``var``: the environment variable that carries ``marker`` (default ``VERLCTL_ATTEMPT``; a follower's
+    ``VERLCTL_FOLLOW``)."""
     out: dict = {"signalled": [], "refused": ""}
+    var = var or MARKER_VAR
     own_ns = _pid_ns("self")
     if not marker or own_ns is None or not sig:
         out["refused"] = "no marker, no signal, or this PID namespace cannot be read"
@@ -261,7 +267,7 @@ def deliver(targets: list[list[int]], marker: str, sig: int, session: int | None
             if st is None or st["state"][:1] in ("Z", "X") or env is None:
                 os_close(fd)
                 continue  # ended, or on its way out: nothing left to signal
-            checked.append((pid, fd, _marker_in(env) == marker, st["sid"]))
+            checked.append((pid, fd, _marker_in(env, var) == marker, st["sid"]))
             if st["start"] != start:
                 out["refused"] = f"pid {pid} is another process than the one verified"
                 return out
@@ -380,9 +386,6 @@ def markers() -> list[dict]:
             if p["marker"] and p["state"][:1] not in ("Z", "X")]
 
 
-FOLLOW_VAR = "VERLCTL_FOLLOW"  # a verlctl watcher's `tail -F` (runtime/follow.py)
-
-
 def residents() -> list[dict]:
     """Every live process but this scan (and its parents): pid, ppid, uid, command, its verlctl attempt marker and whether it
     is a verlctl follower (``tail -F`` of a watcher). What `stop --remove-container` would end. Reads only."""
@@ -404,11 +407,49 @@ def residents() -> list[dict]:
     return out
 
 
+def follower_cmd_ok(cmd: str, log: str) -> bool:
+    """Whether ``cmd`` is a follower's command for ``log``: ``tail -c +N -F -- LOG`` (runtime/follow.py)."""
+    head = "tail -c +"
+    if not log or not cmd.startswith(head):
+        return False
+    offset, sep, rest = cmd[len(head):].partition(" ")
+    return offset.isdigit() and sep == " " and rest == "-F -- " + log
+
+
+def follower_targets(procs: list[dict], run_id: str, log: str) -> list[dict]:
+    """The live followers of ``run_id``'s ``log`` among ``procs``, each verified as the run's own: in this PID
+    namespace, ``VERLCTL_FOLLOW=<run id>/<token>`` in its environment, the command ``tail -c +N -F -- LOG``,
+    and started by ``docker exec`` from outside the container's PID namespace (parent pid 0 seen from
+    inside): a `tail` that a shell in the container started (a colleague's) has a parent here."""
+    own_ns = _pid_ns("self")
+    if not run_id or "/" in run_id or not log:
+        return []
+    return [p for p in procs if p["state"][:1] not in ("Z", "X") and p.get("ns") == own_ns
+            and str(p.get("follow") or "").startswith(run_id + "/") and len(str(p["follow"])) > len(run_id) + 1
+            and p["ppid"] == 0 and follower_cmd_ok(p.get("cmd", ""), log)]
+
+
+def stop_followers(run_id: str, log: str, sig: int = 15) -> dict:
+    """Stop the run's followers (``tail -F`` of its log) that a watcher left behind (one killed with -9 never
+    stopped its own): each verified by :func:`follower_targets`, then again by :func:`deliver` just before
+    its signal (its own token read from its environment then). {"found", "signalled", "refused"}."""
+    out: dict = {"found": [], "signalled": [], "refused": []}
+    for p in follower_targets(scan(), run_id, log):
+        out["found"].append(p["pid"])
+        done = deliver([[p["pid"], p["start"]]], p["follow"], sig, var=FOLLOW_VAR)
+        out["signalled"] += done["signalled"]
+        if done["refused"]:
+            out["refused"].append(done["refused"])
+    return out
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--residents"]:
         print(json.dumps(residents()))
     elif sys.argv[1:2] == ["--start"]:
         print(json.dumps(leader_start(int(sys.argv[2]))))
+    elif sys.argv[1:2] == ["--unfollow"]:
+        print(json.dumps(stop_followers(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
     elif sys.argv[1:2] == ["--markers"]:
         print(json.dumps(markers()))
     else:

@@ -77,8 +77,42 @@ def _control_char(value: object) -> str | None:
     return None
 
 
+def _takes_int_not_bool(annotation: object) -> bool:
+    """Whether a field of this annotation is a whole number (``int``, ``int | None``), not a bool."""
+    import typing
+
+    def base(t: object) -> object:  # Annotated[int, ...] -> int
+        return typing.get_args(t)[0] if typing.get_origin(t) is typing.Annotated else t
+
+    t = base(annotation)
+    args = [base(a) for a in typing.get_args(t)] if typing.get_origin(t) is not None else [t]
+    return int in args and bool not in args
+
+
+#: Longest container name / logging name: each becomes a path component, a label or part of one (NAME_MAX 255).
+MAX_NAME_LEN = 128
+
+#: A Docker image reference (distribution/reference grammar): [host[:port]/]path[:tag][@digest].
+_IMAGE_RE = re.compile(
+    r"(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?))*"
+    r"(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_int(cls, v: object, info: ValidationInfo) -> object:
+        # pydantic takes true/false for an int field as 1/0: `train.steps: true` is a mistake, not a count
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(v, bool) and field is not None and _takes_int_not_bool(field.annotation):
+            raise ValueError(f"must be a whole number, not {str(v).lower()}")
+        return v
 
     @field_validator("*")
     @classmethod
@@ -139,12 +173,12 @@ class ClusterSpec(_Strict):
     ray_start_args: list[str] = Field(
         default_factory=list, description="Extra arguments for `ray start` on every node (e.g. --num-cpus=64)."
     )
-    device_memory_gib: Annotated[float, Field(gt=0)] | None = Field(
+    device_memory_gib: Annotated[float, Field(gt=0, le=65536)] | None = Field(
         default=None,
         description="Memory of one NPU/GPU in GiB, for the memory-fit estimate when planning away from the machine "
         "(default: detected by `check`).",
     )
-    host_memory_gib: Annotated[float, Field(gt=0)] | None = Field(
+    host_memory_gib: Annotated[float, Field(gt=0, le=1048576)] | None = Field(
         default=None,
         description="RAM of one node in GiB, for the host-memory estimate (default: detected by `check`).",
     )
@@ -321,8 +355,19 @@ class ContainerSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, v: str) -> str:
+        if len(v) > MAX_NAME_LEN:
+            raise ValueError(f"a container name of {len(v)} characters is too long: at most {MAX_NAME_LEN}")
         if not _NAME_RE.fullmatch(v):
             raise ValueError(f"invalid container name {v!r}: use letters, digits, '_', '.', '-'")
+        return v
+
+    @field_validator("image")
+    @classmethod
+    def _valid_image(cls, v: str) -> str:
+        if len(v) > 512 or not _IMAGE_RE.fullmatch(v):
+            shown = v if len(v) <= 80 else v[:80] + "..."
+            raise ValueError(f"{shown!r} is not a Docker image reference: give [registry/]name[:tag][@digest] "
+                             "(lower-case name, e.g. quay.io/ascend/verl:TAG)")
         return v
 
     @field_validator("workdir")
@@ -384,8 +429,8 @@ class TrainSpec(_Strict):
     rollout_memory_utilization: Annotated[float, Field(gt=0, le=1)] = Field(
         default=0.6, description="actor_rollout_ref.rollout.gpu_memory_utilization"
     )
-    save_freq: int = Field(default=10, ge=-1, description="Checkpoint every N steps (-1: never).")
-    test_freq: int = Field(default=10, ge=-1, description="Validate every N steps (-1: never).")
+    save_freq: int = Field(default=10, ge=-1, le=MAX_INT, description="Checkpoint every N steps (-1: never).")
+    test_freq: int = Field(default=10, ge=-1, le=MAX_INT, description="Validate every N steps (-1: never).")
     val_before_train: bool = Field(default=False, description="Validate before the first step.")
     trainer_devices: PositiveInt | None = Field(
         default=None, description="one_step_off_policy / separate_async / fully_async: training devices per node (seed "
@@ -504,6 +549,9 @@ class LoggingSpec(_Strict):
     @field_validator("project", "experiment")
     @classmethod
     def _safe(cls, v: str | None) -> str | None:
+        if v is not None and len(v) > MAX_NAME_LEN:
+            raise ValueError(f"a name of {len(v)} characters is too long (it becomes a directory name): at most "
+                             f"{MAX_NAME_LEN}")
         if v is not None and not _NAME_RE.fullmatch(v):
             raise ValueError(f"invalid name {v!r}: use letters, digits, '_', '.', '-'")
         return v

@@ -268,6 +268,32 @@ def short_int_error(exc: ValueError) -> str:
     return str(exc).splitlines()[0][:200] if str(exc) else "invalid value"
 
 
+def unique_key_loader() -> Any:
+    """PyYAML's SafeLoader that refuses a mapping with the same key twice (plain PyYAML keeps the last one
+    silently: a spec with two ``train:`` blocks would lose the first)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: dict[Any, int] = {}
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: PyYAML's own constructor reports it
+                    continue
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {str(key)[:80]!r} (first at line {first}): keep one of them",
+                        key_node.start_mark)
+                seen[key] = key_node.start_mark.line + 1
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
+
+
 def load_yaml_layer(path: str | Path) -> Layer:
     import yaml
 
@@ -275,7 +301,7 @@ def load_yaml_layer(path: str | Path) -> Layer:
     text = read_spec_text(p)
     too_deep = f"spec file {p}: nesting too deep (more than {MAX_SPEC_DEPTH} levels of mappings or lists)"
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=unique_key_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
