@@ -414,7 +414,7 @@ def test_driver_killed_with_sigkill_is_not_called_host_oom(fenv: LaunchEnv, dock
     (SIGKILL)", with OOM named as one possibility only: the container's memory cgroup counted no OOM kill."""
     watch = launch_and_watch(fenv)
     try:
-        before = wait_for(lambda: (c := checkpoints(fenv)) and len(c) >= 2 and c, 180, "two checkpoints")
+        before = poll_value(lambda: (c := checkpoints(fenv)) and len(c) >= 2 and c, 180, "two checkpoints")
         container = docker_engine.containers.get(fenv.name)
         pid = _driver_pid(container)
         t_fault = time.time()
@@ -457,7 +457,7 @@ def test_driver_killed_by_the_container_s_oom_killer_is_host_oom(fenv: LaunchEnv
     OOM-kills the driver: the watcher says host OOM, citing the memory cgroup's oom_kill counter."""
     watch = launch_and_watch(fenv)
     try:
-        before = wait_for(lambda: (c := checkpoints(fenv)) and len(c) >= 2 and c, 180, "two checkpoints")
+        before = poll_value(lambda: (c := checkpoints(fenv)) and len(c) >= 2 and c, 180, "two checkpoints")
         container = docker_engine.containers.get(fenv.name)
         pid = _driver_pid(container)
         usage = int(container.exec_run(["cat", "/sys/fs/cgroup/memory/memory.usage_in_bytes"]).output or 0) or \

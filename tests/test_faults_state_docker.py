@@ -148,7 +148,7 @@ def test_stop_after_a_kill_9_of_the_watcher_leaves_no_follower_and_spares_decoys
     import time
 
     launch_env.spec["train"]["steps"] = 600
-    watch = _launch_and_watch(launch_env)
+    watch = launch_and_watch(launch_env)
     try:
         container = docker_engine.containers.get(launch_env.name)
         record = json.loads(next((launch_env.state / "runs").iterdir()).joinpath("run.json").read_text())
