@@ -125,6 +125,21 @@ class Answers:
         if changed:
             self._current = None
 
+    def add_detected(self, path: str, value: Any) -> None:
+        """A pre-fill found during the rounds (the verl installed in the chosen image): source ``detected``."""
+        self.detected[path] = value
+        try:
+            self.resolve()
+        except SpecError:
+            del self.detected[path]
+            raise
+        self._current = None
+
+    def forget(self, path: str) -> None:
+        """Drop an earlier typed answer, so that the question is pre-filled from the other sources again."""
+        if self.typed.pop(path, None) is not None:
+            self._current = None
+
     # ------------------------------------------------------------------------------ checks
 
     def check(self, values: Mapping[str, Any], fields: Iterable[str] = (),
