@@ -10,10 +10,12 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
-from verlctl.spec.model import RunSpec
+
+if TYPE_CHECKING:  # the spec model is not imported by `status` / `stop` (start-up time, issue 24)
+    from verlctl.spec.model import RunSpec
 
 LABEL_PREFIX = "io.verlctl"
 
@@ -42,7 +44,7 @@ def connect(timeout: float = 10, base_url: str | None = None, where: str | None 
             client = docker.from_env(timeout=int(timeout))
         else:
             client = docker.DockerClient(base_url=base_url, version="auto", timeout=int(timeout))
-        client.ping()
+        # (no ping: negotiating the API version above has asked the engine already, one call fewer)
     except Exception as exc:
         host = where or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         msg = " ".join(str(exc).split())[:200]
