@@ -149,3 +149,13 @@ def test_an_image_with_verl_0_9_1_prefills_0_9_1_and_its_modes(tmp_path: Path, i
     assert r.spec.verl_version == "0.9.1" and src(r, "verl_version") is Source.DETECTED, d.text[:800]
     assert r.spec.mode == "fully_async" and SPLIT_Q in d.prompter.asked
     assert spec_document(r)[0]["verl_version"] == "0.9.1"
+
+
+def test_a_number_out_of_range_is_refused_in_the_words_of_the_question(tmp_path: Path) -> None:
+    from wizard_support import CLEAR
+
+    w = make_world(tmp_path)
+    d = drive(ENTER * 4 + ENTER * 14 + CLEAR + "0" + ENTER + CLEAR + "5" + ENTER + ENTER * 5, w.machine)
+    why = [r.reason for r in d.prompter.refusals if r.question == "Training steps"]
+    assert why == ["type a number greater than 0"], why  # not pydantic's "Input should be greater than 0"
+    assert d.resolved.spec.train.steps == 5

@@ -50,7 +50,10 @@ def reason_of(exc: SpecError) -> str:
     msg = exc.message
     if exc.field and msg.startswith(f"{exc.field}: "):
         msg = msg[len(exc.field) + 2 :]
-    return re.sub(r" \(from [a-z]+(?: \([^)]*\))?\)", "", msg)
+    msg = re.sub(r" \(from [a-z]+(?: \([^)]*\))?\)", "", msg)
+    # pydantic's bound message, in the words of the question (U14): "type a number greater than 0"
+    bound = re.fullmatch(r"Input should be (greater|less) than( or equal to)? (\S+)", msg)
+    return f"type a number {bound.group(1)} than{bound.group(2) or ''} {bound.group(3)}" if bound else msg
 
 
 @functools.lru_cache(maxsize=64)
