@@ -6,7 +6,9 @@ status.json, a host log under paths.logs): 18 Docker runs that ended (finished, 
 from OOM) whose containers are gone, one launch that never started, and one running host-runtime run (a real
 process group with its attempt marker, so that `list` and `status` check a live process). Targets (issue 24):
 `status RUN` <= 1.5 s, `list` <= 1 s, `stop` of an ended run <= 2 s. Load the machine yourself for the
-"2 busy loops per core" figure, e.g. `bench/bench_inspect.py --busy 2`.
+"2 busy loops per core" figure, e.g. `bench/bench_inspect.py --busy 2`. Each time is also given as a ratio to
+the CLI benchmarks' baseline, a minimal typer app's `--help` (bench/bench_cli.py), measured in the same run:
+on a loaded machine the ratio (and the CPU time) move less than the wall time.
 
     .venv/bin/python bench/bench_inspect.py [--runs 7] [--busy N]
 """
@@ -155,6 +157,8 @@ def main() -> None:
                     "(default: the newest verlctl-test-base image; 'none' to skip)")
     args = ap.parse_args()
     verlctl = [sys.executable, "-m", "verlctl"]
+    from bench_cli import HELLO  # the CLI benchmarks' baseline: a minimal typer app (bench/bench_cli.py)
+
     loops = busy_loops(args.busy * (os.cpu_count() or 1))
     running = None
     cid = None
@@ -173,9 +177,16 @@ def main() -> None:
             if image != "none":
                 cid, in_container = start_container(image, state)
             env = {**os.environ, "VERLCTL_STATE_DIR": str(state), "COLUMNS": "160"}
-            results: dict[str, list[float]] = {"list": [], "status RUN (ended, container gone)": [],
+            env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has its .pyc files: time them, not compile
+            hello = Path(tmp) / "hello.py"
+            hello.write_text(HELLO)
+            baseline = [sys.executable, str(hello), "--help"]
+            timed(baseline, env, "baseline")
+            for cmd in ([*verlctl, "list"], [*verlctl, "status", RUNNING]):  # write the .pyc files
+                timed(cmd, env, "warm-up")
+            results: dict[str, list[float]] = {"typer hello --help (baseline)": [], "list": [], "status RUN (ended, container gone)": [],
                                                "status RUN (running)": [], "stop RUN (ended, container gone)": []}
-            budgets = {"list": 1.0, "status RUN (ended, container gone)": 1.5, "status RUN (running)": 1.5,
+            budgets = {"typer hello --help (baseline)": float("inf"), "list": 1.0, "status RUN (ended, container gone)": 1.5, "status RUN (running)": 1.5,
                        "stop RUN (ended, container gone)": 2.0}
             if in_container:
                 results["status RUN (ended, container kept)"] = []
@@ -183,6 +194,8 @@ def main() -> None:
                 budgets["status RUN (ended, container kept)"] = 1.5
                 budgets["stop RUN (ended, container kept)"] = 2.0
             for i in range(args.runs):
+                results["typer hello --help (baseline)"].append(
+                    timed(baseline, env, "typer hello --help (baseline)"))
                 results["list"].append(timed([*verlctl, "list"], env, "list"))
                 results["status RUN (ended, container gone)"].append(
                     timed([*verlctl, "status", ids[3]], env, "status RUN (ended, container gone)"))
@@ -197,11 +210,15 @@ def main() -> None:
             load = os.getloadavg()[0]
             print(f"{len(ids) + 1 + bool(in_container)} recorded runs, {args.busy} busy loop(s) per core, "
                   f"{args.runs} runs each, load average {load:.1f} on {os.cpu_count()} cores:")
+            base = statistics.median(results["typer hello --help (baseline)"])
+            base_cpu = statistics.median(CPU["typer hello --help (baseline)"])
             for name, times in results.items():
                 med = statistics.median(times)
                 cpu = statistics.median(CPU.get(name) or [0.0])
+                verdict = "" if budgets[name] == float("inf") else (
+                    f"budget {budgets[name]:.1f} s  {'ok' if med <= budgets[name] else 'OVER'}")
                 print(f"  {name:40s} median {med:5.2f} s  best {min(times):5.2f} s  cpu {cpu:4.2f} s  "
-                      f"budget {budgets[name]:.1f} s  {'ok' if med <= budgets[name] else 'OVER'}")
+                      f"x baseline {med / base:4.1f} (cpu {cpu / base_cpu:4.1f})  {verdict}")
     finally:
         if running is not None:
             with contextlib.suppress(OSError):

@@ -1438,7 +1438,57 @@ VERDICT_ROWS = [
         foreign_container(None), "U4: a colleague's container under the default name"),
 ]
 
-ROWS = SPEC_ROWS + MACHINE_ROWS + FIELD_ROWS + NODE_ROWS + OWNERSHIP_ROWS + VERDICT_ROWS
+
+
+def swanlab_case(case: str) -> Findings:
+    """The swanlab_reach rule on the SwanLab host as check collects it (``ops.machine_facts.swanlab_reach``),
+    tried against real loopback servers (tests/reach_support.py): a LAN host is stood in by 127.0.0.2, which
+    the no_proxy ``localhost,127.0.0.1`` does not cover, and the corporate proxy by one answering 502."""
+    import contextlib
+
+    from reach_support import closed_port, http_server, proxy_server, raw_server
+    from verlctl.ops.machine_facts import swanlab_reach
+
+    def run(tmp: Path) -> list[Finding]:
+        with contextlib.ExitStack() as stack:
+            flags: dict[str, Any] = {"logging.swanlab.enabled": True, "logging.swanlab.mode": "cloud"}
+            if case == "reachable":
+                host = f"http://127.0.0.1:{stack.enter_context(http_server())[0]}"
+            elif case == "refused":
+                host = f"http://127.0.0.1:{closed_port()}"
+            elif case == "dns":
+                host = "http://swanlab.invalid:8000"  # RFC 6761: never resolves
+            elif case in ("timeout", "not_http"):
+                reply = None if case == "timeout" else b"SSH-2.0-OpenSSH_9.6\r\n\r\n"
+                host = f"http://127.0.0.1:{stack.enter_context(raw_server(reply))}"
+            else:  # "no_proxy": the host answers directly; "proxy": it does not either
+                lan = stack.enter_context(http_server("127.0.0.2"))[0] if case == "no_proxy" else closed_port()
+                host = f"http://127.0.0.2:{lan}"
+                flags["container.proxy.http"] = f"http://127.0.0.1:{stack.enter_context(proxy_server(False))[0]}"
+                flags["container.proxy.no_proxy"] = "localhost,127.0.0.1"
+            flags["logging.swanlab.host"] = host
+            return verdict_rule("swanlab_reach", lambda t, r: CheckFacts(
+                machine=MachineState(), swanlab_reach=swanlab_reach(r.spec)), **flags)(tmp)
+
+    return run
+
+
+SWANLAB_HOST = "logging.swanlab.host"
+SWANLAB_ROWS = [
+    Row("swanlab_reachable", INFO, SWANLAB_HOST, swanlab_case("reachable"), swanlab_case("refused")),
+    Row("swanlab_refused", ERROR, SWANLAB_HOST, swanlab_case("refused"), swanlab_case("reachable")),
+    Row("swanlab_dns", ERROR, SWANLAB_HOST, swanlab_case("dns"), swanlab_case("reachable")),
+    Row("swanlab_timeout", ERROR, SWANLAB_HOST, swanlab_case("timeout"), swanlab_case("reachable"),
+        "a server that accepts and never answers: the 5 s budget ends the try"),
+    Row("swanlab_unreachable", ERROR, SWANLAB_HOST, swanlab_case("not_http"), swanlab_case("reachable"),
+        "it answers, but not HTTP"),
+    Row("swanlab_no_proxy", ERROR, "container.proxy.no_proxy", swanlab_case("no_proxy"), swanlab_case("reachable"),
+        "U5: the proxy cannot reach the LAN host, which answers directly"),
+    Row("swanlab_proxy", ERROR, "container.proxy.http", swanlab_case("proxy"), swanlab_case("no_proxy"),
+        "neither through the proxy nor directly"),
+]
+
+ROWS = SPEC_ROWS + MACHINE_ROWS + FIELD_ROWS + NODE_ROWS + OWNERSHIP_ROWS + VERDICT_ROWS + SWANLAB_ROWS
 
 
 def _ids(rows: Iterable[Row]) -> list[str]:

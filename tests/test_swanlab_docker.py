@@ -1,7 +1,9 @@
 """SwanLab on the real engine: the cloud key never leaks; offline mode writes its records under the log dir.
 
-No SwanLab server is reachable from here: in cloud mode the login (which checks the key against the server)
-fails, and launch stops with one line. Everything the launch did up to then is searched for the key.
+No SwanLab server runs here. A host nothing listens on is refused before launch does anything (the SwanLab
+host is tried first, issue 24). A stand-in HTTP server (tests/reach_support.py) passes that try, and the login
+inside the container (which checks the key against the server) then fails: launch stops with one line.
+Everything the launch did up to then is searched for the key.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from reach_support import http_server
 
 from launch_support import LaunchEnv, free_port
 
@@ -32,12 +36,23 @@ def _all_text(root: Path) -> str:
     return "\n".join(out)
 
 
-def test_cloud_key_is_absent_everywhere_but_the_0600_env_file(senv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+def test_an_unreachable_swanlab_host_is_refused_before_anything_is_created(senv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
     senv.spec["logging"] = {"swanlab": {"host": f"http://127.0.0.1:{free_port()}", "mode": "cloud",
                                         "log_dir": str(senv.root / "logs" / "swanlab")}}
-    since = int(time.time()) - 1
     res = senv.cli("launch", "-c", str(senv.spec_file), "--yes", SWANLAB_API_KEY=KEY)
-    until = int(time.time()) + 1
+    assert res.code == 2 and "swanlab_refused" in res.out + res.err
+    assert KEY not in res.out + res.err and "Traceback" not in res.out + res.err
+    assert not docker_engine.containers.list(all=True, filters={"name": senv.name})
+
+
+def test_cloud_key_is_absent_everywhere_but_the_0600_env_file(senv: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
+    with http_server() as (port, seen):  # answers GET (the pre-launch try); not a SwanLab server
+        senv.spec["logging"] = {"swanlab": {"host": f"http://127.0.0.1:{port}", "mode": "cloud",
+                                            "log_dir": str(senv.root / "logs" / "swanlab")}}
+        since = int(time.time()) - 1
+        res = senv.cli("launch", "-c", str(senv.spec_file), "--yes", SWANLAB_API_KEY=KEY)
+        until = int(time.time()) + 1
+    assert KEY not in seen.text()
     # The login cannot reach a server: one clear line, non-zero.
     assert res.code != 0
     errors = [ln for ln in res.err.splitlines() if ln.startswith("error:")]

@@ -39,7 +39,11 @@ def step(child: pexpect.spawn, question: str, keys: str) -> None:
 
 
 def answer_every_round(child: pexpect.spawn, model: Path) -> None:
-    # Round 1
+    # Round 1: what runs (the test image's verl is not local here: the defaults), then the machine
+    step(child, "verl version", ENTER)
+    step(child, "Algorithm", ENTER)
+    step(child, "Training backend (strategy)", ENTER)
+    step(child, "Mode", ENTER)
     step(child, "Single node or multi-node?", ENTER)
     step(child, "NPUs to train on", ENTER)
     step(child, "Model (a Hugging Face model directory)", DOWN + ENTER)  # type a path
@@ -152,10 +156,11 @@ def test_ctrl_c_in_a_terminal_exits_130_with_one_line_and_changes_nothing(tmp_pa
     state.write_text(w.machine.model_dump_json())
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    for answered in (0, 2, 7):
+    for answered in (0, 2, 11):
         kept_dir = tmp_path / f"state-{answered}"
         child, log = spawn(["init", "--machine", str(state), "-o", "run.yaml"], cwd, VERLCTL_STATE_DIR=str(kept_dir))
-        questions = ["Single node or multi-node?", "NPUs to train on", "Model (a Hugging Face model directory)",
+        questions = ["verl version", "Algorithm", "Training backend (strategy)", "Mode",
+                     "Single node or multi-node?", "NPUs to train on", "Model (a Hugging Face model directory)",
                      "Training data (parquet)", "Validation data (parquet)", "Checkpoint directory",
                      "Container: reuse one or create a new one", "Name of the new container"]
         for q in questions[:answered]:
@@ -310,7 +315,8 @@ def test_a_long_refusal_wraps_under_the_prompt_instead_of_being_cut_at_60_column
     child = pexpect.spawn(argv[0], argv[1:], cwd=str(cwd), env=env, dimensions=(40, 60), timeout=60)
     child.logfile_read = log
     try:
-        for question in ("Single node or multi-node?", "NPUs to train on", "Model (a Hugging Face", "Training data",
+        for question in ("verl version", "Algorithm", "Training backend (strategy)", "Mode",
+                         "Single node or multi-node?", "NPUs to train on", "Model (a Hugging Face", "Training data",
                          "Validation data", "Checkpoint directory", "Container: reuse", "Name of the new container",
                          "Image for the new container", "http_proxy", "https_proxy", "Log to SwanLab?",
                          "Choose the features by", "Feature mask", "Training steps", "Batch size", "Learning rate"):

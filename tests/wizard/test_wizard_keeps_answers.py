@@ -16,14 +16,14 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 from test_wizard_cli import spawn, step
-from wizard_support import CLEAR, DOWN, ENTER, drive, make_world
+from wizard_support import CLEAR, DOWN, ENTER, RUN, drive, make_world
 
 from verlctl.errors import VerlctlError
 from verlctl.plan import make_plan
 from verlctl.spec.resolve import load_spec
 from verlctl.wizard import machine_view as mv
 
-EVERY_DEFAULT = ENTER * 20  # every question of a world with one model, two parquet files, 8 free NPUs
+EVERY_DEFAULT = RUN + ENTER * 20  # every question of a world with one model, two parquet files, 8 free NPUs
 
 
 def run_init(keys: str, machine: Any, out: Path, config: Path | None = None) -> tuple[int | None, str, Any]:
@@ -105,7 +105,8 @@ def test_a_write_error_in_a_terminal_is_one_line_without_a_traceback(tmp_path: P
     try:
         child, log = spawn(["init", "--machine", str(state), "-o", str(ro / "run.yaml")], tmp_path,
                            VERLCTL_STATE_DIR=str(tmp_path / "vstate"))
-        for q in ("Single node or multi-node?", "NPUs to train on", "Model (a Hugging Face model directory)",
+        for q in ("verl version", "Algorithm", "Training backend (strategy)", "Mode", "Single node or multi-node?",
+                  "NPUs to train on", "Model (a Hugging Face model directory)",
                   "Training data (parquet)", "Validation data (parquet)", "Checkpoint directory",
                   "Container: reuse one or create a new one", "Name of the new container",
                   "Image for the new container", "http_proxy", "https_proxy", "Log to SwanLab?",
@@ -168,7 +169,7 @@ def vpp_config(tmp_path: Path) -> Path:
 
 # Round 1 (6), round 2 (5), SwanLab off; features given by the file; TP 8 with 8 devices leaves PP 1 only,
 # which vpp refuses: no PP fits, so PP 1 is accepted for now (the review's D5).
-FIRST_PASS = ENTER * 6 + ENTER * 5 + ENTER + ENTER * 3 + CLEAR + "8" + ENTER + CLEAR + "1" + ENTER + ENTER
+FIRST_PASS = RUN + ENTER * 6 + ENTER * 5 + ENTER + ENTER * 3 + CLEAR + "8" + ENTER + CLEAR + "1" + ENTER + ENTER
 
 
 def test_the_recheck_reopens_the_features_round_for_a_feature_prerequisite(tmp_path: Path, world) -> None:  # type: ignore[no-untyped-def]
@@ -195,7 +196,7 @@ def test_the_recheck_stops_asking_after_two_passes(tmp_path: Path, world) -> Non
 
 
 def test_swanlab_defaults_are_nobodys_personal_names(tmp_path: Path, world) -> None:  # type: ignore[no-untyped-def]
-    keys = (ENTER * 11 + "y" + "http://10.0.0.5:8000" + ENTER + DOWN + DOWN + ENTER  # offline
+    keys = (RUN + ENTER * 11 + "y" + "http://10.0.0.5:8000" + ENTER + DOWN + DOWN + ENTER  # offline
             + ENTER * 3 + ENTER * 2 + ENTER * 6)
     d = drive(keys, world.machine)
     spec = d.resolved.spec
@@ -212,7 +213,7 @@ def test_a_container_that_lacks_a_mount_cannot_be_chosen_and_says_who_created_it
     assert mv.container_owner(jins) == "not created by verlctl"
     assert "mounts nothing" in mv.container_title(jins)
     # Down then Enter: the foreign container without the mounts is disabled, so the new container is taken.
-    d = drive(ENTER * 6 + DOWN + ENTER + ENTER * 13, world.machine)
+    d = drive(RUN + ENTER * 6 + DOWN + ENTER + ENTER * 13, world.machine)
     assert "Name of the new container" in d.prompter.asked and d.resolved.spec.container.name == "verlctl"
 
 
@@ -232,7 +233,7 @@ def test_reusing_a_container_is_explicit_and_shows_its_creator_and_mounts(
     assert mv.container_owner(mine) == "created by verlctl, run 20261130-run-abcd (exp)"
     machine = world.machine.model_copy(update={"docker": info.model_copy(update={"containers": [mine]})})
     # Enter alone creates a new container; reusing this one is an explicit Down.
-    d = drive(ENTER * 6 + DOWN + ENTER + ENTER * 13, machine)
+    d = drive(RUN + ENTER * 6 + DOWN + ENTER + ENTER * 13, machine)
     assert d.resolved.spec.container.name == c.name and "Name of the new container" not in d.prompter.asked
     assert (f"reusing container {c.name}: created by verlctl, run 20261130-run-abcd (exp); "
             f"mounts {tmp_path}:{tmp_path}") in " ".join(d.text.split())
@@ -246,7 +247,7 @@ def test_init_offers_to_continue_from_the_answers_of_an_interrupted_init(tmp_pat
 
     out = tmp_path / "run.yaml"
     with pytest.raises(WizardInterrupted) as info:
-        run_init(ENTER * 5 + "\x03", world.machine, out)
+        run_init(RUN + ENTER * 5 + "\x03", world.machine, out)
     kept = tmp_path / "state" / "wizard" / "interrupted.yaml"
     assert kept.exists() and "offers to continue" in info.value.message and not out.exists()
     code, text, prompter = run_init("y" + ENTER * 14 + "y", world.machine, out)

@@ -15,6 +15,8 @@ from wizard_support import (
     NPU_BUSY,
     NPU_WARNING,
     OTHER_IMAGE,
+    RUN,
+    RUN_QUESTIONS,
     SPACE,
     drive,
     make_world,
@@ -25,6 +27,7 @@ from verlctl.spec.model import DEFAULT_IMAGE
 from verlctl.spec.sources import Source
 
 ALL_QUESTIONS = [
+    *RUN_QUESTIONS,
     "Single node or multi-node?",
     "NPUs to train on",
     "Model (a Hugging Face model directory)",
@@ -58,7 +61,7 @@ def reasons(driven) -> list[str]:  # type: ignore[no-untyped-def]
 
 def test_accepting_every_prefill_creates_a_new_container_and_types_nothing(tmp_path: Path) -> None:
     w = make_world(tmp_path)
-    d = drive(ENTER * 20, w.machine)
+    d = drive(RUN + ENTER * 20, w.machine)
     r, spec = d.resolved, d.resolved.spec
 
     assert d.prompter.asked == ALL_QUESTIONS
@@ -102,7 +105,7 @@ def test_new_container_pulling_the_default_image_swanlab_on_features_by_name(tmp
         + DOWN * 3 + SPACE + DOWN * 3 + SPACE + ENTER                # offload, swap_optimizer
         + CLEAR + "10" + ENTER + ENTER * 5                           # steps 10, the rest as pre-filled
     )
-    d = drive(keys, w.machine)
+    d = drive(RUN + keys, w.machine)
     r, spec = d.resolved, d.resolved.spec
 
     assert spec.container.name == "exp-1" and src(r, "container.name") is Source.TYPED
@@ -157,7 +160,7 @@ def test_invalid_answers_are_refused_with_the_reason_and_asked_again(tmp_path: P
         + CLEAR + "2" + ENTER
         + ENTER + ENTER                                              # PP, n
     )
-    d = drive(keys, w.machine)
+    d = drive(RUN + keys, w.machine)
     r, spec = d.resolved, d.resolved.spec
     why = reasons(d)
 
@@ -195,7 +198,7 @@ def test_multi_node_with_fewer_devices_refuses_a_pp_too_large_with_the_valid_cho
         + CLEAR + "4" + ENTER                                        # PP 4: 4*4 > 8 devices: refused
         + CLEAR + "2" + ENTER + ENTER
     )
-    d = drive(keys, w.machine)
+    d = drive(RUN + keys, w.machine)
     spec = d.resolved.spec
     why = reasons(d)
     assert any("'bad host!' is not an IP address or host name" in x for x in why)
@@ -218,7 +221,7 @@ def test_given_values_are_shown_not_asked_and_ask_all_asks_them_prefilled(tmp_pa
     names = {"paths.model": "--set paths.model", "train.tensor_parallel": "--set train.tensor_parallel"}
     environ = {"TRAIN_STEPS": "7"}
 
-    d = drive(ENTER * 14, w.machine, flags=flags, names=names, config=cfg, environ=environ)
+    d = drive(RUN + ENTER * 14, w.machine, flags=flags, names=names, config=cfg, environ=environ)
     skipped = {"Model (a Hugging Face model directory)", "Training data (parquet)", "Validation data (parquet)",
                "Log to SwanLab?", "Training steps", "Tensor parallel size (TP)"}
     assert d.prompter.asked == [q for q in ALL_QUESTIONS if q not in skipped]
@@ -228,7 +231,7 @@ def test_given_values_are_shown_not_asked_and_ask_all_asks_them_prefilled(tmp_pa
     assert src(r, "paths.model") is Source.FLAG and src(r, "train.steps") is Source.ENV
     assert src(r, "paths.train_files") is Source.FILE and r.spec.train.tensor_parallel == 2
 
-    d = drive(ENTER * 20, w.machine, flags=flags, names=names, config=cfg, environ=environ, ask_all=True)
+    d = drive(RUN + ENTER * 20, w.machine, flags=flags, names=names, config=cfg, environ=environ, ask_all=True)
     assert d.prompter.asked == ALL_QUESTIONS
     r = d.resolved
     # Asked again, pre-filled with the given value, accepted: the value keeps its source.
@@ -241,7 +244,7 @@ def test_whole_spec_check_after_the_rounds_reasks_the_round_that_can_fix_a_given
     w = make_world(tmp_path)
     flags = {"train.tensor_parallel": 3}  # 8 devices, 8 heads: no PP can make TP 3 work
     keys = ENTER * 6 + ENTER * 5 + ENTER + ENTER * 2 + ENTER * 5 + ENTER * 3 + CLEAR + "4" + ENTER + ENTER * 2
-    d = drive(keys, w.machine, flags=flags, names={"train.tensor_parallel": "--set train.tensor_parallel"})
+    d = drive(RUN + keys, w.machine, flags=flags, names={"train.tensor_parallel": "--set train.tensor_parallel"})
     assert "these answers need another look" in d.text
     assert "parallel_divisibility" in d.text
     assert d.prompter.asked.count("Tensor parallel size (TP)") == 1  # only in the second pass
@@ -258,7 +261,7 @@ def test_ctrl_c_at_any_question_raises_interrupted_with_exit_130_and_keeps_the_a
     monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
     kept = tmp_path / "state" / "wizard" / "interrupted.yaml"
     w = make_world(tmp_path)
-    for before in (0, 1, 5, 12):
+    for before in (0, 1, 9, 16):  # the first question, then after: verl version; val data; SwanLab
         with pytest.raises(WizardInterrupted) as info:
             drive(ENTER * before + CTRL_C, w.machine)
         assert info.value.code == 130
@@ -271,9 +274,9 @@ def test_ctrl_c_at_any_question_raises_interrupted_with_exit_130_and_keeps_the_a
         assert kept.stat().st_mode & 0o777 == 0o600
         doc = yaml.safe_load(kept.read_text())
         assert doc["cluster"]["devices"] == list(range(8))
-        if before >= 5:
+        if before >= 9:
             assert doc["paths"]["model"] == str(w.model)
-        if before >= 12:
+        if before >= 16:
             assert doc["paths"]["checkpoints"] and doc["container"]["name"] == "verlctl"
 
 
@@ -282,7 +285,7 @@ def test_input_that_ends_early_is_one_clear_error(tmp_path: Path) -> None:
 
     w = make_world(tmp_path)
     with pytest.raises(InputEnded) as info:
-        drive(ENTER * 3, w.machine)
+        drive(RUN + ENTER * 3, w.machine)
     assert "nothing was changed" in info.value.message
 
 
@@ -315,9 +318,9 @@ def test_nothing_detected_every_value_is_typed_or_default(tmp_path: Path) -> Non
         + ENTER + ENTER + ENTER                                      # new container (the only entry), name
         + ENTER + ENTER + ENTER                                      # pull the default image, proxies
         + ENTER + ENTER + ENTER                                      # SwanLab off, mask
-        + ENTER * 4 + CLEAR + "1" + ENTER + ENTER                    # 4 devices: TP 4, PP 1
+        + ENTER * 4 + ENTER + ENTER                                  # 4 devices: TP 4, PP 1 (pre-filled), n
     )
-    d = drive(keys, MachineState())
+    d = drive(RUN + keys, MachineState())
     r, spec = d.resolved, d.resolved.spec
     assert "Device ids (comma-separated)" in d.prompter.asked and "Model path" in d.prompter.asked
     assert any(x.endswith("missing.parquet does not exist") for x in reasons(d))
@@ -328,6 +331,8 @@ def test_nothing_detected_every_value_is_typed_or_default(tmp_path: Path) -> Non
     assert spec.container.pull is True and src(r, "container.pull") is Source.TYPED
     assert src(r, "container.image") is Source.DEFAULT and spec.device == "npu"
     assert (spec.train.tensor_parallel, spec.train.pipeline_parallel) == (4, 1)
+    # PP 2 (the default) does not fit TP 4 on 4 devices: the question is pre-filled with the PP that does
+    assert "pre-filled PP 1: PP 2 does not fit the other answers (valid PP here: 1)" in d.text
     assert make_plan(r).ok
 
 
@@ -339,7 +344,7 @@ def test_a_given_value_at_fault_does_not_trap_other_questions(tmp_path: Path) ->
         + ENTER * 3 + ENTER + ENTER                                  # steps, batch, lr, TP (no TP fits PP 3), n
         + ENTER * 3 + ENTER + CLEAR + "2" + ENTER + ENTER            # round 5 again, every value: PP 2
     )
-    d = drive(keys, w.machine, flags={"train.pipeline_parallel": 3},
+    d = drive(RUN + keys, w.machine, flags={"train.pipeline_parallel": 3},
               names={"train.pipeline_parallel": "--set train.pipeline_parallel"})
     r = d.resolved
     assert "Pipeline parallel size (PP)" not in d.prompter.asked[:19]  # given: not asked in the first pass
@@ -358,7 +363,7 @@ def test_busy_devices_are_never_pre_selected_and_choosing_one_is_explicit(tmp_pa
     keys = (ENTER + ENTER + SPACE + ENTER          # single node; Enter refused (nothing checked); NPU 0
             + ENTER * 15                          # model .. steps, batch, lr
             + CLEAR + "1" + ENTER + CLEAR + "1" + ENTER + ENTER)  # one NPU: TP 1, PP 1; n
-    d = drive(keys, w.machine)
+    d = drive(RUN + keys, w.machine)
     assert "choose at least one device" in reasons(d), reasons(d)
     assert "none is pre-selected" in d.text, d.text
     assert d.resolved.spec.cluster.devices == [0]
@@ -369,7 +374,7 @@ def test_fsdp_is_not_asked_a_pipeline_parallel_size(tmp_path: Path) -> None:
     from verlctl.wizard.checklist import summary_lines
 
     w = make_world(tmp_path)
-    d = drive(ENTER * 19, w.machine, flags={"strategy": "fsdp"}, names={"strategy": "--strategy"})
+    d = drive(ENTER * 3 + ENTER * 19, w.machine, flags={"strategy": "fsdp"}, names={"strategy": "--strategy"})
     assert "Pipeline parallel size (PP)" not in d.prompter.asked
     assert d.prompter.asked[-1] == "Responses per prompt (n)"
     assert "no pipeline parallel size to choose: fsdp has no pipeline parallelism" in d.text
@@ -382,7 +387,7 @@ def test_a_gpu_host_gets_no_ascend_image_default(tmp_path: Path) -> None:
     w = make_world(tmp_path, images=False)
     image = "verlai/verl:app-verl0.7-vllm0.10"
     keys = ENTER * 8 + ENTER + image + ENTER + ENTER + ENTER * 20
-    d = drive(keys, w.machine, flags={"device": "gpu"}, names={"device": "--set device"})
+    d = drive(RUN + keys, w.machine, flags={"device": "gpu"}, names={"device": "--set device"})
     assert "Image reference" in d.prompter.asked, d.prompter.asked
     assert d.resolved.spec.container.image == image
     assert "Pull the default" not in d.text
@@ -397,7 +402,7 @@ def test_a_path_that_differs_only_in_case_gets_a_did_you_mean(tmp_path: Path) ->
     assert same_but_case(str(tmp_path / "nothing-like-it")) is None
     # in the wizard: the model question, "Type a path…", the case typo is refused with the right path named
     keys = ENTER + ENTER + DOWN + ENTER + CLEAR + typo + ENTER + CLEAR + str(w.model) + ENTER + ENTER * 17
-    d = drive(keys, w.machine)
+    d = drive(RUN + keys, w.machine)
     assert any(r.endswith(f"does not exist; did you mean {w.model}?") for r in reasons(d)), reasons(d)
 
 
@@ -418,15 +423,15 @@ def test_a_disaggregated_mode_asks_the_trainer_rollout_split_and_shows_it(tmp_pa
     w = make_world(tmp_path)
     keys = (ENTER + ENTER + CLEAR + "2" + ENTER     # single node, 8 NPUs, 2 of them train
             + ENTER * 15 + CLEAR + "2" + ENTER + CLEAR + "1" + ENTER + ENTER)  # ... TP 2, PP 1 (2 training devices)
-    d = drive(keys, w.machine, flags={"mode": "one_step_off_policy"}, names={"mode": "--mode"})
+    d = drive(ENTER * 3 + keys, w.machine, flags={"mode": "one_step_off_policy"}, names={"mode": "--mode"})
     asked = d.prompter.asked
-    assert asked[2] == "Training devices per node (of 8; the others run the rollout)", asked
+    assert asked[5] == "Training devices per node (of 8; the others run the rollout)", asked
     spec = d.resolved.spec
     assert (spec.train.trainer_devices, spec.train.rollout_devices) == (2, 6)
     assert "split per node: 2 training + 6 rollout device(s)" in d.text
     rows = dict(summary_lines(d.resolved, make_plan(d.resolved).command))
     assert rows["split"].startswith("2 training + 6 rollout device(s) per node")
-    refused = drive(ENTER + ENTER + CLEAR + "8" + ENTER + CLEAR + "2" + ENTER + ENTER * 15 + CLEAR + "2" + ENTER
+    refused = drive(ENTER * 3 + ENTER + ENTER + CLEAR + "8" + ENTER + CLEAR + "2" + ENTER + ENTER * 15 + CLEAR + "2" + ENTER
                     + CLEAR + "1" + ENTER + ENTER, w.machine, flags={"mode": "one_step_off_policy"},
                     names={"mode": "--mode"})
     assert any("type a whole number from 1 to 7" in r for r in reasons(refused))

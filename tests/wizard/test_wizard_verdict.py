@@ -8,7 +8,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from wizard_support import ENTER, make_world
+from wizard_support import ENTER, RUN, make_world
 
 from launch_support import write_parquet
 
@@ -39,7 +39,7 @@ def test_a_dataset_smaller_than_a_batch_is_caught_and_the_batch_it_can_fill_offe
     final check refuses it (as check does) and offers batch 8, which the verdict then accepts."""
     w = make_world(tmp_path)
     write_parquet(w.train, rows=8)
-    resolved, text, asked = drive_final(ENTER * 20 + ENTER, w.machine)
+    resolved, text, asked = drive_final(RUN + ENTER * 20 + ENTER, w.machine)
     assert "error dataset_smaller_than_batch" in text
     assert any("Fix it: use train_batch_size 8" in q for q in asked), asked[-3:]
     assert resolved.spec.train.train_batch_size == 8
@@ -47,7 +47,7 @@ def test_a_dataset_smaller_than_a_batch_is_caught_and_the_batch_it_can_fill_offe
 
 def test_enough_rows_offer_nothing(tmp_path: Path) -> None:
     w = make_world(tmp_path)
-    resolved, _text, asked = drive_final(ENTER * 20, w.machine)
+    resolved, _text, asked = drive_final(RUN + ENTER * 20, w.machine)
     assert not any("Fix it" in q for q in asked) and resolved.spec.train.train_batch_size == 32
 
 
@@ -66,7 +66,7 @@ def test_defaults_that_do_not_fit_the_detected_hbm_are_caught_and_the_mask_that_
     scan = w.machine.scan
     assert isinstance(scan, ScanResult)
     scan.models = [inspect_model(str(w.model))]
-    resolved, text, asked = drive_final(ENTER * 20 + ENTER, w.machine)
+    resolved, text, asked = drive_final(RUN + ENTER * 20 + ENTER, w.machine)
     assert "error memory_device_fit" in text, text[-2000:]
     fix = next(q for q in asked if q.startswith("Fix it: use feature mask"))
     assert "adds offload" in fix

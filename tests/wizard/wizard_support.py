@@ -25,6 +25,10 @@ SPACE = " "
 CLEAR = "\x15"  # Ctrl-U: delete back to the start of the line (prompt_toolkit's emacs binding)
 CTRL_C = "\x03"
 
+#: Round 1's first questions (what runs), and the keys that accept each as pre-filled.
+RUN_QUESTIONS = ["verl version", "Algorithm", "Training backend (strategy)", "Mode"]
+RUN = ENTER * len(RUN_QUESTIONS)
+
 NPU_8_FREE = "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt"
 NPU_BUSY = "info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt"
 NPU_WARNING = "info-docs-WARNING-health-misaligned-redacted-mindcluster.txt"

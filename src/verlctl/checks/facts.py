@@ -14,6 +14,7 @@ from verlctl.detect.common import Unavailable
 from verlctl.detect.machine import MachineState
 from verlctl.detect.models import ModelInfo
 from verlctl.detect.node_probe import NodeFacts
+from verlctl.detect.reach import ReachResult
 
 
 class CheckFacts(BaseModel):
@@ -39,3 +40,4 @@ class CheckFacts(BaseModel):
     nodes: list[NodeFacts] | None = None  # multi-node: every node's facts (launch's pre-flight)
     node_marker: str | None = None  # the checkpoint marker the head wrote (read back on every node)
     prompt_lengths: Any = None  # checks.field_checks.PromptLengths, or why they were not counted (str)
+    swanlab_reach: ReachResult | None = None  # the SwanLab host tried from this host (None: not tried)

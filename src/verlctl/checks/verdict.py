@@ -62,10 +62,11 @@ class Need(str, Enum):
     IMAGE = "image"  # what is installed in the image (Python, Ray, the recipe files)
     LIVE = "live"  # live runs and ports on this host
     NODES = "nodes"  # each node of a multi-node run (launch's pre-flight, inside every node's container)
+    SERVICES = "services"  # the servers the run reaches (the SwanLab host), tried from this host
 
 
 #: Modules that register fact rules (imported by :func:`fact_rules`): add yours here.
-RULE_MODULES: list[str] = ["verlctl.checks.verdict_rules"]
+RULE_MODULES: list[str] = ["verlctl.checks.verdict_rules", "verlctl.checks.swanlab_reach"]
 
 
 @dataclass
@@ -228,6 +229,7 @@ PLAN_REASONS: dict[Need, str] = {
     Need.IMAGE: "plan does not look inside the image; verlctl check does, in the running container",
     Need.LIVE: "plan does not look at live runs and ports; verlctl check does",
     Need.NODES: "the per-node pre-flight runs in verlctl launch, inside every node's container",
+    Need.SERVICES: "plan does not try the SwanLab host; verlctl check and launch do",
 }
 
 

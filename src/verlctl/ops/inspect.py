@@ -37,7 +37,10 @@ def target(record: RunRecord, client: Any = None) -> tuple[Executor | None, dict
         c = client.containers.get(record.container_id or record.container_name)
     except docker.errors.NotFound:
         return None, {"name": record.container_name, "id": record.container_id, "state": "removed"}
-    info = {"name": c.name, "id": c.id[:12], "state": c.status, "image": (c.image.tags or [c.image.id])[0],
+    # the image reference the container was created from, read from the container's own record (c.image
+    # would be one more engine call)
+    image = (c.attrs.get("Config") or {}).get("Image") or c.attrs.get("Image") or "?"
+    info = {"name": c.name, "id": c.id[:12], "state": c.status, "image": image,
             "started_at": c.attrs.get("State", {}).get("StartedAt")}
     if c.status != "running":
         return None, info
@@ -277,9 +280,13 @@ def print_status(doc: dict[str, Any]) -> None:
     console = Console()
     state_colour = STATE_COLOURS.get(str(doc["state"]), "red" if not doc["alive"] else "green")
     why = f" ({escape(str(doc['state_why']))})" if doc.get("state_why") else ""
-    console.print(f"run [bold]{escape(str(doc['run_id']))}[/bold] ({escape(str(doc['experiment']))}): "
-                  f"[{state_colour}]{escape(str(doc['state']))}[/]{why}",
-                  highlight=False)
+    from rich.text import Text
+
+    from verlctl.report import print_wrapped
+
+    print_wrapped(console, Text.from_markup(f"run [bold]{escape(str(doc['run_id']))}[/bold] "
+                                            f"({escape(str(doc['experiment']))}): "
+                                            f"[{state_colour}]{escape(str(doc['state']))}[/]{why}"), 0, 4)
     c = doc["container"]
     if doc["runtime"] == "docker":
         console.print(f"  container {c.get('name')} ({c.get('state')})", highlight=False, markup=False)
@@ -290,8 +297,7 @@ def print_status(doc: dict[str, Any]) -> None:
                       f"log {doc['run_log']}", highlight=False, markup=False)
     else:
         group = f"process group {doc['pgid']}, " if doc.get("pgid") is not None else ""
-        console.print(f"  {group}attempts {len(doc['attempts'])}, log {doc['run_log']}",
-                      highlight=False, markup=False)
+        print_words(console, f"  {group}attempts {len(doc['attempts'])}, log {doc['run_log']}", 0, 4)
     if doc.get("identity") and not doc["alive"] and doc.get("state") not in ("finished", "failed", "stopped"):
         console.print(f"  process check: {doc['identity']}", highlight=False, markup=False)
     for line in doc.get("recovered") or []:
@@ -311,7 +317,7 @@ def print_status(doc: dict[str, Any]) -> None:
         console.print(f"  [red]last error[/red]: {escape(error)}",
                       highlight=False)
         if e.get("hint"):
-            console.print(f"    hint: {e['hint']}", highlight=False, markup=False)
+            print_words(console, f"    hint: {e['hint']}", 0, 6)
     if doc.get("gave_up"):
         console.print(f"  [red]watcher[/red]: {escape(doc['gave_up']['reason'])}", highlight=False)
         for a in doc["gave_up"]["advice"]:

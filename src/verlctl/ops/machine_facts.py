@@ -308,6 +308,8 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S, *,
         facts.prompt_lengths = collect_prompt_lengths(resolved, facts, budget_s)
     facts.device_nodes_missing = device_nodes_missing(spec)
     facts.resume_step = resume_step(spec)
+    if "services" not in skip:
+        facts.swanlab_reach = swanlab_reach(spec)
     if "live" not in skip:
         facts.ray_ports_busy = ray_ports_busy(spec)
         facts.hccl_ports_busy = hccl_ports_busy(resolved)
@@ -384,11 +386,24 @@ def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None
     )
 
 
+def swanlab_reach(spec: RunSpec) -> Any:
+    """The SwanLab host tried as the container reaches it (None: SwanLab reaches no server in this spec)."""
+    from verlctl.checks.swanlab_reach import swanlab_target
+    from verlctl.detect.reach import try_url
+
+    url = swanlab_target(spec)
+    if url is None:
+        return None
+    p = spec.container.proxy
+    return try_url(url, http_proxy=p.http, https_proxy=p.https, no_proxy=p.no_proxy)
+
+
 #: What ``init`` (and the wizard's final check) does not collect: it writes a spec, for this host or later.
 INIT_SKIPS = {
     "docker": "init writes a spec; verlctl check and launch ask the Docker engine (image, container, devices)",
     "image": "init writes a spec; verlctl check and launch look inside the image",
     "live": "init writes a spec; verlctl check and launch test the ports and live runs",
+    "services": "init writes a spec; verlctl check and launch try the SwanLab host",
 }
 
 

@@ -6,13 +6,16 @@ Debian's 20.10 (API 1.41), which rejects newer pinned clients (``reference/stack
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
-from verlctl.spec.model import RunSpec
+
+if TYPE_CHECKING:  # the spec model is not imported by `status` / `stop` (start-up time, issue 24)
+    from verlctl.spec.model import RunSpec
 
 LABEL_PREFIX = "io.verlctl"
 
@@ -41,7 +44,7 @@ def connect(timeout: float = 10, base_url: str | None = None, where: str | None 
             client = docker.from_env(timeout=int(timeout))
         else:
             client = docker.DockerClient(base_url=base_url, version="auto", timeout=int(timeout))
-        client.ping()
+        # (no ping: negotiating the API version above has asked the engine already, one call fewer)
     except Exception as exc:
         host = where or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         msg = " ".join(str(exc).split())[:200]
@@ -397,3 +400,29 @@ def pull_image(client: Any, image: str, console: Any) -> None:
                     raise RuntimeFailure(f"cannot pull {image}: {ev['error']}")
     except docker.errors.APIError as exc:
         raise RuntimeFailure(f"cannot pull {image}: {' '.join(str(exc.explanation or exc).split())}") from None
+
+
+def run_in_image(client: Any, image: str, argv: list[str], timeout: float) -> str | None:
+    """Run ``argv`` once in a new, throw-away container of the local ``image`` (no network, no mounts, never
+    pulled) and return its standard output; None when the image is not local, the command fails or does not
+    end within ``timeout`` seconds. The container is labelled as verlctl's and removed by its id afterwards."""
+    import docker
+
+    container = None
+    try:
+        container = client.containers.create(
+            image, entrypoint=[argv[0]], command=argv[1:], network_disabled=True, detach=True,
+            labels={f"{LABEL_PREFIX}.managed": "1", f"{LABEL_PREFIX}.created-by": creator(),
+                    f"{LABEL_PREFIX}.purpose": "read-versions"},
+        )
+        container.start()
+        result = container.wait(timeout=timeout)
+        if int(result.get("StatusCode", 1)) != 0:
+            return None
+        return bytes(container.logs(stdout=True, stderr=False)).decode(errors="replace")
+    except Exception:  # ImageNotFound, APIError, the read timeout of wait: no answer
+        return None
+    finally:
+        if container is not None:
+            with contextlib.suppress(docker.errors.DockerException, OSError):
+                container.remove(force=True)

@@ -50,7 +50,10 @@ def reason_of(exc: SpecError) -> str:
     msg = exc.message
     if exc.field and msg.startswith(f"{exc.field}: "):
         msg = msg[len(exc.field) + 2 :]
-    return re.sub(r" \(from [a-z]+(?: \([^)]*\))?\)", "", msg)
+    msg = re.sub(r" \(from [a-z]+(?: \([^)]*\))?\)", "", msg)
+    # pydantic's bound message, in the words of the question (U14): "type a number greater than 0"
+    bound = re.fullmatch(r"Input should be (greater|less) than( or equal to)? (\S+)", msg)
+    return f"type a number {bound.group(1)} than{bound.group(2) or ''} {bound.group(3)}" if bound else msg
 
 
 @functools.lru_cache(maxsize=64)
@@ -123,6 +126,21 @@ class Answers:
                 self.typed[path] = value
                 changed = True
         if changed:
+            self._current = None
+
+    def add_detected(self, path: str, value: Any) -> None:
+        """A pre-fill found during the rounds (the verl installed in the chosen image): source ``detected``."""
+        self.detected[path] = value
+        try:
+            self.resolve()
+        except SpecError:
+            del self.detected[path]
+            raise
+        self._current = None
+
+    def forget(self, path: str) -> None:
+        """Drop an earlier typed answer, so that the question is pre-filled from the other sources again."""
+        if self.typed.pop(path, None) is not None:
             self._current = None
 
     # ------------------------------------------------------------------------------ checks

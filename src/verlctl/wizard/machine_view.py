@@ -3,6 +3,7 @@ device, model, dataset, container and image lists (with what makes an entry unsu
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -210,3 +211,32 @@ def summary_line(machine: MachineState) -> str:
     parts.append(f"{sum(1 for m in machine.models if m.is_model)} model(s)")
     parts.append(f"{len(datasets(machine))} parquet file(s)")
     return ", ".join(parts)
+
+
+def supported_version(installed: str | None) -> str | None:
+    """The verl version verlctl targets that an installed distribution version is (0.7.0.post1 -> 0.7.0)."""
+    from verlctl import SUPPORTED_VERL_VERSIONS
+
+    m = re.match(r"(\d+\.\d+\.\d+)", installed or "")
+    return m.group(1) if m and m.group(1) in SUPPORTED_VERL_VERSIONS else None
+
+
+@functools.lru_cache(maxsize=16)
+def image_verl_version(image: str, timeout: float = 60.0) -> str | None:
+    """The verl distribution installed in the local ``image`` (read as ``check`` reads it in a container: the
+    versions snippet of ``detect/check_probes.py``, here in a throw-away container of the image); None when
+    the image is not local, has no verl, or the engine does not answer in time."""
+    from verlctl.detect.check_probes import VERSIONS_SNIPPET, parse_versions
+    from verlctl.errors import VerlctlError
+    from verlctl.runtime import containers
+
+    try:
+        client = containers.connect(timeout)
+    except VerlctlError:
+        return None
+    try:
+        out = containers.run_in_image(client, image, ["python3", "-c", VERSIONS_SNIPPET], timeout)
+    finally:
+        client.close()
+    versions = parse_versions(out, f"image {image}") if out else None
+    return versions.stack.get("verl") if versions is not None else None

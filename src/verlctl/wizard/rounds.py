@@ -44,6 +44,7 @@ class RoundContext:
     machine: MachineState
     prompter: Prompter
     console: Any
+    version_image: str | None = None  # the image whose installed verl pre-filled verl_version
 
     def header(self, number: int, title: str) -> None:
         self.console.print(f"\n[bold]Round {number}/5 — {title}[/bold]", highlight=False)
@@ -193,9 +194,116 @@ def _check_abs_dir(text: str) -> str | None:
     return None
 
 
+ALGORITHMS = (
+    ("dapo", "DAPO  (verl's DAPO recipe: clip-higher, dynamic sampling, token-level loss)"),
+    ("grpo", "GRPO  (group-relative advantages, no critic)"),
+)
+STRATEGIES = (
+    ("megatron", "megatron  (Megatron-LM: tensor + pipeline parallel; large models)"),
+    ("fsdp", "fsdp  (PyTorch FSDP: sharded data parallel, tensor parallel only in the rollout)"),
+    ("fsdp2", "fsdp2  (PyTorch FSDP2, per-parameter sharding)"),
+)
+
+
+def _read_image_version(ctx: RoundContext, image: str | None) -> str | None:
+    """The verl installed in ``image`` when it is a local image (read once per image); it pre-fills
+    verl_version (source ``detected``) unless the version was given or typed."""
+    a = ctx.answers
+    if not image or a.value("container.runtime") == "host" or image not in mv.image_tags(ctx.machine):
+        return None
+    ctx.version_image = image
+    with ctx.console.status(f"reading the verl version installed in {image} …"):
+        installed = mv.image_verl_version(image)
+    if installed is None:
+        ctx.note(f"the verl version in {image} could not be read (no verl distribution, or no answer in time)")
+        return None
+    version = mv.supported_version(installed)
+    if version is None:
+        ctx.note(f"{image} has verl {installed}, a version verlctl does not target ("
+                 + ", ".join(_supported()) + ")")
+    elif not a.given("verl_version"):
+        a.add_detected("verl_version", version)
+    return installed
+
+
+def _supported() -> tuple[str, ...]:
+    from verlctl import SUPPORTED_VERL_VERSIONS
+
+    return SUPPORTED_VERL_VERSIONS
+
+
+def _ask_version(ctx: RoundContext, installed: str | None, image: str | None) -> None:
+    from verlctl.verl.modes import version_problem
+
+    a, p = ctx.answers, ctx.prompter
+    if not a.ask("verl_version"):
+        ctx.show_given("verl version", "verl_version")
+        return
+    here = mv.supported_version(installed)
+    mode = str(a.value("mode"))
+    opts: list[Option | Heading] = [
+        Option(v + (f"  (installed in {image})" if v == here else ""), v, disabled=version_problem(mode, v))
+        for v in _supported()
+    ]
+    opts.append(Option("auto  (the version installed in the container at launch)", "auto"))
+    cur = str(a.value("verl_version"))
+    default = cur if cur == "auto" or version_problem(mode, cur) is None else "auto"
+    a.set("verl_version", p.select("verl version", opts, default=default))
+
+
+def _ask_run(ctx: RoundContext) -> None:
+    """What runs (verl version, algorithm, strategy, mode): the structural questions first, pre-filled from the
+    image when its verl can be read."""
+    from verlctl.verl.modes import MODES, version_problem
+
+    a, p = ctx.answers, ctx.prompter
+    image = a.value("container.image")
+    installed = _read_image_version(ctx, image) if a.ask("verl_version") else None
+    _ask_version(ctx, installed, image)
+    for path, label, choices in (("algorithm", "Algorithm", ALGORITHMS), ("strategy", "Training backend (strategy)",
+                                                                          STRATEGIES)):
+        if a.ask(path):
+            a.set(path, p.select(label, [Option(t, v) for v, t in choices], default=str(a.value(path))))
+        else:
+            ctx.show_given(label.lower(), path)
+    if a.ask("mode"):
+        version = str(a.value("verl_version"))
+        planned = version if version != "auto" else None
+        mopts: list[Option | Heading] = [
+            Option(f"{m.name}  ({m.summary}" + ("; trainer and rollout on separate devices" if m.disaggregated
+                                                 else "") + ")", m.name,
+                   disabled=version_problem(m.name, planned) if planned else None)
+            for m in MODES.values()
+        ]
+        cur = str(a.value("mode"))
+        a.set("mode", p.select("Mode", mopts, default=cur if not planned or not version_problem(cur, planned)
+                               else "sync"))
+    else:
+        ctx.show_given("mode", "mode")
+
+
+def _image_version_again(ctx: RoundContext) -> None:
+    """After the image is chosen: when it is another local image than the one read in round 1 and its verl is
+    not the planned version, say so and ask the version again (pre-filled with the image's)."""
+    a = ctx.answers
+    image = a.value("container.image")
+    if image == ctx.version_image:
+        return
+    before = a.value("verl_version")
+    installed = _read_image_version(ctx, image)
+    here = mv.supported_version(installed)
+    if here is None or before in ("auto", here):
+        return
+    ctx.note(f"{image} has verl {installed}; the run was planned for verl {before}")
+    if a.ask("verl_version"):
+        a.forget("verl_version")  # the image's version is the pre-fill now
+        _ask_version(ctx, installed, image)
+
+
 def round_basic(ctx: RoundContext) -> None:
     a, p = ctx.answers, ctx.prompter
-    ctx.header(1, "Basic: nodes, devices, model, data, checkpoints")
+    ctx.header(1, "Basic: what runs, nodes, devices, model, data, checkpoints")
+    _ask_run(ctx)
 
     # Single or multi-node.
     if a.ask("cluster.nodes"):
@@ -464,6 +572,7 @@ def round_container(ctx: RoundContext) -> None:
             _ask_image(ctx)
         else:
             ctx.show_given("image", "container.image")
+        _image_version_again(ctx)
 
     # Proxy (seed 2: asked for a new container or network trouble; 'none' allowed).
     if a.ask("container.proxy.http"):
@@ -497,21 +606,11 @@ def default_no_proxy(a: Answers) -> str:
 
 
 def no_proxy_covers(no_proxy: str | None, host: str) -> bool:
-    """Whether ``host`` (a name or address) bypasses the proxy with this no_proxy list (exact names, domain
-    suffixes such as .corp, '*', and CIDR ranges)."""
-    for item in _csv(no_proxy or ""):
-        if item == "*" or item == host:
-            return True
-        suffix = item if item.startswith(".") else "." + item
-        if host.endswith(suffix):
-            return True
-        if "/" in item:
-            try:
-                if ipaddress.ip_address(host) in ipaddress.ip_network(item, strict=False):
-                    return True
-            except ValueError:
-                continue
-    return False
+    """Whether ``host`` bypasses the proxy with this no_proxy list (the rules of ``detect/reach.py``, which
+    ``check`` and ``launch`` use when they try the SwanLab host)."""
+    from verlctl.detect.reach import no_proxy_covers as covers
+
+    return covers(no_proxy, host)
 
 
 def _cover_swanlab_host(ctx: RoundContext) -> None:
@@ -863,6 +962,17 @@ def round_hyperparameters(ctx: RoundContext) -> None:
             return reason
 
         cur = a.value(h.path)
+        if h.path in ("train.tensor_parallel", "train.pipeline_parallel") and isinstance(cur, int) and a.check(
+                {h.path: cur}, fields, relax, tolerate_prefilled=False) is not None:
+            # the pre-fill does not fit the other answers (e.g. PP 2 on the 4 training devices of a split):
+            # pre-fill the largest size that does, and say why
+            valid = _valid_choices(a, h, fields, relax)
+            if valid:
+                short = h.label.split("(")[-1].rstrip(")")
+                better = max([v for v in valid if v <= cur] or valid[:1])
+                ctx.note(f"pre-filled {short} {better}: {short} {cur} does not fit the other answers "
+                         f"(valid {short} here: {', '.join(map(str, valid))})")
+                cur = better
         text = p.text(h.label, default=_fmt(cur), check=check)
         value, _ = _parse(h.kind, text)
         a.set(h.path, value)
@@ -892,7 +1002,7 @@ ROUNDS: tuple[Callable[[RoundContext], None], ...] = (
 #: Which round sets a field (to re-ask the round whose answer a final check refuses).
 ROUND_OF_PREFIX: tuple[tuple[str, int], ...] = (
     ("cluster.", 0), ("paths.", 0), ("container.", 1), ("logging.", 2), ("features", 3), ("device", 3),
-    ("strategy", 3), ("train.", 4),
+    ("strategy", 0), ("algorithm", 0), ("mode", 0), ("verl_version", 0), ("train.", 4),
 )
 
 
