@@ -164,10 +164,12 @@ def test_cloud_key_reaches_the_tracker_through_swanlab_s_store_not_ray_s_environ
 
     senv.spec["container"]["image"] = swanlab_server_double_image(docker_engine, senv.image)
     swan_logs = senv.root / "logs" / "swanlab"
-    senv.spec["logging"] = {"swanlab": {"host": f"http://127.0.0.1:{free_port()}", "mode": "cloud",
-                                        "log_dir": str(swan_logs)}}
     senv.spec["train"]["steps"] = 600
-    res = senv.cli("launch", "-c", str(senv.spec_file), "--yes", SWANLAB_API_KEY=KEY)
+    with http_server() as (port, seen_requests):  # answers the pre-launch try (issue 24); not a SwanLab server
+        senv.spec["logging"] = {"swanlab": {"host": f"http://127.0.0.1:{port}", "mode": "cloud",
+                                            "log_dir": str(swan_logs)}}
+        res = senv.cli("launch", "-c", str(senv.spec_file), "--yes", SWANLAB_API_KEY=KEY)
+    assert KEY not in seen_requests.text()
     assert res.code == 0, res.out + res.err
     assert KEY not in res.out + res.err
     seen = swan_logs / "verlctl-double-key.sha256"
