@@ -168,3 +168,59 @@ def test_the_watcher_knows_a_dead_process_of_every_mode(actor: str) -> None:
     assert m is not None and m.group("actor") == actor
     d = diagnose_bytes(log)
     assert any(f.category == "ray_actor_died" for f in d.findings), [f.category for f in d.findings]
+
+
+def test_each_mode_lists_its_own_processes_and_their_sides() -> None:
+    assert modes.process_names("sync") == ()
+    fa = modes.process_names("fully_async")
+    assert fa[:4] == ("FullyAsyncTaskRunner", "FullyAsyncRollouter", "FullyAsyncTrainer", "MessageQueue")
+    assert "vLLMHttpServer" in fa and "FullyAsyncRollouter" not in modes.process_names("separate_async")
+    assert "vLLMHttpServer" not in modes.process_names()  # every mode's own actors only
+    died = "ray.exceptions.RayTaskError(ActorDiedError): ray::FullyAsyncRollouter.fit() (pid=1, ip=10.0.0.2)"
+    assert modes.process_in("fully_async", died) == modes.PROCESSES["FullyAsyncRollouter"]
+    assert modes.process_in("separate_async", died) is None  # not a process of that mode
+    assert modes.process_in("fully_async", "(FullyAsyncTrainer pid=7) NPU out of memory").name == "FullyAsyncTrainer"
+    assert modes.process_in("fully_async", "FullyAsyncTrainer finished") is None  # named, but not as an actor
+    assert modes.describe_process("fully_async", died) == "the rollouter (FullyAsyncRollouter) of this fully_async run"
+    assert modes.describe_process("sync", died) is None
+
+
+@pytest.mark.parametrize(("mode", "line", "side"), [
+    ("fully_async", "(FullyAsyncRollouter pid=3) NPU out of memory", "rollout"),
+    ("fully_async", "(FullyAsyncTrainer pid=3) NPU out of memory", "trainer"),
+    ("fully_async", "(MessageQueue pid=3) NPU out of memory", None),  # holds no device memory
+    ("separate_async", "(vLLMHttpServer pid=3) NPU out of memory", "rollout"),
+    ("separate_async", "(DetachActorWorker pid=3) NPU out of memory", "trainer"),
+    ("colocate_async", "(vLLMHttpServer pid=3) NPU out of memory", None),  # colocated: every device is shared
+    ("fully_async", "(WorkerDict pid=3) NPU out of memory", None),
+])
+def test_the_device_side_of_an_oom(mode: str, line: str, side: str | None) -> None:
+    assert modes.device_side(mode, line) == side
+
+
+def _oom(mode: str, side: str | None, **features: bool):  # type: ignore[no-untyped-def]
+    from verlctl.monitor.recovery import History, decide
+
+    spec = load_spec(None, flags={**BASE_PATHS, "verl_version": "0.9.1", "mode": mode, "strategy": "fsdp",
+                                  "train.rollout_devices": 4, "train.rollout_tensor_parallel": 2,
+                                  "train.rollout_memory_utilization": 0.6}, environ={}).spec
+    return decide("device_oom", spec, {"offload": False, "recompute": False, **features}, History(), side)
+
+
+def test_the_oom_ladder_offloads_the_side_that_ran_out() -> None:
+    trainer = _oom("fully_async", "trainer")
+    assert trainer.restart and trainer.add_feature == "offload" and not trainer.notices
+    colocated = _oom("colocate_async", None)
+    assert colocated.restart and colocated.add_feature == "offload"
+    rollout = _oom("fully_async", "rollout")
+    assert not rollout.restart and rollout.add_feature is None
+    assert [n.split(":")[0] for n in rollout.notices] == ["offload skipped by the OOM ladder",
+                                                          "recompute skipped by the OOM ladder"]
+    assert "the rollout's devices ran out (fully_async gives each its own devices)" in rollout.notices[0]
+    assert rollout.reason.startswith("out of memory on the rollout's own devices")
+    assert rollout.advice == ["lower train.rollout_memory_utilization from 0.6 to 0.5",
+                              "raise train.rollout_tensor_parallel from 2 to 4 (the model's weights and KV cache "
+                              "spread over more rollout devices)",
+                              "shorten train.max_response_length from 8192 to 4096"]
+    done = _oom("fully_async", "trainer", offload=True, recompute=True)
+    assert not done.restart and done.reason.startswith("out of memory and every memory feature")
