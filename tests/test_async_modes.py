@@ -224,3 +224,57 @@ def test_the_oom_ladder_offloads_the_side_that_ran_out() -> None:
                               "shorten train.max_response_length from 8192 to 4096"]
     done = _oom("fully_async", "trainer", offload=True, recompute=True)
     assert not done.restart and done.reason.startswith("out of memory and every memory feature")
+
+
+# checks/async_rules.py: its tables (Assert rows) read by one function; what each row says and cites.
+def _async_findings(mode: str, *extra: str, **train):  # type: ignore[no-untyped-def]
+    from verlctl.commands.check import spec_findings
+
+    flags = {**BASE_PATHS, "verl_version": "0.9.1", "strategy": "fsdp", "mode": mode, "cluster.devices": list(range(8)),
+             "extra_overrides": list(extra), **{f"train.{k}": v for k, v in train.items()}}
+    return [f for f in spec_findings(load_spec(None, flags=flags, environ={}))[0]
+            if f.code.startswith(("async_", "fully_async_"))]
+
+
+def test_a_clean_async_plan_breaks_no_assert_of_its_trainer() -> None:
+    for mode in ("separate_async", "fully_async"):
+        assert _async_findings(mode) == [], mode
+    # a spec whose mini-batch does not divide the batch: only that, no staleness / sync-step assert on top
+    assert [f.code for f in _async_findings("fully_async", mini_batch_size=5)] == ["async_batch_sync_step"]
+    # the hybrid switch alone (no disaggregated rollout) is fine
+    assert _async_findings("separate_async", "actor_rollout_ref.rollout.disaggregation.enabled=True") == []
+
+
+def test_each_async_assert_names_its_key_value_and_verl_line() -> None:
+    (f,) = _async_findings("fully_async", "data.train_batch_size=32")
+    assert f.message.startswith("data.train_batch_size is 32: the fully async rollouter streams prompts one at a "
+                                "time and asserts data.train_batch_size == 0 (verl 0.9.1 "
+                                "verl/experimental/fully_async_policy/fully_async_rollouter.py:351)"), f.message
+    (f,) = _async_findings("fully_async", "data.gen_batch_size=2")
+    assert "asserts data.gen_batch_size == 1 (verl 0.9.1" in f.message and f.message.count(":352)") == 1
+    (f,) = _async_findings("fully_async", "async_training.staleness_threshold=True")  # a boolean is no number
+    assert f.code == "fully_async_staleness" and f.field == "extra_overrides"
+    assert f.hint == "use train.staleness_threshold (>= 0) instead of the override"
+    (f,) = _async_findings("separate_async", "actor_rollout_ref.rollout.nnodes=0")
+    assert f.message == ("actor_rollout_ref.rollout.nnodes is 0: separate_async runs the rollout on its own pool and "
+                         "asserts it is > 0 (verl 0.9.1 verl/trainer/ppo/v1/trainer_separate_async.py:64)")
+    assert f.hint == ("remove the actor_rollout_ref.rollout.nnodes override (verlctl sets it from "
+                      "train.rollout_devices / train.rollout_nodes)")
+    sep = _async_findings("separate_async", parameter_sync_step=3, mini_batch_size=8)
+    fa = _async_findings("fully_async", parameter_sync_step=3, mini_batch_size=8)
+    assert sep[0].message.endswith(" (verl 0.9.1 verl/trainer/ppo/v1/trainer_separate_async.py:59)"), sep[0].message
+    assert fa[0].message.endswith("trains parameter_sync_step mini-batches per weight sync"), fa[0].message
+
+
+def test_the_async_rules_cite_each_assert_once_in_verl_order() -> None:
+    from dataclasses import FrozenInstanceError
+
+    from verlctl.checks import async_rules
+    from verlctl.checks.rules import RULES
+
+    cites = {r.name: [(c.path.rsplit("/", 1)[1], c.line) for c in r.cites] for r in RULES}
+    assert cites["fully_async_asserts"] == [("fully_async_rollouter.py", 350), ("fully_async_trainer.py", 76)] + [
+        ("fully_async_rollouter.py", n) for n in (351, 352, 353, 354, 733)]
+    assert cites["separate_async_pool"] == [("trainer_separate_async.py", n) for n in (64, 65, 68, 100)]
+    with pytest.raises(FrozenInstanceError):
+        async_rules.FULLY_ASYNC[0].code = "x"  # type: ignore[misc]
