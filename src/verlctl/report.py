@@ -25,7 +25,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Features", ("features.",)),
     ("Logging", ("logging.",)),
     ("Recovery", ("recovery.",)),
-    ("Extra", ("env", "extra_overrides")),
+    ("Extra", ("env", "extra_overrides", "verl_defaults")),
     ("Kubernetes export", ("kubernetes.",)),
 )
 
