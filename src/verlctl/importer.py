@@ -153,7 +153,13 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
     unresolved: list[ScriptOverride] = []
     notes = list(mapped.notes)
     absent = ABSENT.get(mapped.version, {})
-    for ov in mapped.overrides:
+    last = {ov.key: i for i, ov in enumerate(mapped.overrides)}
+    for i, ov in enumerate(mapped.overrides):
+        if last[ov.key] != i:
+            # Hydra applies a script's overrides in order: a key set again later (e.g. by a wrapper's "$@")
+            # takes the later value; this one must not come back as an extra override after it.
+            notes.append(f"{ov.raw} not imported: the script sets {ov.key} again later (the last one counts)")
+            continue
         if ov.unresolved:
             unresolved.append(ov)
             continue

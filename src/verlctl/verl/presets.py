@@ -44,6 +44,11 @@ LEAVE_TO_VERL: dict[str, Leave] = {
         Leave(f"{AR}.rollout.log_prob_max_token_len_per_gpu", "verl's default: the actor's ppo_max_token_len_per_gpu"),
         Leave(f"{AR}.rollout.max_model_len", "verl's default (null) is the model's max_position_embeddings; the "
               "verdict check max_model_len warns where responses would be cut"),
+        Leave("algorithm.filter_groups.enable", "verl's default: no dynamic sampling (the script does not filter "
+              "groups)"),
+        Leave("algorithm.filter_groups.metric", "read only with filter_groups.enable"),
+        Leave("algorithm.kl_ctrl.kl_coef", "read only with algorithm.use_kl_in_reward"),
+        Leave(f"{AR}.ref.log_prob_use_dynamic_bsz", "verl's default follows actor.use_dynamic_bsz"),
         Leave("reward_model.overlong_buffer.enable", "the script leaves the overlong penalty off"),
         Leave("reward_model.overlong_buffer.len", "the script leaves the overlong penalty off"),
         Leave("reward_model.overlong_buffer.penalty_factor", "the script leaves the overlong penalty off"),
