@@ -150,3 +150,15 @@ def test_following_stops_after_two_scripts(tmp_path: Path, monkeypatch: pytest.M
     (tmp_path / "top.sh").write_text("exec bash ./a.sh x=1\n", encoding="utf-8")
     with pytest.raises(ScriptError, match="no `python3 -m"):
         parse_file("top.sh")  # top -> a -> b -> c: c is not read
+
+
+def test_deeply_nested_ifs_cost_bounded_work(tmp_path: Path) -> None:
+    """A hostile file: 3,000 `if`s inside each other all true. Evaluated 16 deep, the rest skipped as blocks (no
+    recursion error, no traceback)."""
+    n = 3000
+    text = "A=x\n" + "if [[ $A == x ]]; then\n" * n + "python3 -m verl.trainer.main_ppo a=1\n" + "fi\n" * n
+    text += "python3 -m verl.trainer.main_ppo b=2\n"
+    (tmp_path / "deep.sh").write_text(text, encoding="utf-8")
+    parsed = parse_file(tmp_path / "deep.sh")
+    assert parsed.command.overrides == ["b=2"]
+    assert sum("`if` evaluated" in n for n in parsed.notes) == 16

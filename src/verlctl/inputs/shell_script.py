@@ -546,6 +546,7 @@ class _Interp:
         self.depth = depth
         self.vars: dict[str, Value] = dict(environ or {})
         self.inherited = set(environ or {})  # the environment's variables: a followed script gets them too
+        self.if_depth = 0  # evaluated `if` blocks inside each other (deeper ones are skipped, as before)
         self.exported: set[str] = set()
         self.notes: list[str] = []
         self.unset: list[str] = []
@@ -933,8 +934,14 @@ class _Interp:
             if verdict:
                 chosen = body
                 break
+        if self.if_depth >= MAX_DEPTH:
+            return None
         self.note(f"line {tokens[i].line}: `if` evaluated (its tests compare the script's own values)")
-        went_on = self.run(chosen) if chosen else True
+        self.if_depth += 1
+        try:
+            went_on = self.run(chosen) if chosen else True
+        finally:
+            self.if_depth -= 1
         return j + 1, went_on
 
     def test(self, cond: list[Token]) -> bool | None:
