@@ -6,7 +6,9 @@ compose the script's own override list and verlctl's against the same verl confi
 the v0.9.0 scripts; Hydra's compose API, as in the tests) and compare the composed configs on every key the
 script sets. Outcome per script: equivalent / differs (which keys; the reason, reviewed, is data in
 ``parity.yaml``) / cannot import (why). Prints the table and the share of in-scope scripts that are
-equivalent or differ only for a recorded reason.
+equivalent or differ only for a recorded reason; and every key verlctl ADDS whose composed value differs from
+what verl would use for the script anyway, split into the ones verlctl declares and shows in the plan
+(verlctl/verl/presets.py DECLARED) and unmarked ones (goal 0).
 
     .venv/bin/python bench/bench_import_parity.py [--json]
 """
@@ -61,6 +63,13 @@ class Outcome:
     # for the script anyway: key -> "verl X, verlctl Y". Goal: none.
     added_changes: dict[str, str] = field(default_factory=dict)
     added: int = 0  # keys verlctl adds
+    # Of added_changes: the ones verlctl makes on purpose and shows in the plan (verlctl/verl/presets.py DECLARED,
+    # "verlctl sets on purpose ... [code]"): key -> code. The rest are unmarked changes (goal 0).
+    declared: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def unmarked(self) -> dict[str, str]:
+        return {k: v for k, v in self.added_changes.items() if k not in self.declared}
 
 
 def load_expectations() -> dict[str, Any]:
@@ -166,8 +175,11 @@ def run_one(rel: str) -> Outcome:
         if a is _MISSING or b is _MISSING or not _same(a, b):
             show = (lambda v: "(absent)" if v is _MISSING else json.dumps(v, default=str)[:80])  # noqa: E731
             added_changes[ov.key] = f"verl {show(a)}, verlctl {show(b)}"
+    from verlctl.verl.presets import DECLARED
+
+    declared = {k: DECLARED[k].code for k in added_changes if k in DECLARED}
     return Outcome(rel, status, "", differing, compared, len(result.extras), time.perf_counter() - t0,
-                   added_changes, added)
+                   added_changes, added, declared)
 
 
 def _split_argv(argv: list[str]) -> tuple[str, list[str]]:
@@ -259,7 +271,7 @@ def main(argv: list[str]) -> int:
             "scripts": [
                 {"script": o.script, "result": c, "reason": o.reason, "differing": o.differing,
                  "keys_compared": o.compared, "extra_overrides": o.extras, "keys_added": o.added,
-                 "adds_that_change_behaviour": o.added_changes}
+                 "adds_that_change_behaviour": o.added_changes, "declared_adds": o.declared}
                 for o, c in rows
             ],
             "in_scope": total,
@@ -268,6 +280,8 @@ def main(argv: list[str]) -> int:
             "refused_runs_nowhere": sum(1 for _, c in rows if c == "refused"),
             "scripts_with_behaviour_changing_adds": sum(1 for o, _ in rows if o.added_changes),
             "behaviour_changing_adds": sum(len(o.added_changes) for o, _ in rows),
+            "declared_adds": sum(len(o.declared) for o, _ in rows),
+            "unmarked_behaviour_changing_adds": sum(len(o.unmarked) for o, _ in rows),
             "out_of_scope": data.get("out_of_scope", {}),
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
@@ -276,7 +290,8 @@ def main(argv: list[str]) -> int:
     for o, c in rows:
         print(f"{o.script:<86} {c:<14} {o.compared:>4}  {o.extras:>5}  {o.added:>5}  {len(o.added_changes):>8}")
         for key, what in o.added_changes.items():
-            print(f"    added {key}: {what}")
+            mark = f"  (declared: {o.declared[key]})" if key in o.declared else ""
+            print(f"    added {key}: {what}{mark}")
         reasons = (scope.get(o.script) or {}).get("differs", {}) or {}
         for key, what in o.differing.items():
             why = reasons.get(key)
@@ -297,7 +312,16 @@ def main(argv: list[str]) -> int:
     print(f"equivalent or justified: {good}/{total} = {100.0 * good / max(1, total):.1f} %")
     changing = [o for o, _ in rows if o.added_changes]
     print(f"adds that change behaviour: {sum(len(o.added_changes) for o in changing)} keys in {len(changing)} of "
-          f"{total} scripts (goal 0)")
+          f"{total} scripts")
+    declared = [o for o in changing if o.declared]
+    unmarked = [o for o in changing if o.unmarked]
+    codes: dict[str, int] = {}
+    for o in declared:
+        for code in o.declared.values():
+            codes[code] = codes.get(code, 0) + 1
+    print(f"  declared by verlctl and shown in the plan: {sum(len(o.declared) for o in declared)} keys in "
+          f"{len(declared)} scripts (" + ", ".join(f"{c} {n}" for c, n in sorted(codes.items())) + ")")
+    print(f"  unmarked: {sum(len(o.unmarked) for o in unmarked)} keys in {len(unmarked)} scripts (goal 0)")
     print(f"of the {total - refused} whose command verl itself can run on the target version: "
           f"{good}/{total - refused} = {100.0 * good / max(1, total - refused):.1f} % ({time.perf_counter() - t0:.1f} s)")
     return 0

@@ -168,3 +168,113 @@ def test_the_watcher_knows_a_dead_process_of_every_mode(actor: str) -> None:
     assert m is not None and m.group("actor") == actor
     d = diagnose_bytes(log)
     assert any(f.category == "ray_actor_died" for f in d.findings), [f.category for f in d.findings]
+
+
+def test_each_mode_lists_its_own_processes_and_their_sides() -> None:
+    assert modes.process_names("sync") == ()
+    fa = modes.process_names("fully_async")
+    assert fa[:4] == ("FullyAsyncTaskRunner", "FullyAsyncRollouter", "FullyAsyncTrainer", "MessageQueue")
+    assert "vLLMHttpServer" in fa and "FullyAsyncRollouter" not in modes.process_names("separate_async")
+    assert "vLLMHttpServer" not in modes.process_names()  # every mode's own actors only
+    died = "ray.exceptions.RayTaskError(ActorDiedError): ray::FullyAsyncRollouter.fit() (pid=1, ip=10.0.0.2)"
+    assert modes.process_in("fully_async", died) == modes.PROCESSES["FullyAsyncRollouter"]
+    assert modes.process_in("separate_async", died) is None  # not a process of that mode
+    assert modes.process_in("fully_async", "(FullyAsyncTrainer pid=7) NPU out of memory").name == "FullyAsyncTrainer"
+    assert modes.process_in("fully_async", "FullyAsyncTrainer finished") is None  # named, but not as an actor
+    assert modes.describe_process("fully_async", died) == "the rollouter (FullyAsyncRollouter) of this fully_async run"
+    assert modes.describe_process("sync", died) is None
+
+
+@pytest.mark.parametrize(("mode", "line", "side"), [
+    ("fully_async", "(FullyAsyncRollouter pid=3) NPU out of memory", "rollout"),
+    ("fully_async", "(FullyAsyncTrainer pid=3) NPU out of memory", "trainer"),
+    ("fully_async", "(MessageQueue pid=3) NPU out of memory", None),  # holds no device memory
+    ("separate_async", "(vLLMHttpServer pid=3) NPU out of memory", "rollout"),
+    ("separate_async", "(DetachActorWorker pid=3) NPU out of memory", "trainer"),
+    ("colocate_async", "(vLLMHttpServer pid=3) NPU out of memory", None),  # colocated: every device is shared
+    ("fully_async", "(WorkerDict pid=3) NPU out of memory", None),
+])
+def test_the_device_side_of_an_oom(mode: str, line: str, side: str | None) -> None:
+    assert modes.device_side(mode, line) == side
+
+
+def _oom(mode: str, side: str | None, **features: bool):  # type: ignore[no-untyped-def]
+    from verlctl.monitor.recovery import History, decide
+
+    spec = load_spec(None, flags={**BASE_PATHS, "verl_version": "0.9.1", "mode": mode, "strategy": "fsdp",
+                                  "train.rollout_devices": 4, "train.rollout_tensor_parallel": 2,
+                                  "train.rollout_memory_utilization": 0.6}, environ={}).spec
+    return decide("device_oom", spec, {"offload": False, "recompute": False, **features}, History(), side)
+
+
+def test_the_oom_ladder_offloads_the_side_that_ran_out() -> None:
+    trainer = _oom("fully_async", "trainer")
+    assert trainer.restart and trainer.add_feature == "offload" and not trainer.notices
+    colocated = _oom("colocate_async", None)
+    assert colocated.restart and colocated.add_feature == "offload"
+    rollout = _oom("fully_async", "rollout")
+    assert not rollout.restart and rollout.add_feature is None
+    assert [n.split(":")[0] for n in rollout.notices] == ["offload skipped by the OOM ladder",
+                                                          "recompute skipped by the OOM ladder"]
+    assert "the rollout's devices ran out (fully_async gives each its own devices)" in rollout.notices[0]
+    assert rollout.reason.startswith("out of memory on the rollout's own devices")
+    assert rollout.advice == ["lower train.rollout_memory_utilization from 0.6 to 0.5",
+                              "raise train.rollout_tensor_parallel from 2 to 4 (the model's weights and KV cache "
+                              "spread over more rollout devices)",
+                              "shorten train.max_response_length from 8192 to 4096"]
+    done = _oom("fully_async", "trainer", offload=True, recompute=True)
+    assert not done.restart and done.reason.startswith("out of memory and every memory feature")
+
+
+# checks/async_rules.py: its tables (Assert rows) read by one function; what each row says and cites.
+def _async_findings(mode: str, *extra: str, **train):  # type: ignore[no-untyped-def]
+    from verlctl.commands.check import spec_findings
+
+    flags = {**BASE_PATHS, "verl_version": "0.9.1", "strategy": "fsdp", "mode": mode, "cluster.devices": list(range(8)),
+             "extra_overrides": list(extra), **{f"train.{k}": v for k, v in train.items()}}
+    return [f for f in spec_findings(load_spec(None, flags=flags, environ={}))[0]
+            if f.code.startswith(("async_", "fully_async_"))]
+
+
+def test_a_clean_async_plan_breaks_no_assert_of_its_trainer() -> None:
+    for mode in ("separate_async", "fully_async"):
+        assert _async_findings(mode) == [], mode
+    # a spec whose mini-batch does not divide the batch: only that, no staleness / sync-step assert on top
+    assert [f.code for f in _async_findings("fully_async", mini_batch_size=5)] == ["async_batch_sync_step"]
+    # the hybrid switch alone (no disaggregated rollout) is fine
+    assert _async_findings("separate_async", "actor_rollout_ref.rollout.disaggregation.enabled=True") == []
+
+
+def test_each_async_assert_names_its_key_value_and_verl_line() -> None:
+    (f,) = _async_findings("fully_async", "data.train_batch_size=32")
+    assert f.message.startswith("data.train_batch_size is 32: the fully async rollouter streams prompts one at a "
+                                "time and asserts data.train_batch_size == 0 (verl 0.9.1 "
+                                "verl/experimental/fully_async_policy/fully_async_rollouter.py:351)"), f.message
+    (f,) = _async_findings("fully_async", "data.gen_batch_size=2")
+    assert "asserts data.gen_batch_size == 1 (verl 0.9.1" in f.message and f.message.count(":352)") == 1
+    (f,) = _async_findings("fully_async", "async_training.staleness_threshold=True")  # a boolean is no number
+    assert f.code == "fully_async_staleness" and f.field == "extra_overrides"
+    assert f.hint == "use train.staleness_threshold (>= 0) instead of the override"
+    (f,) = _async_findings("separate_async", "actor_rollout_ref.rollout.nnodes=0")
+    assert f.message == ("actor_rollout_ref.rollout.nnodes is 0: separate_async runs the rollout on its own pool and "
+                         "asserts it is > 0 (verl 0.9.1 verl/trainer/ppo/v1/trainer_separate_async.py:64)")
+    assert f.hint == ("remove the actor_rollout_ref.rollout.nnodes override (verlctl sets it from "
+                      "train.rollout_devices / train.rollout_nodes)")
+    sep = _async_findings("separate_async", parameter_sync_step=3, mini_batch_size=8)
+    fa = _async_findings("fully_async", parameter_sync_step=3, mini_batch_size=8)
+    assert sep[0].message.endswith(" (verl 0.9.1 verl/trainer/ppo/v1/trainer_separate_async.py:59)"), sep[0].message
+    assert fa[0].message.endswith("trains parameter_sync_step mini-batches per weight sync"), fa[0].message
+
+
+def test_the_async_rules_cite_each_assert_once_in_verl_order() -> None:
+    from dataclasses import FrozenInstanceError
+
+    from verlctl.checks import async_rules
+    from verlctl.checks.rules import RULES
+
+    cites = {r.name: [(c.path.rsplit("/", 1)[1], c.line) for c in r.cites] for r in RULES}
+    assert cites["fully_async_asserts"] == [("fully_async_rollouter.py", 350), ("fully_async_trainer.py", 76)] + [
+        ("fully_async_rollouter.py", n) for n in (351, 352, 353, 354, 733)]
+    assert cites["separate_async_pool"] == [("trainer_separate_async.py", n) for n in (64, 65, 68, 100)]
+    with pytest.raises(FrozenInstanceError):
+        async_rules.FULLY_ASYNC[0].code = "x"  # type: ignore[misc]

@@ -322,6 +322,7 @@ FSDP = {"strategy": "fsdp"}
 TP1 = {"train.tensor_parallel": 1, "train.pipeline_parallel": 1}
 SWAN = {"logging.swanlab.enabled": True, "logging.swanlab.host": "http://192.0.2.1:8000"}
 
+AR = "actor_rollout_ref"
 SPEC_ROWS = [
     spec_row("device_split", ERROR, "train.trainer_devices",
              {**OSO8, "train.trainer_devices": 5, "train.rollout_devices": 4},
@@ -591,6 +592,12 @@ SPEC_ROWS += [
     spec_row("managed_override", ERROR, "extra_overrides", {"extra_overrides": ["trainer.total_training_steps=100"]},
              {"train.steps": None, "extra_overrides": ["trainer.total_training_steps=100"]},
              "train.steps unset: verlctl emits no total_training_steps"),
+    spec_row("verl_defaults_key", ERROR, "verl_defaults", {"verl_defaults": ["trainer.nnodes"]},
+             {"verl_defaults": ["data.truncation"]}, "a preset verl/presets.py lets an import leave to verl"),
+    spec_row("verl_defaults_key", ERROR, "verl_defaults",
+             {"features.disable": ["dynamic_batch"], "verl_defaults": [f"{AR}.actor.ppo_micro_batch_size_per_gpu"]},
+             {"features.enable": ["dynamic_batch"], "verl_defaults": [f"{AR}.actor.ppo_micro_batch_size_per_gpu"]},
+             "the micro-batch size is left to verl only with dynamic batching"),
     spec_row("fully_async_log_probs", ERROR, "extra_overrides",
              {**FA, "extra_overrides": ["actor_rollout_ref.rollout.calculate_log_probs=False"]},
              {**FA, "extra_overrides": ["actor_rollout_ref.rollout.calculate_log_probs=True"]}),

@@ -131,3 +131,50 @@ def _flat(doc: dict, prefix: str = "") -> dict:
         else:
             out[f"{prefix}{k}"] = v
     return out
+
+
+def test_g3_a_script_without_batch_size_or_n_imports_verls_defaults(tmp_path: Path) -> None:
+    """verl trains on data.train_batch_size=1024 prompts with rollout.n=1 unless told otherwise
+    (verl/trainer/config/data/legacy_data.yaml:42, rollout/rollout.yaml n: 1), not verlctl's 32 x 8."""
+    p = tmp_path / "run.sh"
+    p.write_text(textwrap.dedent(BASE).format(entry=ENTRY, extra="trainer.total_epochs=1")
+                 .replace("data.train_batch_size=32 \\\n", "").replace("actor_rollout_ref.rollout.n=4 ", ""),
+                 encoding="utf-8")
+    r = import_script(p, "0.9.1", {"HOME": "/home/u"})
+    assert (r.document["train"]["train_batch_size"], r.document["train"]["responses_per_prompt"]) == (1024, 1)
+    assert keys(r)["data.train_batch_size"] == "1024" and keys(r)["actor_rollout_ref.rollout.n"] == "1"
+    assert (imported(tmp_path / "b", "trainer.total_epochs=1") if (tmp_path / "b").mkdir() is None else None
+            ).document["train"]["train_batch_size"] == 32  # what the script sets stands
+
+
+def test_g3_presets_the_script_leaves_to_verl_are_not_written(tmp_path: Path) -> None:
+    """GRPO's filter_overlong_prompts, and with dynamic batching the micro-batch sizes and token budgets: the
+    script leaves them to verl, so the spec lists them in verl_defaults and verlctl writes none of them."""
+    r = imported(tmp_path, "trainer.total_epochs=1 actor_rollout_ref.actor.use_dynamic_bsz=True")
+    left = r.document["verl_defaults"]
+    assert {"data.filter_overlong_prompts", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+            "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"} <= set(left), left
+    k = keys(r)
+    assert not set(left) & set(k), set(left) & set(k)
+    assert k["actor_rollout_ref.actor.use_dynamic_bsz"] == "True"
+    # without dynamic batching verl needs a micro-batch size: verlctl's stays
+    (tmp_path / "b").mkdir()
+    r2 = imported(tmp_path / "b", "trainer.total_epochs=1")
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" not in r2.document.get("verl_defaults", [])
+    assert keys(r2)["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] == "1"
+    # the spec plans: verl_defaults is a field the plan reads back
+    plan = make_plan(load_spec(None, flags={**_flat(r.document), "paths.model": "/m/Qwen3-8B"}, environ={}))
+    assert plan.command is not None and "data.filter_overlong_prompts" not in {
+        o.key for o in plan.command.overrides}
+    assert not [f for f in plan.findings if f.code == "verl_defaults_key"]
+
+
+def test_what_verlctl_sets_on_purpose_is_listed_with_its_code(tmp_path: Path) -> None:
+    r = imported(tmp_path, "trainer.total_epochs=1")
+    assert [(code, text.split("=")[0]) for code, text, _ in r.declared] == [
+        ("npu_no_torch_compile", "actor_rollout_ref.actor.fsdp_config.use_torch_compile"),
+        ("npu_no_torch_compile", "actor_rollout_ref.ref.fsdp_config.use_torch_compile"),
+        ("checkpoints_on_host", "trainer.default_local_dir")]
+    assert any(n.startswith("verlctl sets trainer.default_local_dir=") and n.endswith("[checkpoints_on_host]")
+               for n in r.notes)

@@ -61,7 +61,33 @@ def test_official_script_parity(rel: str) -> None:
         return
     assert out.status != "cannot_import", out.reason
     assert out.compared >= 20, f"only {out.compared} keys compared"
+    # Every key verlctl adds composes to what verl uses for the script anyway, or is a setting verlctl makes on
+    # purpose and shows in the plan (verl/presets.py DECLARED, with its code); issue 23, goal 0.
+    assert not out.unmarked, out.unmarked
     recorded = expected.get("differs") or {}
     assert set(out.differing) == set(recorded), {k: out.differing.get(k) for k in set(out.differing) ^ set(recorded)}
     for why in recorded.values():  # a reviewed reason cites the verl (or Hydra) file it rests on
         assert len(why) > 40 and any(ext in why for ext in (".py:", ".yaml:", ".g4:")), why
+
+
+def test_what_verlctl_adds_on_purpose_is_shown_in_the_plan_with_its_code(tmp_path: Path) -> None:
+    """The declared adds the parity measure does not count as unmarked are the ones `plan` prints."""
+    _need("0.7.0")
+    from verlctl.importer import import_script, spec_text
+
+    from conftest import clean_env, run_cli
+
+    rel = "0.7.0/examples/grpo_trainer/run_qwen2_5_7b_grpo_npu.sh"
+    result = import_script(parity.FIXTURES / rel, "0.7.0", dict(parity.ENVIRON))
+    codes = {code for code, _text, _why in result.declared}
+    assert codes == {"npu_no_torch_compile", "checkpoints_on_host"}, result.declared
+    assert any(n.startswith("verlctl sets actor_rollout_ref.actor.use_torch_compile=False because torch.compile")
+               and n.endswith("[npu_no_torch_compile]") for n in result.notes), result.notes
+    spec = tmp_path / "run.yaml"
+    spec.write_text(spec_text(result, rel), encoding="utf-8")
+    res = run_cli("plan", "-c", str(spec), "--set", "paths.model=/m/Qwen2.5-7B-Instruct", env=clean_env(COLUMNS="200"),
+                  timeout=120)
+    shown = res.out
+    assert "verlctl sets on purpose (verl's default differs): actor_rollout_ref.actor.use_torch_compile=False " \
+           "[npu_no_torch_compile]" in " ".join(shown.split()), shown
+    assert "[checkpoints_on_host]" in shown

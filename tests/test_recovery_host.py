@@ -48,7 +48,8 @@ class HostRuns:
         return clean_env(VERLCTL_STATE_DIR=str(self.state), COLUMNS="200")
 
     def start(self, lines: list[str], *, tail: str = 'echo "[verlctl 10:00:09] training finished"', pause: float = 0.3,
-              resumed_from: str | None = None, cloud: bool = False, env_file: str = "") -> RunRecord:
+              resumed_from: str | None = None, cloud: bool = False, env_file: str = "",
+              top: dict[str, Any] | None = None, train: dict[str, Any] | None = None) -> RunRecord:
         from verlctl.plan import make_plan
         from verlctl.spec.resolve import load_spec
 
@@ -58,7 +59,8 @@ class HostRuns:
                       "logs": str(self.root / "logs")},
             "container": {"runtime": "host"},
             "cluster": {"devices": [0, 1, 2, 3]},
-            "train": {"steps": 5, "save_freq": 1, "tensor_parallel": 2},
+            "train": {"steps": 5, "save_freq": 1, "tensor_parallel": 2, **(train or {})},
+            **(top or {}),
         }
         if cloud:
             spec["logging"] = {"swanlab": {"enabled": True, "mode": "cloud", "host": "http://127.0.0.1:9",
@@ -474,3 +476,49 @@ def test_a_launch_with_yes_says_that_training_resumes(tmp_path: Path) -> None:
     out = res.out + res.err
     assert res.code != 0 and "python3 is not available" in out, out
     assert f"training resumes from global_step_2 in {ckpt}" in out, out
+
+
+# A fully_async run (verl 0.9.1 verl/experimental/fully_async_policy): its rollouter and trainer are Ray actors
+# of their own on their own devices. fully_async cannot run on CPU, so the training is the TEST DOUBLE above,
+# printing the lines Ray forwards from those actors (the `(FullyAsyncRollouter pid=N)` prefix, a RayTaskError
+# naming `ray::FullyAsyncRollouter.fit()`).
+FULLY_ASYNC = {"verl_version": "0.9.1", "mode": "fully_async", "strategy": "fsdp"}
+FA_TRAIN = {"rollout_devices": 2, "rollout_tensor_parallel": 1, "train_batch_size": 16, "mini_batch_size": 4,
+            "parameter_sync_step": 4}
+ROLLOUTER_DIED = ("ray.exceptions.RayTaskError(ActorDiedError): ray::FullyAsyncRollouter.fit() (pid=4242, "
+                  "ip=10.0.0.2, actor_id=0123, repr=<FullyAsyncRollouter object at 0x7f>)")
+
+
+def test_a_fully_async_run_whose_rollouter_died_is_reported_as_such(host_runs: HostRuns) -> None:
+    lines = ["Total training steps: 5", _progress(0, 5), "step:1 - training/global_step:1", _progress(1, 5),
+             "(FullyAsyncRollouter pid=4242) [FullyAsyncRollouter] generating batch 7", ROLLOUTER_DIED]
+    tail = 'echo "[verlctl 10:00:05] start_verl.sh exits with status 1"; exit 1'
+    record = host_runs.start(lines, tail=tail, top=FULLY_ASYNC, train=FA_TRAIN)
+    res = host_runs.watch(record)
+    assert res.code == 1, res.out + res.err
+    alert = next(e for e in host_runs.events(record) if e["event"] == "alert")
+    assert alert["category"] == "ray_actor_died", alert
+    assert (alert["process"], alert["role"]) == ("FullyAsyncRollouter", "rollouter"), alert
+    assert alert["message"].endswith(": the rollouter (FullyAsyncRollouter) of this fully_async run"), alert
+    assert "the rollouter (FullyAsyncRollouter) of this fully_async run" in res.out, res.out
+
+
+def test_a_rollout_oom_of_a_fully_async_run_never_adds_trainer_offload(host_runs: HostRuns) -> None:
+    """The rollouter's devices ran out: offload and recompute free the trainer's devices only (they are the
+    actor's param / optimizer / activation memory), so the ladder gives up with rollout advice instead."""
+    lines = ["Total training steps: 5", _progress(0, 5), "step:1 - training/global_step:1", _progress(1, 5),
+             "(FullyAsyncRollouter pid=4242) Traceback (most recent call last):",
+             f"(FullyAsyncRollouter pid=4242) {OOM_LINE}", ROLLOUTER_DIED]
+    tail = 'echo "[verlctl 10:00:05] start_verl.sh exits with status 1"; exit 1'
+    record = host_runs.start(lines, tail=tail, top=FULLY_ASYNC, train=FA_TRAIN)
+    res = host_runs.watch(record)
+    assert res.code == 1, res.out + res.err
+    events = host_runs.events(record)
+    assert "recovery" not in [e["event"] for e in events], [e["event"] for e in events]
+    alert = next(e for e in events if e["event"] == "alert")
+    assert alert["category"] == "device_oom" and alert["process"] == "FullyAsyncRollouter", alert
+    notices = [e["message"] for e in events if e["event"] == "notice"]
+    assert any(n.startswith("offload skipped by the OOM ladder: it frees the trainer's device memory") for n in notices)
+    gave_up = next(e for e in events if e["event"] == "gave_up")
+    assert gave_up["category"] == "device_oom"
+    assert "out of memory on the rollout's own devices" in gave_up["reason"], gave_up

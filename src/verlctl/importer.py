@@ -45,6 +45,8 @@ class ImportResult:
     notes: list[str] = field(default_factory=list)
     command_argv: list[str] = field(default_factory=list)
     config_dir: str = ""
+    # (finding code, KEY=VALUE, why): what verlctl sets on purpose that the script does not (verl/presets.py)
+    declared: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def _resolved(tree: dict[str, Any], sources: dict[str, str]) -> Any:
@@ -113,6 +115,22 @@ def _leave_default_features(mapped: Mapped) -> None:
         del mapped.tree["features"]
 
 
+def _spec_defaults_from_verl(mapped: Mapped) -> None:
+    """G3: a spec field whose verlctl default differs from verl's takes verl's where the script does not set the
+    key (e.g. verl trains on 1024 prompts a step unless told otherwise: verl/presets.py SPEC_FROM_VERL)."""
+    from verlctl.verl.presets import SPEC_FROM_VERL
+
+    keys = {o.key for o in mapped.overrides}
+    for key, (path, default) in SPEC_FROM_VERL.items():
+        if key not in keys:
+            *parents, leaf = path.split(".")
+            node = mapped.tree
+            for p in parents:
+                node = node.setdefault(p, {})
+            node[leaf] = default
+            mapped.sources[path] = f"verl's default (the script does not set {key})"
+
+
 def _emitted_value(text: str) -> Any:
     ov = split_override(text)
     return None if ov is None else parse_value(ov.value_text)
@@ -125,6 +143,7 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
     parsed = parse_file(path, environ)
     mapped = map_script(parsed, version)
     _leave_default_features(mapped)
+    _spec_defaults_from_verl(mapped)
     resolved = _validated(mapped)
     command = build_command(resolved)
     emitted = {line.key: line for line in command.overrides if line.key}
@@ -134,7 +153,13 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
     unresolved: list[ScriptOverride] = []
     notes = list(mapped.notes)
     absent = ABSENT.get(mapped.version, {})
-    for ov in mapped.overrides:
+    last = {ov.key: i for i, ov in enumerate(mapped.overrides)}
+    for i, ov in enumerate(mapped.overrides):
+        if last[ov.key] != i:
+            # Hydra applies a script's overrides in order: a key set again later (e.g. by a wrapper's "$@")
+            # takes the later value; this one must not come back as an extra override after it.
+            notes.append(f"{ov.raw} not imported: the script sets {ov.key} again later (the last one counts)")
+            continue
         if ov.unresolved:
             unresolved.append(ov)
             continue
@@ -160,6 +185,10 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
             env_kept[name] = value
 
     document = dict(mapped.tree)
+    left = _left_to_verl(command, {o.key for o in mapped.overrides})
+    if left:
+        document["verl_defaults"] = left
+        mapped.sources["verl_defaults"] = "the script does not set them: verl's defaults stand"
     if env_kept:
         document["env"] = env_kept
     if extras:
@@ -169,13 +198,33 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
     final_command = build_command(final)
     script_keys = {o.key for o in mapped.overrides}
     added = [line.text for line in final_command.overrides if line.key and line.key not in script_keys]
+    declared = _declared(final_command, script_keys)
+    notes += [f"verlctl sets {text} because {why} [{code}]" for code, text, why in declared]
     for ov in unresolved:
         shown = ov.raw.replace(UNRESOLVED, "")
         notes.append(f"{ov.key} not imported: `{shown[:100]}` needs a command's output (verlctl runs nothing)")
     return ImportResult(
         parsed, mapped, document, covered, extras, unresolved, env_kept, env_covered, added, notes,
-        final_command.argv(), final_command.entry.config_dir,
+        final_command.argv(), final_command.entry.config_dir, declared,
     )
+
+
+def _left_to_verl(command: Any, script_keys: set[str]) -> list[str]:
+    """G3: the preset keys verlctl's command writes that the script leaves to verl (verl/presets.py)."""
+    from verlctl.verl.presets import leave_to_verl
+
+    on = {n for n, s in command.features.items() if s.on and s.applicable}
+    return sorted({line.key for line in command.overrides
+                   if line.key and line.section != "extra" and line.key not in script_keys
+                   and leave_to_verl(line.key, on)})
+
+
+def _declared(command: Any, script_keys: set[str]) -> list[tuple[str, str, str]]:
+    """(code, KEY=VALUE, why) for each setting verlctl makes on purpose that the script does not."""
+    from verlctl.verl.presets import declared_settings
+
+    return declared_settings([(line.key, line.text) for line in command.overrides
+                              if line.key and line.section != "extra" and line.key not in script_keys])
 
 
 # --------------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Features", ("features.",)),
     ("Logging", ("logging.",)),
     ("Recovery", ("recovery.",)),
-    ("Extra", ("env", "extra_overrides")),
+    ("Extra", ("env", "extra_overrides", "verl_defaults")),
     ("Kubernetes export", ("kubernetes.",)),
 )
 
@@ -229,6 +229,21 @@ def changed_rows(resolved: ResolvedSpec, skip: tuple[str, ...] = ()) -> list[tup
     return rows
 
 
+def _presets_lines(command: TrainingCommand, verl_defaults: list[str]) -> list[str]:
+    """What verlctl sets on purpose where verl's default differs (verl/presets.py DECLARED, with its code), and
+    the keys the spec leaves at verl's default (``verl_defaults``, e.g. from `verlctl import`)."""
+    from verlctl.verl.presets import declared_settings
+
+    out = []
+    declared = declared_settings([(o.key, o.text) for o in command.overrides if o.section != "extra"])
+    if declared:
+        out.append("verlctl sets on purpose (verl's default differs): "
+                   + "; ".join(f"{text} [{code}]" for code, text, _why in declared))
+    if verl_defaults:
+        out.append(f"left at verl's default (verl_defaults): {', '.join(verl_defaults)}")
+    return out
+
+
 def glance_lines(resolved: ResolvedSpec, command: TrainingCommand | None, skip: tuple[str, ...] = ()) -> list[str]:
     """The checklist at a glance, as plain lines (wrapped by the caller between words): verl's entry point,
     the values that differ from the defaults with their source, and the features in one line each."""
@@ -238,6 +253,7 @@ def glance_lines(resolved: ResolvedSpec, command: TrainingCommand | None, skip: 
         lines.append(f"verl {command.version} ({spec.algorithm}, {spec.mode}, {spec.strategy}): "
                      f"{command.entry.module} --config-name {command.entry.config_name} "
                      f"({len(command.overrides)} overrides)")
+        lines += _presets_lines(command, spec.verl_defaults)
     rows = changed_rows(resolved, skip)
     width = max((len(r[1]) for r in rows), default=0)
     section = None

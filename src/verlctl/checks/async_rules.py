@@ -5,11 +5,15 @@ The rules read the value each key will have in the composed config: the user's `
 last, so they win) over what verlctl emits for the spec. What verlctl emits satisfies verl's asserts by
 construction; an extra override (or a spec field) can still break them, and verl would then stop only after
 Ray and the model are up. Registered in :data:`verlctl.checks.rules.RULES` when imported (checks/spec_checks.py imports it).
+
+Each mode's one-key asserts are a table (:data:`SEPARATE_ASYNC`, :data:`FULLY_ASYNC`) of :class:`Assert` rows, read
+by one function (:func:`_asserts`); a row's citation is both the rule's and the message's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from verlctl.checks.findings import Finding, Severity, error
@@ -56,8 +60,118 @@ def _num(v: Any) -> float | None:
     return float(v)
 
 
-def _where(field: str, default: str) -> str:
-    return field or default
+@dataclass(frozen=True)
+class Assert:
+    """One assert of an async trainer on one config key, as data.
+
+    ``planned``: what verlctl emits for the key; ``bad``: True where verl's assert fails on the value;
+    ``message``: what is wrong, with ``{key}``, ``{v}`` (the value's repr) and ``{cite}`` (verl path:line);
+    ``spec_field``: the spec field to name when the value is verlctl's own (None: always extra_overrides)."""
+
+    code: str
+    key: str
+    planned: Callable[[RuleCtx], Any]
+    bad: Callable[[Any], bool]
+    cite: Cite
+    message: str
+    hint: str
+    spec_field: str | None = None
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The finding code it emits (tests/test_finding_codes.py collects a rule object's ``codes``)."""
+        return (self.code,)
+
+
+def _asserts(ctx: RuleCtx, mode: str, table: tuple[Assert, ...]) -> Iterable[Finding]:
+    """The findings of ``table``'s asserts for a run in ``mode`` (none for another mode)."""
+    if ctx.spec.mode != mode:
+        return
+    for a in table:
+        v, field = _value(ctx, a.key, a.planned(ctx))
+        if a.bad(v):
+            cite = f"verl {a.cite.version} {a.cite.path}:{a.cite.line}"
+            yield error(
+                a.code,
+                a.message.format(key=a.key, v=repr(v), cite=cite),
+                (field or a.spec_field) if a.spec_field is not None else "extra_overrides",
+                a.hint.format(key=a.key),
+            )
+
+
+def _not_positive(v: Any) -> bool:
+    n = _num(v)
+    return n is None or n <= 0
+
+
+def _negative(v: Any) -> bool:
+    n = _num(v)
+    return n is None or n < 0
+
+
+def _below_one(v: Any) -> bool:
+    n = _num(v)
+    return n is None or n < 1
+
+
+def _is_not(want: Any) -> Callable[[Any], bool]:
+    """True for a value other than ``want`` (a boolean never equals a number here)."""
+    if isinstance(want, bool):
+        return lambda v: v is not want
+    return lambda v: v != want or isinstance(v, bool)
+
+
+_POOL = "{key} is {v}: separate_async runs the rollout on its own pool and asserts it is > 0 ({cite})"
+_POOL_HINT = "remove the {key} override (verlctl sets it from train.rollout_devices / train.rollout_nodes)"
+_BATCH = ("{key} is {v}: the fully async rollouter streams prompts one at a time and asserts {key} == %s ({cite}); "
+          "the prompts per step are train.train_batch_size")
+_BATCH_HINT = "remove the {key} override; set train.train_batch_size / train.parameter_sync_step instead"
+
+SEPARATE_ASYNC: tuple[Assert, ...] = (
+    Assert("async_rollout_pool", f"{AR}.rollout.nnodes", lambda c: c.rollout_nnodes, _not_positive,
+           Cite(V091, SEP, 64, "assert config.actor_rollout_ref.rollout.nnodes > 0"), _POOL, _POOL_HINT,
+           "train.rollout_devices"),
+    Assert("async_rollout_pool", f"{AR}.rollout.n_gpus_per_node", lambda c: c.spec.train.rollout_devices,
+           _not_positive, Cite(V091, SEP, 65, "assert config.actor_rollout_ref.rollout.n_gpus_per_node > 0"),
+           _POOL, _POOL_HINT, "train.rollout_devices"),
+    Assert("async_checkpoint_engine", f"{AR}.rollout.checkpoint_engine.backend",
+           lambda c: c.spec.train.checkpoint_engine or "nccl", lambda v: v == "naive",
+           Cite(V091, SEP, 68, 'assert config.actor_rollout_ref.rollout.checkpoint_engine.backend != "naive"'),
+           "checkpoint_engine.backend is naive: separate_async syncs weights to a separate rollout pool and "
+           "refuses it ({cite})",
+           "use train.checkpoint_engine: nccl (HCCL on NPU), nixl or mooncake, and drop the override",
+           "train.checkpoint_engine"),
+)
+
+FULLY_ASYNC: tuple[Assert, ...] = (
+    Assert("fully_async_hybrid_engine", f"{AR}.hybrid_engine", lambda c: False, _is_not(False),
+           Cite(V091, ROLLOUTER, 350, "assert not self.hybrid_engine"),
+           "{key} is {v}: the fully async rollouter and trainer assert it is False ({cite})",
+           "remove the {key} override (verlctl sets False)"),
+    Assert("fully_async_batch", "data.train_batch_size", lambda c: 0, _is_not(0),
+           Cite(V091, ROLLOUTER, 351, 'assert self.config.data.train_batch_size == 0, "train_batch_size must be zero"'),
+           _BATCH % 0, _BATCH_HINT),
+    Assert("fully_async_batch", "data.gen_batch_size", lambda c: 1, _is_not(1),
+           Cite(V091, ROLLOUTER, 352, 'assert self.config.data.gen_batch_size == 1, "gen_batch_size must be one"'),
+           _BATCH % 1, _BATCH_HINT),
+    Assert("fully_async_staleness", "async_training.staleness_threshold",
+           lambda c: c.spec.train.staleness_threshold or 0.0, _negative,
+           Cite(V091, ROLLOUTER, 353, "assert self.config.async_training.staleness_threshold >= 0"),
+           "{key} is {v}: it must be a number >= 0 ({cite})",
+           "use train.staleness_threshold (>= 0) instead of the override", "train.staleness_threshold"),
+    Assert("fully_async_staleness", "async_training.trigger_parameter_sync_step",
+           lambda c: c.spec.train.parameter_sync_step or 1, _below_one,
+           Cite(V091, ROLLOUTER, 354, "assert self.config.async_training.trigger_parameter_sync_step >= 1"),
+           "{key} is {v}: it must be >= 1 ({cite})", "use train.parameter_sync_step (>= 1) instead of the override"),
+    Assert("fully_async_log_probs", f"{AR}.rollout.calculate_log_probs", lambda c: True, _is_not(True),
+           Cite(V091, ROLLOUTER, 733, "assert self.config.actor_rollout_ref.rollout.calculate_log_probs"),
+           "{key} is {v}: fully async trains on the rollout's log-probs and asserts it ({cite})",
+           "remove the {key} override"),
+)
+
+
+def _codes(table: tuple[Assert, ...], *more: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([a.code for a in table] + list(more)))
 
 
 @rule(
@@ -108,51 +222,29 @@ def _cite(ctx: RuleCtx) -> str:
     return ""
 
 
+_SWITCH = Cite(V091, SEP, 100, "raise ValueError(")
+
+
 @rule(
     "separate_async_pool",
-    ("async_rollout_pool", "async_checkpoint_engine", "async_switch_disaggregation"),
+    _codes(SEPARATE_ASYNC, "async_switch_disaggregation"),
     Severity.ERROR,
     versions=(V091,),
-    cites=(
-        Cite(V091, SEP, 64, "assert config.actor_rollout_ref.rollout.nnodes > 0"),
-        Cite(V091, SEP, 65, "assert config.actor_rollout_ref.rollout.n_gpus_per_node > 0"),
-        Cite(V091, SEP, 68, 'assert config.actor_rollout_ref.rollout.checkpoint_engine.backend != "naive"'),
-        Cite(V091, SEP, 100, "raise ValueError("),
-    ),
+    cites=(*(a.cite for a in SEPARATE_ASYNC), _SWITCH),
 )
 def _separate_pool(ctx: RuleCtx) -> Iterable[Finding]:
-    """separate_async: a standalone rollout pool, a real checkpoint engine, a reward model on its own pool."""
+    """separate_async: a standalone rollout pool, a real checkpoint engine, no hybrid switch with a
+    disaggregated (prefill/decode) rollout."""
+    yield from _asserts(ctx, "separate_async", SEPARATE_ASYNC)
     if ctx.spec.mode != "separate_async":
         return
-    t = ctx.spec.train
-    for key, planned in (("nnodes", ctx.rollout_nnodes), ("n_gpus_per_node", t.rollout_devices)):
-        v, field = _value(ctx, f"{AR}.rollout.{key}", planned)
-        n = _num(v)
-        if n is None or n <= 0:
-            yield error(
-                "async_rollout_pool",
-                f"{AR}.rollout.{key} is {v!r}: separate_async runs the rollout on its own pool and asserts it is "
-                f"> 0 (verl {V091} {SEP}:{64 if key == 'nnodes' else 65})",
-                _where(field, "train.rollout_devices"),
-                f"remove the {AR}.rollout.{key} override (verlctl sets it from train.rollout_devices / "
-                "train.rollout_nodes)",
-            )
-    backend, field = _value(ctx, f"{AR}.rollout.checkpoint_engine.backend", t.checkpoint_engine or "nccl")
-    if backend == "naive":
-        yield error(
-            "async_checkpoint_engine",
-            f"checkpoint_engine.backend is naive: separate_async syncs weights to a separate rollout pool and "
-            f"refuses it (verl {V091} {SEP}:68)",
-            _where(field, "train.checkpoint_engine"),
-            "use train.checkpoint_engine: nccl (HCCL on NPU), nixl or mooncake, and drop the override",
-        )
     switch, _ = _value(ctx, "trainer.v1.separate_async.hybrid_rollout.enable_switch", False)
     disagg, _ = _value(ctx, f"{AR}.rollout.disaggregation.enabled", False)
     if switch is True and disagg is True:
         yield error(
             "async_switch_disaggregation",
             "trainer.v1.separate_async.hybrid_rollout.enable_switch does not support rollout disaggregation "
-            f"(prefill/decode): verl raises ValueError at start-up (verl {V091} {SEP}:100)",
+            f"(prefill/decode): verl raises ValueError at start-up (verl {V091} {_SWITCH.path}:{_SWITCH.line})",
             "extra_overrides",
             "drop one of the two overrides (enable_switch or rollout.disaggregation.enabled)",
         )
@@ -188,66 +280,12 @@ def _reward_pool(ctx: RuleCtx) -> Iterable[Finding]:
 
 @rule(
     "fully_async_asserts",
-    ("fully_async_hybrid_engine", "fully_async_batch", "fully_async_staleness", "fully_async_log_probs"),
+    _codes(FULLY_ASYNC),
     Severity.ERROR,
     versions=(V091,),
-    cites=(
-        Cite(V091, ROLLOUTER, 350, "assert not self.hybrid_engine"),
-        Cite(V091, FA_TRAINER, 76, "assert not self.hybrid_engine"),
-        Cite(V091, ROLLOUTER, 351, 'assert self.config.data.train_batch_size == 0, "train_batch_size must be zero"'),
-        Cite(V091, ROLLOUTER, 352, 'assert self.config.data.gen_batch_size == 1, "gen_batch_size must be one"'),
-        Cite(V091, ROLLOUTER, 353, "assert self.config.async_training.staleness_threshold >= 0"),
-        Cite(V091, ROLLOUTER, 354, "assert self.config.async_training.trigger_parameter_sync_step >= 1"),
-        Cite(V091, ROLLOUTER, 733, "assert self.config.actor_rollout_ref.rollout.calculate_log_probs"),
-    ),
+    cites=(*(a.cite for a in FULLY_ASYNC[:1]), Cite(V091, FA_TRAINER, 76, "assert not self.hybrid_engine"),
+           *(a.cite for a in FULLY_ASYNC[1:])),
 )
 def _fully_async(ctx: RuleCtx) -> Iterable[Finding]:
     """fully_async: no hybrid engine, prompts streamed one by one, a non-negative staleness, rollout log-probs."""
-    if ctx.spec.mode != "fully_async":
-        return
-    where = f"verl {V091} {ROLLOUTER}"
-    v, _ = _value(ctx, f"{AR}.hybrid_engine", False)
-    if v is not False:
-        yield error(
-            "fully_async_hybrid_engine",
-            f"{AR}.hybrid_engine is {v!r}: the fully async rollouter and trainer assert it is False ({where}:350)",
-            "extra_overrides",
-            f"remove the {AR}.hybrid_engine override (verlctl sets False)",
-        )
-    for key, want, line in (("data.train_batch_size", 0, 351), ("data.gen_batch_size", 1, 352)):
-        v, _ = _value(ctx, key, want)
-        if v != want or isinstance(v, bool):
-            yield error(
-                "fully_async_batch",
-                f"{key} is {v!r}: the fully async rollouter streams prompts one at a time and asserts {key} == "
-                f"{want} ({where}:{line}); the prompts per step are train.train_batch_size",
-                "extra_overrides",
-                f"remove the {key} override; set train.train_batch_size / train.parameter_sync_step instead",
-            )
-    st, field = _value(ctx, "async_training.staleness_threshold", ctx.spec.train.staleness_threshold or 0.0)
-    n = _num(st)
-    if n is None or n < 0:
-        yield error(
-            "fully_async_staleness",
-            f"async_training.staleness_threshold is {st!r}: it must be a number >= 0 ({where}:353)",
-            _where(field, "train.staleness_threshold"),
-            "use train.staleness_threshold (>= 0) instead of the override",
-        )
-    sync, _ = _value(ctx, "async_training.trigger_parameter_sync_step", ctx.spec.train.parameter_sync_step or 1)
-    n = _num(sync)
-    if n is None or n < 1:
-        yield error(
-            "fully_async_staleness",
-            f"async_training.trigger_parameter_sync_step is {sync!r}: it must be >= 1 ({where}:354)",
-            "extra_overrides",
-            "use train.parameter_sync_step (>= 1) instead of the override",
-        )
-    lp, _ = _value(ctx, f"{AR}.rollout.calculate_log_probs", True)
-    if lp is not True:
-        yield error(
-            "fully_async_log_probs",
-            f"{AR}.rollout.calculate_log_probs is {lp!r}: fully async trains on the rollout's log-probs and "
-            f"asserts it ({where}:733)",
-            "extra_overrides",
-            f"remove the {AR}.rollout.calculate_log_probs override",
-        )
+    yield from _asserts(ctx, "fully_async", FULLY_ASYNC)

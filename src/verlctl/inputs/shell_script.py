@@ -535,10 +535,18 @@ class ParsedScript:
     unset: list[str]  # variables read but never set (expanded empty, as bash does)
 
 
+MAX_FOLLOW = 2  # `bash other.sh` / `exec bash other.sh` followed this many scripts deep
+
+
 class _Interp:
-    def __init__(self, name: str, environ: dict[str, str] | None) -> None:
+    def __init__(self, name: str, environ: dict[str, str] | None, args: list[str] | None = None,
+                 depth: int = 0) -> None:
         self.name = name
+        self.args = list(args or [])  # the positional parameters ("$@"): a followed script's arguments
+        self.depth = depth
         self.vars: dict[str, Value] = dict(environ or {})
+        self.inherited = set(environ or {})  # the environment's variables: a followed script gets them too
+        self.if_depth = 0  # evaluated `if` blocks inside each other (deeper ones are skipped, as before)
         self.exported: set[str] = set()
         self.notes: list[str] = []
         self.unset: list[str] = []
@@ -559,11 +567,12 @@ class _Interp:
 
     def get(self, name: str) -> Value | None:
         if name in ("@", "*"):
-            return []  # the script is read with no arguments
+            return list(self.args)  # none for the script itself; a followed script's are its caller's words
         if name == "#":
-            return "0"
+            return str(len(self.args))
         if name.isdigit():
-            return None if name != "0" else self.name
+            n = int(name)
+            return self.name if n == 0 else (self.args[n - 1] if n <= len(self.args) else None)
         if name in ("?", "$", "!", "-"):
             return UNRESOLVED + "$" + name + UNRESOLVED
         return self.vars.get(name)
@@ -661,6 +670,13 @@ class _Interp:
             words = tokenize(body, self.name)
         except ScriptError:
             words = []
+        if (len(words) == 4 and isinstance(words[0], Word) and words[0].literal() == "cd" and isinstance(words[1], Word)
+                and isinstance(words[2], Op) and words[2].text == "&&" and isinstance(words[3], Word)
+                and words[3].literal() == "pwd"):
+            # `$(cd DIR && pwd)` (a script's own directory): DIR as an absolute path, computed, not run
+            d = self.join(words[1], depth + 1)
+            if d and UNRESOLVED not in d:
+                return posixpath.normpath(posixpath.join(os.getcwd(), d))
         if words and all(isinstance(w, Word) for w in words):
             fields: list[str] = []
             for w in words:
@@ -786,7 +802,8 @@ class _Interp:
                 value = old + value
         self.vars[name] = value
 
-    def run(self, tokens: list[Token]) -> None:
+    def run(self, tokens: list[Token]) -> bool:
+        """Process ``tokens``; False when an ``exit`` ended the script."""
         cmd: list[Token] = []
         prev_op = "\n"
         i = 0
@@ -797,7 +814,7 @@ class _Interp:
                 if cmd:
                     nxt = tok.text
                     if not self.simple(cmd, chained=prev_op in ("&&", "||") or nxt in ("&&", "||")):
-                        return
+                        return False
                     cmd = []
                 prev_op = tok.text
                 i += 1
@@ -812,6 +829,14 @@ class _Interp:
                     and isinstance(tokens[i + 2], Op)
                     and tokens[i + 2].text == ")"  # type: ignore[union-attr]
                 ) or kw == "function":
+                    if kw == "if" and prev_op not in ("&&", "||", "|"):
+                        evaluated = self.if_block(tokens, i)
+                        if evaluated is not None:
+                            i, went_on = evaluated
+                            if not went_on:
+                                return False
+                            prev_op = "\n"
+                            continue
                     i = self.skip_compound(tokens, i)
                     prev_op = "\n"
                     continue
@@ -821,7 +846,123 @@ class _Interp:
             cmd.append(tok)
             i += 1
         if cmd:
-            self.simple(cmd, chained=prev_op in ("&&", "||"))
+            return self.simple(cmd, chained=prev_op in ("&&", "||"))
+        return True
+
+    def if_block(self, tokens: list[Token], i: int) -> tuple[int, bool] | None:
+        """An ``if`` whose every test is a string comparison ``[[ A == B ]]`` / ``[[ A != B ]]`` of values the
+        script gives: run the branch bash would take. (index after ``fi``, False when that branch exits), or
+        None to skip the block as before (a test that needs a command, arithmetic, a file, ...)."""
+        clauses: list[tuple[list[Token], list[Token]]] = []
+        other: list[Token] | None = None
+        cur: list[Token] = []
+        cond: list[Token] | None = None
+        depth = 0
+        at_cmd = True
+        j = i + 1
+        n = len(tokens)
+        while j < n:
+            tok = tokens[j]
+            word = tok.literal() if isinstance(tok, Word) else None
+            if isinstance(tok, Op):
+                at_cmd = tok.text in ("\n", ";", "&", "&&", "||", "|", ";;", "(", ")", "{")
+                cur.append(tok)
+                j += 1
+                continue
+            if depth == 0 and at_cmd and word in ("then", "elif", "else", "fi"):
+                if word == "then" and cond is None:
+                    cond, cur = cur, []
+                elif word in ("elif", "else", "fi") and cond is not None:
+                    clauses.append((cond, cur))
+                    cond, cur = None, []
+                    if word == "fi":
+                        break
+                elif word == "fi" and cond is None and clauses and other is None:
+                    break
+                else:
+                    return None
+                if word == "else":
+                    cond = None
+                    k = j + 1
+                    # the else body runs to the matching fi
+                    body: list[Token] = []
+                    d2 = 0
+                    at2 = True
+                    while k < n:
+                        t2 = tokens[k]
+                        w2 = t2.literal() if isinstance(t2, Word) else None
+                        if isinstance(t2, Op):
+                            at2 = t2.text in ("\n", ";", "&", "&&", "||", "|", ";;", "(", ")", "{")
+                            body.append(t2)
+                            k += 1
+                            continue
+                        if at2 and w2 in _OPENERS:
+                            d2 += 1
+                        elif at2 and w2 in _CLOSERS:
+                            if d2 == 0 and w2 == "fi":
+                                break
+                            d2 -= 1
+                        elif at2 and d2 == 0 and w2 in ("then", "elif", "else"):
+                            return None
+                        body.append(t2)
+                        at2 = w2 in ("then", "do", "else", "elif", "if", "while", "until", "!", "time", "{")
+                        k += 1
+                    else:
+                        return None
+                    other = body
+                    j = k
+                    break
+                at_cmd = True
+                j += 1
+                continue
+            if at_cmd and word in _OPENERS:
+                depth += 1
+            elif at_cmd and word in _CLOSERS:
+                depth -= 1
+                if depth < 0:
+                    return None
+            cur.append(tok)
+            at_cmd = word in ("then", "do", "else", "elif", "if", "while", "until", "!", "time", "{")
+            j += 1
+        else:
+            return None
+        tests = [self.test(c) for c, _ in clauses]
+        chosen: list[Token] | None = other
+        for verdict, (_, body) in zip(tests, clauses):
+            if verdict is None:
+                return None
+            if verdict:
+                chosen = body
+                break
+        if self.if_depth >= MAX_DEPTH:
+            return None
+        self.note(f"line {tokens[i].line}: `if` evaluated (its tests compare the script's own values)")
+        self.if_depth += 1
+        try:
+            went_on = self.run(chosen) if chosen else True
+        finally:
+            self.if_depth -= 1
+        return j + 1, went_on
+
+    def test(self, cond: list[Token]) -> bool | None:
+        """``[[ A == B ]]`` / ``[[ A != B ]]`` (B without glob characters): its value; None otherwise."""
+        words = [t for t in cond if not (isinstance(t, Op) and t.text in ("\n", ";"))]
+        if len(words) != 5 or not all(isinstance(w, Word) for w in words):
+            return None
+        lits = [w.literal() if isinstance(w, Word) else None for w in words]
+        if lits[0] != "[[" or lits[4] != "]]" or lits[2] not in ("==", "=", "!="):
+            return None
+        for w in (words[1], words[3]):
+            for part in w.parts:  # type: ignore[union-attr]
+                m = re.match(r"#?([A-Za-z_][A-Za-z0-9_]*)", part.text) if part.kind == "param" else None
+                if part.kind in ("cmd", "arith", "special") or (m is not None and m.group(1) not in self.vars
+                                                                 and not re.match(r"#?\w+:?[-=]", part.text)):
+                    return None  # a value the run's environment gives (unset here) or a command's output
+        a = self.join(words[1])  # type: ignore[arg-type]
+        b = self.join(words[3])  # type: ignore[arg-type]
+        if UNRESOLVED in a or UNRESOLVED in b or any(ch in b for ch in "*?["):
+            return None
+        return (a == b) if lits[2] != "!=" else (a != b)
 
     def skip_compound(self, tokens: list[Token], i: int) -> int:
         start = tokens[i]
@@ -923,8 +1064,39 @@ class _Interp:
             self.note(f"line {words[0].line}: `{first}` ignored (verlctl runs training from container.workdir)")
             return True
         argv = [f for w in words for f in self.fields(w)]
+        exec_ = bool(argv) and argv[0] == "exec" and not chained
+        if exec_:
+            argv = argv[1:]
+        if (len(argv) >= 2 and posixpath.basename(argv[0]) in ("bash", "sh") and argv[1].endswith(".sh")
+                and not chained and not self.commands):
+            self._follow(argv[1], argv[2:], words[0].line)
+            return not exec_  # `exec` replaces the script: nothing after it runs
         self._maybe_python(argv, {a[0]: self.scalar(a[1]) for a in assigns}, words[0].line)
         return True
+
+    def _follow(self, path: str, args: list[str], line: int) -> None:
+        """``bash other.sh ARGS`` (verl's ascend CI scripts hand their overrides to a common script this way):
+        read ``other.sh`` as well, with ARGS as its ``"$@"`` and the exported variables as its environment. Only
+        a regular file (not a link) in the same directory as this script, at most MAX_FOLLOW deep."""
+        if UNRESOLVED in path:
+            self.note(f"line {line}: `bash {path[:80]}` not followed (its path needs a command's output)")
+            return
+        here = posixpath.dirname(posixpath.normpath(posixpath.join(os.getcwd(), self.name)))
+        target = posixpath.normpath(posixpath.join(os.getcwd(), path))
+        if self.depth >= MAX_FOLLOW or posixpath.dirname(target) != here or os.path.islink(target):
+            self.note(f"line {line}: `bash {path[:80]}` not followed (only a script beside this one is read, "
+                      f"at most {MAX_FOLLOW} deep)")
+            return
+        text = read_script(target)
+        env = {k: self.scalar(v) for k, v in self.vars.items() if k in self.exported or k in self.inherited}
+        child = _Interp(target, env, args, self.depth + 1)
+        child.work = self.work
+        child.run(tokenize(text, target))
+        self.work = child.work
+        self.note(f"line {line}: followed `bash {posixpath.basename(target)}` ({len(args)} arguments)")
+        for text_ in child.notes:
+            self.note(text_)
+        self.commands += child.commands
 
     def _declare(self, builtin: str, args: list[Word]) -> None:
         export = builtin == "export"

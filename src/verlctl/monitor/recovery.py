@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from verlctl.checks.memory import rung_can_help
 from verlctl.spec.model import RunSpec
-from verlctl.verl.features import OOM_LADDER
+from verlctl.verl.features import OOM_LADDER, OOM_LADDER_SIDE
 
 
 @dataclass
@@ -36,7 +36,10 @@ def enabled_features(spec: RunSpec, on: dict[str, bool]) -> set[str]:
     return {name for name, state in on.items() if state}
 
 
-def decide(category: str | None, spec: RunSpec, features_on: dict[str, bool], history: History) -> Decision:
+def decide(category: str | None, spec: RunSpec, features_on: dict[str, bool], history: History,
+           side: str | None = None) -> Decision:
+    """``side``: whose devices ran out of memory (``trainer`` / ``rollout``) in a mode that gives each its own
+    devices (:func:`verlctl.verl.modes.device_side`); a rung that frees the other side's memory is skipped."""
     r = spec.recovery
     if category == "host_oom":
         return _host_oom(spec, features_on, history)
@@ -52,12 +55,20 @@ def decide(category: str | None, spec: RunSpec, features_on: dict[str, bool], hi
             if feature in disabled:
                 notices.append(f"{feature} is explicitly disabled (features.disable): skipped by the OOM ladder")
                 continue
+            frees = OOM_LADDER_SIDE.get(feature)
+            if side is not None and frees is not None and frees != side:
+                notices.append(f"{feature} skipped by the OOM ladder: it frees the {frees}'s device memory, and the "
+                               f"{side}'s devices ran out ({spec.mode} gives each its own devices)")
+                continue
             if not rung_can_help(spec, features_on, feature):
                 notices.append(f"{feature} skipped by the OOM ladder: the memory estimate says it cannot help "
                                "(or host RAM is too short for offload)")
                 continue
             return Decision(True, f"out of memory: restarting with {feature} added", add_feature=feature,
                             notices=notices)
+        if side == "rollout":
+            return Decision(False, "out of memory on the rollout's own devices: the OOM ladder's features free "
+                            "the trainer's memory only", notices=notices, advice=rollout_oom_advice(spec))
         return Decision(False, "out of memory and every memory feature of the ladder is already on (or disabled)",
                         notices=notices, advice=oom_advice(spec))
     if category is not None and category in r.restart_on:
@@ -113,4 +124,20 @@ def oom_advice(spec: RunSpec) -> list[str]:
             out.append(f"raise train.pipeline_parallel from {t.pipeline_parallel} to {t.pipeline_parallel * 2}")
     if t.responses_per_prompt > 4:
         out.append(f"lower train.responses_per_prompt from {t.responses_per_prompt} to {t.responses_per_prompt // 2}")
+    return out
+
+
+def rollout_oom_advice(spec: RunSpec) -> list[str]:
+    """Next steps for a rollout that ran out of its own devices' memory (a disaggregated mode)."""
+    t = spec.train
+    out = []
+    if t.rollout_memory_utilization > 0.35:
+        out.append(f"lower train.rollout_memory_utilization from {t.rollout_memory_utilization} to "
+                   f"{round(max(0.3, t.rollout_memory_utilization - 0.1), 2)}")
+    devices = t.rollout_devices or 0
+    tp = t.rollout_tensor_parallel or t.tensor_parallel
+    if devices >= tp * 2 and devices % (tp * 2) == 0:
+        out.append(f"raise train.rollout_tensor_parallel from {tp} to {tp * 2} (the model's weights and KV cache "
+                   "spread over more rollout devices)")
+    out.append(f"shorten train.max_response_length from {t.max_response_length} to {max(256, t.max_response_length // 2)}")
     return out

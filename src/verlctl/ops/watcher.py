@@ -147,6 +147,7 @@ class Watcher:
         self._worker_info: dict[str, str] = {}
         self._early: tuple[list[str], Any] | None = None  # a next attempt being prepared (see _early_oom)
         self._oom_before: Any = None  # the OOM-kill counters when the attempt's watch started (monitor/killed.py)
+        self._early_side: str | None = None  # whose devices the OOM that started it hit (see _side)
 
     # -------------------------------------------------------------------------------- reporting
 
@@ -214,7 +215,7 @@ class Watcher:
                 return 1
             category = outcome.finding.category if outcome.finding else ("stalled" if outcome.kind == "stalled" else None)
             features_on = {n: s.on and s.applicable for n, s in self._features().items()}
-            decision = decide(category, self.resolved.spec, features_on, self.history)
+            decision = decide(category, self.resolved.spec, features_on, self.history, self._side(outcome.finding))
             for notice in decision.notices:
                 self.say(f"verlctl watch: {notice}")
                 self.emit("notice", message=notice)
@@ -411,6 +412,7 @@ class Watcher:
         if not findings or findings[0].category != "device_oom":
             return False
         if self._early is None:
+            self._early_side = self._side(findings[0])
             self._early = self._start_prepare("device_oom")
         return True
 
@@ -582,10 +584,25 @@ class Watcher:
         return None
 
     def _alert(self, f: Finding, attempt: int, step: int | None = None) -> None:
-        self.say(f"verlctl watch: {f.category} at log line {f.line}: {f.message}")
+        from verlctl.verl.modes import describe_process, process_in
+
+        mode = self.resolved.spec.mode
+        who = describe_process(mode, f.excerpt)  # a process of the run's mode: the rollouter, the queue, ...
+        message = f"{f.message}: {who}" if who else f.message
+        self.say(f"verlctl watch: {f.category} at log line {f.line}: {message}")
         self.say(f"  hint: {f.hint}")
-        self.emit("alert", category=f.category, line=f.line, message=f.message, hint=f.hint, excerpt=f.excerpt,
-                  attempt=attempt, step=step)
+        proc = process_in(mode, f.excerpt)
+        extra = {"process": proc.name, "role": proc.role} if proc is not None else {}
+        self.emit("alert", category=f.category, line=f.line, message=message, hint=f.hint, excerpt=f.excerpt,
+                  attempt=attempt, step=step, **extra)
+
+    def _side(self, f: Finding | None) -> str | None:
+        """Whose devices a device OOM hit, where the run's mode gives trainer and rollout their own."""
+        from verlctl.verl.modes import device_side
+
+        if f is None or f.category != "device_oom":
+            return None
+        return device_side(self.resolved.spec.mode, f.excerpt)
 
     def _on_event(self, ev: object, live: LiveStatus, resumed_from: str | None) -> None:
         now = time.time()
@@ -685,7 +702,7 @@ class Watcher:
 
         if decision is None:
             features_on = {n: s.on and s.applicable for n, s in self._features().items()}
-            decision = decide(category, self.resolved.spec, features_on, self.history)
+            decision = decide(category, self.resolved.spec, features_on, self.history, self._early_side)
             if not decision.restart:
                 return None
         added, enable = self._next_features(decision)

@@ -671,6 +671,11 @@ class RunSpec(_Strict):
     extra_overrides: list[str] = Field(
         default_factory=list, description="Raw Hydra overrides appended last (validated like the rest)."
     )
+    verl_defaults: list[str] = Field(
+        default_factory=list,
+        description="verl keys left at verl's own default: verlctl writes no preset of its own for them "
+        "(`verlctl import` lists the ones the script leaves alone; verlctl/verl/presets.py names those allowed).",
+    )
 
     @field_validator("env")
     @classmethod

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verlctl.checks.findings import Finding, error, info, warning
+from verlctl.spec.model import RunSpec
 from verlctl.spec.resolve import ResolvedSpec
 from verlctl.verl import base, environment
 from verlctl.verl.entrypoints import DEFAULT_VERSION, Entry, entry_for
@@ -253,10 +254,21 @@ def build_overrides(resolved: ResolvedSpec, version: str, states: dict[str, Feat
                     own[-1].note = f"{own[-1].note}; {emit.note}" if own[-1].note else emit.note
                 else:
                     lines.append(OverrideLine("", None, "", f"feature:{f.name}", emit.note, raw=""))
+    if spec.verl_defaults:
+        lines = _leave_to_verl(lines, spec.verl_defaults, {n for n, on in ctx.features.items() if on})
     for raw in spec.extra_overrides:
         key = raw.split("=", 1)[0].lstrip("+~")
         lines.append(OverrideLine(key, None, "", "extra", None, raw=raw))
     return _dedupe(lines)
+
+
+def _leave_to_verl(lines: list[OverrideLine], keys: list[str], features_on: set[str]) -> list[OverrideLine]:
+    """Drop verlctl's preset lines for the spec's ``verl_defaults`` keys (verl's default stands); a key that
+    presets.py does not allow to be left to verl keeps its line (``verl_defaults_key`` says so)."""
+    from verlctl.verl.presets import leave_to_verl
+
+    left = {k for k in keys if leave_to_verl(k, features_on)}
+    return [line for line in lines if line.key not in left]
 
 
 def _dedupe(lines: list[OverrideLine]) -> list[OverrideLine]:
@@ -323,4 +335,21 @@ def build_command(resolved: ResolvedSpec, container_version: str | None = None) 
                     "logging.swanlab.api_key",
                 )
             )
+    findings += _verl_defaults_findings(resolved.spec, {n for n, s in states.items() if s.on and s.applicable})
     return TrainingCommand(version, entry, overrides, states, env, env_file, findings)
+
+
+def _verl_defaults_findings(spec: RunSpec, features_on: set[str]) -> list[Finding]:
+    from verlctl.verl.presets import LEAVE_TO_VERL, leave_to_verl
+
+    out = []
+    for key in spec.verl_defaults:
+        if leave_to_verl(key, features_on):
+            continue
+        known = LEAVE_TO_VERL.get(key)
+        why = (f"only with the {known.needs_feature} feature on" if known is not None and known.needs_feature
+               else "verlctl needs its own value for it")
+        out.append(error("verl_defaults_key", f"verl_defaults: {key} cannot be left at verl's default ({why})",
+                         "verl_defaults", f"remove {key} from verl_defaults (left to verl: "
+                         f"{', '.join(sorted(LEAVE_TO_VERL)[:4])}, ...: see verlctl/verl/presets.py)"))
+    return out

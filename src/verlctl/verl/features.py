@@ -388,6 +388,9 @@ MASK_BITS = 7
 
 #: The OOM ladder: memory features added in this order.
 OOM_LADDER: tuple[str, ...] = ("offload", "recompute")
+#: Whose device memory each rung frees: both act on the actor / reference (param / optimizer offload,
+#: activation recompute), so in a mode with rollout devices of their own neither helps a rollout OOM.
+OOM_LADDER_SIDE: dict[str, str] = {"offload": "trainer", "recompute": "trainer"}
 
 CONFLICTS: tuple[Conflict, ...] = (
     Conflict(

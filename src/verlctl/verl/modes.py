@@ -16,6 +16,7 @@ Sources (verl 0.9.1 wheel under ``.cache/verl/0.9.1``):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -96,10 +97,80 @@ def version_problem(mode: str, version: str) -> str | None:
     return f"mode {mode} exists in verl {', '.join(info.versions)} only, not in verl {version}"
 
 
-def process_names() -> tuple[str, ...]:
-    """Every mode's own process names (Ray actor classes), for the watcher and stop."""
+@dataclass(frozen=True)
+class Process:
+    """A Ray actor a mode runs: its class name (the log prefix ``(Name pid=N)``, the process title
+    ``ray::Name.method``), what it is, and whose devices it holds: ``trainer``, ``rollout``, or ``none`` (a
+    driver or a queue that holds no device memory)."""
+
+    name: str
+    role: str
+    side: str
+
+
+#: What each mode process is (0.9.1 wheel: fully_async_main.py:36 FullyAsyncTaskRunner,
+#: fully_async_rollouter.py:330 FullyAsyncRollouter, fully_async_trainer.py:54 FullyAsyncTrainer,
+#: message_queue.py:27 MessageQueue, one_step_off_policy/main_ppo.py:34 OneStepTaskRunner, trainer/main_ppo.py
+#: TaskRunnerV1, experimental/separation/engine_workers.py:36 DetachActorWorker; the rollout servers
+#: workers/rollout/vllm_rollout/vllm_async_server.py:87 vLLMHttpServer and
+#: workers/rollout/sglang_rollout/async_sglang_server.py:123 SGLangHttpServer, in every mode).
+PROCESSES: dict[str, Process] = {
+    p.name: p
+    for p in (
+        Process("OneStepTaskRunner", "one-step-off task runner (the driver)", "none"),
+        Process("TaskRunnerV1", "V1 task runner (the driver)", "none"),
+        Process("DetachActorWorker", "trainer worker (actor on its own devices)", "trainer"),
+        Process("FullyAsyncTaskRunner", "fully async task runner (the driver)", "none"),
+        Process("FullyAsyncRollouter", "rollouter", "rollout"),
+        Process("FullyAsyncTrainer", "trainer", "trainer"),
+        Process("MessageQueue", "message queue between rollouter and trainer", "none"),
+        Process("vLLMHttpServer", "vLLM rollout server", "rollout"),
+        Process("SGLangHttpServer", "SGLang rollout server", "rollout"),
+    )
+}
+#: The rollout servers every 0.9.1 mode starts (their own Ray actors).
+ROLLOUT_SERVERS: tuple[str, ...] = ("vLLMHttpServer", "SGLangHttpServer")
+
+# A Ray actor named in a log line: its forwarded-output prefix or its task name in a RayTaskError.
+_ACTOR_RE = re.compile(r"\((?P<p>[A-Za-z_][A-Za-z0-9_]*) pid=\d+|\bray::(?P<t>[A-Za-z_][A-Za-z0-9_]*)\.")
+
+
+def process_names(mode: str | None = None) -> tuple[str, ...]:
+    """The Ray actor classes of ``mode`` besides the trainer's workers (its own, then the rollout servers);
+    every mode's when ``mode`` is None. For the watcher and stop."""
+    infos = [MODES[mode]] if mode in MODES else [] if mode is not None else list(MODES.values())
     seen: dict[str, None] = {}
-    for m in MODES.values():
+    for m in infos:
         for p in m.processes:
             seen[p] = None
+    if mode in MODES and mode != "sync":
+        for p in ROLLOUT_SERVERS:
+            seen[p] = None
     return tuple(seen)
+
+
+def process_in(mode: str, text: str) -> Process | None:
+    """The first of ``mode``'s processes that ``text`` (a log line or excerpt) names as a Ray actor."""
+    names = process_names(mode)
+    for m in _ACTOR_RE.finditer(text):
+        name = m.group("p") or m.group("t")
+        if name in names:
+            return PROCESSES[name]
+    return None
+
+
+def device_side(mode: str, text: str) -> str | None:
+    """Whose devices the process named in ``text`` holds, where the mode gives trainer and rollout devices of
+    their own (``trainer`` / ``rollout``); None in a colocated mode (both share every device) or when ``text``
+    names no process of the mode that holds devices."""
+    if not is_disaggregated(mode):
+        return None
+    proc = process_in(mode, text)
+    return proc.side if proc is not None and proc.side in ("trainer", "rollout") else None
+
+
+def describe_process(mode: str, text: str) -> str | None:
+    """'the rollouter (FullyAsyncRollouter) of this fully_async run', for a process of the mode named in
+    ``text``; None otherwise."""
+    proc = process_in(mode, text)
+    return None if proc is None else f"the {proc.role} ({proc.name}) of this {mode} run"
