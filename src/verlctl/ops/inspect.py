@@ -589,18 +589,21 @@ def remove_key_files(record: RunRecord, ex: Executor | None, say: Callable[[str]
     targets: list[Executor] = [ex] if ex is not None else []
     targets += [wex for _w, wex, _ in worker_targets(record) if wex is not None]
     warnings = []
+    # The env file and the run's SwanLab login store (a directory start_verl.sh writes) both hold the key: the
+    # file with `rm -f` (anything else in its place is a failure to report), the store with `rm -rf`.
+    removals = [(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], f"{record.scripts_dir}/{ENV_FILE}"),
+                (["rm", "-rf", "--", f"{record.scripts_dir}/{SWANLAB_STORE}"], f"{record.scripts_dir}/{SWANLAB_STORE}")]
     for t in targets:
-        try:  # the env file and the run's SwanLab login store (start_verl.sh) both hold the key
-            res = t.run(["rm", "-rf", "--", f"{record.scripts_dir}/{ENV_FILE}", f"{record.scripts_dir}/{SWANLAB_STORE}"],
-                        timeout=30)
-        except VerlctlError as exc:  # the target is gone or unreachable: nothing there to remove now
-            warnings.append(f"could not remove {record.scripts_dir}/{ENV_FILE} in {t.describe()}: {exc.message}")
-        else:
-            if res.ok:
-                continue
-            warnings.append(f"could not remove {record.scripts_dir}/{ENV_FILE} in {t.describe()}: "
-                            f"{res.err.strip()[:200]}")
-        say(f"warning: {warnings[-1]}")
+        for argv, path in removals:
+            try:
+                res = t.run(argv, timeout=30)
+            except VerlctlError as exc:  # the target is gone or unreachable: nothing there to remove now
+                warnings.append(f"could not remove {path} in {t.describe()}: {exc.message}")
+                say(f"warning: {warnings[-1]}")
+                break  # one warning for an unreachable target: the second removal would fail the same way
+            if not res.ok:
+                warnings.append(f"could not remove {path} in {t.describe()}: {res.err.strip()[:200]}")
+                say(f"warning: {warnings[-1]}")
     return warnings
 
 
