@@ -333,6 +333,17 @@ class ProxySpec(_Strict):
     https: str | None = Field(default=None, description="https_proxy inside the container.")
     no_proxy: str | None = Field(default=None, description="no_proxy inside the container.")
 
+    @field_validator("http", "https")
+    @classmethod
+    def _no_credentials(cls, v: str | None) -> str | None:
+        # A proxy URL is written into start_verl.sh, spec.resolved.yaml and the plan: a password in it would be
+        # a secret in files and output. The message never repeats the value.
+        if v and "@" in v.split("://", 1)[-1].split("/", 1)[0]:
+            raise ValueError("a user name or password in the proxy URL would be written into the run's scripts, "
+                             "spec.resolved.yaml and output: give the proxy as scheme://host:port, without "
+                             "credentials (verlctl has no secret channel for proxy passwords yet)")
+        return v
+
 
 class ContainerSpec(_Strict):
     """Where training runs: an existing or new Docker container (or the host, with ``runtime: host``)."""

@@ -152,6 +152,7 @@ def spec_error_from(exc: ValidationError, origins: Mapping[str, Origin]) -> Spec
         value is not None
         and not isinstance(value, (dict, list, SecretStr))
         and "api_key" not in path
+        and path not in ("container.proxy.http", "container.proxy.https")  # may carry a proxy password
         and repr(value) not in msg
     ):
         msg = f"{msg} (got {shown(value)})"

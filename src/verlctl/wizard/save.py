@@ -54,8 +54,8 @@ def spec_document(resolved: ResolvedSpec) -> tuple[dict[str, Any], list[str]]:
                 notes.append(f"{path} is not written: export SWANLAB_API_KEY before `verlctl launch`")
             continue
         if path in PROXY_PATHS and _has_credentials(value):
-            notes.append(f"{path} holds credentials and is not written: export it as "
-                         f"{path.rsplit('.', 1)[-1]}_proxy instead")
+            notes.append(f"{path} holds credentials and is not written: give the proxy as scheme://host:port, "
+                         "without credentials")
             continue
         set_path(doc, path, value)
     return doc, notes
