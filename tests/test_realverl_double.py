@@ -50,14 +50,15 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def test_vllm_cpu_linear_keeps_its_weight_for_the_sync_and_trainer_device_follows_the_platform(
-        realverl_image: str, docker_engine: Any) -> None:
+def _result_in_image(docker_engine: Any, image: str, argv: list[str]) -> dict[str, Any]:
+    """Run ``argv`` in a throw-away container of the real-verl image (no network, the double loaded) under
+    the machine's Docker test slot; the one ``RESULT {json}`` line it prints, parsed."""
     import docker_support
 
     docker_support._slot.acquire()
     try:
         raw = docker_engine.containers.run(
-            realverl_image, ["python3", "-c", SCRIPT], environment=dict(DOUBLE_ENV), network_mode="none",
+            image, argv, environment=dict(DOUBLE_ENV), network_mode="none",
             remove=True, stdout=True, stderr=True, labels={"verlctl-test": "1"},
         )
     finally:
@@ -65,7 +66,12 @@ def test_vllm_cpu_linear_keeps_its_weight_for_the_sync_and_trainer_device_follow
     text = raw.decode(errors="replace")
     lines = [ln for ln in text.splitlines() if ln.startswith("RESULT ")]
     assert len(lines) == 1, text[-3000:]
-    result = json.loads(lines[0].removeprefix("RESULT "))
+    return dict(json.loads(lines[0].removeprefix("RESULT ")))
+
+
+def test_vllm_cpu_linear_keeps_its_weight_for_the_sync_and_trainer_device_follows_the_platform(
+        realverl_image: str, docker_engine: Any) -> None:
+    result = _result_in_image(docker_engine, realverl_image, ["python3", "-c", SCRIPT])
     assert result == {"trainer_device": "cpu", "weight_after_load": [128, 128], "forward_uses_synced": True}, result
 
 
@@ -130,22 +136,10 @@ def test_the_nccl_checkpoint_engine_syncs_weights_over_gloo(realverl_image: str,
     """verl 0.9.1's disaggregated trainers sync weights through the checkpoint engine verlctl's command names
     (``nccl``); its module needs cupy and CUDA. The double's gloo engine under that name moves the real
     bytes. Before: ``Checkpoint engine nccl not registered``."""
-    import docker_support
-
-    docker_support._slot.acquire()
-    try:
-        raw = docker_engine.containers.run(
-            # a file, not -c: multiprocessing's spawn re-imports the script's functions by module path
-            realverl_image, ["bash", "-c", 'printf "%s" "$1" >/tmp/engine_sync.py && exec python3 /tmp/engine_sync.py',
-                             "engine_sync", ENGINE_SCRIPT], environment=dict(DOUBLE_ENV), network_mode="none",
-            remove=True, stdout=True, stderr=True, labels={"verlctl-test": "1"},
-        )
-    finally:
-        docker_support._slot.release()
-    text = raw.decode(errors="replace")
-    lines = [ln for ln in text.splitlines() if ln.startswith("RESULT ")]
-    assert len(lines) == 1, text[-3000:]
-    result = json.loads(lines[0].removeprefix("RESULT "))
+    # a file, not -c: multiprocessing's spawn re-imports the script's functions by module path
+    result = _result_in_image(docker_engine, realverl_image, [
+        "bash", "-c", 'printf "%s" "$1" >/tmp/engine_sync.py && exec python3 /tmp/engine_sync.py',
+        "engine_sync", ENGINE_SCRIPT])
     received = {"names": ["a.weight", "b.bias", "big.weight"], "equal": True}
     assert result == {"engine": "GlooCheckpointEngine", "double": True, "sent1": 1, "received1": received,
                       "sent2": 2, "received2": received}, result
