@@ -65,7 +65,7 @@ def main() -> None:
             "typer hello --help (baseline)": [py, str(hello), "--help"],
             "verlctl --help": [py, "-m", "verlctl", "--help"],
             "verlctl plan (example spec)": [py, "-m", "verlctl", "plan", "-c", str(ROOT / "examples/run.yaml"),
-                                            "-o", str(out)],
+                                            "-o", str(out), "--force"],
             "verlctl plan --json": [py, "-m", "verlctl", "plan", "-c", str(ROOT / "examples/run.yaml"), "--json"],
         }
         for cmd in cmds.values():  # warm the page cache and .pyc files
