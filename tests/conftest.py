@@ -131,7 +131,17 @@ def launch_env(tmp_path: Path, docker_engine, test_image):  # type: ignore[no-un
 
 def pytest_configure(config: pytest.Config) -> None:
     """One id for this test run, shared by its xdist workers (PYTEST_XDIST_TESTRUNUID): what the run creates
-    on the machine (device nodes) is tagged with it and removed at its end."""
+    on the machine (device nodes) is tagged with it and removed at its end.
+
+    And SIGINT at its default: a suite started as a background job (`cmd &`, nohup) inherits SIGINT ignored,
+    and so would every `python -m verlctl` a test starts: a test that interrupts a launch as a terminal's
+    Ctrl-C does would see the signal ignored and the launch carry on. A terminal's foreground job has SIGINT
+    at its default, so each process of the run (xdist workers too) puts it back: a handled signal is reset to
+    the default across exec, an ignored one is not."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if hasattr(config, "workerinput"):
         return
     import uuid
