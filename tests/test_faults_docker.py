@@ -10,6 +10,7 @@ DOUBLE for verl's training step); Docker, Ray, the mounts and the watcher are re
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -479,8 +480,12 @@ def test_driver_killed_by_the_container_s_oom_killer_is_host_oom(fenv: LaunchEnv
     print(f"driver OOM-killed in its cgroup -> alert {alert['category']}: {latency:.2f} s")
     assert alert["category"] == "host_oom", alert
     assert "killed by signal 9 (SIGKILL, exit 137)" in alert["message"], alert
-    assert "the kernel OOM killer (host RAM) did it: the memory cgroup's oom_kill counter went from 0 to" in \
-        alert["message"], alert
+    # The counter against the reading taken when the watch started; when that reading could not be taken (an
+    # exec that failed on a loaded engine: seen once in a loaded CI run), the cgroup's own count, as said.
+    said = alert["message"].split("did it: ", 1)[-1]
+    assert "the kernel OOM killer (host RAM) did it: " in alert["message"], alert
+    assert said.startswith("the memory cgroup's oom_kill counter went from 0 to ") or re.match(
+        r"the memory cgroup's oom_kill counter is [1-9]", said), alert
     assert latency <= REPORT_WITHIN_S, latency
     assert code == 1 and "Traceback" not in out, out
     kinds = [e["event"] for e in events(fenv)]
