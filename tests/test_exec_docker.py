@@ -78,3 +78,15 @@ def test_read_file_tells_empty_from_missing_and_reads_slices(container_factory) 
     assert ex.read_file("/tmp/empty") == b""
     assert ex.read_file("/tmp/missing") is None
     assert ex.file_size("/tmp/ten") == 10 and ex.file_size("/tmp/missing") is None
+
+
+def test_a_read_that_fails_is_not_an_empty_file(container_factory) -> None:  # type: ignore[no-untyped-def]
+    """A readable path whose read fails (here a directory: tail says "Is a directory"; on a loaded machine a
+    tail that could not be forked) is unreadable, never an empty file: an empty start pid file once stopped an
+    OOM relaunch. A long file sliced by head (its tail ended by SIGPIPE) is still a whole read."""
+    c = container_factory()
+    ex = DockerExecutor(container_factory.client, c.id, c.name)
+    container_factory.exec(c, ["bash", "-c", "mkdir -p /tmp/adir; seq 1 200000 > /tmp/long"])
+    assert ex.read_file("/tmp/adir") is None
+    assert ex.read_file("/tmp/adir", offset=0, max_bytes=4) is None
+    assert ex.read_file("/tmp/long", offset=0, max_bytes=6) == b"1\n2\n3\n"

@@ -399,6 +399,11 @@ class DockerExecutor(Executor):
         environment = {"VERLCTL_LOG": log_path, "VERLCTL_PID_FILE": pid_file, **(env or {})}
         res = self.run(cmd, env=environment, cwd=cwd, timeout=60, retry=False)
         raw = self.read_file(pid_file)
+        for _ in range(5):  # read as empty once on a loaded engine although the start exited 0: ask again
+            if not res.ok or (raw or b"").strip():
+                break
+            time.sleep(0.2)
+            raw = self.read_file(pid_file)
         pid = (raw or b"").decode(errors="replace").strip()
         self.run(["rm", "-f", "--", pid_file], timeout=30)
         if not res.ok or not pid.isdigit():
@@ -408,8 +413,11 @@ class DockerExecutor(Executor):
     def read_file(self, path: str, offset: int = 0, max_bytes: int | None = None) -> bytes | None:
         # The output ends with a marker: on a loaded engine an exec's output can arrive empty although the
         # command ran and exited 0 (seen for the start pid file), and empty must not be read as "no data".
+        # Exit 2: a tail (or head) that did not run or failed (a failed fork on a loaded machine) is a failed read,
+        # never an empty file; a tail ended by SIGPIPE (141) once head has its bytes is a whole read.
         script = ('[ -r "$1" ] || exit 1; if [ -n "$3" ]; then tail -c "+$2" -- "$1" | head -c "$3"; '
-                  'else tail -c "+$2" -- "$1"; fi; printf %s "$4"')
+                  's=("${PIPESTATUS[@]}"); [ "${s[0]}" = 0 ] || [ "${s[0]}" = 141 ] || exit 2; '
+                  '[ "${s[1]}" = 0 ] || exit 2; else tail -c "+$2" -- "$1" || exit 2; fi; printf %s "$4"')
         cmd = ["bash", "-c", script, "read", path, str(offset + 1), "" if max_bytes is None else str(max_bytes),
                _READ_END]
         marker = _READ_END.encode()
@@ -426,6 +434,8 @@ class DockerExecutor(Executor):
             code = self._exit_code(eid)
             if code == EXEC_STILL_RUNNING:
                 raise RuntimeFailure(f"{self.describe()}: cannot read {path}: the read did not finish")
+            if code == 2 and attempt < 2:  # the read itself failed: read again
+                continue
             if code != 0:
                 return None
             if out.endswith(marker):
