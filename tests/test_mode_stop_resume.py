@@ -318,3 +318,11 @@ def test_the_watchers_next_attempt_resumes_where_verl_will(tmp_path: Path, monke
     assert watcher(extra_overrides=["trainer.resume_mode=disable"])._latest_checkpoint() is None
     (ck / "latest_checkpointed_iteration.txt").write_text("7")  # a tracker whose folder is gone
     assert watcher()._latest_checkpoint() is None
+
+
+def test_resume_path_without_a_path_is_said(tmp_path: Path) -> None:
+    spec = _resolved("sync", **{"paths.checkpoints": str(tmp_path), "extra_overrides": [
+        "trainer.resume_mode=resume_path"]}).spec
+    assert resume_settings(spec) == ("resume_path", None)
+    assert resume_point(str(tmp_path), spec) is None
+    assert "(extra_overrides; got none)" in resume_action(str(tmp_path), spec)
