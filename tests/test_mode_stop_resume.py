@@ -142,13 +142,68 @@ def test_stop_of_a_fully_async_run_says_which_processes_were_not_running(tmp_pat
         return n
 
     assert wait_for(lambda: titles() >= 2, timeout=30)
-    res = state_cli(tmp_path, "stop", RUN, "--grace", "10")
+    res = state_cli(tmp_path, "stop", RUN, "--json", "--grace", "10")
     assert res.code == 0, res.out + res.err
-    text = " ".join(res.out.split())
-    assert "not running: FullyAsyncTaskRunner, FullyAsyncTrainer, vLLMHttpServer, SGLangHttpServer" in text, text
-    assert "the rollouter (FullyAsyncRollouter, pid" in text and ") stopped" in text, text
-    assert "the message queue between rollouter and trainer (MessageQueue, pid" in text, text
+    doc = json.loads(res.out)
+    found = {p["name"]: p for p in doc["mode_processes"] if p["found"]}
+    assert set(found) == {"FullyAsyncRollouter", "MessageQueue"}, doc["mode_processes"]
+    assert all(p["stopped"] is True and p["where"] == "host" for p in found.values())
+    rollouter, queue = found["FullyAsyncRollouter"]["pid"], found["MessageQueue"]["pid"]
+    assert [p for p in doc["mode_processes"] if not p["found"]] == [
+        {"name": n, "role": PROCESSES[n].role, "side": PROCESSES[n].side, "found": False, "pid": None, "where": None,
+         "stopped": None} for n in ("FullyAsyncTaskRunner", "FullyAsyncTrainer", "vLLMHttpServer", "SGLangHttpServer")]
+    text = " ".join(res.err.split())
+    pieces = [f"the rollouter (FullyAsyncRollouter, pid {rollouter} in host)",
+              f"the message queue between rollouter and trainer (MessageQueue, pid {queue} in host)"]
+    head = "fully_async's processes among the run's verified ones: "
+    tail = "; not running: FullyAsyncTaskRunner, FullyAsyncTrainer, vLLMHttpServer, SGLangHttpServer stopped process group"
+    assert (head + ", ".join(pieces) + tail in text) or (head + ", ".join(reversed(pieces)) + tail in text), text
+    assert f"the rollouter (FullyAsyncRollouter, pid {rollouter} in host) stopped" in text, text
     assert "STILL RUNNING" not in text
+
+
+def test_stop_of_a_run_that_has_ended_says_none_of_its_processes_runs(tmp_path: Path, procs: Any) -> None:
+    from verlctl.plan import make_plan
+
+    gone = procs(["true"])
+    gone.wait()
+    d = write_any_record(tmp_path, RUN, gone.pid, marker=f"{RUN}.1.0123456789abcdef", leader_start=1)
+    (d / "spec.resolved.yaml").write_text(make_plan(_resolved("separate_async")).render().files["spec.resolved.yaml"],
+                                         encoding="utf-8")
+    res = state_cli(tmp_path, "stop", RUN, "--json", "--grace", "5")
+    assert res.code == 0, res.out + res.err
+    doc = json.loads(res.out)
+    assert doc["signalled"] == [] and [p["found"] for p in doc["mode_processes"]] == [False] * 4
+    assert ("separate_async's processes among the run's verified ones: none running (TaskRunnerV1, "
+            "DetachActorWorker, vLLMHttpServer, SGLangHttpServer)") in res.err, res.err
+
+
+def test_without_a_recorded_spec_stop_names_any_modes_process_it_found(tmp_path: Path, procs: Any) -> None:
+    """A record whose spec cannot be read: the mode is unknown; a process of any mode among the verified ones is
+    still named (and nothing is listed as not running)."""
+    marker = f"{RUN}.1.0123456789abcdef"
+    leader = procs(["bash", "-c", "bash -c 'exec -a ray::FullyAsyncRollouter sleep 600' & wait"],
+                   env={"VERLCTL_ATTEMPT": marker})
+    write_any_record(tmp_path, RUN, leader.pid, marker=marker, leader_start=leader_start(leader.pid))
+
+    def titled() -> int | None:
+        for c in Path("/proc").iterdir():
+            try:
+                if c.name.isdigit() and (c / "cmdline").read_bytes().startswith(b"ray::FullyAsyncRollouter"):
+                    return int(c.name)
+            except OSError:
+                continue
+        return None
+
+    assert wait_for(titled, timeout=30)
+    pid = titled()
+    res = state_cli(tmp_path, "stop", RUN, "--json", "--grace", "10")
+    assert res.code == 0, res.out + res.err
+    doc = json.loads(res.out)
+    assert doc["mode"] is None
+    assert [(p["name"], p["pid"], p["stopped"]) for p in doc["mode_processes"]] == [("FullyAsyncRollouter", pid, True)]
+    assert (f"the run's processes among the run's verified ones: the rollouter (FullyAsyncRollouter, pid {pid} in "
+            "host) stopped process group") in " ".join(res.err.split()), res.err
 
 
 def test_a_sync_run_has_no_mode_processes_to_report(tmp_path: Path, procs: Any) -> None:
