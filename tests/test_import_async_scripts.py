@@ -10,6 +10,7 @@ spec gets wrong for the mode, and a spec that `plan` refuses.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -170,3 +171,64 @@ def test_the_reader_evaluates_single_bracket_string_tests(test: str, value: str 
     assert parsed.command.overrides == [f"data.return_raw_chat={expected}"]
     evaluated = any("`if` evaluated" in n for n in parsed.notes)
     assert evaluated is (value is not None), parsed.notes
+
+
+def _fully_async(tmp_path: Path, *words: str) -> Any:
+    script = tmp_path / "fa.sh"
+    script.write_text("python3 -m verl.experimental.fully_async_policy.fully_async_main \\\n    "
+                      + " \\\n    ".join(words) + "\n", encoding="utf-8")
+    return import_script(script, None, dict(ENVIRON))
+
+
+@pytest.mark.parametrize(
+    ("words", "nnodes", "devices", "rollout_nodes"),
+    [
+        # no node counts: one node each side
+        (("trainer.n_gpus_per_node=16", "rollout.n_gpus_per_node=16"), 2, 16, 1),
+        # a count that is no node count (0) counts as one node
+        (("trainer.nnodes=0", "rollout.nnodes=0", "trainer.n_gpus_per_node=16", "rollout.n_gpus_per_node=16"), 2, 16,
+         1),
+        (("trainer.nnodes=2", "rollout.nnodes=3", "trainer.n_gpus_per_node=16", "rollout.n_gpus_per_node=16"), 5, 16,
+         3),
+        # unequal pools that cannot share a node: each side's nodes, the larger side's devices a node
+        (("trainer.n_gpus_per_node=16", "rollout.n_gpus_per_node=8"), 2, 16, 1),
+        # 8 + 8 fit one 16-device node: a per-node split
+        (("trainer.n_gpus_per_node=8", "rollout.n_gpus_per_node=8"), None, 16, None),
+    ],
+)
+def test_the_device_split_of_a_fully_async_script(tmp_path: Path, words: tuple[str, ...], nnodes: int | None,
+                                                  devices: int, rollout_nodes: int | None) -> None:
+    result = _fully_async(tmp_path, "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+                          "async_training.trigger_parameter_sync_step=2", "data.train_batch_size=0", *words)
+    doc = result.document
+    assert doc["cluster"].get("nnodes") == nnodes, doc["cluster"]
+    assert doc["cluster"]["devices"] == list(range(devices))
+    assert doc["train"].get("rollout_nodes") == rollout_nodes
+    per = {w.split("=")[0]: int(w.split("=")[1]) for w in words}
+    assert doc["train"]["trainer_devices"] == per["trainer.n_gpus_per_node"]
+    assert doc["train"]["rollout_devices"] == per["rollout.n_gpus_per_node"]
+    if rollout_nodes and "trainer.nnodes=0" not in words:  # a script's own 0 stays an extra override (it wins)
+        assert f"rollout.nnodes={rollout_nodes}" in result.command_argv
+        assert f"trainer.nnodes={nnodes - rollout_nodes}" in result.command_argv
+        assert f"rollout.n_gpus_per_node={per['rollout.n_gpus_per_node']}" in result.command_argv
+
+
+@pytest.mark.parametrize(
+    ("words", "batch"),
+    [
+        (("actor_rollout_ref.actor.ppo_mini_batch_size=8", "async_training.trigger_parameter_sync_step=2",
+          "data.train_batch_size=0"), 16),
+        (("actor_rollout_ref.actor.ppo_mini_batch_size=1", "async_training.trigger_parameter_sync_step=1",
+          "data.train_batch_size=0"), 1),
+        # no mini-batch (verl's default) or a 0 one: the batch is verlctl's own, not derived
+        (("async_training.trigger_parameter_sync_step=2", "data.train_batch_size=0"), None),
+        (("actor_rollout_ref.actor.ppo_mini_batch_size=0", "async_training.trigger_parameter_sync_step=2",
+          "data.train_batch_size=0"), None),
+    ],
+)
+def test_a_fully_async_batch_is_the_prompts_between_two_syncs(tmp_path: Path, words: tuple[str, ...],
+                                                               batch: int | None) -> None:
+    result = _fully_async(tmp_path, "trainer.n_gpus_per_node=4", "rollout.n_gpus_per_node=4", *words)
+    train = result.document["train"]
+    assert train.get("train_batch_size") == batch, train
+    assert train["parameter_sync_step"] == (2 if "async_training.trigger_parameter_sync_step=2" in words else 1)

@@ -266,9 +266,9 @@ MAX_DEVICES_PER_NODE = 16
 
 
 def _whole_node_split(per_node: int, rollout_per_node: int, nnodes: Any, rollout_nnodes: Any) -> tuple[int, int] | None:
-    """(trainer nodes, rollout nodes) where a script's trainer and rollout pools must be separate nodes of the same
-    size (verlctl's whole-node split); None where they share each node (a per-node split)."""
-    if per_node != rollout_per_node or per_node + rollout_per_node <= MAX_DEVICES_PER_NODE:
+    """(trainer nodes, rollout nodes) where a script's trainer and rollout pools cannot share a node, so must be
+    separate nodes (verlctl's whole-node split); None where they fit on each node (a per-node split)."""
+    if per_node + rollout_per_node <= MAX_DEVICES_PER_NODE:
         return None
     train_nodes = nnodes if isinstance(nnodes, int) and nnodes > 0 else 1
     roll_nodes = rollout_nnodes if isinstance(rollout_nnodes, int) and rollout_nnodes > 0 else 1
@@ -480,13 +480,14 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
             # that cannot share a node are separate nodes, verlctl's whole-node split (train.rollout_nodes).
             train_nodes, roll_nodes = whole
             put("train.rollout_nodes", roll_nodes, rollout_nodes_key)
-            put("cluster.devices", list(range(per_node)), "trainer.n_gpus_per_node (a node of each side)")
+            put("cluster.devices", list(range(max(per_node, rollout_per_node))),
+                "the larger of trainer.n_gpus_per_node and the rollout's (a node of each side)")
             nnodes = train_nodes + roll_nodes
             put("cluster.nnodes", nnodes, f"trainer.nnodes + {rollout_nodes_key}")
             notes.append(
                 f"trainer and rollout pools of {per_node} + {rollout_per_node} devices per node do not fit one node "
                 f"(at most {MAX_DEVICES_PER_NODE}): imported as a whole-node split, {train_nodes} trainer node(s) + "
-                f"train.rollout_nodes={roll_nodes} rollout node(s) of {per_node} devices (cluster.nnodes={nnodes}); "
+                f"train.rollout_nodes={roll_nodes} rollout node(s) (cluster.nnodes={nnodes}); "
                 "if your nodes have room for both pools, set train.rollout_nodes: null and cluster.devices instead; "
                 f"list the {nnodes} node addresses in cluster.nodes (the first is the Ray head) before `verlctl "
                 "launch`, or let Slurm pick them (`verlctl export slurm`)"
