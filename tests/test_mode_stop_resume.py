@@ -12,6 +12,7 @@ resume: what verl 0.9.1 restores from ``global_step_N`` per mode (verl/modes.py 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def _start_run(tmp_path: Path, procs: Any, mode: str) -> tuple[int, dict[str, in
     of its own, as Ray's workers are); the pid of each, by class name, once all are up."""
     from verlctl.plan import make_plan
 
-    marker = f"{RUN}.1.0123456789abcdef"
+    marker = f"{RUN}.1.{os.urandom(8).hex()}"  # unique: tests in parallel never share one
     names = process_names(mode)
     lines = []
     for i, name in enumerate(names):
@@ -72,6 +73,20 @@ def _start_run(tmp_path: Path, procs: Any, mode: str) -> tuple[int, dict[str, in
 
     assert wait_for(up, timeout=30), pids
     return leader.pid, _running(pids)
+
+
+def _titled(tmp_path: Path, *pidfiles: str) -> bool:
+    """Each pid file written and its process titled ``ray::...`` already (this run's own processes only: the
+    other tests' stand-ins carry the same titles)."""
+    for name in pidfiles:
+        f = tmp_path / name
+        try:
+            if not f.read_text().strip() or not Path(f"/proc/{int(f.read_text())}/cmdline").read_bytes().startswith(
+                    b"ray::"):
+                return False
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 def _running(pids: dict[str, int]) -> dict[str, int]:
@@ -123,25 +138,14 @@ def test_stop_of_a_fully_async_run_says_which_processes_were_not_running(tmp_pat
     not found; in text, the rollouter by its role."""
     from verlctl.plan import make_plan
 
-    marker = f"{RUN}.1.0123456789abcdef"
-    script = ("bash -c 'exec -a ray::FullyAsyncRollouter.fit sleep 600' & "
-              "bash -c 'exec -a ray::MessageQueue sleep 600' & wait")
+    marker = f"{RUN}.1.{os.urandom(8).hex()}"  # unique: tests in parallel never share one
+    script = (f"bash -c 'exec -a ray::FullyAsyncRollouter.fit sleep 600' & echo $! > {tmp_path}/r.pid; "
+              f"bash -c 'exec -a ray::MessageQueue sleep 600' & echo $! > {tmp_path}/q.pid; wait")
     leader = procs(["bash", "-c", script], env={"VERLCTL_ATTEMPT": marker})
     d = write_any_record(tmp_path, RUN, leader.pid, marker=marker, leader_start=leader_start(leader.pid))
     (d / "spec.resolved.yaml").write_text(make_plan(_resolved("fully_async")).render().files["spec.resolved.yaml"],
                                          encoding="utf-8")
-
-    def titles() -> int:
-        n = 0
-        for c in Path("/proc").iterdir():
-            try:
-                n += c.name.isdigit() and (c / "cmdline").read_bytes().startswith((b"ray::FullyAsyncRollouter",
-                                                                                  b"ray::MessageQueue"))
-            except OSError:
-                continue
-        return n
-
-    assert wait_for(lambda: titles() >= 2, timeout=30)
+    assert wait_for(lambda: _titled(tmp_path, "r.pid", "q.pid"), timeout=30)
     res = state_cli(tmp_path, "stop", RUN, "--json", "--grace", "10")
     assert res.code == 0, res.out + res.err
     doc = json.loads(res.out)
@@ -167,7 +171,7 @@ def test_stop_of_a_run_that_has_ended_says_none_of_its_processes_runs(tmp_path: 
 
     gone = procs(["true"])
     gone.wait()
-    d = write_any_record(tmp_path, RUN, gone.pid, marker=f"{RUN}.1.0123456789abcdef", leader_start=1)
+    d = write_any_record(tmp_path, RUN, gone.pid, marker=f"{RUN}.1.{os.urandom(8).hex()}", leader_start=1)
     (d / "spec.resolved.yaml").write_text(make_plan(_resolved("separate_async")).render().files["spec.resolved.yaml"],
                                          encoding="utf-8")
     res = state_cli(tmp_path, "stop", RUN, "--json", "--grace", "5")
@@ -181,22 +185,12 @@ def test_stop_of_a_run_that_has_ended_says_none_of_its_processes_runs(tmp_path: 
 def test_without_a_recorded_spec_stop_names_any_modes_process_it_found(tmp_path: Path, procs: Any) -> None:
     """A record whose spec cannot be read: the mode is unknown; a process of any mode among the verified ones is
     still named (and nothing is listed as not running)."""
-    marker = f"{RUN}.1.0123456789abcdef"
-    leader = procs(["bash", "-c", "bash -c 'exec -a ray::FullyAsyncRollouter sleep 600' & wait"],
-                   env={"VERLCTL_ATTEMPT": marker})
+    marker = f"{RUN}.1.{os.urandom(8).hex()}"  # unique: tests in parallel never share one
+    leader = procs(["bash", "-c", f"bash -c 'exec -a ray::FullyAsyncRollouter sleep 600' & echo $! > {tmp_path}/r.pid;"
+                    " wait"], env={"VERLCTL_ATTEMPT": marker})
     write_any_record(tmp_path, RUN, leader.pid, marker=marker, leader_start=leader_start(leader.pid))
-
-    def titled() -> int | None:
-        for c in Path("/proc").iterdir():
-            try:
-                if c.name.isdigit() and (c / "cmdline").read_bytes().startswith(b"ray::FullyAsyncRollouter"):
-                    return int(c.name)
-            except OSError:
-                continue
-        return None
-
-    assert wait_for(titled, timeout=30)
-    pid = titled()
+    assert wait_for(lambda: _titled(tmp_path, "r.pid"), timeout=30)
+    pid = int((tmp_path / "r.pid").read_text())
     res = state_cli(tmp_path, "stop", RUN, "--json", "--grace", "10")
     assert res.code == 0, res.out + res.err
     doc = json.loads(res.out)
@@ -207,7 +201,7 @@ def test_without_a_recorded_spec_stop_names_any_modes_process_it_found(tmp_path:
 
 
 def test_a_sync_run_has_no_mode_processes_to_report(tmp_path: Path, procs: Any) -> None:
-    marker = f"{RUN}.1.0123456789abcdef"
+    marker = f"{RUN}.1.{os.urandom(8).hex()}"  # unique: tests in parallel never share one
     leader = procs(["bash", "-c", "bash -c 'exec -a ray::WorkerDict sleep 600' & wait"],
                    env={"VERLCTL_ATTEMPT": marker})
     from verlctl.plan import make_plan
