@@ -1,7 +1,7 @@
 """Official-script parity of ``verlctl import``: verl's own NPU launch scripts -> spec -> verlctl's command.
 
 For every fixture under ``tests/fixtures/official-scripts/<version>/`` (verl's NPU/Ascend launch scripts of
-v0.7.0 and v0.9.0, see ``parity.yaml`` there): import it, build verlctl's command for the imported spec,
+v0.7.0 and v0.9.0 and one of ``main``, see ``parity.yaml`` there): import it, build verlctl's command for the imported spec,
 compose the script's own override list and verlctl's against the same verl config tree (0.7.0, or 0.9.1 for
 the v0.9.0 scripts; Hydra's compose API, as in the tests) and compare the composed configs on every key the
 script sets. Outcome per script: equivalent / differs (which keys; the reason, reviewed, is data in
@@ -28,7 +28,7 @@ PARITY = FIXTURES / "parity.yaml"
 sys.path.insert(0, str(ROOT / "tests"))
 
 #: The verl config tree each fixture folder is composed against (v0.9.0 scripts: the cached 0.9.1 tree).
-TREE = {"0.7.0": "0.7.0", "0.9.0": "0.9.1"}
+TREE = {"0.7.0": "0.7.0", "0.9.0": "0.9.1", "main": "0.9.1"}
 #: Values for the variables the scripts read from their environment (the same for both commands).
 ENVIRON = {"HOME": "/home/verl", "PWD": "/verl"}
 #: Where each entry point's Hydra config lives (relative to the verl tree), and its default config name.
@@ -39,6 +39,10 @@ ENTRY_CONFIG = {
     "verl.experimental.one_step_off_policy.main_ppo": (
         "verl/experimental/one_step_off_policy/config",
         "one_step_off_ppo_trainer",
+    ),
+    "verl.experimental.fully_async_policy.fully_async_main": (
+        "verl/experimental/fully_async_policy/config",
+        "fully_async_ppo_trainer",
     ),
 }
 _MISSING = object()
@@ -79,7 +83,9 @@ def load_expectations() -> dict[str, Any]:
 
 
 def fixtures() -> list[str]:
-    return sorted(str(p.relative_to(FIXTURES)) for p in FIXTURES.rglob("*.sh"))
+    """The fixtures measured on their own: every script but the ones another hands over to (``helpers``)."""
+    helpers = set(load_expectations().get("helpers") or {})
+    return sorted(rel for p in FIXTURES.rglob("*.sh") if (rel := str(p.relative_to(FIXTURES))) not in helpers)
 
 
 def _get(tree: Any, key: str) -> Any:

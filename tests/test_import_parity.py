@@ -44,6 +44,10 @@ def test_every_fixture_has_a_recorded_result() -> None:
         first = (parity.FIXTURES / rel).read_text(encoding="utf-8").splitlines()[0]
         assert first.startswith("# source: github.com/") and " path " in first, rel
     assert not set(SCOPE) & set(EXPECTED["out_of_scope"])
+    for rel, why in (EXPECTED.get("helpers") or {}).items():  # kept only as what an in-scope script runs
+        first = (parity.FIXTURES / rel).read_text(encoding="utf-8").splitlines()[0]
+        assert first.startswith("# source: github.com/") and " path " in first, rel
+        assert why and rel not in SCOPE and rel not in EXPECTED["out_of_scope"]
     for rel, why in EXPECTED["out_of_scope"].items():
         assert why and rel.split("/", 1)[0] in parity.TREE
 

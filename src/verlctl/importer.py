@@ -20,6 +20,7 @@ from verlctl.errors import SpecError, VerlctlError
 from verlctl.inputs.shell_script import UNRESOLVED, ParsedScript, ScriptError, parse_file
 from verlctl.inputs.verl_script import (
     ABSENT,
+    ABSENT_IN_ENTRY,
     NAME_FIELDS,
     ImportFailure,
     Mapped,
@@ -152,7 +153,7 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
     extras: list[str] = []
     unresolved: list[ScriptOverride] = []
     notes = list(mapped.notes)
-    absent = ABSENT.get(mapped.version, {})
+    absent = {**ABSENT.get(mapped.version, {}), **ABSENT_IN_ENTRY.get((mapped.version, mapped.module), {})}
     last = {ov.key: i for i, ov in enumerate(mapped.overrides)}
     for i, ov in enumerate(mapped.overrides):
         if last[ov.key] != i:

@@ -945,12 +945,13 @@ class _Interp:
         return j + 1, went_on
 
     def test(self, cond: list[Token]) -> bool | None:
-        """``[[ A == B ]]`` / ``[[ A != B ]]`` (B without glob characters): its value; None otherwise."""
+        """``[[ A == B ]]`` / ``[[ A != B ]]`` / ``[ A = B ]`` / ``[ A != B ]`` (B without glob characters): its
+        value; None otherwise."""
         words = [t for t in cond if not (isinstance(t, Op) and t.text in ("\n", ";"))]
         if len(words) != 5 or not all(isinstance(w, Word) for w in words):
             return None
         lits = [w.literal() if isinstance(w, Word) else None for w in words]
-        if lits[0] != "[[" or lits[4] != "]]" or lits[2] not in ("==", "=", "!="):
+        if (lits[0], lits[4]) not in (("[[", "]]"), ("[", "]")) or lits[2] not in ("==", "=", "!="):
             return None
         for w in (words[1], words[3]):
             for part in w.parts:  # type: ignore[union-attr]
@@ -960,6 +961,9 @@ class _Interp:
                     return None  # a value the run's environment gives (unset here) or a command's output
         a = self.join(words[1])  # type: ignore[arg-type]
         b = self.join(words[3])  # type: ignore[arg-type]
+        if lits[0] == "[" and any(isinstance(w, Word) and not all(part.quoted for part in w.parts)
+                                  and not re.fullmatch(r"\S+", v) for w, v in ((words[1], a), (words[3], b))):
+            return None  # `[` splits an unquoted operand: empty or several words is another test in bash
         if UNRESOLVED in a or UNRESOLVED in b or any(ch in b for ch in "*?["):
             return None
         return (a == b) if lits[2] != "!=" else (a != b)

@@ -27,6 +27,7 @@ ENTRIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "recipe.dapo.main_dapo": ("sync", ("0.7.0",)),
     "recipe.one_step_off_policy.main_ppo": ("one_step_off_policy", ("0.7.0",)),
     "verl.experimental.one_step_off_policy.main_ppo": ("one_step_off_policy", ("0.9.1",)),
+    "verl.experimental.fully_async_policy.fully_async_main": ("fully_async", ("0.9.1",)),
 }
 
 #: The Hydra configs each entry point ships (its --config-name choices).
@@ -35,6 +36,7 @@ KNOWN_CONFIGS: dict[str, tuple[str, ...]] = {
     "recipe.dapo.main_dapo": ("dapo_trainer", "dapo_megatron_trainer"),
     "recipe.one_step_off_policy.main_ppo": ("one_step_off_ppo_trainer", "one_step_off_ppo_megatron_trainer"),
     "verl.experimental.one_step_off_policy.main_ppo": ("one_step_off_ppo_trainer", "one_step_off_ppo_megatron_trainer"),
+    "verl.experimental.fully_async_policy.fully_async_main": ("fully_async_ppo_trainer", "fully_async_ppo_megatron_trainer"),
 }
 
 #: Hydra key -> (spec path, kind). Kinds: int, float, str, files, bool.
@@ -99,6 +101,19 @@ ABSENT: dict[str, dict[str, str]] = {
         "megatron.yaml:4-8: param_offload also releases the gradient buffers); the offload feature covers it",
         f"{AR}.ref.megatron.grad_offload": "verl 0.9.1 has no ref.megatron.grad_offload "
         "(verl/trainer/config/engine/megatron.yaml:4-8)",
+    },
+}
+#: The same, for the keys one entry point's config lacks although another's has them: (verl version, module)
+#: -> key -> reason.
+ABSENT_IN_ENTRY: dict[tuple[str, str], dict[str, str]] = {
+    ("0.9.1", "verl.trainer.main_ppo"): {
+        # verl's own separate_async ascend CI script at commit b0135c24 sets it; the merged version (#7357) does not.
+        f"{AR}.actor.use_rollout_log_probs": "verl 0.9.1's ppo_trainer config has no actor.use_rollout_log_probs "
+        "(verl/trainer/config/actor/actor.yaml; only the fully_async configs add it: fully_async_policy/config/"
+        "fully_async_ppo_trainer.yaml:87), so the override fails to compose ('Could not override'); the "
+        "ActorConfig field (verl/workers/config/actor.py:279) is read by no 0.9.1 code: the V1 trainer takes the "
+        "rollout's log-probs when algorithm.rollout_correction.bypass_mode=True "
+        "(trainer/ppo/v1/trainer_separate_async.py:197-200)",
     },
 }
 
@@ -243,6 +258,21 @@ def _set(tree: dict[str, Any], path: str, value: Any) -> None:
     for p in parts[:-1]:
         node = node.setdefault(p, {})
     node[parts[-1]] = value
+
+
+#: The most devices one node carries (an Ascend A3 server: 16 NPU dies; GPU servers: 8, at most 16): a trainer
+#: and a rollout pool per node that add up to more cannot share a node.
+MAX_DEVICES_PER_NODE = 16
+
+
+def _whole_node_split(per_node: int, rollout_per_node: int, nnodes: Any, rollout_nnodes: Any) -> tuple[int, int] | None:
+    """(trainer nodes, rollout nodes) where a script's trainer and rollout pools cannot share a node, so must be
+    separate nodes (verlctl's whole-node split); None where they fit on each node (a per-node split)."""
+    if per_node + rollout_per_node <= MAX_DEVICES_PER_NODE:
+        return None
+    train_nodes = nnodes if isinstance(nnodes, int) and nnodes > 0 else 1
+    roll_nodes = rollout_nnodes if isinstance(rollout_nnodes, int) and rollout_nnodes > 0 else 1
+    return train_nodes, roll_nodes
 
 
 def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
@@ -419,18 +449,54 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
             put("logging.swanlab.enabled", "swanlab" in loggers, ov.raw)
             ov.mapped_to = "logging"
 
+    if mode == "fully_async":
+        # The rollouter streams prompts (data.train_batch_size=0, fully_async_rollouter.py asserts it) and the trainer
+        # syncs weights every trigger_parameter_sync_step steps: verlctl's train_batch_size is the prompts between two
+        # syncs, parameter_sync_step x mini-batch (verlctl emits data.train_batch_size=0 itself).
+        pss = value_of("async_training.trigger_parameter_sync_step")
+        mini = value_of(f"{AR}.actor.ppo_mini_batch_size")
+        if isinstance(pss, int) and pss >= 1 and not isinstance(pss, bool):
+            by_key["async_training.trigger_parameter_sync_step"].mapped_to = "train.parameter_sync_step"
+            put("train.parameter_sync_step", pss, by_key["async_training.trigger_parameter_sync_step"].raw)
+            if value_of("data.train_batch_size") == 0 and isinstance(mini, int) and mini >= 1:
+                put("train.train_batch_size", pss * mini,
+                    "async_training.trigger_parameter_sync_step x actor.ppo_mini_batch_size (fully_async: "
+                    "data.train_batch_size=0, prompts streamed)")
+
     # Devices per node: the trainer's (and, one-step-off, the rollout's).
     per_node = value_of("trainer.n_gpus_per_node")
     rollout_key = f"{AR}.rollout.n_gpus_per_node" if mode == "separate_async" else "rollout.n_gpus_per_node"
     rollout_per_node = value_of(rollout_key)
+    nnodes = value_of("trainer.nnodes")
+    rollout_nodes_key = rollout_key.replace("n_gpus_per_node", "nnodes")
+    rollout_nnodes = value_of(rollout_nodes_key)
     if mode in DISAGGREGATED_MODES and isinstance(per_node, int) and isinstance(rollout_per_node, int):
         put("train.trainer_devices", per_node, "trainer.n_gpus_per_node")
         put("train.rollout_devices", rollout_per_node, rollout_key)
-        if "cluster" not in tree or "devices" not in tree["cluster"]:
+        whole = _whole_node_split(per_node, rollout_per_node, nnodes, rollout_nnodes)
+        if whole is not None and "devices" not in tree.get("cluster", {}):
+            # verl asks Ray for two pools, trainer.nnodes x n_gpus_per_node and rollout nnodes x n_gpus_per_node
+            # (fully_async_main.py create_resource_pool_manager; one-step-off and separate_async alike): pools
+            # that cannot share a node are separate nodes, verlctl's whole-node split (train.rollout_nodes).
+            train_nodes, roll_nodes = whole
+            put("train.rollout_nodes", roll_nodes, rollout_nodes_key)
+            put("cluster.devices", list(range(max(per_node, rollout_per_node))),
+                "the larger of trainer.n_gpus_per_node and the rollout's (a node of each side)")
+            nnodes = train_nodes + roll_nodes
+            put("cluster.nnodes", nnodes, f"trainer.nnodes + {rollout_nodes_key}")
+            notes.append(
+                f"trainer and rollout pools of {per_node} + {rollout_per_node} devices per node do not fit one node "
+                f"(at most {MAX_DEVICES_PER_NODE}): imported as a whole-node split, {train_nodes} trainer node(s) + "
+                f"train.rollout_nodes={roll_nodes} rollout node(s) (cluster.nnodes={nnodes}); "
+                "if your nodes have room for both pools, set train.rollout_nodes: null and cluster.devices instead; "
+                f"list the {nnodes} node addresses in cluster.nodes (the first is the Ray head) before `verlctl "
+                "launch`, or let Slurm pick them (`verlctl export slurm`)"
+            )
+            nnodes = None  # cluster.nnodes is set: no G6 note below
+        elif "cluster" not in tree or "devices" not in tree["cluster"]:
             put("cluster.devices", list(range(per_node + rollout_per_node)), "trainer + rollout devices per node")
     elif isinstance(per_node, int) and per_node > 0 and ("cluster" not in tree or "devices" not in tree["cluster"]):
         put("cluster.devices", list(range(per_node)), "trainer.n_gpus_per_node")
-    nnodes = value_of("trainer.nnodes")
     if isinstance(nnodes, int) and nnodes > 1:
         # G6: a multi-node script: the spec spans that many nodes (trainer.nnodes is then verlctl's own).
         put("cluster.nnodes", nnodes, "trainer.nnodes")

@@ -490,7 +490,9 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
     ``run_id``, ``watcher_stopped`` (pid or null), ``signalled`` ([{pgid, where}]), ``not_signalled`` (why
     nothing was signalled, or null), ``containers`` ([{name, node, action: removed|kept|gone|not_docker,
     why}]; empty without --remove-container), ``followers_stopped`` ([pid] of the run's leftover log
-    followers, in the target's namespace), ``warnings``."""
+    followers, in the target's namespace), ``mode`` (the run's trainer mode, from its recorded spec),
+    ``mode_processes`` ([{name, role, side, found, pid, where, stopped}]: each of the mode's Ray actors, verl/modes.py
+    process_names, found among the verified processes or not, and gone after the stop by a fresh scan), ``warnings``."""
     from rich.markup import escape
 
     if console is None:
@@ -502,6 +504,8 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
     ex, container = target(record)
     groups: list[Group] = []
     waits: list[str] = []
+    found: list[Found] = []  # the Ray actors among the verified processes
+    mode = run_mode(record)
     ref = record.ref
     if ref is None:
         result["not_signalled"] = "no process group was recorded for this run"
@@ -514,6 +518,7 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
         if verdict["owned"]:
             groups.append((ex, ref, ex.describe()))
             waits.append(_describe_wait(verdict, ref, ex.describe()))
+            found += [(ex, ref, a, ex.describe()) for a in verdict.get("actors") or []]
         else:
             result["not_signalled"] = verdict["reason"]
             console.print(f"nothing signalled: {escape(verdict['reason'])}", highlight=False)
@@ -524,15 +529,25 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
             if wverdict["owned"]:
                 groups.append((wex, wref, wex.describe()))
                 waits.append(_describe_wait(wverdict, wref, wex.describe()))
+                found += [(wex, wref, a, wex.describe()) for a in wverdict.get("actors") or []]
     if waits:
         console.print(f"waiting up to {grace:g}s (SIGTERM, then SIGKILL) for: {escape('; '.join(waits))}",
                       highlight=False)
     def say(text: str) -> None:
         console.print(text, highlight=False, markup=False)
 
+    mode_found = mode_processes(mode, found)
+    for line in mode_found_lines(mode, mode_found):
+        say(line)
     for _gex, gref, where in stop_groups(groups, grace, say):
         result["signalled"].append({"pgid": gref.pgid, "where": where})
         console.print(f"stopped process group {gref.pgid} in {escape(where)}", highlight=False)
+    result["mode"] = mode
+    result["mode_processes"] = mode_gone(mode, mode_found)
+    for p in result["mode_processes"]:
+        if p["found"]:
+            say(f"the {p['role']} ({p['name']}, pid {p['pid']} in {p['where']}) "
+                + ("stopped" if p["stopped"] else "is STILL RUNNING"))
     result["followers_stopped"] = stop_followers(record, ex, say, result["warnings"])
     result["warnings"] += _remove_key_files(record, ex, console)
     if not result["signalled"]:
@@ -552,6 +567,70 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
         else:
             result["containers"] += _remove_own_containers(record, console)
     return result
+
+
+def run_mode(record: RunRecord) -> str | None:
+    """The run's trainer mode, from its recorded spec (None when that cannot be read)."""
+    import yaml
+
+    try:  # a plain file of the run's own directory, never through a symlink (the record is input)
+        doc = yaml.safe_load(record.read_file(record.spec_file).decode("utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    mode = doc.get("mode") if isinstance(doc, dict) else None
+    return mode if isinstance(mode, str) else None
+
+
+#: A Ray actor among an attempt's verified processes: (its target, the attempt's group, [pid, class, start], where).
+Found = tuple[Executor, GroupRef, list[Any], str]
+
+
+def mode_processes(mode: str | None, found: list[Found]) -> list[Found]:
+    """Of the Ray actors found among the run's verified processes, the ones of its mode (verl/modes.py
+    process_names; every mode's when the mode is not known)."""
+    from verlctl.verl.modes import process_names
+
+    names = set(process_names(mode if mode else None))
+    return [(fex, fref, a, where) for fex, fref, a, where in found if len(a) == 3 and a[1] in names]
+
+
+def mode_found_lines(mode: str | None, mode_found: list[Found]) -> list[str]:
+    from verlctl.verl.modes import PROCESSES, process_names
+
+    names = process_names(mode) if mode else ()
+    if not mode_found and not names:
+        return []
+    shown = ", ".join(f"the {PROCESSES[a[1]].role} ({a[1]}, pid {a[0]} in {where})" for _x, _r, a, where in mode_found)
+    missing = [n for n in names if n not in {a[1] for _x, _r, a, _w in mode_found}]
+    line = f"{mode or 'the run'}'s processes among the run's verified ones: {shown or 'none running'}"
+    if missing and mode_found:
+        line += f"; not running: {', '.join(missing)}"
+    elif missing:
+        line += f" ({', '.join(missing)})"
+    return [line]
+
+
+def mode_gone(mode: str | None, mode_found: list[Found]) -> list[dict[str, Any]]:
+    """Each of the mode's processes: found (pid, where) and gone now (no longer among its attempt's live
+    verified processes, scanned again in its own target), or not found."""
+    from verlctl.verl.modes import PROCESSES, process_names
+
+    still: dict[tuple[int, int], list[list[Any]]] = {}
+    out: list[dict[str, Any]] = []
+    for fex, fref, (pid, name, start), where in mode_found:
+        key = (id(fex), fref.pgid)
+        if key not in still:
+            still[key] = list(fex.verdict(fref).get("actors") or [])
+        p = PROCESSES[name]
+        out.append({"name": name, "role": p.role, "side": p.side, "found": True, "pid": pid, "where": where,
+                    "stopped": [pid, name, start] not in still[key]})
+    seen = {d["name"] for d in out}
+    for name in process_names(mode) if mode else ():
+        if name not in seen:
+            p = PROCESSES[name]
+            out.append({"name": name, "role": p.role, "side": p.side, "found": False, "pid": None, "where": None,
+                        "stopped": None})
+    return out
 
 
 def stop_followers(record: RunRecord, ex: Executor | None, say: Callable[[str], None], warnings: list[str]) -> list[int]:

@@ -223,7 +223,7 @@ class Launcher:
             acts.append(Action(S.CANARY, f"canary in {where}: 1 step + a checkpoint, then a resume from it + 1 step (weight sync), "
                         f"with checkpoints under {spec.paths.checkpoints}/{CANARY_DIR}/{run_id} (removed when it "
                         "passes); the full run starts only if both pass"))
-        acts.append(Action(S.START_HEAD, resume_action(spec.paths.checkpoints)))
+        acts.append(Action(S.START_HEAD, resume_action(spec.paths.checkpoints, spec)))
         acts.append(Action(S.VERIFY, f"verify within {int(self.options.verify_timeout)}s that {the_plan.command.entry.module} runs"))
         acts.append(Action(S.RECORD, f"record the run (id {run_id}) under the state dir"))
         return acts
@@ -355,8 +355,8 @@ class Launcher:
             shown = [f for f in the_plan.findings if f.severity is Severity.WARNING]
             if shown:
                 self._print_findings(shown)
-            if resume_point(spec.paths.checkpoints) is not None:  # said in the checklist, not shown with --yes
-                self.report.note(resume_action(spec.paths.checkpoints))
+            if resume_point(spec.paths.checkpoints, spec) is not None:  # said in the checklist, not shown with --yes
+                self.report.note(resume_action(spec.paths.checkpoints, spec))
         return self._execute_interruptible(the_plan, run_id)
 
     def _execute_interruptible(self, the_plan: Plan, run_id: str) -> RunRecord:
@@ -548,7 +548,7 @@ class Launcher:
             w.gate = f"{scripts_dir}/gate"
             self._gate = w.gate
             w.pgid = self.start(head(), record, w.plan, reason="launch", gate=w.gate,
-                                resumed_from=resume_point(spec.paths.checkpoints))
+                                resumed_from=resume_point(spec.paths.checkpoints, spec))
             w.group = record.attempts[-1].ref
 
         def gated(step: Callable[[], None]) -> Callable[[], None]:

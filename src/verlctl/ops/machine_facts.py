@@ -255,7 +255,7 @@ def device_nodes_missing(spec: RunSpec) -> list[str] | None:
 def resume_step(spec: RunSpec) -> int | None:
     from verlctl.ops.resume import resume_point
 
-    point = resume_point(spec.paths.checkpoints)
+    point = resume_point(spec.paths.checkpoints, spec)
     return int(point.rsplit("_", 1)[1]) if point else None
 
 

@@ -125,7 +125,7 @@ def prepare_slurm(resolved: ResolvedSpec, opts: SlurmOptions, *, dry_run: bool,
         Action(S.WRITE_JOB, f"write the job ({JOB_SCRIPT}) and the 0600 env file into {job_dir}"),
         Action(S.SUBMIT, f"sbatch --parsable it: {spec.cluster.node_count} node(s), one srun step per node (Ray "
                          "head, then workers)"),
-        Action(S.SUBMIT, resume_action(spec.paths.checkpoints)),
+        Action(S.SUBMIT, resume_action(spec.paths.checkpoints, spec)),
         Action(S.VERIFY, f"verify within {int(verify_timeout)}s that training started (a job still queued then is "
                          "left queued)"),
         Action(S.RECORD, f"record the run (id {run_id}) under the state dir"),
@@ -169,7 +169,7 @@ def launch_slurm(resolved: ResolvedSpec, opts: SlurmOptions, console: Any, *, ye
     record.event("launch", actions=actions, backend="slurm")
     _save_options(record, opts)
     try:
-        ref = submit_job(record, resolved, opts, "launch", resume_point(spec.paths.checkpoints))
+        ref = submit_job(record, resolved, opts, "launch", resume_point(spec.paths.checkpoints, spec))
     except VerlctlError as exc:
         _remove_env_file(record)
         record.event("launch_failed", error=exc.message)
@@ -507,7 +507,7 @@ class SlurmWatcher:
             self.history.added.append(decision.add_feature)
         else:
             self.history.restarts += 1
-        resumed_from = resume_point(self.record.checkpoints)
+        resumed_from = resume_point(self.record.checkpoints, resolved.spec)
         self.emit("recovery", category=category, reason=decision.reason, add_feature=decision.add_feature,
                   features_added=list(self.history.added), resumed_from=resumed_from)
         self.say(f"verlctl watch: {decision.reason}" + (f"; resuming from {resumed_from}" if resumed_from else ""))

@@ -785,12 +785,12 @@ class Watcher:
         return round(time.monotonic() - started, 3)
 
     def _latest_checkpoint(self) -> str | None:
-        ckpt = self.record.checkpoints.rstrip("/")
-        data = self.ex.read_file(f"{ckpt}/latest_checkpointed_iteration.txt")
-        if data is None:
-            return None
-        step = data.decode(errors="replace").strip()
-        return f"{ckpt}/global_step_{step}" if step.isdigit() else None
+        """The checkpoint the next attempt resumes from, read in the run's target, for the spec's resume mode
+        (ops/resume.py: none with trainer.resume_mode=disable; verl's tracker and an existing folder with auto)."""
+        from verlctl.ops.resume import resume_point
+
+        return resume_point(self.record.checkpoints, self.current.spec, read=self.ex.read_file,
+                            is_dir=lambda path: self.ex.file_size(f"{path}/.") is not None)
 
     def _wait_memory_released(self) -> None:
         """Wait (bounded) until the device tool lists no process on the run's devices."""

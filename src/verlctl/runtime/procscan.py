@@ -183,6 +183,9 @@ def verify(procs: list[dict], pgid: int, marker: str | None, start: int | None) 
     # All of Ray's own daemons among them (what `ray stop` would stop), as [pid, name].
     verdict["daemons"] = [[p["pid"], name] for p in live if p["pid"] in mine
                           for name in [ray_system(p.get("cmd", ""))] if name]
+    # The Ray actors among them (their process title ``ray::Class[.method]``): [pid, class name, start].
+    verdict["actors"] = [[p["pid"], name, p["start"]] for p in live if p["pid"] in mine
+                         for name in [ray_actor(p.get("cmd", ""))] if name]
     # The scripts the attempt's shells and interpreters run (e.g. whether its training script still runs).
     verdict["scripts"] = sorted({script_of(p.get("cmd", "")) for p in live if p["pid"] in mine} - {""})
     if not verdict["owned"] and not verdict["reason"]:
@@ -223,6 +226,16 @@ def ray_system(cmd: str) -> str | None:
             if w.endswith("/bin/ray") and "start" in words:
                 return "ray start"
     return None
+
+
+def ray_actor(cmd: str) -> str | None:
+    """The class of the Ray actor a process runs (Ray titles an actor's worker ``ray::Class`` or
+    ``ray::Class.method``), None for anything else (an idle worker, Ray's own agents)."""
+    word = cmd.split(" ", 1)[0] if cmd else ""
+    if not word.startswith("ray::") or word in RAY_TITLES:
+        return None
+    name = word[5:].split(".", 1)[0]
+    return name if name.isidentifier() and name != "IDLE" else None
 
 
 def script_of(cmd: str) -> str:

@@ -174,3 +174,54 @@ def describe_process(mode: str, text: str) -> str | None:
     ``text``; None otherwise."""
     proc = process_in(mode, text)
     return None if proc is None else f"the {proc.role} ({proc.name}) of this {mode} run"
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What a mode saves in ``<trainer.default_local_dir>/global_step_<N>`` and restores from it when verl resumes
+    (``trainer.resume_mode=auto``: the N in ``latest_checkpointed_iteration.txt``, the folder must exist:
+    verl/utils/checkpoint/checkpoint_manager.py find_latest_ckpt_path; ``resume_path``: the folder named in
+    ``trainer.resume_from_path``; ``disable``: nothing)."""
+
+    step: str  # what N counts
+    restores: tuple[tuple[str, str], ...]  # (entry of global_step_N, what verl restores from it)
+    cite: str  # where verl 0.9.1 saves and loads it
+    restarts_at: str = ""  # where training goes on from
+    lost: str = ""  # what the checkpoint does not hold (redone after a resume)
+
+
+_TRAINER = (("actor", "the actor's weights and optimizer"), ("data.pt", "the dataloader's position"))
+
+#: Per mode (verl 0.9.1; 0.7.0's sync and one-step-off trainers save the same: verl/trainer/ppo/ray_trainer.py
+#: _save_checkpoint / _load_checkpoint).
+RESUME: dict[str, Resume] = {
+    "sync": Resume("trainer steps", _TRAINER, "verl/trainer/ppo/ray_trainer.py:983-1110 (RayPPOTrainer)",
+                   "the step after N"),
+    "one_step_off_policy": Resume(
+        "trainer steps", _TRAINER,
+        "verl/experimental/one_step_off_policy/ray_trainer.py:285 (RayPPOTrainer._load_checkpoint, then the "
+        "rollout gets the loaded weights)", "the step after N; the rollout's first batch is generated again"),
+    "colocate_async": Resume(
+        "global steps of the V1 trainer",
+        (*_TRAINER, ("transfer_queue", "the TransferQueue: finished trajectories kept, pending prompts re-issued")),
+        "verl/trainer/ppo/v1/trainer_base.py:850-907 _load_checkpoint, :948-1028 _save_checkpoint",
+        "the step after N"),
+    "separate_async": Resume(
+        "global steps of the V1 trainer",
+        (*_TRAINER, ("transfer_queue", "the TransferQueue: finished trajectories kept, pending prompts re-issued")),
+        "verl/trainer/ppo/v1/trainer_base.py:850-907 _load_checkpoint, :948-1028 _save_checkpoint",
+        "the step after N; the standalone rollout gets the loaded weights at its first sync"),
+    "fully_async": Resume(
+        "weight syncs (the trainer's parameter version), not trainer steps",
+        (("actor", "the trainer's weights and optimizer (FullyAsyncTrainer)"),
+         ("data.pt", "the rollouter's dataloader position (written by the FullyAsyncRollouter)")),
+        "verl/experimental/fully_async_policy/fully_async_trainer.py:917-1017 (_save_checkpoint writes actor/, "
+        "then the rollouter's data.pt, then the tracker), fully_async_rollouter.py:655-725",
+        "parameter version N: the trainer's step N x trigger_parameter_sync_step + 1",
+        "the samples in flight (in the message queue and the rollouter's queues) are not saved and are "
+        "generated again (fully_async_rollouter.py:656-660)"),
+}
+
+
+def resume_info(mode: str) -> Resume:
+    return RESUME.get(mode, RESUME["sync"])

@@ -44,6 +44,9 @@ LEAVE_TO_VERL: dict[str, Leave] = {
         Leave(f"{AR}.rollout.log_prob_max_token_len_per_gpu", "verl's default: the actor's ppo_max_token_len_per_gpu"),
         Leave(f"{AR}.rollout.max_model_len", "verl's default (null) is the model's max_position_embeddings; the "
               "verdict check max_model_len warns where responses would be cut"),
+        Leave(f"{AR}.rollout.max_num_batched_tokens", "without chunked prefill verl 0.9.1 raises it to max_model_len "
+              "itself (workers/rollout/vllm_rollout/vllm_async_server.py:1113-1119 _validate_configs); verl's "
+              "default (8192) otherwise"),
         Leave("algorithm.filter_groups.enable", "verl's default: no dynamic sampling (the script does not filter "
               "groups)"),
         Leave("algorithm.filter_groups.metric", "read only with filter_groups.enable"),
@@ -100,9 +103,13 @@ def leave_to_verl(key: str, features_on: set[str]) -> bool:
 #: Spec fields whose verlctl default differs from verl's: a script that does not set the key imports verl's
 #: default (Hydra key -> spec path, verl's default; the same in 0.7.0 and 0.9.1:
 #: verl/trainer/config/data/legacy_data.yaml:42 train_batch_size: 1024, rollout/rollout.yaml n: 1).
-SPEC_FROM_VERL: dict[str, tuple[str, int]] = {
+SPEC_FROM_VERL: dict[str, tuple[str, int | str]] = {
     "data.train_batch_size": ("train.train_batch_size", 1024),
     f"{AR}.rollout.n": ("train.responses_per_prompt", 1),
+    # verl/trainer/config/ppo_trainer.yaml (0.7.0:135,138; 0.9.1:150,153): the run's names in the loggers and in
+    # verl's default checkpoint directory checkpoints/${project_name}/${experiment_name}
+    "trainer.project_name": ("logging.project", "verl_examples"),
+    "trainer.experiment_name": ("logging.experiment", "gsm8k"),
 }
 
 
