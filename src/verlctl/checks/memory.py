@@ -80,11 +80,13 @@ _MAX_CONFIG_BYTES = 4 << 20
 
 def _active_ffn(cfg: Mapping[str, Any], hidden: int) -> int:
     """The MLP width one token passes through: a dense model's intermediate size, or a MoE's routed experts
-    per token (plus its shared experts) times the expert width: what the activations scale with."""
+    per token (plus its shared experts) times the expert width: what the activations scale with. A MoE config
+    without ``moe_intermediate_size`` (Mixtral) gives the expert width as ``intermediate_size``, as
+    ``detect.models.estimate_params_from_config`` and ``_expert_params`` read it."""
     dense = config_int(cfg, "intermediate_size", "ffn_hidden_size") or 4 * hidden
-    moe = config_int(cfg, "moe_intermediate_size")
-    if not moe or not config_int(cfg, "num_experts", "num_local_experts", "n_routed_experts"):
+    if not config_int(cfg, "num_experts", "num_local_experts", "n_routed_experts"):
         return dense
+    moe = config_int(cfg, "moe_intermediate_size") or dense
     per_token = config_int(cfg, "num_experts_per_tok", "moe_topk") or 1
     shared = (config_int(cfg, "shared_expert_intermediate_size") or 0) + (config_int(cfg, "n_shared_experts") or 0) * moe
     return per_token * moe + shared

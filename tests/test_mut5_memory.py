@@ -1,0 +1,112 @@
+"""checks/memory.py: the real gaps of the turn-4 mutation sample (seed 6061, README "Mutation benchmark"): which
+layers of a sparse-step MoE carry experts, the expert width of a MoE config that names none, and the advice that
+must not name a step that changes nothing (offload already on; uniform recompute when the recomputed layers
+already cover each stage). Each case is a config.json or a layout a user meets."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from test_memory_mutants import QWEN2_MOE, QWEN3_8B, shape
+from verlctl.checks.memory import Layout, advise, estimate
+from verlctl.detect.models import estimate_params_from_config
+
+HOST = 4096.0  # plenty of host RAM: only the device decides
+PER_LAYER = 60 * 3 * 2048 * 1408  # Qwen1.5-MoE-A2.7B: the routed experts of one sparse layer
+
+
+@pytest.mark.parametrize(
+    ("changes", "moe_layers"),
+    [
+        # Hugging Face Qwen2-MoE: layer i is sparse when (i + 1) % decoder_sparse_step == 0, i.e. layers 1, 3, 5, ...
+        ({"decoder_sparse_step": 2, "mlp_only_layers": [1]}, 11),  # layer 1 is sparse: forcing it dense removes one
+        ({"decoder_sparse_step": 2, "mlp_only_layers": [0]}, 12),  # layer 0 is dense anyway
+        ({"decoder_sparse_step": 2, "num_hidden_layers": 5}, 2),  # layers 1 and 3 of 0..4, not 0, 2 and 4
+        ({"decoder_sparse_step": 3, "first_k_dense_replace": 3}, 7),  # layers 5, 8, ..., 23 (2 is dense)
+    ],
+)
+def test_a_sparse_step_puts_the_experts_on_the_layers_hugging_face_puts_them(changes: dict[str, Any],
+                                                                            moe_layers: int) -> None:
+    cfg = {**QWEN2_MOE, **changes}
+    s = shape(cfg)
+    assert s.expert_params == moe_layers * PER_LAYER
+    # the parameter count (detect.models) agrees on the same layers: each sparse layer adds its experts, their
+    # router, and the shared expert in place of the dense MLP
+    dense_cfg = {k: v for k, v in cfg.items() if k != "num_experts"}
+    dense = estimate_params_from_config(dense_cfg)
+    params = estimate_params_from_config(cfg)
+    assert dense is not None and params is not None
+    h = cfg["hidden_size"]
+    per_sparse = PER_LAYER + h * 60 + 3 * h * 5632 + h - 3 * h * 5632  # experts + router + shared + gate - dense
+    assert params - dense == moe_layers * per_sparse
+
+
+def test_a_moe_config_without_any_width_gives_its_experts_the_dense_default_of_four_times_hidden() -> None:
+    """A config.json with num_experts but neither moe_intermediate_size nor intermediate_size: the parameter
+    count takes 4 x hidden for every MLP, and the expert share Megatron splits over EP must be the same experts,
+    or the expert-parallel optimizer estimate shrinks by a quarter."""
+    h, layers, experts = 1024, 8, 16
+    cfg = {"model_type": "mixtral", "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": 16,
+           "num_key_value_heads": 4, "vocab_size": 32000, "num_local_experts": experts, "num_experts_per_tok": 2}
+    s = shape(cfg)
+    assert s.expert_params == layers * experts * 3 * h * (4 * h)
+    dense = estimate_params_from_config({k: v for k, v in cfg.items() if k != "num_local_experts"})
+    assert dense is not None
+    # params = dense + per layer (experts - 1 more MLPs of 4h, plus the router): the experts are all the MLPs
+    assert s.params - dense == layers * ((experts - 1) * 3 * h * 4 * h + h * experts)
+    assert s.intermediate == 2 * 4 * h  # two routed experts per token, each 4h wide
+
+
+#: mistralai/Mixtral-8x7B-v0.1's config.json: the experts' width is intermediate_size (no moe_intermediate_size).
+MIXTRAL_8X7B: dict[str, Any] = {
+    "model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "tie_word_embeddings": False,
+    "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2,
+}
+
+
+def test_a_mixtral_token_passes_through_two_experts_of_intermediate_size_each() -> None:
+    """Mixtral routes each token through 2 of its 8 experts, each intermediate_size (14336) wide: the
+    activations scale with 2 x 14336, not with one MLP (which under-estimated them by a third)."""
+    s = shape(MIXTRAL_8X7B)
+    assert s.intermediate == 2 * 14336
+    assert s.expert_params == 32 * 8 * 3 * 4096 * 14336
+    assert 46.0e9 < s.params < 47.0e9  # Mixtral-8x7B: 46.7 B parameters
+    lay = Layout(device="npu", strategy="megatron", tp=8, rollout_tp=8, prompt=1024, response=1024)
+    acts = estimate(lay, s, 64.0, HOST).device["update"].parts["activations"]
+    assert acts == pytest.approx(lay.seq * 32 * (18.0 * 4096 + 6.0 * 2 * 14336) / 8)
+
+
+def _qwen3_8b_megatron(**changes: Any) -> Layout:
+    base = Layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=2048, offload=True,
+                  optimizer_offload=True, ref_offload=True, recompute=False)
+    return replace(base, **changes)
+
+
+@pytest.mark.parametrize(
+    ("pp", "recompute_layers", "hbm", "answer"),
+    [
+        # recompute_num_layers covers each stage (36 layers / PP 1; 18 / PP 2): uniform would recompute the same
+        (1, 36, 32.0, "enable recompute + swap_optimizer together"),
+        (2, 18, 24.0, "enable recompute + swap_optimizer together"),
+        # 8 of 36 layers per stage: uniform recomputes the other 28 too, so the advice says so
+        (1, 8, 32.0, "enable recompute + swap_optimizer together (recompute_method=uniform)"),
+    ],
+)
+def test_the_combined_advice_names_only_the_features_that_change_something(pp: int, recompute_layers: int,
+                                                                           hbm: float, answer: str) -> None:
+    """Qwen3-8B, Megatron TP 2 on NPUs with `offload` already on and recompute off: the update is over budget and
+    no single feature fits, recompute and swap_optimizer together do. The advice must not tell the user to turn
+    on `offload` (it is on) nor to switch to uniform recompute where that recomputes nothing more."""
+    s = shape(QWEN3_8B)
+    lay = _qwen3_8b_megatron(pp=pp, recompute_layers=recompute_layers)
+    est = estimate(lay, s, hbm, HOST)
+    assert est.failing == ["update"]
+    assert advise(est, hbm, HOST) == [answer]
+    # and the advice is what fits: both features on (swap replaces the optimizer offload), uniform as said
+    followed = replace(lay, recompute=True, swap_optimizer=True, optimizer_offload=False,
+                       recompute_uniform="uniform" in answer)
+    assert estimate(followed, s, hbm, HOST).fits
