@@ -110,3 +110,36 @@ def test_the_combined_advice_names_only_the_features_that_change_something(pp: i
     followed = replace(lay, recompute=True, swap_optimizer=True, optimizer_offload=False,
                        recompute_uniform="uniform" in answer)
     assert estimate(followed, s, hbm, HOST).fits
+
+
+SWAP = "enable the `swap_optimizer` feature (MindSpeed keeps the optimizer state on the host)"
+UNIFORM = ("enable the `recompute` feature with features.recompute_method=uniform (every layer, not only the first 8 "
+           "of each stage)")
+
+
+@pytest.mark.parametrize(
+    ("device", "tp", "recompute", "recompute_layers", "advice", "followed"),
+    [
+        # NPU, recompute on over all 40 layers: swap_optimizer is the one memory feature left; with PP 8 it fits
+        ("npu", 4, True, 40, [SWAP, "then use train.tensor_parallel=1, train.pipeline_parallel=8"],
+         {"swap_optimizer": True, "optimizer_offload": False, "tp": 1, "pp": 8}),
+        # GPU (no swap_optimizer), recompute off: recompute is the one feature (its plain and uniform steps)
+        ("gpu", 4, False, 8, [UNIFORM, "then use 16 nodes (128 devices) instead of 1"],
+         {"recompute": True, "recompute_uniform": True, "nodes": 16}),
+    ],
+)
+def test_a_combination_of_one_feature_is_advised_in_that_features_own_words(
+        device: str, tp: int, recompute: bool, recompute_layers: int, advice: list[str],
+        followed: dict[str, Any]) -> None:
+    """Qwen3-14B, Megatron on 24 GiB devices with offload on, where the memory features alone do not fit: the
+    advice is the feature's own step, then the layout or the nodes; not "enable swap_optimizer together" or
+    "enable recompute together" (a combination of one feature)."""
+    from test_memory_fit import CONFIGS
+
+    s = shape(CONFIGS["Qwen3-14B"])
+    lay = Layout(device=device, strategy="megatron", tp=tp, rollout_tp=tp, prompt=1024, response=2048, offload=True,
+                 optimizer_offload=True, ref_offload=True, recompute=recompute, recompute_layers=recompute_layers)
+    est = estimate(lay, s, 24.0, HOST)
+    assert est.failing == ["update"]
+    assert advise(est, 24.0, HOST) == advice
+    assert estimate(replace(lay, **followed), s, 24.0, HOST).fits

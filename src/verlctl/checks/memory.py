@@ -650,8 +650,10 @@ def advise(est: Estimate, hbm_gib: float | None, host_gib: float | None) -> list
     for _, ch in steps:
         combo.update(ch)
     names = list(dict.fromkeys(lbl.split("`")[1] for lbl, _ in steps))
-    combo_label = ("enable " + " + ".join(names) + " together"
-                   + (" (recompute_method=uniform)" if combo.get("recompute_uniform") else "")) if steps else ""
+    # one feature (a single step, or recompute and its uniform form): that step's own words, not "X together"
+    combo_label = "" if not steps else steps[-1][0] if len(names) == 1 else (
+        "enable " + " + ".join(names) + " together"
+        + (" (recompute_method=uniform)" if combo.get("recompute_uniform") else ""))
     if combo and worked(_try(lay, s, hbm_gib, host_gib, **combo)):
         out.append(combo_label)
         return out
