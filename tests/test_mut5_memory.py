@@ -143,3 +143,16 @@ def test_a_combination_of_one_feature_is_advised_in_that_features_own_words(
     assert est.failing == ["update"]
     assert advise(est, 24.0, HOST) == advice
     assert estimate(replace(lay, **followed), s, 24.0, HOST).fits
+
+
+def test_shared_experts_named_num_shared_experts_are_in_every_tokens_width() -> None:
+    """A MoE config.json that names its always-on experts ``num_shared_experts`` (Inclusion AI's Ling /
+    BailingMoE) instead of DeepSeek's ``n_shared_experts``: each token passes through them as well as its top-k
+    routed experts, as the parameter count (detect.models) already reads the key."""
+    cfg = {"model_type": "bailing_moe", "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 28,
+           "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 126464, "num_experts": 64,
+           "num_experts_per_tok": 6, "moe_intermediate_size": 1408, "num_shared_experts": 2}
+    assert shape(cfg).intermediate == 6 * 1408 + 2 * 1408
+    deepseek_named = {k: v for k, v in cfg.items() if k != "num_shared_experts"} | {"n_shared_experts": 2}
+    assert shape(deepseek_named).intermediate == 6 * 1408 + 2 * 1408
+    assert shape(deepseek_named).params == shape(cfg).params

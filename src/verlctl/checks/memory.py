@@ -88,7 +88,10 @@ def _active_ffn(cfg: Mapping[str, Any], hidden: int) -> int:
         return dense
     moe = config_int(cfg, "moe_intermediate_size") or dense
     per_token = config_int(cfg, "num_experts_per_tok", "moe_topk") or 1
-    shared = (config_int(cfg, "shared_expert_intermediate_size") or 0) + (config_int(cfg, "n_shared_experts") or 0) * moe
+    # the shared experts as the parameter count reads them: Qwen2-MoE's one shared expert of its own width, else
+    # DeepSeek's n_shared_experts (Ling / BailingMoE: num_shared_experts) of the routed experts' width
+    shared = (config_int(cfg, "shared_expert_intermediate_size")
+              or (config_int(cfg, "n_shared_experts", "num_shared_experts") or 0) * moe)
     return per_token * moe + shared
 
 
