@@ -156,3 +156,27 @@ def test_shared_experts_named_num_shared_experts_are_in_every_tokens_width() -> 
     deepseek_named = {k: v for k, v in cfg.items() if k != "num_shared_experts"} | {"n_shared_experts": 2}
     assert shape(deepseek_named).intermediate == 6 * 1408 + 2 * 1408
     assert shape(deepseek_named).params == shape(cfg).params
+
+
+def test_the_plan_table_says_yes_no_or_unknown_per_phase_and_the_kv_tokens() -> None:
+    """`plan`'s memory table: one row per device phase and one for the host, need and have in GiB, and "NO" on
+    the phase that does not fit; "?" where the memory is unknown; the KV-cache line only when it is known."""
+    from verlctl.checks.memory import table_lines
+
+    s = shape(QWEN3_8B)
+    lay = Layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=1024)
+    small = estimate(lay, s, 32.0, 256.0)
+    assert small.device["update"].fits is False and small.host.fits is True and small.kv_tokens_fit is not None
+    lines = table_lines(small)
+    assert lines[0].split() == ["phase", "need", "GiB", "have", "GiB", "fits"]
+    rows = {ln.split("  ")[0]: ln.split() for ln in lines[1:-1]}
+    assert set(rows) == {"rollout (per device)", "update (per device)", "host RAM (per node)"}
+    upd = rows["update (per device)"]
+    assert upd[-1] == "NO" and upd[-2] == "32.0" and float(upd[-3]) == round(small.device["update"].need / (1 << 30), 1)
+    assert rows["host RAM (per node)"][-1] == "yes" and rows["host RAM (per node)"][-2] == f"{256.0 * 0.95:.1f}"  # below Ray's threshold
+    assert lines[-1] == (f"KV cache: ~{int(small.kv_tokens_fit)} tokens per rollout replica, "
+                         f"{small.kv_tokens_wanted} wanted at once")
+    unknown = table_lines(estimate(lay, s, None, None))
+    assert len(unknown) == 4 and not any(ln.startswith("KV cache") for ln in unknown)
+    for ln in unknown[1:]:
+        assert ln.split()[-2:] == ["?", "?"]
