@@ -180,3 +180,29 @@ def test_the_plan_table_says_yes_no_or_unknown_per_phase_and_the_kv_tokens() -> 
     assert len(unknown) == 4 and not any(ln.startswith("KV cache") for ln in unknown)
     for ln in unknown[1:]:
         assert ln.split()[-2:] == ["?", "?"]
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "extra", "has_ref"),
+    [
+        ("dapo", [], False),
+        ("dapo", ["algorithm.use_kl_in_reward=True"], True),  # the reward's KL penalty alone needs the reference
+        ("grpo", [], True),
+        ("grpo", ["actor_rollout_ref.actor.use_kl_loss=False"], False),
+        ("grpo", ["actor_rollout_ref.actor.use_kl_loss=False", "+algorithm.use_kl_in_reward=true"], True),
+    ],
+)
+def test_the_reference_model_is_counted_whenever_verl_builds_it(algorithm: str, extra: list[str],
+                                                                has_ref: bool) -> None:
+    """verl builds the reference policy when ``use_kl_in_reward or use_kl_loss`` (0.9.1 need_reference_policy):
+    a DAPO run with only ``algorithm.use_kl_in_reward=True`` loads the reference weights on every device too."""
+    from verlctl.checks.memory import layout_for
+    from verlctl.spec.resolve import load_spec
+
+    from conftest import BASE_PATHS
+
+    spec = load_spec(None, flags={**BASE_PATHS, "algorithm": algorithm, "extra_overrides": extra}, environ={}).spec
+    lay = layout_for(spec, {})
+    assert lay.has_ref is has_ref
+    est = estimate(lay, shape(QWEN3_8B), 64.0, HOST)
+    assert ("reference" in est.device) is has_ref

@@ -309,10 +309,11 @@ def layout_for(spec: Any, features: Mapping[str, bool], version: str | None = No
     swap = bool(features.get("swap_optimizer"))
     megatron = spec.strategy == "megatron"
     recompute = bool(features.get("recompute")) or (not megatron and bool(features.get("gradient_checkpointing")))
-    has_ref = spec.algorithm == "grpo"  # GRPO: use_kl_loss=True (verl creates a reference policy); DAPO: none
+    # verl builds the reference policy for a KL loss or a KL penalty in the reward (0.9.1 trainer/ppo/utils.py
+    # need_reference_policy, 0.7.0 main_ppo.py line 252): verlctl writes use_kl_loss=True for GRPO, False for
+    # DAPO, and use_kl_in_reward=False; an extra override of either wins.
     kl = _as_bool(extra.get(f"{ar}.actor.use_kl_loss"))
-    if kl is not None:
-        has_ref = kl or bool(_as_bool(extra.get("algorithm.use_kl_in_reward")))
+    has_ref = (spec.algorithm == "grpo" if kl is None else kl) or bool(_as_bool(extra.get("algorithm.use_kl_in_reward")))
     chunked = not (bool(features.get("chunked_prefill_off"))
                    or _as_bool(extra.get(f"{ar}.rollout.enable_chunked_prefill")) is False)
     seq = t.max_prompt_length + t.max_response_length
