@@ -152,6 +152,9 @@ class Op:
 Token = Word | ArrayAssign | Op
 
 
+_ANSI_NUMBER = re.compile(r"x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}")
+
+
 class _Lexer:
     def __init__(self, text: str, name: str, line: int = 1, depth: int = 0) -> None:
         self.s = text
@@ -355,6 +358,16 @@ class _Lexer:
                     out.append(escapes[nxt])
                     i += 2
                     continue
+                # bash's numeric escapes: \xHH, \nnn (octal), \uHHHH, \UHHHHHHHH; a byte above ASCII (not one
+                # character), a NUL or a surrogate stays as written
+                num = _ANSI_NUMBER.match(s, i + 1)
+                if num:
+                    digits = num.group(0)
+                    code = int(digits[1:], 16) if digits[0] in "xuU" else int(digits, 8)
+                    if 0 < code < 0x80 or (digits[0] in "uU" and code < 0x110000 and not 0xD800 <= code < 0xE000):
+                        out.append(chr(code))
+                        i = num.end()
+                        continue
                 out.append("\\" + nxt)
                 i += 2
                 continue
@@ -584,13 +597,15 @@ class _Interp:
             return v[0] if v else ""
         return v
 
-    def param(self, body: str, line: int, depth: int) -> Value:
-        """Expand the body of ``${...}`` (or a plain ``$NAME``)."""
+    def param(self, body: str, line: int, depth: int, join_star: bool = True) -> Value:
+        """Expand the body of ``${...}`` (or a plain ``$NAME``). ``${A[*]}`` and ``$*`` are the elements joined
+        by a space (the first character of bash's default IFS): one word when quoted; ``join_star=False`` keeps
+        the elements (for ``${#A[*]}``, their count)."""
         if depth > MAX_DEPTH:
             raise ScriptError(f"{self.name}: line {line}: expansions nested too deeply")
         self.step(line)
         if body.startswith("#") and len(body) > 1:
-            inner = self.param(body[1:], line, depth + 1)
+            inner = self.param(body[1:], line, depth + 1, join_star=False)
             if isinstance(inner, list):
                 return str(len(inner))
             return str(len(inner))
@@ -604,7 +619,9 @@ class _Interp:
             value = [self.name]
         if value is None and name not in self.unset and not rest and name not in ("@", "*"):
             self.unset.append(name)
-        if index is not None:
+        if index is not None and isinstance(value, str) and UNRESOLVED in value:
+            pass  # an array verlctl could not read (reported where it was assigned): every element is unresolved
+        elif index is not None:
             if index in ("@", "*"):
                 value = [] if value is None else (value if isinstance(value, list) else [value])
             else:
@@ -616,6 +633,8 @@ class _Interp:
                 value = items[k] if -len(items) <= k < len(items) else None
         elif isinstance(value, list) and name not in ("@", "*"):
             value = value[0] if value else ""
+        if join_star and isinstance(value, list) and (index == "*" or (index is None and name == "*")):
+            value = " ".join(value)
         if not rest:
             return "" if value is None else value
         op_m = re.match(r":-|:=|:\+|:\?|-|=|\+|\?|,,|\^\^|,|\^", rest)
@@ -789,9 +808,56 @@ class _Interp:
         name, append = m.group(1), m.group(3) == "+"
         rest = Word([Part("lit", first.text[m.end() :], False), *w.parts[1:]], w.line)
         value = self.join(rest, depth)
-        if m.group(2):
-            return None  # NAME[i]=... : element assignment, rare in launch scripts; ignored
+        if m.group(2):  # NAME[i]=value: the whole array with that element set
+            return name, self._element(name, m.group(2)[1:-1], value, append, w.line, depth), False
         return name, value, append
+
+    def _element(self, name: str, index: str, value: str, append: bool, line: int, depth: int) -> Value:
+        """The array ``name`` after ``name[index]=value`` (``+=``: appended to the element). Arrays are kept
+        dense: an index past the end but one makes the array unresolved (reported), as does an index that
+        does not evaluate."""
+        old = self.vars.get(name)
+        items = list(old) if isinstance(old, list) else ([] if old is None else [old])
+        raw = f"{name}[{index}]={value}"
+        k_text = self.arith(index, line, depth + 1)
+        try:
+            k = int(k_text)
+        except ValueError:
+            return self._unresolved(raw, line, "unsupported array index")
+        if k < 0:
+            k += len(items)
+        if 0 <= k < len(items):
+            items[k] = items[k] + value if append else value
+        elif k == len(items):
+            items.append(value)
+        else:
+            return self._unresolved(raw, line, "a sparse array (an element past the end)")
+        return items
+
+    def _array_value(self, tok: ArrayAssign) -> Value:
+        """The elements of ``NAME=(...)``: each word's fields, or ``[k]=value`` at index k (later words follow
+        it); a sparse result (a gap) or ``+=([k]=...)`` is unresolved (reported)."""
+        items: dict[int, str] = {}
+        k = 0
+        for e in tok.elements:
+            first = e.parts[0] if e.parts else None
+            m = re.match(r"\[([^\]]*)\]=", first.text) if first and first.kind == "lit" and not first.quoted else None
+            if m is None:
+                for f in self.fields(e):
+                    items[k] = f
+                    k += 1
+                continue
+            try:
+                k = int(self.arith(m.group(1), tok.line, 1))
+            except ValueError:
+                k = -1
+            if k < 0 or tok.append:
+                return self._unresolved(f"{tok.name}=([{m.group(1)}]=...)", tok.line, "an indexed array assignment")
+            items[k] = self.join(Word([Part("lit", first.text[m.end():], False), *e.parts[1:]], e.line))  # type: ignore[union-attr]
+            k += 1
+        if sorted(items) != list(range(len(items))):
+            return self._unresolved(f"{tok.name}=(...)", tok.line, "a sparse array (indices with gaps)")
+        return [items[i] for i in range(len(items))]
 
     def set_var(self, name: str, value: Value, append: bool) -> None:
         old = self.vars.get(name)
@@ -1026,8 +1092,7 @@ class _Interp:
             if isinstance(tok, ArrayAssign):
                 if words:
                     raise ScriptError(f"{self.name}: line {tok.line}: unexpected '(' in a command")
-                values = [f for e in tok.elements for f in self.fields(e)]
-                assigns.append((tok.name, values, tok.append))
+                assigns.append((tok.name, self._array_value(tok), tok.append))
                 continue
             if not words:
                 a = self.assign(tok)
@@ -1064,6 +1129,13 @@ class _Interp:
             self.note(f"line {words[0].line}: `{first}` ignored (verlctl runs training from container.workdir)")
             return True
         argv = [f for w in words for f in self.fields(w)]
+        if argv[:1] == ["set"] and not chained:  # `set -- a b` / `set a b`: the positional parameters; options ignored
+            rest, k = argv[1:], 0
+            while k < len(rest) and rest[k] != "--" and rest[k][:1] in ("-", "+"):
+                k += 2 if "o" in rest[k][1:] else 1  # -o (also -euo) takes the option's name
+            if k < len(rest):
+                self.args = rest[k + 1:] if rest[k] == "--" else rest[k:]
+            return True
         exec_ = bool(argv) and argv[0] == "exec" and not chained
         if exec_:
             argv = argv[1:]

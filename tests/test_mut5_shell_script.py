@@ -1,0 +1,88 @@
+"""inputs/shell_script.py read against bash itself: the array forms, ``$'...'`` escapes and ``set --`` that a
+differential run against bash showed misread without a word (turn 5). Each case is compared with what bash
+prints for the same lines; what verlctl cannot read must be reported, never read as something else."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from verlctl.inputs.shell_script import UNRESOLVED, parse_script
+
+ENTRY = "python3 -m verl.trainer.main_ppo"
+
+
+def bash_words(setup: str, expr: str) -> list[str]:
+    """The words bash passes for ``expr`` after the script's lines (the reference), one per line."""
+    out = subprocess.run(["bash", "-c", setup + f"\nprintf '%s\\n' {expr}"], capture_output=True, text=True,
+                         check=True).stdout
+    return out.split("\n")[:-1]
+
+
+def ours(setup: str, expr: str) -> tuple[list[str], list[str]]:
+    """(the command's words after the override key, the notes) as verlctl reads the same lines."""
+    p = parse_script(f"{setup}\n{ENTRY} trainer.experiment_name={expr}\n", "t.sh", None)
+    assert p.command.argv[:3] == ENTRY.split()
+    first, *others = p.command.argv[3:]
+    return [first.split("=", 1)[1], *others], p.notes
+
+
+@pytest.mark.parametrize(
+    ("setup", "expr"),
+    [
+        # "${A[*]}" is one word, the elements joined by a space; "${A[@]}" one word per element
+        ("A=(a b c)", '"${A[*]}"'),
+        ("A=(a b c)", '"x${A[*]}y"'),
+        ("A=(a b c)", '"${A[@]}"'),
+        ("A=(a b c)", "${#A[*]}"),
+        ("set -- p q", '"$*"'),
+        ("A=()", '"${A[*]:-none}"'),
+        # elements given by index, and set one at a time
+        ("A=([0]=x [1]=y)", "${A[1]}"),
+        ("A=([1]=x [0]=y)", "${A[0]}"),
+        ("A=(a [1]=b c)", "${A[2]}"),
+        ("A=(a b c)\nA[1]=Z", "${A[1]}"),
+        ("A=(a b c)\nA[3]=Z", "${A[3]}"),
+        ("A=(a b c)\nA[-1]=Z", "${A[2]}"),
+        ("A=(a b c)\nA[1]+=Z", "${A[1]}"),
+        ("A=(a b c)\ni=1\nA[i+1]=Z", "${A[2]}"),
+        ("X=s\nX[0]=t", "$X"),
+        ("X=s\nX[1]=t", "${X[1]}$X"),
+        ("A=(a b c)\ndeclare A[1]=Q", "${A[1]}"),
+        # ANSI-C quoting's numeric escapes
+        ("", "$'\\x41\\101'"),
+        ("", "$'\\x4a\\x4'"),
+        ("", "$'a\\u00e9b'"),
+        ("", "$'\\U0001F600'"),
+        ("", "$'\\0101'"),
+        ("", "$'\\xZ\\q\\x'"),
+        # the positional parameters a script sets itself
+        ("set -- a b\nX=$1", "$X$#"),
+        ("set -euo pipefail\nset -- a b\nset -e\nX=$2", "$X$#"),
+        ("set a b c", "$3$#"),
+        ("set -o pipefail -e a b", "$1$2$#"),
+        ("set -x -- q", "$1"),
+        ("set -o pipefail", "$#"),
+    ],
+)
+def test_array_ansi_and_positional_expansions_read_as_bash_reads_them(setup: str, expr: str) -> None:
+    words, _ = ours(setup, expr)
+    assert words == bash_words(setup, expr)
+
+
+@pytest.mark.parametrize(
+    ("setup", "expr", "why"),
+    [
+        ("A=([2]=x [5]=y)", "${A[5]}", "a sparse array (indices with gaps)"),
+        ("A=(a b c)\nA[7]=Z", "${A[7]}", "a sparse array (an element past the end)"),
+        ("A=(a b c)\nA+=([3]=d)", "${A[3]}", "an indexed array assignment"),
+    ],
+)
+def test_a_sparse_array_is_reported_unresolved_not_read_empty(setup: str, expr: str, why: str) -> None:
+    """verlctl keeps arrays dense: an array with a gap is reported (a note naming why) and its elements stay
+    marked unresolved, where they used to read as empty strings."""
+    [word], notes = ours(setup, expr)
+    assert word.startswith(UNRESOLVED) and word.endswith(UNRESOLVED)
+    assert any(why in n for n in notes), notes
+    assert bash_words(setup, expr) != [""]  # bash has a value there
