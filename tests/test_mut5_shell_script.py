@@ -57,6 +57,17 @@ def ours(setup: str, expr: str) -> tuple[list[str], list[str]]:
         ("", "$'\\U0001F600'"),
         ("", "$'\\0101'"),
         ("", "$'\\xZ\\q\\x'"),
+        # an operand quoted in full is one word even where the expansion is not quoted (a logger list, say)
+        ("X=a", '${X:+"q r"}'),
+        ("X=a", 'x${X:+"q r"}y'),
+        ("X=a", '${X:+""}'),
+        ("X=a", "${X:+'q r'}"),
+        ("X=a", "${X:+q r}"),
+        ("X=a", '${X:+"trainer.logger=[\'console\',\'wandb\']"}'),
+        ("", '${U:-"a b"}'),
+        ("", "${U:-a b}"),
+        # ...but ${U:="a b"} is U's new value, split again where unquoted
+        ("", '${U:="a b"} $U'),
         # the positional parameters a script sets itself
         ("set -- a b\nX=$1", "$X$#"),
         ("set -euo pipefail\nset -- a b\nset -e\nX=$2", "$X$#"),

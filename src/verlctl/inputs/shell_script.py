@@ -155,6 +155,10 @@ Token = Word | ArrayAssign | Op
 _ANSI_NUMBER = re.compile(r"x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}")
 
 
+class _Quoted(str):
+    """An expansion's operand quoted in full (``${X:+"a b"}``): one word, never split into fields."""
+
+
 class _Lexer:
     def __init__(self, text: str, name: str, line: int = 1, depth: int = 0) -> None:
         self.s = text
@@ -662,8 +666,9 @@ class _Interp:
             if use_alt:
                 return value  # type: ignore[return-value]
             word = self.operand(arg, line, depth + 1)
-            if op in (":=", "="):
-                self.vars[name] = word
+            if op in (":=", "="):  # the result is the variable's new value: split where unquoted, as bash does
+                self.vars[name] = str(word)
+                return str(word)
             return word
         if op in (":+", "+"):
             return self.operand(arg, line, depth + 1) if use_alt else ""
@@ -677,7 +682,10 @@ class _Interp:
         w = lx.word(line, operand=True)
         if lx.i < lx.n:
             return self._unresolved(text, line, "unsupported expansion operand")
-        return self.join(w, depth)
+        value = self.join(w, depth)
+        if w.parts and all(p.quoted for p in w.parts):
+            return _Quoted(value)  # ${X:+"a b"}: one word even where the expansion is unquoted
+        return value
 
     def _unresolved(self, raw: str, line: int, why: str) -> str:
         self.note(f"line {line}: {raw[:80]} is not evaluated ({why})")
@@ -770,7 +778,7 @@ class _Interp:
                     cur.append(piece)
                     started = True
                 continue
-            if protected:
+            if protected or isinstance(value, _Quoted):
                 cur.append(value)
                 started = True
                 continue
