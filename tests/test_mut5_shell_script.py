@@ -97,3 +97,47 @@ def test_a_sparse_array_is_reported_unresolved_not_read_empty(setup: str, expr: 
     assert word.startswith(UNRESOLVED) and word.endswith(UNRESOLVED)
     assert any(why in n for n in notes), notes
     assert bash_words(setup, expr) != [""]  # bash has a value there
+
+
+@pytest.mark.parametrize(
+    ("setup", "expr"),
+    [
+        ("MODEL=~/models/Qwen3-8B", "actor_rollout_ref.model.path=$MODEL"),  # a path under the home directory
+        ("", "~/z"),
+        ("", "~"),
+        ("", "a=~"),  # an argument that looks like an assignment: after = and :
+        ("", "a=b:~/c"),
+        ("", "data.train_files=~/x"),  # not a shell name before the = : left as written, as bash leaves it
+        ("", "x:~/y"),
+        ("", '"~/q"'),
+        ("", "\\~/q"),
+        ("", '~"/x"'),
+        ("", "x~"),
+        ("Y=a:~/w:~", "$Y"),
+        ('Z="~/q"', "$Z"),
+        ("A=(~/a \"~/b\" c:~/d)", '"${A[@]}"'),
+        ("export E=~/e", "$E"),
+        ("M=/m\nX=$M:~/v", "$X"),
+        ("", "${U:-~/d}"),
+        ("", '"${U:-~/d}"'),  # quoted: no tilde expansion in the operand
+        ("", "~$HOME"),
+        ("", "--x=~/d"),
+    ],
+)
+def test_a_tilde_is_the_home_directory_where_bash_expands_it(setup: str, expr: str) -> None:
+    """``MODEL=~/models/...`` is common in launch scripts: bash hands verl the home directory's path, so the
+    import must read the same (with HOME from --var HOME=...), not a literal ``~`` that no process expands."""
+    home = "/home/u"
+    want = subprocess.run(["bash", "-c", setup + f"\nprintf '%s\\n' {expr}"], capture_output=True, text=True,
+                          check=True, env={"HOME": home, "PATH": "/usr/bin:/bin"}).stdout.split("\n")[:-1]
+    p = parse_script(f"{setup}\n{ENTRY} {expr}\n", "t.sh", {"HOME": home})
+    assert p.command.argv[3:] == want
+    assert "HOME" not in p.unset
+
+
+def test_a_tilde_without_a_known_home_is_reported_as_home_unset() -> None:
+    """Without --var HOME=... the home directory is unknown: ``~`` reads as $HOME does then (empty), and HOME
+    is named among the variables the script reads but never sets, so the import says which --var to pass."""
+    p = parse_script(f"MODEL=~/models/Qwen3-8B\n{ENTRY} actor_rollout_ref.model.path=$MODEL\n", "t.sh", None)
+    assert p.command.overrides == ["actor_rollout_ref.model.path=/models/Qwen3-8B"]
+    assert p.unset == ["HOME"]

@@ -601,7 +601,7 @@ class _Interp:
             return v[0] if v else ""
         return v
 
-    def param(self, body: str, line: int, depth: int, join_star: bool = True) -> Value:
+    def param(self, body: str, line: int, depth: int, join_star: bool = True, quoted: bool = False) -> Value:
         """Expand the body of ``${...}`` (or a plain ``$NAME``). ``${A[*]}`` and ``$*`` are the elements joined
         by a space (the first character of bash's default IFS): one word when quoted; ``join_star=False`` keeps
         the elements (for ``${#A[*]}``, their count)."""
@@ -665,24 +665,25 @@ class _Interp:
         if op in (":-", "-", ":=", "="):
             if use_alt:
                 return value  # type: ignore[return-value]
-            word = self.operand(arg, line, depth + 1)
+            word = self.operand(arg, line, depth + 1, tilde=not quoted)
             if op in (":=", "="):  # the result is the variable's new value: split where unquoted, as bash does
                 self.vars[name] = str(word)
                 return str(word)
             return word
         if op in (":+", "+"):
-            return self.operand(arg, line, depth + 1) if use_alt else ""
+            return self.operand(arg, line, depth + 1, tilde=not quoted) if use_alt else ""
         # :? / ?: an error in bash when unset; the message word is not evaluated here
         if use_alt:
             return value  # type: ignore[return-value]
         return self._unresolved("${" + body + "}", line, f"{name} is required by the script (${{{name}:?}})")
 
-    def operand(self, text: str, line: int, depth: int) -> str:
+    def operand(self, text: str, line: int, depth: int, tilde: bool = False) -> str:
+        """The word of ``${X:-word}`` (``tilde``: the expansion is unquoted, so a leading ``~`` is HOME)."""
         lx = _Lexer(text, self.name, line, depth)
         w = lx.word(line, operand=True)
         if lx.i < lx.n:
             return self._unresolved(text, line, "unsupported expansion operand")
-        value = self.join(w, depth)
+        value = self.join(w, depth, "word" if tilde else None)
         if w.parts and all(p.quoted for p in w.parts):
             return _Quoted(value)  # ${X:+"a b"}: one word even where the expansion is unquoted
         return value
@@ -741,14 +742,42 @@ class _Interp:
 
     # -- words
 
-    def _segments(self, w: Word, depth: int) -> list[tuple[Value, bool]]:
+    def _home(self) -> str:
+        home = self.get("HOME")
+        if home is None and "HOME" not in self.unset:
+            self.unset.append("HOME")  # read but never set, as for $HOME
+        return self.scalar(home)
+
+    def _tilde(self, text: str, at_start: bool, assign: bool, more: bool) -> str:
+        """Bash's tilde expansion of one unquoted literal: ``~`` or ``~/...`` at the start of a word and, in an
+        assignment's value, after each ``:`` becomes HOME (``more``: other parts follow this one, so a lone
+        ``~`` at its end is not a whole prefix). ``~user`` is left as written."""
+        pieces = text.split(":") if assign else [text]
+        for k, piece in enumerate(pieces):
+            if (k > 0 or at_start) and piece.startswith("~") and (
+                    piece[1:2] == "/" or (piece == "~" and (k < len(pieces) - 1 or not more))):
+                pieces[k] = self._home() + piece[1:]
+        return ":".join(pieces)
+
+    def _segments(self, w: Word, depth: int, tilde: str | None = None) -> list[tuple[Value, bool]]:
+        """``tilde``: "word" (a command word, an array element or an operand) or "assign" (an assignment's
+        value) expands ``~`` as bash does there; None leaves it."""
         out: list[tuple[Value, bool]] = []
         self.line = w.line
-        for p in w.parts:
+        assign = tilde == "assign"
+        for k, p in enumerate(w.parts):
+            if p.kind == "lit" and tilde and not p.quoted:
+                text, start = p.text, k == 0
+                if k == 0 and tilde == "word" and (m := re.match(r"[A-Za-z_][A-Za-z0-9_]*\+?=", text)):
+                    assign = True  # NAME=~/x as an argument: bash expands it as in an assignment
+                    out.append((text[:m.end()] + self._tilde(text[m.end():], True, True, k + 1 < len(w.parts)), True))
+                    continue
+                out.append((self._tilde(text, start, assign, k + 1 < len(w.parts)), True))
+                continue
             if p.kind == "lit":
                 out.append((p.text, True))  # literal text never splits
             elif p.kind == "param":
-                out.append((self.param(p.text, w.line, depth + 1), p.quoted))
+                out.append((self.param(p.text, w.line, depth + 1, quoted=p.quoted), p.quoted))
             elif p.kind == "arith":
                 out.append((self.arith(p.text, w.line, depth + 1), p.quoted))
             else:
@@ -756,9 +785,9 @@ class _Interp:
         # An unresolved value stays one piece (it is reported, never split into stray words).
         return [(v, q or (isinstance(v, str) and UNRESOLVED in v)) for v, q in out]
 
-    def join(self, w: Word, depth: int = 0) -> str:
+    def join(self, w: Word, depth: int = 0, tilde: str | None = None) -> str:
         """A word as one string (assignments, operands): no field splitting; arrays joined by spaces."""
-        text = "".join(" ".join(v) if isinstance(v, list) else v for v, _ in self._segments(w, depth))
+        text = "".join(" ".join(v) if isinstance(v, list) else v for v, _ in self._segments(w, depth, tilde))
         if len(text) > MAX_VALUE_CHARS:
             raise ScriptError(f"{self.name}: line {w.line}: a value expands to more than {MAX_VALUE_CHARS} characters")
         return text
@@ -768,7 +797,7 @@ class _Interp:
         fields: list[str] = []
         cur: list[str] = []
         started = False
-        for value, protected in self._segments(w, depth):
+        for value, protected in self._segments(w, depth, "word"):
             if isinstance(value, list):
                 pieces = value if protected else [x for v in value for x in v.split()]
                 for k, piece in enumerate(pieces):
@@ -815,7 +844,7 @@ class _Interp:
             return None
         name, append = m.group(1), m.group(3) == "+"
         rest = Word([Part("lit", first.text[m.end() :], False), *w.parts[1:]], w.line)
-        value = self.join(rest, depth)
+        value = self.join(rest, depth, "assign")
         if m.group(2):  # NAME[i]=value: the whole array with that element set
             return name, self._element(name, m.group(2)[1:-1], value, append, w.line, depth), False
         return name, value, append
