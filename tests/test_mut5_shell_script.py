@@ -141,3 +141,14 @@ def test_a_tilde_without_a_known_home_is_reported_as_home_unset() -> None:
     p = parse_script(f"MODEL=~/models/Qwen3-8B\n{ENTRY} actor_rollout_ref.model.path=$MODEL\n", "t.sh", None)
     assert p.command.overrides == ["actor_rollout_ref.model.path=/models/Qwen3-8B"]
     assert p.unset == ["HOME"]
+
+
+def test_an_inline_backquoted_comment_in_a_long_command_is_nothing() -> None:
+    """``a=1 `# why` \\`` comments one line of a long command: bash substitutes nothing there (an unquoted
+    empty word disappears), so the override list is exactly the other words."""
+    text = (f"{ENTRY} \\\n  a=1 `# the first` \\\n  b=2 `#the second` \\\n  \"c=$(\n  # a comment line\n  )\"\n")
+    want = subprocess.run(["bash", "-c", "python3() { printf '%s\\n' \"$@\"; }\n" + text], capture_output=True,
+                          text=True, check=True).stdout.split("\n")[:-1]
+    p = parse_script(text, "t.sh", None)
+    assert p.command.argv[1:] == want == ["-m", "verl.trainer.main_ppo", "a=1", "b=2", "c="]
+    assert not p.notes

@@ -694,6 +694,8 @@ class _Interp:
 
     def cmd(self, body: str, line: int, depth: int) -> str:
         """``$(...)``: only basename/dirname are computed (string functions); nothing is run."""
+        if all(not ln.strip() or ln.strip().startswith("#") for ln in body.splitlines()):
+            return ""  # `# an inline comment` (a common idiom in long commands): a comment prints nothing
         try:
             words = tokenize(body, self.name)
         except ScriptError:
