@@ -152,3 +152,46 @@ def test_an_inline_backquoted_comment_in_a_long_command_is_nothing() -> None:
     p = parse_script(text, "t.sh", None)
     assert p.command.argv[1:] == want == ["-m", "verl.trainer.main_ppo", "a=1", "b=2", "c="]
     assert not p.notes
+
+
+@pytest.mark.parametrize(
+    ("setup", "expr"),
+    [
+        ("N=8\nG=4", "$(( N > G ? N / G : 1 ))"),  # nodes from devices, with a floor: the common use
+        ("N=8", "$(( N >= 8 && N % 2 == 0 ))"),
+        ("X=3", "$(( (X & 1) == 1 ))"),
+        ("", "$((1 ? 0 ? 5 : 6 : 7))"),
+        ("", "$((0 ? 5 : 0 ? 6 : 7))"),
+        ("", "$((0 && 1/0))"),  # the side bash does not evaluate raises nothing
+        ("", "$((1 || 1/0))"),
+        ("", "$((1 ? 2 : 1/0))"),
+        ("", "$((0 ? 1/0 : 3))"),
+        ("", "$((3 > 2 == 1))"),
+        ("", "$((1 < 2 < 3))"),
+        ("", "$((5 & 3 ^ 1 | 8))"),
+        ("", "$((2 + 3 << 1))"),
+        ("", "$((1<<64))"),  # the shift count is taken modulo 64, as on x86-64
+        ("", "$((1<<-1))"),
+        ("", "$((-8>>1))"),
+        ("", "$((!5))$((!0 + 1))"),
+        ("", "$((~5))$((~-1))"),
+        ("", "$((-2**2))"),
+        ("", "$((5 >= 5))$((5 <= 4))$((3 != 3 || 0))"),
+        ("", "$((2#101))"),
+        ("", "$((16#ff))"),
+        ("", "$((36#Z))"),  # up to base 36 letters are either case
+        ("", "$((62#Z))"),
+        ("", "$((64#_))$((64#@))"),
+    ],
+)
+def test_arithmetic_operators_read_as_bash_reads_them(setup: str, expr: str) -> None:
+    """Comparisons, logic, bit operators, shifts, ?: and BASE#N in $((...)): they used to be left unresolved."""
+    words, notes = ours(setup, expr)
+    assert words == bash_words(setup, expr)
+    assert not notes
+
+
+@pytest.mark.parametrize("expr", ["$((1 ? 2))", "$((65#1))", "$((2#12))", "$((1/0))", "$((X+=2))"])
+def test_an_arithmetic_error_or_an_assignment_is_reported_unresolved(expr: str) -> None:
+    [word], notes = ours("X=3", expr)
+    assert word.startswith(UNRESOLVED) and any("arithmetic" in n for n in notes), notes

@@ -1284,12 +1284,40 @@ class _ArithError(Exception):
     pass
 
 
-_ARITH_TOKEN = re.compile(r"\s*(?:(0[xX][0-9a-fA-F]+|[0-9]+)|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|[-+*/%()]))")
+_ARITH_TOKEN = re.compile(
+    r"\s*(?:([0-9]+#[0-9A-Za-z@_]+|0[xX][0-9a-fA-F]+|[0-9]+)|([A-Za-z_][A-Za-z0-9_]*)"
+    r"|(\*\*|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%()<>&|^!~?:]))")
+#: Bash's binary operators, loosest first (``man bash``, ARITHMETIC EVALUATION); ``**`` and the unary ones bind
+#: tighter, ``?:`` looser.
+_ARITH_LEVELS = (("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="), ("<<", ">>"),
+                 ("+", "-"), ("*", "/", "%"))
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@_"
 
 
 def _wrap(v: int) -> int:
     v &= (1 << 64) - 1
     return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _number(text: str) -> int:
+    """An integer constant as bash reads it: ``0x1f``, ``017`` (octal), ``BASE#DIGITS`` (2 to 64)."""
+    if "#" in text:
+        base_text, digits = text.split("#", 1)
+        base = int(base_text)
+        if not 2 <= base <= 64:
+            raise _ArithError(f"invalid arithmetic base ({text})")
+        v = 0
+        for ch in digits:
+            d = _DIGITS.index(ch.lower() if base <= 36 else ch)
+            if d >= base:
+                raise _ArithError(f"value too great for base ({text})")
+            v = v * base + d
+        return _wrap(v)
+    try:
+        base = 16 if text[:2].lower() == "0x" else 8 if len(text) > 1 and text[0] == "0" else 10
+        return _wrap(int(text, base))
+    except ValueError:
+        raise _ArithError(f"value too great for base ({text})") from None
 
 
 class _Arith:
@@ -1313,6 +1341,7 @@ class _Arith:
         self.k = 0
         self.interp = interp
         self.depth = depth
+        self.skip = 0  # inside the side of && / || / ?: that bash does not evaluate: no division error there
 
     def run(self) -> int:
         if not self.toks:
@@ -1325,29 +1354,56 @@ class _Arith:
     def peek(self) -> str | None:
         return self.toks[self.k][1] if self.k < len(self.toks) and self.toks[self.k][0] == "op" else None
 
+    def _unevaluated(self, level: int) -> int:
+        self.skip += 1
+        try:
+            return self.binary(level) if level >= 0 else self.expr()
+        finally:
+            self.skip -= 1
+
     def expr(self) -> int:
-        v = self.term()
-        while self.peek() in ("+", "-"):
+        """``c ? a : b`` (right-associative), the loosest operator handled (no assignment, no comma)."""
+        cond = self.binary(0)
+        if self.peek() != "?":
+            return cond
+        self.k += 1
+        yes = self.expr() if cond else self._unevaluated(-1)
+        if self.peek() != ":":
+            raise _ArithError("`:' expected for conditional expression")
+        self.k += 1
+        no = self._unevaluated(-1) if cond else self.expr()
+        return yes if cond else no
+
+    def binary(self, level: int) -> int:
+        if level == len(_ARITH_LEVELS):
+            return self.power()
+        v = self.binary(level + 1)
+        while self.peek() in _ARITH_LEVELS[level]:
             op = self.toks[self.k][1]
             self.k += 1
-            r = self.term()
-            v = _wrap(v + r if op == "+" else v - r)
+            if op in ("&&", "||"):
+                decided = (not v) if op == "&&" else bool(v)
+                r = self._unevaluated(level + 1) if decided else self.binary(level + 1)
+                v = int(bool(v) and bool(r)) if op == "&&" else int(bool(v) or bool(r))
+                continue
+            r = self.binary(level + 1)
+            v = self._apply(op, v, r)
         return v
 
-    def term(self) -> int:
-        v = self.power()
-        while self.peek() in ("*", "/", "%"):
-            op = self.toks[self.k][1]
-            self.k += 1
-            r = self.power()
-            if op == "*":
-                v = _wrap(v * r)
-            else:
-                if r == 0:
-                    raise _ArithError("division by 0")
-                q = abs(v) // abs(r) * (1 if (v >= 0) == (r >= 0) else -1)
-                v = q if op == "/" else v - q * r
-        return v
+    def _apply(self, op: str, v: int, r: int) -> int:
+        if op in ("/", "%"):
+            if r == 0:
+                if self.skip:
+                    return 0
+                raise _ArithError("division by 0")
+            q = abs(v) // abs(r) * (1 if (v >= 0) == (r >= 0) else -1)
+            return _wrap(q if op == "/" else v - q * r)
+        if op in ("<<", ">>"):
+            return _wrap(v << (r & 63)) if op == "<<" else v >> (r & 63)
+        table = {"+": v + r, "-": v - r, "*": v * r, "&": v & r, "|": v | r, "^": v ^ r,
+                 "==": int(v == r), "!=": int(v != r), "<": int(v < r), "<=": int(v <= r), ">": int(v > r),
+                 ">=": int(v >= r)}
+        return _wrap(table[op])
 
     def power(self) -> int:
         v = self.unary()
@@ -1361,10 +1417,10 @@ class _Arith:
 
     def unary(self) -> int:
         op = self.peek()
-        if op in ("+", "-"):
+        if op in ("+", "-", "!", "~"):
             self.k += 1
             v = self.unary()
-            return _wrap(-v) if op == "-" else v
+            return _wrap(-v) if op == "-" else int(not v) if op == "!" else _wrap(~v) if op == "~" else v
         return self.atom()
 
     def atom(self) -> int:
@@ -1373,11 +1429,7 @@ class _Arith:
         kind, text = self.toks[self.k]
         self.k += 1
         if kind == "num":
-            try:
-                base = 16 if text[:2].lower() == "0x" else 8 if len(text) > 1 and text[0] == "0" else 10
-                return _wrap(int(text, base))
-            except ValueError:
-                raise _ArithError(f"value too great for base ({text})") from None
+            return _number(text)
         if kind == "name":
             self.interp.step()
             raw = self.interp.scalar(self.interp.vars.get(text))
