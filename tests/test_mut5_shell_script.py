@@ -195,3 +195,65 @@ def test_arithmetic_operators_read_as_bash_reads_them(setup: str, expr: str) -> 
 def test_an_arithmetic_error_or_an_assignment_is_reported_unresolved(expr: str) -> None:
     [word], notes = ours("X=3", expr)
     assert word.startswith(UNRESOLVED) and any("arithmetic" in n for n in notes), notes
+
+
+@pytest.mark.parametrize(
+    ("setup", "expr"),
+    [
+        # the model's name from its path and similar: common in experiment names and directories
+        ("M=/models/Qwen/Qwen3-8B", "${M##*/}"),
+        ("M=/models/Qwen/Qwen3-8B/", "${M%/}"),
+        ("M=/models/Qwen/Qwen3-8B", "${M%/*}"),
+        ("M=Qwen3-8B", "${M,,}-${M//-/_}"),
+        ("F=train.parquet", "${F%.parquet}"),
+        ("F=train.parquet", "${F%.*}"),
+        ("F=a.tar.gz", "${F%%.*}"),
+        ("P=a/b/c", "${P//\\//_}"),
+        ("X=abcabc", "${X#a}"),
+        ("X=abcabc", "${X#*b}"),
+        ("X=abcabc", "${X##*b}"),
+        ("X=abcabc", "${X%b*}"),
+        ("X=abcabc", "${X%%b*}"),
+        ("X=abcabc", "${X/b/Z}"),
+        ("X=abcabc", "${X//b/Z}"),
+        ("X=abcabc", "${X/#a/Z}"),
+        ("X=abcabc", "${X/%c/Z}"),
+        ("X=abcabc", "${X/b}"),
+        ("X=abcabc", "${X//[ab]/-}"),
+        ("X=abcabc", "${X//[!ab]/-}"),
+        ("X=abcabc", "${X//?/.}"),
+        ("X=abcabc", "${X/*/Z}"),
+        ("X=abcabc", "${X//b*/Z}"),
+        ("X=abcabc", "${X/x/Z}"),
+        ("X=aaa", "${X//a/bb}"),
+        ("X=abc", "${X#}x${X//}"),
+        # what is quoted or escaped in a pattern matches literally
+        ("X=a*b", "${X/\\*/S}"),
+        ("X=a*b", "${X/'*'/S}"),
+        ("Q='*'\nX=a*b", '${X/"$Q"/S}'),
+        ("Q='*'\nX=a*b", "${X/$Q/S}"),
+        ("X=a[b", "${X/\\[/S}"),
+        # substrings and array slices
+        ("X=abcabc", "${X:2}"),
+        ("X=abcabc", "${X:1:3}"),
+        ("X=abcabc", "${X: -2}"),
+        ("X=abcabc", "${X:(-3):2}"),
+        ("X=abcabc", "${X:1:-1}"),
+        ("X=abcabc", "x${X:10}${X:0:0}${X: -10}"),
+        ("N=2\nX=abcdef", "${X:N:N+1}"),
+        ("A=(x.a y.a)", '"${A[@]%.a}"'),
+        ("A=(a b c)", "${A[@]:1:1}"),
+        ("A=(a b c)", '"${A[@]:1}"'),
+        ("A=(a b c)", '"${A[@]: -1}"'),
+    ],
+)
+def test_pattern_and_substring_expansions_read_as_bash_reads_them(setup: str, expr: str) -> None:
+    """``${M##*/}`` and friends used to be left unresolved: the experiment name of many scripts."""
+    words, notes = ours(setup, expr)
+    assert words == bash_words(setup, expr)
+    assert not notes
+
+
+def test_a_substring_whose_end_is_before_its_start_is_reported_unresolved() -> None:
+    [word], notes = ours("X=abc", "${X:2:-2}")
+    assert word.startswith(UNRESOLVED) and any("substring expression < 0" in n for n in notes), notes

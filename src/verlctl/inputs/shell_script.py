@@ -155,6 +155,56 @@ Token = Word | ArrayAssign | Op
 _ANSI_NUMBER = re.compile(r"x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}")
 
 
+def _split_unescaped(text: str, sep: str) -> tuple[str, str, str]:
+    """``text.partition(sep)`` at the first ``sep`` not escaped by a backslash."""
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == sep:
+            return text[:i], sep, text[i + 1:]
+        i += 1
+    return text, "", ""
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A bash glob (``*``, ``?``, ``[...]``, ``\\x``) as a regular expression matched against whole strings."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if c == "*":
+            out.append(".*")
+        elif c == "?":
+            out.append(".")
+        elif c == "[":
+            j = i + 1
+            if j < n and pattern[j] in "!^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1:j]
+                neg = body[:1] in ("!", "^")
+                body = body[1:] if neg else body
+                out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\") + "]")
+                i = j + 1
+                continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
 class _Quoted(str):
     """An expansion's operand quoted in full (``${X:+"a b"}``): one word, never split into fields."""
 
@@ -641,10 +691,19 @@ class _Interp:
             value = " ".join(value)
         if not rest:
             return "" if value is None else value
-        op_m = re.match(r":-|:=|:\+|:\?|-|=|\+|\?|,,|\^\^|,|\^", rest)
+        op_m = re.match(r":-|:=|:\+|:\?|-|=|\+|\?|,,|\^\^|,|\^|##|#|%%|%|//|/#|/%|/|:", rest)
         if not op_m:
             return self._unresolved("${" + body + "}", line, "unsupported expansion")
         op, arg = op_m.group(0), rest[op_m.end() :]
+        if op in ("##", "#", "%%", "%", "//", "/#", "/%", "/", ":"):
+            if value is None:
+                return ""
+            try:
+                if op == ":":
+                    return self._substring(value, arg, line, depth)
+                return self._pattern_op(op, value, arg, line, depth)
+            except _ArithError as exc:
+                return self._unresolved("${" + body + "}", line, str(exc))
         if op in (",,", "^^", ",", "^"):
             if arg:
                 return self._unresolved("${" + body + "}", line, "case change with a pattern")
@@ -676,6 +735,87 @@ class _Interp:
         if use_alt:
             return value  # type: ignore[return-value]
         return self._unresolved("${" + body + "}", line, f"{name} is required by the script (${{{name}:?}})")
+
+    def _substring(self, value: Value, arg: str, line: int, depth: int) -> Value:
+        """``${X:offset}`` / ``${X:offset:length}`` (arithmetic; a negative offset counts from the end, a
+        negative length is an end counted from the end); of an array (``${A[@]:1:2}``): its elements."""
+        off_text, colon, len_text = arg.partition(":")
+        n = len(value)
+        off = self._arith_int(off_text, line, depth)
+        if off < 0:
+            off += n
+        if off < 0 or off > n:
+            return [] if isinstance(value, list) else ""
+        end = n
+        if colon:
+            length = self._arith_int(len_text, line, depth)
+            end = off + length if length >= 0 else n + length
+            if end < off:
+                raise _ArithError("substring expression < 0")
+        return value[off:end]
+
+    def _arith_int(self, text: str, line: int, depth: int) -> int:
+        result = self.arith(text, line, depth + 1) if text.strip() else "0"
+        try:
+            return int(result)
+        except ValueError:
+            raise _ArithError(f"offset {text.strip()!r} is not evaluated") from None
+
+    def _pattern_op(self, op: str, value: Value, arg: str, line: int, depth: int) -> Value:
+        """``${X#p}`` ``${X##p}`` ``${X%p}`` ``${X%%p}`` (shortest / longest prefix or suffix matching the glob
+        ``p``) and ``${X/p/r}`` ``${X//p/r}`` ``${X/#p/r}`` ``${X/%p/r}``; of an array, element by element."""
+        if op.startswith("/"):
+            pat_text, _, rep_text = _split_unescaped(arg, "/")
+            rep = self.operand(rep_text, line, depth + 1) if rep_text else ""
+        else:
+            pat_text, rep = arg, ""
+        pat = self._pattern(pat_text, line, depth + 1) if pat_text else ""
+        if UNRESOLVED in pat or UNRESOLVED in rep:
+            raise _ArithError("a pattern verlctl cannot read")
+        rx = _glob_regex(pat)
+
+        def one(v: str) -> str:
+            n = len(v)
+            if op in ("#", "##"):
+                ends = range(n + 1) if op == "#" else range(n, -1, -1)
+                return next((v[i:] for i in ends if rx.fullmatch(v, 0, i)), v)
+            if op in ("%", "%%"):
+                starts = range(n, -1, -1) if op == "%" else range(n + 1)
+                return next((v[:i] for i in starts if rx.fullmatch(v, i, n)), v)
+            if not pat:
+                return v
+            if op == "/#":
+                return next((rep + v[i:] for i in range(n, -1, -1) if rx.fullmatch(v, 0, i)), v)
+            if op == "/%":
+                return next((v[:i] + rep for i in range(n + 1) if rx.fullmatch(v, i, n)), v)
+            out, i = [], 0
+            while i <= n:
+                j = next((j for j in range(n, i - 1, -1) if rx.fullmatch(v, i, j) and (j > i or i < n)), None)
+                if j is None or j == i:  # no match here, or only an empty one: keep the character
+                    if i < n:
+                        out.append(v[i])
+                    i += 1
+                    continue
+                out.append(rep)
+                i = j
+                if op == "/":
+                    out.append(v[i:])
+                    break
+            return "".join(out)
+
+        return [one(v) for v in value] if isinstance(value, list) else one(value)
+
+    def _pattern(self, text: str, line: int, depth: int) -> str:
+        """The glob of ``${X#pattern}``: what is quoted or escaped in it matches literally."""
+        lx = _Lexer(text, self.name, line, depth)
+        w = lx.word(line, operand=True)
+        if lx.i < lx.n:
+            return UNRESOLVED
+        out = []
+        for part in w.parts:
+            piece = part.text if part.kind == "lit" else self.join(Word([part], w.line), depth)
+            out.append(re.sub(r"([][*?\\!^])", r"\\\1", piece) if part.quoted else piece)
+        return "".join(out)
 
     def operand(self, text: str, line: int, depth: int, tilde: bool = False) -> str:
         """The word of ``${X:-word}`` (``tilde``: the expansion is unquoted, so a leading ``~`` is HOME)."""
