@@ -227,6 +227,20 @@ def test_an_arithmetic_error_or_an_assignment_is_reported_unresolved(expr: str) 
         ("X=abcabc", "${X/x/Z}"),
         ("X=aaa", "${X//a/bb}"),
         ("X=abc", "${X#}x${X//}"),
+        ("F=run12", "${F%[0-9]}"),  # classes and ranges, also read backwards for a suffix
+        ("F=run12", "${F%%[0-9]*}"),
+        ("F=run12", "${F##*[a-z]}"),
+        ("F=run12", "${F//[!0-9]/}x"),
+        ("F=run12", "${F//[^a-m]/_}"),
+        ("F=a-b", "${F//[-]/+}"),
+        ("F=a]b", "${F//[]]/+}"),
+        ("F=ab", "${F/[/x}"),
+        ("F=aXbXc", "${F%X*}"),
+        ("F=aXbXc", "${F#*X}"),
+        ("F=aXbXc", "${F/X*X/-}"),
+        ("F=abc", "${F/#*/-}${F/%*/-}${F/#b/-}${F/%b/-}${F/#?/-}${F/%?/-}"),
+        ("F=aaaa", "${F//a*a/-}"),
+        ("F=abab", "${F//b/}"),
         # what is quoted or escaped in a pattern matches literally
         ("X=a*b", "${X/\\*/S}"),
         ("X=a*b", "${X/'*'/S}"),
@@ -257,3 +271,17 @@ def test_pattern_and_substring_expansions_read_as_bash_reads_them(setup: str, ex
 def test_a_substring_whose_end_is_before_its_start_is_reported_unresolved() -> None:
     [word], notes = ours("X=abc", "${X:2:-2}")
     assert word.startswith(UNRESOLVED) and any("substring expression < 0" in n for n in notes), notes
+
+
+def test_a_pattern_over_a_long_value_is_read_and_one_too_long_is_reported() -> None:
+    """The glob is matched without backtracking (a star-heavy pattern over 500 characters is one pass per
+    start); a value above the bound (MAX_PATTERN_VALUE) is reported unresolved instead of worked through."""
+    from verlctl.inputs.shell_script import MAX_PATTERN_VALUE
+
+    v = "a" * (MAX_PATTERN_VALUE - 12)
+    setup = f"X={v}"
+    for expr in ("${X//*a*a*a*a*b/Z}", "${X%%*a*a*a*b}", "${X//a*a*a*a*b/Z}", "${X##*a*a}x"):
+        words, notes = ours(setup, expr)
+        assert words == bash_words(setup, expr) and not notes
+    [word], notes = ours(f"X={'a' * (MAX_PATTERN_VALUE + 1)}", "${X//a/b}")
+    assert word.startswith(UNRESOLVED) and any("for a pattern" in n for n in notes)

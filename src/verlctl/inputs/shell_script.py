@@ -168,21 +168,27 @@ def _split_unescaped(text: str, sep: str) -> tuple[str, str, str]:
     return text, "", ""
 
 
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """A bash glob (``*``, ``?``, ``[...]``, ``\\x``) as a regular expression matched against whole strings."""
-    out: list[str] = []
+#: A pattern expansion's bounds: the value and the glob (launch scripts use paths and names, well below).
+MAX_PATTERN_VALUE = 512
+MAX_PATTERN = 128
+
+
+def _glob_tokens(pattern: str) -> list[tuple[str, str]]:
+    """A bash glob as tokens: ("*", ""), ("?", ""), ("[", class body, "^..." negated) or ("=", one character)."""
+    out: list[tuple[str, str]] = []
     i, n = 0, len(pattern)
     while i < n:
         c = pattern[i]
         if c == "\\" and i + 1 < n:
-            out.append(re.escape(pattern[i + 1]))
+            out.append(("=", pattern[i + 1]))
             i += 2
             continue
-        if c == "*":
-            out.append(".*")
-        elif c == "?":
-            out.append(".")
-        elif c == "[":
+        if c in "*?":
+            if not (c == "*" and out and out[-1][0] == "*"):  # ** is *
+                out.append((c, ""))
+            i += 1
+            continue
+        if c == "[":
             j = i + 1
             if j < n and pattern[j] in "!^":
                 j += 1
@@ -190,19 +196,62 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
                 j += 1
             while j < n and pattern[j] != "]":
                 j += 1
-            if j >= n:
-                out.append(re.escape(c))
-            else:
+            if j < n:
                 body = pattern[i + 1:j]
-                neg = body[:1] in ("!", "^")
-                body = body[1:] if neg else body
-                out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\") + "]")
+                out.append(("[", "^" + body[1:] if body[:1] in ("!", "^") else body))
                 i = j + 1
                 continue
-        else:
-            out.append(re.escape(c))
+        out.append(("=", c))
         i += 1
-    return re.compile("".join(out), re.DOTALL)
+    return out
+
+
+def _in_class(body: str, c: str) -> bool:
+    neg = body.startswith("^")
+    chars = body[1:] if neg else body
+    hit, k = False, 0
+    while k < len(chars):
+        if k + 2 < len(chars) and chars[k + 1] == "-":
+            hit = hit or chars[k] <= c <= chars[k + 2]
+            k += 3
+            continue
+        hit = hit or chars[k] == c
+        k += 1
+    return hit != neg
+
+
+def _glob_ends(toks: list[tuple[str, str]], text: str) -> list[bool]:
+    """For each k in 0..len(text): whether the glob matches ``text[:k]`` (an NFA over the tokens: linear in
+    the text for any pattern, no backtracking)."""
+    m = len(toks)
+
+    def closure(states: set[int]) -> set[int]:
+        todo = list(states)
+        while todo:
+            k = todo.pop()
+            if k < m and toks[k][0] == "*" and k + 1 not in states:
+                states.add(k + 1)
+                todo.append(k + 1)
+        return states
+
+    cur = closure({0})
+    ends = [m in cur]
+    for c in text:
+        nxt: set[int] = set()
+        for k in cur:
+            if k == m:
+                continue
+            kind, arg = toks[k]
+            if kind == "*":
+                nxt.add(k)
+            elif kind == "?" or (kind == "=" and arg == c) or (kind == "[" and _in_class(arg, c)):
+                nxt.add(k + 1)
+        cur = closure(nxt)
+        ends.append(m in cur)
+        if not cur:
+            ends += [False] * (len(text) + 1 - len(ends))
+            break
+    return ends
 
 
 class _Quoted(str):
@@ -772,32 +821,46 @@ class _Interp:
         pat = self._pattern(pat_text, line, depth + 1) if pat_text else ""
         if UNRESOLVED in pat or UNRESOLVED in rep:
             raise _ArithError("a pattern verlctl cannot read")
-        rx = _glob_regex(pat)
+        if len(pat) > MAX_PATTERN:
+            raise _ArithError(f"a pattern of more than {MAX_PATTERN} characters")
+        toks = _glob_tokens(pat)
+        rev = toks[::-1]  # the glob read backwards, for suffixes (a class matches one character either way)
 
         def one(v: str) -> str:
             n = len(v)
-            if op in ("#", "##"):
-                ends = range(n + 1) if op == "#" else range(n, -1, -1)
-                return next((v[i:] for i in ends if rx.fullmatch(v, 0, i)), v)
-            if op in ("%", "%%"):
-                starts = range(n, -1, -1) if op == "%" else range(n + 1)
-                return next((v[:i] for i in starts if rx.fullmatch(v, i, n)), v)
+            if n > MAX_PATTERN_VALUE:
+                raise _ArithError(f"a value of more than {MAX_PATTERN_VALUE} characters for a pattern")
+            if op in ("#", "##", "/#"):
+                ends = _glob_ends(toks, v)  # prefixes v[:k]
+                cut = [k for k in range(n + 1) if ends[k]]
+                if not cut or (op == "/#" and not pat):
+                    return v
+                k = cut[0] if op == "#" else cut[-1]
+                return v[k:] if op != "/#" else rep + v[k:]
+            if op in ("%", "%%", "/%"):
+                ends = _glob_ends(rev, v[::-1])  # suffixes: v[n - k:]
+                cut = [k for k in range(n + 1) if ends[k]]
+                if not cut or (op == "/%" and not pat):
+                    return v
+                k = cut[0] if op == "%" else cut[-1]
+                return v[:n - k] if op != "/%" else v[:n - k] + rep
             if not pat:
                 return v
-            if op == "/#":
-                return next((rep + v[i:] for i in range(n, -1, -1) if rx.fullmatch(v, 0, i)), v)
-            if op == "/%":
-                return next((v[:i] + rep for i in range(n + 1) if rx.fullmatch(v, i, n)), v)
             out, i = [], 0
             while i <= n:
-                j = next((j for j in range(n, i - 1, -1) if rx.fullmatch(v, i, j) and (j > i or i < n)), None)
-                if j is None or j == i:  # no match here, or only an empty one: keep the character
+                self.step()
+                ends = _glob_ends(toks, v[i:])
+                longest = max((k for k in range(len(ends)) if ends[k]), default=0)
+                if longest == 0 and toks[0][0] == "*":  # *rest matching nowhere from here matches nowhere later
+                    out.append(v[i:])
+                    break
+                if longest == 0:  # no match here, or only an empty one: keep the character
                     if i < n:
                         out.append(v[i])
                     i += 1
                     continue
                 out.append(rep)
-                i = j
+                i += longest
                 if op == "/":
                     out.append(v[i:])
                     break
