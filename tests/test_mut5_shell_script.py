@@ -285,3 +285,46 @@ def test_a_pattern_over_a_long_value_is_read_and_one_too_long_is_reported() -> N
         assert words == bash_words(setup, expr) and not notes
     [word], notes = ours(f"X={'a' * (MAX_PATTERN_VALUE + 1)}", "${X//a/b}")
     assert word.startswith(UNRESOLVED) and any("for a pattern" in n for n in notes)
+
+
+@pytest.mark.parametrize(
+    ("setup", "expr"),
+    [
+        ('X=3\nif [ "$X" -gt 2 ]; then Y=big; else Y=small; fi', "$Y"),
+        ('X=3\nif [ "$X" -lt 2 ]; then Y=big; elif [ "$X" = 3 ]; then Y=three; else Y=small; fi', "$Y"),
+        ('X=\nif [ -z "$X" ]; then Y=empty; fi', "$Y"),
+        ('X=a\nif [ -n "$X" ]; then Y=set; fi', "$Y"),
+        ("X=a\nif [[ -z $X ]]; then Y=empty; else Y=full; fi", "$Y"),
+        ('X=a\nif [ "$X" ]; then Y=nonempty; fi', "$Y"),
+        ('X=\nif [ "$X" ]; then Y=nonempty; else Y=empty; fi', "$Y"),
+        ('X=npu\nif [ "$X" == "npu" ]; then Y=ascend; else Y=cuda; fi', "$Y"),  # the device switch of scripts
+        ('X=gpu\nif [ "$X" != "npu" ]; then Y=cuda; fi', "$Y"),
+        ('X=a*\nif [ "$X" = "a*" ]; then Y=lit; else Y=no; fi', "$Y"),  # [ ] compares literally
+        ("N=8\nif [[ $N -ge 8 ]]; then Y=many; fi", "$Y"),
+        ("N=8\nif [ $N -eq 8 ]; then Y=eight; fi", "$Y"),
+        ("N=8\nif [ $N -ne 8 ]; then Y=no; else Y=yes; fi", "$Y"),
+        ("N=-2\nif [ $N -le -2 ]; then Y=neg; fi", "$Y"),
+        ('X="a b"\nif [[ $X == "a b" ]]; then Y=1; else Y=2; fi', "$Y"),
+        ('X=${X:-7}\nif [ "$X" -gt 5 ]; then Y=gt; fi', "$Y"),
+    ],
+)
+def test_an_if_on_the_scripts_own_values_takes_the_branch_bash_takes(setup: str, expr: str) -> None:
+    words, notes = ours(setup, expr)
+    assert words == bash_words(setup, expr)
+    assert any("`if` evaluated" in n for n in notes), notes
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        'if [ "$FROM_ENV" = 1 ]; then Y=a; else Y=b; fi',  # the run's environment decides: not known here
+        'X="a b"\nif [ $X = "a b" ]; then Y=a; else Y=b; fi',  # [ ] splits $X into two words
+        'X=a\nif [[ $X == a* ]]; then Y=a; else Y=b; fi',  # a glob on the right of [[ ]]
+        "N=x\nif [ $N -gt 1 ]; then Y=a; else Y=b; fi",  # not an integer
+        "if [ -f /etc/hosts ]; then Y=a; else Y=b; fi",  # a file test
+    ],
+)
+def test_an_if_that_needs_more_than_the_scripts_values_is_reported_not_evaluated(setup: str) -> None:
+    words, notes = ours(setup, "${Y:-unread}")
+    assert words == ["unread"]
+    assert any("'if' block not evaluated" in n for n in notes), notes

@@ -1253,24 +1253,61 @@ class _Interp:
         return j + 1, went_on
 
     def test(self, cond: list[Token]) -> bool | None:
-        """``[[ A == B ]]`` / ``[[ A != B ]]`` (B without glob characters): its value; None otherwise."""
+        """The value of an ``if`` test on the script's own values, None when it needs more (a command, a file,
+        a value the run's environment gives): ``[[ A == B ]]`` / ``!=`` (B without glob characters),
+        ``[ A = B ]`` / ``==`` / ``!=``, ``-z A`` / ``-n A`` / ``A`` alone, and ``-eq -ne -lt -le -gt -ge`` on
+        integers, in ``[ ]`` or ``[[ ]]``."""
         words = [t for t in cond if not (isinstance(t, Op) and t.text in ("\n", ";"))]
-        if len(words) != 5 or not all(isinstance(w, Word) for w in words):
+        if len(words) < 3 or not all(isinstance(w, Word) for w in words):
             return None
         lits = [w.literal() if isinstance(w, Word) else None for w in words]
-        if lits[0] != "[[" or lits[4] != "]]" or lits[2] not in ("==", "=", "!="):
+        double = lits[0] == "[[" and lits[-1] == "]]"
+        if not double and not (lits[0] == "[" and lits[-1] == "]"):
             return None
-        for w in (words[1], words[3]):
-            for part in w.parts:  # type: ignore[union-attr]
+        inner: list[Word] = words[1:-1]  # type: ignore[assignment]
+        ops = {"==", "=", "!=", "-eq", "-ne", "-lt", "-le", "-gt", "-ge"}
+        operands = [w for k, w in enumerate(inner)
+                    if not ((len(inner) == 3 and k == 1 and lits[2] in ops)
+                            or (len(inner) == 2 and k == 0 and lits[1] in ("-z", "-n")))]
+        for w in operands:
+            for part in w.parts:
                 m = re.match(r"#?([A-Za-z_][A-Za-z0-9_]*)", part.text) if part.kind == "param" else None
                 if part.kind in ("cmd", "arith", "special") or (m is not None and m.group(1) not in self.vars
                                                                  and not re.match(r"#?\w+:?[-=]", part.text)):
                     return None  # a value the run's environment gives (unset here) or a command's output
-        a = self.join(words[1])  # type: ignore[arg-type]
-        b = self.join(words[3])  # type: ignore[arg-type]
-        if UNRESOLVED in a or UNRESOLVED in b or any(ch in b for ch in "*?["):
+
+        def value(w: Word) -> str | None:
+            if double:
+                v = self.join(w)
+            else:
+                f = self.fields(w)  # [ ] splits unquoted values: only one word is read here
+                if len(f) != 1:
+                    return None
+                v = f[0]
+            return None if UNRESOLVED in v else v
+
+        vals = [value(w) for w in operands]
+        if any(v is None for v in vals):
             return None
-        return (a == b) if lits[2] != "!=" else (a != b)
+        if len(inner) == 1:
+            return vals[0] != ""
+        if len(inner) == 2:
+            if lits[1] not in ("-z", "-n"):
+                return None
+            return (vals[0] == "") if lits[1] == "-z" else (vals[0] != "")
+        if len(inner) != 3 or lits[2] not in ops:
+            return None
+        a, b = vals[0], vals[1]
+        assert a is not None and b is not None
+        op = lits[2]
+        if op in ("==", "=", "!="):
+            if double and any(ch in b for ch in "*?["):
+                return None  # [[ ]] matches a glob on the right
+            return (a == b) if op != "!=" else (a != b)
+        if not (re.fullmatch(r"[-+]?[0-9]+", a.strip()) and re.fullmatch(r"[-+]?[0-9]+", b.strip())):
+            return None  # [[ ]] would evaluate arithmetic, [ ] refuses: neither is read here
+        x, y = int(a), int(b)
+        return {"-eq": x == y, "-ne": x != y, "-lt": x < y, "-le": x <= y, "-gt": x > y, "-ge": x >= y}[op]
 
     def skip_compound(self, tokens: list[Token], i: int) -> int:
         start = tokens[i]
