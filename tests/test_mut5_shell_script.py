@@ -328,3 +328,10 @@ def test_an_if_that_needs_more_than_the_scripts_values_is_reported_not_evaluated
     words, notes = ours(setup, "${Y:-unread}")
     assert words == ["unread"]
     assert any("'if' block not evaluated" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("expr", ["${X[fi@]}", "${X[[]}", "${A[x+]}"])
+def test_an_array_index_that_does_not_evaluate_is_reported_not_a_traceback(expr: str) -> None:
+    """A fuzzed script found ``${X[fi@]}`` raising a ValueError out of the import (a traceback)."""
+    [word], notes = ours("X=abc\nA=(x y)", expr)
+    assert word.startswith(UNRESOLVED) and any("unsupported array index" in n for n in notes), notes

@@ -731,7 +731,7 @@ class _Interp:
                 items = [] if value is None else (value if isinstance(value, list) else [value])
                 try:
                     k = int(self.arith(index, line, depth + 1)) if not index.isdigit() else int(index)
-                except ScriptError:
+                except (ScriptError, ValueError):  # an index that does not evaluate (reported there)
                     return self._unresolved("${" + body + "}", line, "unsupported array index")
                 value = items[k] if -len(items) <= k < len(items) else None
         elif isinstance(value, list) and name not in ("@", "*"):
