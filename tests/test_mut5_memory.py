@@ -6,6 +6,7 @@ already cover each stage). Each case is a config.json or a layout a user meets."
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -206,3 +207,25 @@ def test_the_reference_model_is_counted_whenever_verl_builds_it(algorithm: str, 
     assert lay.has_ref is has_ref
     est = estimate(lay, shape(QWEN3_8B), 64.0, HOST)
     assert ("reference" in est.device) is has_ref
+
+
+@pytest.mark.parametrize("mlp_only", [1, "0,1", {"0": 1}, [0, "1", None]])
+def test_a_malformed_mlp_only_layers_is_read_as_no_dense_layer_not_a_traceback(tmp_path: Path, mlp_only: Any) -> None:
+    """A config.json whose ``mlp_only_layers`` is not a list of layer indices (fuzzed: an int) crashed
+    `verlctl plan` with a TypeError from the parameter count; it now counts only the integer indices."""
+    import json
+
+    from conftest import run_cli
+
+    cfg = {**QWEN2_MOE, "mlp_only_layers": mlp_only}
+    s = shape(cfg)
+    kept = [i for i in mlp_only if isinstance(i, int)] if isinstance(mlp_only, list) else []
+    assert s.expert_params == (24 - len(kept)) * PER_LAYER
+    assert s.params == estimate_params_from_config({**QWEN2_MOE, "mlp_only_layers": kept})
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(cfg))
+    res = run_cli("plan", "--json", "--set", f"paths.model={model}", "--set", "paths.train_files=/mnt/t.parquet",
+                  "--set", "paths.val_files=/mnt/v.parquet", "--set", "cluster.device_memory_gib=64")
+    assert "Traceback" not in res.err and res.code in (0, 2), res.err
+    assert json.loads(res.out)["memory"]["device"]

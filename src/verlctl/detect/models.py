@@ -231,7 +231,8 @@ def estimate_params_from_config(config: dict[str, Any]) -> int | None:
             moe_mlp += shared * 3 * hidden * moe_inter
         first_dense = config_int(cfg, "first_k_dense_replace") or 0
         step = config_int(cfg, "decoder_sparse_step") or 1
-        mlp_only = set(cfg.get("mlp_only_layers") or [])
+        raw_only = cfg.get("mlp_only_layers")  # a list of layer indices; anything else is no dense layer
+        mlp_only = {i for i in raw_only if isinstance(i, int)} if isinstance(raw_only, list) else set()
         total_layers = 0
         for i in range(layers):
             dense = i < first_dense or i in mlp_only or (step > 1 and (i + 1) % step != 0)
