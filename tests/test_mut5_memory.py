@@ -229,3 +229,29 @@ def test_a_malformed_mlp_only_layers_is_read_as_no_dense_layer_not_a_traceback(t
                   "--set", "paths.val_files=/mnt/v.parquet", "--set", "cluster.device_memory_gib=64")
     assert "Traceback" not in res.err and res.code in (0, 2), res.err
     assert json.loads(res.out)["memory"]["device"]
+
+
+def test_the_sparse_layer_count_is_hugging_faces_rule_for_every_layer_pattern() -> None:
+    """``moe_layer_count`` counts (no loop over a config's layer count, which is untrusted input) what the
+    model code decides layer by layer: not in the first first_k_dense_replace, not in mlp_only_layers, and
+    (i + 1) % decoder_sparse_step == 0. Checked against that rule on every small pattern."""
+    import itertools
+
+    from verlctl.detect.models import moe_layer_count
+
+    for layers, first, step, only in itertools.product(range(0, 13), range(-1, 6), range(-1, 5),
+                                                       ([], [0], [1, 3], [2, 2, 11, 40, -1], [True])):
+        cfg = {"first_k_dense_replace": first, "decoder_sparse_step": step, "mlp_only_layers": only}
+        eff_step = step or 1
+        want = sum(1 for i in range(layers)
+                   if not (i < first or i in {j for j in only if type(j) is int}
+                           or (eff_step > 1 and (i + 1) % eff_step != 0)))
+        assert moe_layer_count(cfg, layers) == want, cfg
+
+
+def test_a_config_with_a_trillion_layers_is_estimated_at_once() -> None:
+    """A malformed config.json (num_hidden_layers 10^12) used to loop over every layer in the parameter
+    count and the expert count: `plan` hung. The counts are arithmetic now."""
+    s = shape({**QWEN2_MOE, "num_hidden_layers": 10**12, "decoder_sparse_step": 2})
+    assert s.expert_params == min(s.params, 10**12 // 2 * PER_LAYER)
+    assert estimate(Layout(), s, 64.0, HOST).fits is False

@@ -102,14 +102,10 @@ def _expert_params(cfg: Mapping[str, Any], layers: int, hidden: int) -> int:
     experts = config_int(cfg, "num_experts", "num_local_experts", "n_routed_experts")
     if not experts:
         return 0
+    from verlctl.detect.models import moe_layer_count
+
     moe = config_int(cfg, "moe_intermediate_size") or config_int(cfg, "intermediate_size", "ffn_hidden_size") or 4 * hidden
-    first_dense = config_int(cfg, "first_k_dense_replace") or 0
-    step = config_int(cfg, "decoder_sparse_step") or 1
-    raw_only = cfg.get("mlp_only_layers")
-    mlp_only = {i for i in raw_only if isinstance(i, int)} if isinstance(raw_only, list) else set()
-    moe_layers = sum(1 for i in range(layers)
-                     if not (i < first_dense or i in mlp_only or (step > 1 and (i + 1) % step != 0)))
-    return experts * 3 * hidden * moe * moe_layers
+    return experts * 3 * hidden * moe * moe_layer_count(cfg, layers)
 
 
 @dataclass(frozen=True)
