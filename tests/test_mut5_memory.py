@@ -255,3 +255,14 @@ def test_a_config_with_a_trillion_layers_is_estimated_at_once() -> None:
     s = shape({**QWEN2_MOE, "num_hidden_layers": 10**12, "decoder_sparse_step": 2})
     assert s.expert_params == min(s.params, 10**12 // 2 * PER_LAYER)
     assert estimate(Layout(), s, 64.0, HOST).fits is False
+
+
+@pytest.mark.parametrize("changes", [{"hidden_size": 3, "head_dim": None}, {"num_hidden_layers": -4}, {"vocab_size": -1},
+                                     {"num_attention_heads": -32}, {"head_dim": -128}, {"num_key_value_heads": -8}])
+def test_a_config_json_with_sizes_no_model_has_gives_no_estimate(changes: dict[str, Any]) -> None:
+    """hidden_size 3 over 32 heads (a head size of 0) divided by zero in the KV-cache estimate (fuzzed); negative
+    sizes gave negative memory. Such a config.json gets no estimate (`memory_estimate_skipped`), not a traceback."""
+    from verlctl.checks.memory import ModelShape
+
+    cfg = {k: v for k, v in {**QWEN3_8B, **changes}.items() if v is not None}  # None: the key is absent
+    assert ModelShape.from_config(cfg) is None

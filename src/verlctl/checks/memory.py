@@ -150,6 +150,10 @@ class ModelShape:
         vocab = config_int(cfg, "vocab_size", "padded_vocab_size")
         if not (layers and hidden and heads and vocab):
             return None
+        kv_heads = config_int(cfg, "num_key_value_heads", "multi_query_group_num") or heads
+        head_dim = config_int(cfg, "head_dim") or hidden // heads
+        if min(layers, hidden, heads, vocab, kv_heads, head_dim) <= 0:
+            return None  # not a model's sizes (a malformed config.json): no estimate, rather than one from nonsense
         params = estimate_params_from_config(dict(config))
         if params is None:
             return None
@@ -158,8 +162,8 @@ class ModelShape:
             layers=layers,
             hidden=hidden,
             heads=heads,
-            kv_heads=config_int(cfg, "num_key_value_heads", "multi_query_group_num") or heads,
-            head_dim=config_int(cfg, "head_dim") or hidden // heads,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
             intermediate=_active_ffn(cfg, hidden),
             vocab=vocab,
             tied=bool(tie),
