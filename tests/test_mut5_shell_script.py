@@ -335,3 +335,28 @@ def test_an_array_index_that_does_not_evaluate_is_reported_not_a_traceback(expr:
     """A fuzzed script found ``${X[fi@]}`` raising a ValueError out of the import (a traceback)."""
     [word], notes = ours("X=abc\nA=(x y)", expr)
     assert word.startswith(UNRESOLVED) and any("unsupported array index" in n for n in notes), notes
+
+
+@pytest.mark.parametrize(
+    ("setup", "expr"),
+    [
+        ("declare -a A=(x y)", "${A[1]}"),  # was refused: "unexpected '(' in a command"
+        ("local -a L=(p q)", "${L[0]}"),
+        ("export -a E=(p q)", "${E[0]}"),
+        ("readonly R=(p q)", "${R[1]}"),
+        ("declare -ax X=(1 2)", "${X[1]}"),
+        ("declare -a A=(x y)\nA+=(z)", "${A[2]}"),
+    ],
+)
+def test_an_array_declared_with_its_elements_is_read(setup: str, expr: str) -> None:
+    words, _ = ours(setup, expr)
+    assert words == bash_words(setup, expr)
+
+
+@pytest.mark.parametrize("setup", ["declare -A M=([a]=1 [b]=2)", "declare -A M\nM[a]=1\nM[b]=2",
+                                   "typeset -A M\nM=([b]=2)"])
+def test_an_associative_array_is_reported_unresolved_not_read_by_position(setup: str) -> None:
+    """verlctl's arrays are indexed: ``M[a]`` and ``M[b]`` of a ``declare -A`` are not elements 0 and 0."""
+    [word], notes = ours(setup, "${M[b]}")
+    assert word.startswith(UNRESOLVED) and any("an associative array" in n for n in notes), notes
+    assert bash_words(setup, "${M[b]}") == ["2"]

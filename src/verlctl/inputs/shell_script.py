@@ -21,6 +21,7 @@ import os
 import posixpath
 import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,7 @@ MAX_WORK = 20_000  # expansion steps (parameters, arithmetic terms) per script; 
 UNRESOLVED = "\ue000"
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DECLARERS = ("export", "declare", "typeset", "local", "readonly")
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=")
 _PYTHON = re.compile(r"python(?:[0-9]+(?:\.[0-9]+)*)?")
 _OPERATOR_CHARS = set(";&|()<>")
@@ -666,6 +668,7 @@ class _Interp:
         self.exported: set[str] = set()
         self.notes: list[str] = []
         self.unset: list[str] = []
+        self.assoc: set[str] = set()  # names declared associative (declare -A): not read, reported
         self.commands: list[PythonCommand] = []
         self.work = 0
         self.line = 0  # of the word being expanded
@@ -1058,9 +1061,11 @@ class _Interp:
         """The array ``name`` after ``name[index]=value`` (``+=``: appended to the element). Arrays are kept
         dense: an index past the end but one makes the array unresolved (reported), as does an index that
         does not evaluate."""
+        raw = f"{name}[{index}]={value}"
+        if name in self.assoc:
+            return self._unresolved(raw, line, "an associative array")
         old = self.vars.get(name)
         items = list(old) if isinstance(old, list) else ([] if old is None else [old])
-        raw = f"{name}[{index}]={value}"
         k_text = self.arith(index, line, depth + 1)
         try:
             k = int(k_text)
@@ -1079,6 +1084,8 @@ class _Interp:
     def _array_value(self, tok: ArrayAssign) -> Value:
         """The elements of ``NAME=(...)``: each word's fields, or ``[k]=value`` at index k (later words follow
         it); a sparse result (a gap) or ``+=([k]=...)`` is unresolved (reported)."""
+        if tok.name in self.assoc:
+            return self._unresolved(f"{tok.name}=(...)", tok.line, "an associative array")
         items: dict[int, str] = {}
         k = 0
         for e in tok.elements:
@@ -1369,6 +1376,9 @@ class _Interp:
                 skip_next = True  # a redirection: the next word is its target
                 continue
             if isinstance(tok, ArrayAssign):
+                if words and words[0].literal() in _DECLARERS:
+                    words.append(tok)  # type: ignore[arg-type]  # `declare -a A=(...)`: handled by _declare
+                    continue
                 if words:
                     raise ScriptError(f"{self.name}: line {tok.line}: unexpected '(' in a command")
                 assigns.append((tok.name, self._array_value(tok), tok.append))
@@ -1389,9 +1399,11 @@ class _Interp:
                 self.set_var(name, value, append)
             return True
         first = words[0].literal()
-        if first in ("export", "declare", "typeset", "local", "readonly") and not chained:
+        if first in _DECLARERS and not chained:
             self._declare(first, words[1:])
             return True
+        if any(isinstance(w, ArrayAssign) for w in words):
+            return True  # a chained `declare -a A=(...)`: not evaluated, as other chained assignments
         if first == "unset" and not chained:
             for w in words[1:]:
                 name = self.join(w)
@@ -1449,14 +1461,28 @@ class _Interp:
             self.note(text_)
         self.commands += child.commands
 
-    def _declare(self, builtin: str, args: list[Word]) -> None:
+    def _declare(self, builtin: str, args: Sequence[Word | ArrayAssign]) -> None:
         export = builtin == "export"
+        assoc = False
         for w in args:
+            if isinstance(w, ArrayAssign):
+                if assoc:
+                    self.assoc.add(w.name)
+                self.set_var(w.name, self._array_value(w), w.append)
+                if export:
+                    self.exported.add(w.name)
+                continue
             lit = w.literal()
             if lit is not None and lit.startswith("-"):
                 if "x" in lit:
                     export = True
+                if "A" in lit:
+                    assoc = True
                 continue
+            if assoc:
+                declared = _ASSIGN.match(lit or "") or _NAME.fullmatch(lit or "")
+                if declared:
+                    self.assoc.add(declared.group(1) if declared.re is _ASSIGN else declared.group(0))
             a = self.assign(w)
             if a is not None:
                 name, value, append = a
