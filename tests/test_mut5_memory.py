@@ -266,3 +266,40 @@ def test_a_config_json_with_sizes_no_model_has_gives_no_estimate(changes: dict[s
 
     cfg = {k: v for k, v in {**QWEN3_8B, **changes}.items() if v is not None}  # None: the key is absent
     assert ModelShape.from_config(cfg) is None
+
+
+def test_the_rollout_tp_advice_may_exceed_the_kv_heads_which_vllm_then_replicates() -> None:
+    """Qwen2-7B has 4 KV heads. One-step-off on 8 rollout devices of 28 GiB at utilization 0.15: only rollout
+    TP 8 leaves a KV cache, and vLLM accepts a TP that the KV heads divide (it replicates each head over 2
+    ranks), so the advice is TP 8 and the estimate with it fits."""
+    from test_memory_fit import CONFIGS
+    from test_memory_mutants import advice, fits
+
+    s = shape(CONFIGS["Qwen2-7B-Instruct"])
+    assert s.kv_heads == 4
+    lay = Layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
+                 train_devices_per_node=8, rollout_devices_per_node=8, rollout_tp=1, memory_utilization=0.15,
+                 prompt=1024, response=3072, recompute=True, recompute_uniform=True)
+    assert advice(lay, s, 28.0, 4096.0) == (["kv"], ["raise train.rollout_tensor_parallel from 1 to 8"])
+    assert [fits(replace(lay, rollout_tp=t), s, 28.0, 4096.0) for t in (2, 4, 8)] == [False, False, True]
+
+
+def test_megatron_context_parallel_splits_the_tokens_of_a_micro_batch() -> None:
+    """train.context_parallel=2 on Megatron: each device holds half of a micro batch's tokens, so the update's
+    activations and logits are half those of CP 1 (the spec's CP reaches the layout; FSDP has no CP)."""
+    from verlctl.checks.memory import layout_for
+    from verlctl.spec.resolve import load_spec
+
+    from conftest import BASE_PATHS
+
+    def layout(cp: int) -> Layout:
+        flags = {**BASE_PATHS, "strategy": "megatron", "train.tensor_parallel": 2, "train.context_parallel": cp}
+        return layout_for(load_spec(None, flags=flags, environ={}).spec, {})
+
+    one, two = layout(1), layout(2)
+    assert (one.cp, two.cp) == (1, 2)
+    s = shape(QWEN3_8B)
+    a1 = estimate(one, s, 64.0, HOST).device["update"].parts
+    a2 = estimate(two, s, 64.0, HOST).device["update"].parts
+    assert a2["activations"] == pytest.approx(a1["activations"] / 2)
+    assert a2["logits"] == pytest.approx(a1["logits"] / 2)
