@@ -303,3 +303,18 @@ def test_megatron_context_parallel_splits_the_tokens_of_a_micro_batch() -> None:
     a2 = estimate(two, s, 64.0, HOST).device["update"].parts
     assert a2["activations"] == pytest.approx(a1["activations"] / 2)
     assert a2["logits"] == pytest.approx(a1["logits"] / 2)
+
+
+def test_the_offload_advice_of_a_grpo_run_moves_the_reference_model_off_the_device_too() -> None:
+    """GRPO (a reference model), Qwen3-8B on Megatron TP 2, 44 GiB NPUs, recompute on: rollout, update and the
+    reference forward are all over budget; verl's offload feature offloads the reference's params as well, and
+    only with the reference offloaded does everything fit, so that is the step the advice names."""
+    s = shape(QWEN3_8B)
+    lay = Layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=1024, recompute=True,
+                 recompute_uniform=True, has_ref=True)
+    est = estimate(lay, s, 44.0, HOST)
+    assert est.failing == ["rollout", "update", "reference"]
+    assert advise(est, 44.0, HOST) == ["enable the `offload` feature (params/grads/optimizer to host RAM between "
+                                       "phases)"]
+    assert estimate(replace(lay, offload=True, optimizer_offload=True, ref_offload=True), s, 44.0, HOST).fits
+    assert not estimate(replace(lay, offload=True, optimizer_offload=True, ref_offload=False), s, 44.0, HOST).fits
