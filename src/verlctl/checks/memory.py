@@ -80,13 +80,18 @@ _MAX_CONFIG_BYTES = 4 << 20
 
 def _active_ffn(cfg: Mapping[str, Any], hidden: int) -> int:
     """The MLP width one token passes through: a dense model's intermediate size, or a MoE's routed experts
-    per token (plus its shared experts) times the expert width: what the activations scale with."""
+    per token (plus its shared experts) times the expert width: what the activations scale with. A MoE config
+    without ``moe_intermediate_size`` (Mixtral) gives the expert width as ``intermediate_size``, as
+    ``detect.models.estimate_params_from_config`` and ``_expert_params`` read it."""
     dense = config_int(cfg, "intermediate_size", "ffn_hidden_size") or 4 * hidden
-    moe = config_int(cfg, "moe_intermediate_size")
-    if not moe or not config_int(cfg, "num_experts", "num_local_experts", "n_routed_experts"):
+    if not config_int(cfg, "num_experts", "num_local_experts", "n_routed_experts"):
         return dense
+    moe = config_int(cfg, "moe_intermediate_size") or dense
     per_token = config_int(cfg, "num_experts_per_tok", "moe_topk") or 1
-    shared = (config_int(cfg, "shared_expert_intermediate_size") or 0) + (config_int(cfg, "n_shared_experts") or 0) * moe
+    # the shared experts as the parameter count reads them: Qwen2-MoE's one shared expert of its own width, else
+    # DeepSeek's n_shared_experts (Ling / BailingMoE: num_shared_experts) of the routed experts' width
+    shared = (config_int(cfg, "shared_expert_intermediate_size")
+              or (config_int(cfg, "n_shared_experts", "num_shared_experts") or 0) * moe)
     return per_token * moe + shared
 
 
@@ -97,14 +102,10 @@ def _expert_params(cfg: Mapping[str, Any], layers: int, hidden: int) -> int:
     experts = config_int(cfg, "num_experts", "num_local_experts", "n_routed_experts")
     if not experts:
         return 0
+    from verlctl.detect.models import moe_layer_count
+
     moe = config_int(cfg, "moe_intermediate_size") or config_int(cfg, "intermediate_size", "ffn_hidden_size") or 4 * hidden
-    first_dense = config_int(cfg, "first_k_dense_replace") or 0
-    step = config_int(cfg, "decoder_sparse_step") or 1
-    raw_only = cfg.get("mlp_only_layers")
-    mlp_only = {i for i in raw_only if isinstance(i, int)} if isinstance(raw_only, list) else set()
-    moe_layers = sum(1 for i in range(layers)
-                     if not (i < first_dense or i in mlp_only or (step > 1 and (i + 1) % step != 0)))
-    return experts * 3 * hidden * moe * moe_layers
+    return experts * 3 * hidden * moe * moe_layer_count(cfg, layers)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,10 @@ class ModelShape:
         vocab = config_int(cfg, "vocab_size", "padded_vocab_size")
         if not (layers and hidden and heads and vocab):
             return None
+        kv_heads = config_int(cfg, "num_key_value_heads", "multi_query_group_num") or heads
+        head_dim = config_int(cfg, "head_dim") or hidden // heads
+        if min(layers, hidden, heads, vocab, kv_heads, head_dim) <= 0:
+            return None  # not a model's sizes (a malformed config.json): no estimate, rather than one from nonsense
         params = estimate_params_from_config(dict(config))
         if params is None:
             return None
@@ -157,8 +162,8 @@ class ModelShape:
             layers=layers,
             hidden=hidden,
             heads=heads,
-            kv_heads=config_int(cfg, "num_key_value_heads", "multi_query_group_num") or heads,
-            head_dim=config_int(cfg, "head_dim") or hidden // heads,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
             intermediate=_active_ffn(cfg, hidden),
             vocab=vocab,
             tied=bool(tie),
@@ -304,10 +309,11 @@ def layout_for(spec: Any, features: Mapping[str, bool], version: str | None = No
     swap = bool(features.get("swap_optimizer"))
     megatron = spec.strategy == "megatron"
     recompute = bool(features.get("recompute")) or (not megatron and bool(features.get("gradient_checkpointing")))
-    has_ref = spec.algorithm == "grpo"  # GRPO: use_kl_loss=True (verl creates a reference policy); DAPO: none
+    # verl builds the reference policy for a KL loss or a KL penalty in the reward (0.9.1 trainer/ppo/utils.py
+    # need_reference_policy, 0.7.0 main_ppo.py line 252): verlctl writes use_kl_loss=True for GRPO, False for
+    # DAPO, and use_kl_in_reward=False; an extra override of either wins.
     kl = _as_bool(extra.get(f"{ar}.actor.use_kl_loss"))
-    if kl is not None:
-        has_ref = kl or bool(_as_bool(extra.get("algorithm.use_kl_in_reward")))
+    has_ref = (spec.algorithm == "grpo" if kl is None else kl) or bool(_as_bool(extra.get("algorithm.use_kl_in_reward")))
     chunked = not (bool(features.get("chunked_prefill_off"))
                    or _as_bool(extra.get(f"{ar}.rollout.enable_chunked_prefill")) is False)
     seq = t.max_prompt_length + t.max_response_length
@@ -648,8 +654,10 @@ def advise(est: Estimate, hbm_gib: float | None, host_gib: float | None) -> list
     for _, ch in steps:
         combo.update(ch)
     names = list(dict.fromkeys(lbl.split("`")[1] for lbl, _ in steps))
-    combo_label = ("enable " + " + ".join(names) + " together"
-                   + (" (recompute_method=uniform)" if combo.get("recompute_uniform") else "")) if steps else ""
+    # one feature (a single step, or recompute and its uniform form): that step's own words, not "X together"
+    combo_label = "" if not steps else steps[-1][0] if len(names) == 1 else (
+        "enable " + " + ".join(names) + " together"
+        + (" (recompute_method=uniform)" if combo.get("recompute_uniform") else ""))
     if combo and worked(_try(lay, s, hbm_gib, host_gib, **combo)):
         out.append(combo_label)
         return out

@@ -191,6 +191,25 @@ def _read_json(path: str, problems: list[str], label: str) -> Any:
         return None
 
 
+def moe_layer_count(cfg: dict[str, Any] | Any, layers: int) -> int:
+    """How many of ``layers`` decoder layers are sparse (MoE) in a MoE text config: not among the first
+    ``first_k_dense_replace`` (DeepSeek), not in ``mlp_only_layers`` and, with ``decoder_sparse_step`` s > 1,
+    only layers i with (i + 1) % s == 0 (Qwen2-MoE). Counted, not looped: a config.json is untrusted input."""
+    n = max(0, layers)
+    first_dense = min(n, max(0, config_int(cfg, "first_k_dense_replace") or 0))
+    step = config_int(cfg, "decoder_sparse_step") or 1
+
+    def sparse_by_step(i: int) -> bool:
+        return step <= 1 or (i + 1) % step == 0
+
+    # layers first_dense..n-1 whose (i + 1) is a multiple of step: multiples of step in (first_dense, n]
+    count = n - first_dense if step <= 1 else n // step - first_dense // step
+    raw_only = cfg.get("mlp_only_layers")  # a list of layer indices; anything else is no dense layer
+    mlp_only = {i for i in raw_only if isinstance(i, int) and not isinstance(i, bool)} if isinstance(raw_only, list) \
+        else set()
+    return count - sum(1 for i in mlp_only if first_dense <= i < n and sparse_by_step(i))
+
+
 def estimate_params_from_config(config: dict[str, Any]) -> int | None:
     """Parameter count of a decoder-only transformer from its config (dense, GQA and simple MoE).
 
@@ -229,13 +248,8 @@ def estimate_params_from_config(config: dict[str, Any]) -> int | None:
             moe_mlp += 3 * hidden * shared_inter + hidden  # Qwen2-MoE shared expert + its gate
         elif shared:
             moe_mlp += shared * 3 * hidden * moe_inter
-        first_dense = config_int(cfg, "first_k_dense_replace") or 0
-        step = config_int(cfg, "decoder_sparse_step") or 1
-        mlp_only = set(cfg.get("mlp_only_layers") or [])
-        total_layers = 0
-        for i in range(layers):
-            dense = i < first_dense or i in mlp_only or (step > 1 and (i + 1) % step != 0)
-            total_layers += per_layer_dense if dense else attn + moe_mlp + norms
+        sparse = moe_layer_count(cfg, layers)
+        total_layers = (max(0, layers) - sparse) * per_layer_dense + sparse * (attn + moe_mlp + norms)
     else:
         total_layers = layers * per_layer_dense
     embed = vocab * hidden

@@ -21,6 +21,7 @@ import os
 import posixpath
 import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,7 @@ MAX_WORK = 20_000  # expansion steps (parameters, arithmetic terms) per script; 
 UNRESOLVED = "\ue000"
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DECLARERS = ("export", "declare", "typeset", "local", "readonly")
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=")
 _PYTHON = re.compile(r"python(?:[0-9]+(?:\.[0-9]+)*)?")
 _OPERATOR_CHARS = set(";&|()<>")
@@ -150,6 +152,112 @@ class Op:
 
 
 Token = Word | ArrayAssign | Op
+
+
+_ANSI_NUMBER = re.compile(r"x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}")
+
+
+def _split_unescaped(text: str, sep: str) -> tuple[str, str, str]:
+    """``text.partition(sep)`` at the first ``sep`` not escaped by a backslash."""
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == sep:
+            return text[:i], sep, text[i + 1:]
+        i += 1
+    return text, "", ""
+
+
+#: A pattern expansion's bounds: the value and the glob (launch scripts use paths and names, well below).
+MAX_PATTERN_VALUE = 512
+MAX_PATTERN = 128
+
+
+def _glob_tokens(pattern: str) -> list[tuple[str, str]]:
+    """A bash glob as tokens: ("*", ""), ("?", ""), ("[", class body, "^..." negated) or ("=", one character)."""
+    out: list[tuple[str, str]] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            out.append(("=", pattern[i + 1]))
+            i += 2
+            continue
+        if c in "*?":
+            if not (c == "*" and out and out[-1][0] == "*"):  # ** is *
+                out.append((c, ""))
+            i += 1
+            continue
+        if c == "[":
+            j = i + 1
+            if j < n and pattern[j] in "!^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j < n:
+                body = pattern[i + 1:j]
+                out.append(("[", "^" + body[1:] if body[:1] in ("!", "^") else body))
+                i = j + 1
+                continue
+        out.append(("=", c))
+        i += 1
+    return out
+
+
+def _in_class(body: str, c: str) -> bool:
+    neg = body.startswith("^")
+    chars = body[1:] if neg else body
+    hit, k = False, 0
+    while k < len(chars):
+        if k + 2 < len(chars) and chars[k + 1] == "-":
+            hit = hit or chars[k] <= c <= chars[k + 2]
+            k += 3
+            continue
+        hit = hit or chars[k] == c
+        k += 1
+    return hit != neg
+
+
+def _glob_ends(toks: list[tuple[str, str]], text: str) -> list[bool]:
+    """For each k in 0..len(text): whether the glob matches ``text[:k]`` (an NFA over the tokens: linear in
+    the text for any pattern, no backtracking)."""
+    m = len(toks)
+
+    def closure(states: set[int]) -> set[int]:
+        todo = list(states)
+        while todo:
+            k = todo.pop()
+            if k < m and toks[k][0] == "*" and k + 1 not in states:
+                states.add(k + 1)
+                todo.append(k + 1)
+        return states
+
+    cur = closure({0})
+    ends = [m in cur]
+    for c in text:
+        nxt: set[int] = set()
+        for k in cur:
+            if k == m:
+                continue
+            kind, arg = toks[k]
+            if kind == "*":
+                nxt.add(k)
+            elif kind == "?" or (kind == "=" and arg == c) or (kind == "[" and _in_class(arg, c)):
+                nxt.add(k + 1)
+        cur = closure(nxt)
+        ends.append(m in cur)
+        if not cur:
+            ends += [False] * (len(text) + 1 - len(ends))
+            break
+    return ends
+
+
+class _Quoted(str):
+    """An expansion's operand quoted in full (``${X:+"a b"}``): one word, never split into fields."""
 
 
 class _Lexer:
@@ -355,6 +463,16 @@ class _Lexer:
                     out.append(escapes[nxt])
                     i += 2
                     continue
+                # bash's numeric escapes: \xHH, \nnn (octal), \uHHHH, \UHHHHHHHH; a byte above ASCII (not one
+                # character), a NUL or a surrogate stays as written
+                num = _ANSI_NUMBER.match(s, i + 1)
+                if num:
+                    digits = num.group(0)
+                    code = int(digits[1:], 16) if digits[0] in "xuU" else int(digits, 8)
+                    if 0 < code < 0x80 or (digits[0] in "uU" and code < 0x110000 and not 0xD800 <= code < 0xE000):
+                        out.append(chr(code))
+                        i = num.end()
+                        continue
                 out.append("\\" + nxt)
                 i += 2
                 continue
@@ -550,6 +668,7 @@ class _Interp:
         self.exported: set[str] = set()
         self.notes: list[str] = []
         self.unset: list[str] = []
+        self.assoc: set[str] = set()  # names declared associative (declare -A): not read, reported
         self.commands: list[PythonCommand] = []
         self.work = 0
         self.line = 0  # of the word being expanded
@@ -584,13 +703,15 @@ class _Interp:
             return v[0] if v else ""
         return v
 
-    def param(self, body: str, line: int, depth: int) -> Value:
-        """Expand the body of ``${...}`` (or a plain ``$NAME``)."""
+    def param(self, body: str, line: int, depth: int, join_star: bool = True, quoted: bool = False) -> Value:
+        """Expand the body of ``${...}`` (or a plain ``$NAME``). ``${A[*]}`` and ``$*`` are the elements joined
+        by a space (the first character of bash's default IFS): one word when quoted; ``join_star=False`` keeps
+        the elements (for ``${#A[*]}``, their count)."""
         if depth > MAX_DEPTH:
             raise ScriptError(f"{self.name}: line {line}: expansions nested too deeply")
         self.step(line)
         if body.startswith("#") and len(body) > 1:
-            inner = self.param(body[1:], line, depth + 1)
+            inner = self.param(body[1:], line, depth + 1, join_star=False)
             if isinstance(inner, list):
                 return str(len(inner))
             return str(len(inner))
@@ -604,24 +725,37 @@ class _Interp:
             value = [self.name]
         if value is None and name not in self.unset and not rest and name not in ("@", "*"):
             self.unset.append(name)
-        if index is not None:
+        if index is not None and isinstance(value, str) and UNRESOLVED in value:
+            pass  # an array verlctl could not read (reported where it was assigned): every element is unresolved
+        elif index is not None:
             if index in ("@", "*"):
                 value = [] if value is None else (value if isinstance(value, list) else [value])
             else:
                 items = [] if value is None else (value if isinstance(value, list) else [value])
                 try:
                     k = int(self.arith(index, line, depth + 1)) if not index.isdigit() else int(index)
-                except ScriptError:
+                except (ScriptError, ValueError):  # an index that does not evaluate (reported there)
                     return self._unresolved("${" + body + "}", line, "unsupported array index")
                 value = items[k] if -len(items) <= k < len(items) else None
         elif isinstance(value, list) and name not in ("@", "*"):
             value = value[0] if value else ""
+        if join_star and isinstance(value, list) and (index == "*" or (index is None and name == "*")):
+            value = " ".join(value)
         if not rest:
             return "" if value is None else value
-        op_m = re.match(r":-|:=|:\+|:\?|-|=|\+|\?|,,|\^\^|,|\^", rest)
+        op_m = re.match(r":-|:=|:\+|:\?|-|=|\+|\?|,,|\^\^|,|\^|##|#|%%|%|//|/#|/%|/|:", rest)
         if not op_m:
             return self._unresolved("${" + body + "}", line, "unsupported expansion")
         op, arg = op_m.group(0), rest[op_m.end() :]
+        if op in ("##", "#", "%%", "%", "//", "/#", "/%", "/", ":"):
+            if value is None:
+                return ""
+            try:
+                if op == ":":
+                    return self._substring(value, arg, line, depth)
+                return self._pattern_op(op, value, arg, line, depth)
+            except _ArithError as exc:
+                return self._unresolved("${" + body + "}", line, str(exc))
         if op in (",,", "^^", ",", "^"):
             if arg:
                 return self._unresolved("${" + body + "}", line, "case change with a pattern")
@@ -642,23 +776,123 @@ class _Interp:
         if op in (":-", "-", ":=", "="):
             if use_alt:
                 return value  # type: ignore[return-value]
-            word = self.operand(arg, line, depth + 1)
-            if op in (":=", "="):
-                self.vars[name] = word
+            word = self.operand(arg, line, depth + 1, tilde=not quoted)
+            if op in (":=", "="):  # the result is the variable's new value: split where unquoted, as bash does
+                self.vars[name] = str(word)
+                return str(word)
             return word
         if op in (":+", "+"):
-            return self.operand(arg, line, depth + 1) if use_alt else ""
+            return self.operand(arg, line, depth + 1, tilde=not quoted) if use_alt else ""
         # :? / ?: an error in bash when unset; the message word is not evaluated here
         if use_alt:
             return value  # type: ignore[return-value]
         return self._unresolved("${" + body + "}", line, f"{name} is required by the script (${{{name}:?}})")
 
-    def operand(self, text: str, line: int, depth: int) -> str:
+    def _substring(self, value: Value, arg: str, line: int, depth: int) -> Value:
+        """``${X:offset}`` / ``${X:offset:length}`` (arithmetic; a negative offset counts from the end, a
+        negative length is an end counted from the end); of an array (``${A[@]:1:2}``): its elements."""
+        off_text, colon, len_text = arg.partition(":")
+        n = len(value)
+        off = self._arith_int(off_text, line, depth)
+        if off < 0:
+            off += n
+        if off < 0 or off > n:
+            return [] if isinstance(value, list) else ""
+        end = n
+        if colon:
+            length = self._arith_int(len_text, line, depth)
+            end = off + length if length >= 0 else n + length
+            if end < off:
+                raise _ArithError("substring expression < 0")
+        return value[off:end]
+
+    def _arith_int(self, text: str, line: int, depth: int) -> int:
+        result = self.arith(text, line, depth + 1) if text.strip() else "0"
+        try:
+            return int(result)
+        except ValueError:
+            raise _ArithError(f"offset {text.strip()!r} is not evaluated") from None
+
+    def _pattern_op(self, op: str, value: Value, arg: str, line: int, depth: int) -> Value:
+        """``${X#p}`` ``${X##p}`` ``${X%p}`` ``${X%%p}`` (shortest / longest prefix or suffix matching the glob
+        ``p``) and ``${X/p/r}`` ``${X//p/r}`` ``${X/#p/r}`` ``${X/%p/r}``; of an array, element by element."""
+        if op.startswith("/"):
+            pat_text, _, rep_text = _split_unescaped(arg, "/")
+            rep = self.operand(rep_text, line, depth + 1) if rep_text else ""
+        else:
+            pat_text, rep = arg, ""
+        pat = self._pattern(pat_text, line, depth + 1) if pat_text else ""
+        if UNRESOLVED in pat or UNRESOLVED in rep:
+            raise _ArithError("a pattern verlctl cannot read")
+        if len(pat) > MAX_PATTERN:
+            raise _ArithError(f"a pattern of more than {MAX_PATTERN} characters")
+        toks = _glob_tokens(pat)
+        rev = toks[::-1]  # the glob read backwards, for suffixes (a class matches one character either way)
+
+        def one(v: str) -> str:
+            n = len(v)
+            if n > MAX_PATTERN_VALUE:
+                raise _ArithError(f"a value of more than {MAX_PATTERN_VALUE} characters for a pattern")
+            if op in ("#", "##", "/#"):
+                ends = _glob_ends(toks, v)  # prefixes v[:k]
+                cut = [k for k in range(n + 1) if ends[k]]
+                if not cut or (op == "/#" and not pat):
+                    return v
+                k = cut[0] if op == "#" else cut[-1]
+                return v[k:] if op != "/#" else rep + v[k:]
+            if op in ("%", "%%", "/%"):
+                ends = _glob_ends(rev, v[::-1])  # suffixes: v[n - k:]
+                cut = [k for k in range(n + 1) if ends[k]]
+                if not cut or (op == "/%" and not pat):
+                    return v
+                k = cut[0] if op == "%" else cut[-1]
+                return v[:n - k] if op != "/%" else v[:n - k] + rep
+            if not pat:
+                return v
+            out, i = [], 0
+            while i <= n:
+                self.step()
+                ends = _glob_ends(toks, v[i:])
+                longest = max((k for k in range(len(ends)) if ends[k]), default=0)
+                if longest == 0 and toks[0][0] == "*":  # *rest matching nowhere from here matches nowhere later
+                    out.append(v[i:])
+                    break
+                if longest == 0:  # no match here, or only an empty one: keep the character
+                    if i < n:
+                        out.append(v[i])
+                    i += 1
+                    continue
+                out.append(rep)
+                i += longest
+                if op == "/":
+                    out.append(v[i:])
+                    break
+            return "".join(out)
+
+        return [one(v) for v in value] if isinstance(value, list) else one(value)
+
+    def _pattern(self, text: str, line: int, depth: int) -> str:
+        """The glob of ``${X#pattern}``: what is quoted or escaped in it matches literally."""
+        lx = _Lexer(text, self.name, line, depth)
+        w = lx.word(line, operand=True)
+        if lx.i < lx.n:
+            return UNRESOLVED
+        out = []
+        for part in w.parts:
+            piece = part.text if part.kind == "lit" else self.join(Word([part], w.line), depth)
+            out.append(re.sub(r"([][*?\\!^])", r"\\\1", piece) if part.quoted else piece)
+        return "".join(out)
+
+    def operand(self, text: str, line: int, depth: int, tilde: bool = False) -> str:
+        """The word of ``${X:-word}`` (``tilde``: the expansion is unquoted, so a leading ``~`` is HOME)."""
         lx = _Lexer(text, self.name, line, depth)
         w = lx.word(line, operand=True)
         if lx.i < lx.n:
             return self._unresolved(text, line, "unsupported expansion operand")
-        return self.join(w, depth)
+        value = self.join(w, depth, "word" if tilde else None)
+        if w.parts and all(p.quoted for p in w.parts):
+            return _Quoted(value)  # ${X:+"a b"}: one word even where the expansion is unquoted
+        return value
 
     def _unresolved(self, raw: str, line: int, why: str) -> str:
         self.note(f"line {line}: {raw[:80]} is not evaluated ({why})")
@@ -666,6 +900,8 @@ class _Interp:
 
     def cmd(self, body: str, line: int, depth: int) -> str:
         """``$(...)``: only basename/dirname are computed (string functions); nothing is run."""
+        if all(not ln.strip() or ln.strip().startswith("#") for ln in body.splitlines()):
+            return ""  # `# an inline comment` (a common idiom in long commands): a comment prints nothing
         try:
             words = tokenize(body, self.name)
         except ScriptError:
@@ -714,14 +950,42 @@ class _Interp:
 
     # -- words
 
-    def _segments(self, w: Word, depth: int) -> list[tuple[Value, bool]]:
+    def _home(self) -> str:
+        home = self.get("HOME")
+        if home is None and "HOME" not in self.unset:
+            self.unset.append("HOME")  # read but never set, as for $HOME
+        return self.scalar(home)
+
+    def _tilde(self, text: str, at_start: bool, assign: bool, more: bool) -> str:
+        """Bash's tilde expansion of one unquoted literal: ``~`` or ``~/...`` at the start of a word and, in an
+        assignment's value, after each ``:`` becomes HOME (``more``: other parts follow this one, so a lone
+        ``~`` at its end is not a whole prefix). ``~user`` is left as written."""
+        pieces = text.split(":") if assign else [text]
+        for k, piece in enumerate(pieces):
+            if (k > 0 or at_start) and piece.startswith("~") and (
+                    piece[1:2] == "/" or (piece == "~" and (k < len(pieces) - 1 or not more))):
+                pieces[k] = self._home() + piece[1:]
+        return ":".join(pieces)
+
+    def _segments(self, w: Word, depth: int, tilde: str | None = None) -> list[tuple[Value, bool]]:
+        """``tilde``: "word" (a command word, an array element or an operand) or "assign" (an assignment's
+        value) expands ``~`` as bash does there; None leaves it."""
         out: list[tuple[Value, bool]] = []
         self.line = w.line
-        for p in w.parts:
+        assign = tilde == "assign"
+        for k, p in enumerate(w.parts):
+            if p.kind == "lit" and tilde and not p.quoted:
+                text, start = p.text, k == 0
+                if k == 0 and tilde == "word" and (m := re.match(r"[A-Za-z_][A-Za-z0-9_]*\+?=", text)):
+                    assign = True  # NAME=~/x as an argument: bash expands it as in an assignment
+                    out.append((text[:m.end()] + self._tilde(text[m.end():], True, True, k + 1 < len(w.parts)), True))
+                    continue
+                out.append((self._tilde(text, start, assign, k + 1 < len(w.parts)), True))
+                continue
             if p.kind == "lit":
                 out.append((p.text, True))  # literal text never splits
             elif p.kind == "param":
-                out.append((self.param(p.text, w.line, depth + 1), p.quoted))
+                out.append((self.param(p.text, w.line, depth + 1, quoted=p.quoted), p.quoted))
             elif p.kind == "arith":
                 out.append((self.arith(p.text, w.line, depth + 1), p.quoted))
             else:
@@ -729,9 +993,9 @@ class _Interp:
         # An unresolved value stays one piece (it is reported, never split into stray words).
         return [(v, q or (isinstance(v, str) and UNRESOLVED in v)) for v, q in out]
 
-    def join(self, w: Word, depth: int = 0) -> str:
+    def join(self, w: Word, depth: int = 0, tilde: str | None = None) -> str:
         """A word as one string (assignments, operands): no field splitting; arrays joined by spaces."""
-        text = "".join(" ".join(v) if isinstance(v, list) else v for v, _ in self._segments(w, depth))
+        text = "".join(" ".join(v) if isinstance(v, list) else v for v, _ in self._segments(w, depth, tilde))
         if len(text) > MAX_VALUE_CHARS:
             raise ScriptError(f"{self.name}: line {w.line}: a value expands to more than {MAX_VALUE_CHARS} characters")
         return text
@@ -741,7 +1005,7 @@ class _Interp:
         fields: list[str] = []
         cur: list[str] = []
         started = False
-        for value, protected in self._segments(w, depth):
+        for value, protected in self._segments(w, depth, "word"):
             if isinstance(value, list):
                 pieces = value if protected else [x for v in value for x in v.split()]
                 for k, piece in enumerate(pieces):
@@ -751,7 +1015,7 @@ class _Interp:
                     cur.append(piece)
                     started = True
                 continue
-            if protected:
+            if protected or isinstance(value, _Quoted):
                 cur.append(value)
                 started = True
                 continue
@@ -788,10 +1052,61 @@ class _Interp:
             return None
         name, append = m.group(1), m.group(3) == "+"
         rest = Word([Part("lit", first.text[m.end() :], False), *w.parts[1:]], w.line)
-        value = self.join(rest, depth)
-        if m.group(2):
-            return None  # NAME[i]=... : element assignment, rare in launch scripts; ignored
+        value = self.join(rest, depth, "assign")
+        if m.group(2):  # NAME[i]=value: the whole array with that element set
+            return name, self._element(name, m.group(2)[1:-1], value, append, w.line, depth), False
         return name, value, append
+
+    def _element(self, name: str, index: str, value: str, append: bool, line: int, depth: int) -> Value:
+        """The array ``name`` after ``name[index]=value`` (``+=``: appended to the element). Arrays are kept
+        dense: an index past the end but one makes the array unresolved (reported), as does an index that
+        does not evaluate."""
+        raw = f"{name}[{index}]={value}"
+        if name in self.assoc:
+            return self._unresolved(raw, line, "an associative array")
+        old = self.vars.get(name)
+        items = list(old) if isinstance(old, list) else ([] if old is None else [old])
+        k_text = self.arith(index, line, depth + 1)
+        try:
+            k = int(k_text)
+        except ValueError:
+            return self._unresolved(raw, line, "unsupported array index")
+        if k < 0:
+            k += len(items)
+        if 0 <= k < len(items):
+            items[k] = items[k] + value if append else value
+        elif k == len(items):
+            items.append(value)
+        else:
+            return self._unresolved(raw, line, "a sparse array (an element past the end)")
+        return items
+
+    def _array_value(self, tok: ArrayAssign) -> Value:
+        """The elements of ``NAME=(...)``: each word's fields, or ``[k]=value`` at index k (later words follow
+        it); a sparse result (a gap) or ``+=([k]=...)`` is unresolved (reported)."""
+        if tok.name in self.assoc:
+            return self._unresolved(f"{tok.name}=(...)", tok.line, "an associative array")
+        items: dict[int, str] = {}
+        k = 0
+        for e in tok.elements:
+            first = e.parts[0] if e.parts else None
+            m = re.match(r"\[([^\]]*)\]=", first.text) if first and first.kind == "lit" and not first.quoted else None
+            if m is None:
+                for f in self.fields(e):
+                    items[k] = f
+                    k += 1
+                continue
+            try:
+                k = int(self.arith(m.group(1), tok.line, 1))
+            except ValueError:
+                k = -1
+            if k < 0 or tok.append:
+                return self._unresolved(f"{tok.name}=([{m.group(1)}]=...)", tok.line, "an indexed array assignment")
+            items[k] = self.join(Word([Part("lit", first.text[m.end():], False), *e.parts[1:]], e.line))  # type: ignore[union-attr]
+            k += 1
+        if sorted(items) != list(range(len(items))):
+            return self._unresolved(f"{tok.name}=(...)", tok.line, "a sparse array (indices with gaps)")
+        return [items[i] for i in range(len(items))]
 
     def set_var(self, name: str, value: Value, append: bool) -> None:
         old = self.vars.get(name)
@@ -945,28 +1260,61 @@ class _Interp:
         return j + 1, went_on
 
     def test(self, cond: list[Token]) -> bool | None:
-        """``[[ A == B ]]`` / ``[[ A != B ]]`` / ``[ A = B ]`` / ``[ A != B ]`` (B without glob characters): its
-        value; None otherwise."""
+        """The value of an ``if`` test on the script's own values, None when it needs more (a command, a file,
+        a value the run's environment gives): ``[[ A == B ]]`` / ``!=`` (B without glob characters),
+        ``[ A = B ]`` / ``==`` / ``!=``, ``-z A`` / ``-n A`` / ``A`` alone, and ``-eq -ne -lt -le -gt -ge`` on
+        integers, in ``[ ]`` or ``[[ ]]``."""
         words = [t for t in cond if not (isinstance(t, Op) and t.text in ("\n", ";"))]
-        if len(words) != 5 or not all(isinstance(w, Word) for w in words):
+        if len(words) < 3 or not all(isinstance(w, Word) for w in words):
             return None
         lits = [w.literal() if isinstance(w, Word) else None for w in words]
-        if (lits[0], lits[4]) not in (("[[", "]]"), ("[", "]")) or lits[2] not in ("==", "=", "!="):
+        double = lits[0] == "[[" and lits[-1] == "]]"
+        if not double and not (lits[0] == "[" and lits[-1] == "]"):
             return None
-        for w in (words[1], words[3]):
-            for part in w.parts:  # type: ignore[union-attr]
+        inner: list[Word] = words[1:-1]  # type: ignore[assignment]
+        ops = {"==", "=", "!=", "-eq", "-ne", "-lt", "-le", "-gt", "-ge"}
+        operands = [w for k, w in enumerate(inner)
+                    if not ((len(inner) == 3 and k == 1 and lits[2] in ops)
+                            or (len(inner) == 2 and k == 0 and lits[1] in ("-z", "-n")))]
+        for w in operands:
+            for part in w.parts:
                 m = re.match(r"#?([A-Za-z_][A-Za-z0-9_]*)", part.text) if part.kind == "param" else None
                 if part.kind in ("cmd", "arith", "special") or (m is not None and m.group(1) not in self.vars
                                                                  and not re.match(r"#?\w+:?[-=]", part.text)):
                     return None  # a value the run's environment gives (unset here) or a command's output
-        a = self.join(words[1])  # type: ignore[arg-type]
-        b = self.join(words[3])  # type: ignore[arg-type]
-        if lits[0] == "[" and any(isinstance(w, Word) and not all(part.quoted for part in w.parts)
-                                  and not re.fullmatch(r"\S+", v) for w, v in ((words[1], a), (words[3], b))):
-            return None  # `[` splits an unquoted operand: empty or several words is another test in bash
-        if UNRESOLVED in a or UNRESOLVED in b or any(ch in b for ch in "*?["):
+
+        def value(w: Word) -> str | None:
+            if double:
+                v = self.join(w)
+            else:
+                f = self.fields(w)  # [ ] splits unquoted values: only one word is read here
+                if len(f) != 1 or (any(not part.quoted for part in w.parts) and any(ch in f[0] for ch in "*?[")):
+                    return None  # several words, or an unquoted glob: bash expands it against the files here
+                v = f[0]
+            return None if UNRESOLVED in v else v
+
+        vals = [value(w) for w in operands]
+        if any(v is None for v in vals):
             return None
-        return (a == b) if lits[2] != "!=" else (a != b)
+        if len(inner) == 1:
+            return vals[0] != ""
+        if len(inner) == 2:
+            if lits[1] not in ("-z", "-n"):
+                return None
+            return (vals[0] == "") if lits[1] == "-z" else (vals[0] != "")
+        if len(inner) != 3 or lits[2] not in ops:
+            return None
+        a, b = vals[0], vals[1]
+        assert a is not None and b is not None
+        op = lits[2]
+        if op in ("==", "=", "!="):
+            if double and any(ch in b for ch in "*?["):
+                return None  # [[ ]] matches a glob on the right
+            return (a == b) if op != "!=" else (a != b)
+        if not (re.fullmatch(r"[-+]?[0-9]+", a.strip()) and re.fullmatch(r"[-+]?[0-9]+", b.strip())):
+            return None  # [[ ]] would evaluate arithmetic, [ ] refuses: neither is read here
+        x, y = int(a), int(b)
+        return {"-eq": x == y, "-ne": x != y, "-lt": x < y, "-le": x <= y, "-gt": x > y, "-ge": x >= y}[op]
 
     def skip_compound(self, tokens: list[Token], i: int) -> int:
         start = tokens[i]
@@ -1028,10 +1376,12 @@ class _Interp:
                 skip_next = True  # a redirection: the next word is its target
                 continue
             if isinstance(tok, ArrayAssign):
+                if words and words[0].literal() in _DECLARERS:
+                    words.append(tok)  # type: ignore[arg-type]  # `declare -a A=(...)`: handled by _declare
+                    continue
                 if words:
                     raise ScriptError(f"{self.name}: line {tok.line}: unexpected '(' in a command")
-                values = [f for e in tok.elements for f in self.fields(e)]
-                assigns.append((tok.name, values, tok.append))
+                assigns.append((tok.name, self._array_value(tok), tok.append))
                 continue
             if not words:
                 a = self.assign(tok)
@@ -1049,9 +1399,11 @@ class _Interp:
                 self.set_var(name, value, append)
             return True
         first = words[0].literal()
-        if first in ("export", "declare", "typeset", "local", "readonly") and not chained:
+        if first in _DECLARERS and not chained:
             self._declare(first, words[1:])
             return True
+        if any(isinstance(w, ArrayAssign) for w in words):
+            return True  # a chained `declare -a A=(...)`: not evaluated, as other chained assignments
         if first == "unset" and not chained:
             for w in words[1:]:
                 name = self.join(w)
@@ -1068,6 +1420,13 @@ class _Interp:
             self.note(f"line {words[0].line}: `{first}` ignored (verlctl runs training from container.workdir)")
             return True
         argv = [f for w in words for f in self.fields(w)]
+        if argv[:1] == ["set"] and not chained:  # `set -- a b` / `set a b`: the positional parameters; options ignored
+            rest, k = argv[1:], 0
+            while k < len(rest) and rest[k] != "--" and rest[k][:1] in ("-", "+"):
+                k += 2 if "o" in rest[k][1:] else 1  # -o (also -euo) takes the option's name
+            if k < len(rest):
+                self.args = rest[k + 1:] if rest[k] == "--" else rest[k:]
+            return True
         exec_ = bool(argv) and argv[0] == "exec" and not chained
         if exec_:
             argv = argv[1:]
@@ -1102,14 +1461,28 @@ class _Interp:
             self.note(text_)
         self.commands += child.commands
 
-    def _declare(self, builtin: str, args: list[Word]) -> None:
+    def _declare(self, builtin: str, args: Sequence[Word | ArrayAssign]) -> None:
         export = builtin == "export"
+        assoc = False
         for w in args:
+            if isinstance(w, ArrayAssign):
+                if assoc:
+                    self.assoc.add(w.name)
+                self.set_var(w.name, self._array_value(w), w.append)
+                if export:
+                    self.exported.add(w.name)
+                continue
             lit = w.literal()
             if lit is not None and lit.startswith("-"):
                 if "x" in lit:
                     export = True
+                if "A" in lit:
+                    assoc = True
                 continue
+            if assoc:
+                declared = _ASSIGN.match(lit or "") or _NAME.fullmatch(lit or "")
+                if declared:
+                    self.assoc.add(declared.group(1) if declared.re is _ASSIGN else declared.group(0))
             a = self.assign(w)
             if a is not None:
                 name, value, append = a
@@ -1177,12 +1550,40 @@ class _ArithError(Exception):
     pass
 
 
-_ARITH_TOKEN = re.compile(r"\s*(?:(0[xX][0-9a-fA-F]+|[0-9]+)|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|[-+*/%()]))")
+_ARITH_TOKEN = re.compile(
+    r"\s*(?:([0-9]+#[0-9A-Za-z@_]+|0[xX][0-9a-fA-F]+|[0-9]+)|([A-Za-z_][A-Za-z0-9_]*)"
+    r"|(\*\*|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%()<>&|^!~?:]))")
+#: Bash's binary operators, loosest first (``man bash``, ARITHMETIC EVALUATION); ``**`` and the unary ones bind
+#: tighter, ``?:`` looser.
+_ARITH_LEVELS = (("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="), ("<<", ">>"),
+                 ("+", "-"), ("*", "/", "%"))
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@_"
 
 
 def _wrap(v: int) -> int:
     v &= (1 << 64) - 1
     return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _number(text: str) -> int:
+    """An integer constant as bash reads it: ``0x1f``, ``017`` (octal), ``BASE#DIGITS`` (2 to 64)."""
+    if "#" in text:
+        base_text, digits = text.split("#", 1)
+        base = int(base_text)
+        if not 2 <= base <= 64:
+            raise _ArithError(f"invalid arithmetic base ({text})")
+        v = 0
+        for ch in digits:
+            d = _DIGITS.index(ch.lower() if base <= 36 else ch)
+            if d >= base:
+                raise _ArithError(f"value too great for base ({text})")
+            v = v * base + d
+        return _wrap(v)
+    try:
+        base = 16 if text[:2].lower() == "0x" else 8 if len(text) > 1 and text[0] == "0" else 10
+        return _wrap(int(text, base))
+    except ValueError:
+        raise _ArithError(f"value too great for base ({text})") from None
 
 
 class _Arith:
@@ -1206,6 +1607,7 @@ class _Arith:
         self.k = 0
         self.interp = interp
         self.depth = depth
+        self.skip = 0  # inside the side of && / || / ?: that bash does not evaluate: no division error there
 
     def run(self) -> int:
         if not self.toks:
@@ -1218,29 +1620,56 @@ class _Arith:
     def peek(self) -> str | None:
         return self.toks[self.k][1] if self.k < len(self.toks) and self.toks[self.k][0] == "op" else None
 
+    def _unevaluated(self, level: int) -> int:
+        self.skip += 1
+        try:
+            return self.binary(level) if level >= 0 else self.expr()
+        finally:
+            self.skip -= 1
+
     def expr(self) -> int:
-        v = self.term()
-        while self.peek() in ("+", "-"):
+        """``c ? a : b`` (right-associative), the loosest operator handled (no assignment, no comma)."""
+        cond = self.binary(0)
+        if self.peek() != "?":
+            return cond
+        self.k += 1
+        yes = self.expr() if cond else self._unevaluated(-1)
+        if self.peek() != ":":
+            raise _ArithError("`:' expected for conditional expression")
+        self.k += 1
+        no = self._unevaluated(-1) if cond else self.expr()
+        return yes if cond else no
+
+    def binary(self, level: int) -> int:
+        if level == len(_ARITH_LEVELS):
+            return self.power()
+        v = self.binary(level + 1)
+        while self.peek() in _ARITH_LEVELS[level]:
             op = self.toks[self.k][1]
             self.k += 1
-            r = self.term()
-            v = _wrap(v + r if op == "+" else v - r)
+            if op in ("&&", "||"):
+                decided = (not v) if op == "&&" else bool(v)
+                r = self._unevaluated(level + 1) if decided else self.binary(level + 1)
+                v = int(bool(v) and bool(r)) if op == "&&" else int(bool(v) or bool(r))
+                continue
+            r = self.binary(level + 1)
+            v = self._apply(op, v, r)
         return v
 
-    def term(self) -> int:
-        v = self.power()
-        while self.peek() in ("*", "/", "%"):
-            op = self.toks[self.k][1]
-            self.k += 1
-            r = self.power()
-            if op == "*":
-                v = _wrap(v * r)
-            else:
-                if r == 0:
-                    raise _ArithError("division by 0")
-                q = abs(v) // abs(r) * (1 if (v >= 0) == (r >= 0) else -1)
-                v = q if op == "/" else v - q * r
-        return v
+    def _apply(self, op: str, v: int, r: int) -> int:
+        if op in ("/", "%"):
+            if r == 0:
+                if self.skip:
+                    return 0
+                raise _ArithError("division by 0")
+            q = abs(v) // abs(r) * (1 if (v >= 0) == (r >= 0) else -1)
+            return _wrap(q if op == "/" else v - q * r)
+        if op in ("<<", ">>"):
+            return _wrap(v << (r & 63)) if op == "<<" else v >> (r & 63)
+        table = {"+": v + r, "-": v - r, "*": v * r, "&": v & r, "|": v | r, "^": v ^ r,
+                 "==": int(v == r), "!=": int(v != r), "<": int(v < r), "<=": int(v <= r), ">": int(v > r),
+                 ">=": int(v >= r)}
+        return _wrap(table[op])
 
     def power(self) -> int:
         v = self.unary()
@@ -1254,10 +1683,10 @@ class _Arith:
 
     def unary(self) -> int:
         op = self.peek()
-        if op in ("+", "-"):
+        if op in ("+", "-", "!", "~"):
             self.k += 1
             v = self.unary()
-            return _wrap(-v) if op == "-" else v
+            return _wrap(-v) if op == "-" else int(not v) if op == "!" else _wrap(~v) if op == "~" else v
         return self.atom()
 
     def atom(self) -> int:
@@ -1266,11 +1695,7 @@ class _Arith:
         kind, text = self.toks[self.k]
         self.k += 1
         if kind == "num":
-            try:
-                base = 16 if text[:2].lower() == "0x" else 8 if len(text) > 1 and text[0] == "0" else 10
-                return _wrap(int(text, base))
-            except ValueError:
-                raise _ArithError(f"value too great for base ({text})") from None
+            return _number(text)
         if kind == "name":
             self.interp.step()
             raw = self.interp.scalar(self.interp.vars.get(text))
