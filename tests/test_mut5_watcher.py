@@ -12,7 +12,9 @@ a gate opens by itself after 120 s, so that nothing is left running)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -329,3 +331,56 @@ def test_a_run_log_deleted_under_the_watcher_is_said_once(runs: HostRuns, tmp_pa
     warnings = [s for s in said if s.startswith("verlctl watch: warning: the run log")]
     assert warnings == [f"verlctl watch: warning: {gone[0]['message']}"], said
     assert f"the run log {record.run_log} is gone (deleted or moved) while attempt 1 runs" in warnings[0]
+
+
+def test_a_ray_head_daemon_that_dies_mid_run_is_seen_by_the_scan_and_the_attempt_stopped(
+        runs: HostRuns, tmp_path: Path) -> None:
+    """The head's gcs_server dies while the training script runs (no log line says so): two scans without it
+    and the watcher reports the head gone, naming the daemon and its pid, and stops what is left of the
+    attempt. Ray's daemons are real processes renamed with `exec -a` (as in tests/test_ownership.py)."""
+    gate = tmp_path / "never"
+    train = tmp_path / "run_training.sh"  # the training script's name is what the scan looks for
+    train.write_text(_script("Total training steps: 50", _progress(1, 50), ("gate", str(gate)), ("sh", FAILED))
+                     + "\n", encoding="utf-8")
+    body = _script(("sh", "(exec -a gcs_server sleep 120) &"), ("sh", "(exec -a raylet sleep 120) &"),
+                   ("sh", f"bash {json.dumps(str(train))}"))
+    record = runs.start([], tail=body)
+    ex = HostExecutor()
+    said: list[str] = []
+    watcher = _watcher(runs, record, said, liveness_every_s=0.2)
+    killed: list[int] = []
+
+    def kill_the_gcs_once_scanned() -> None:
+        try:
+            verdict = _until("the daemons and the training script", lambda: (
+                (v := ex.verdict(record.ref)) and len(v["ray"]) == 2 and "run_training.sh" in v["scripts"]
+                and v), timeout=90)
+            seen_at = time.time()
+            # A status written 0.5 s after this means a liveness scan ran after it (scans come every 0.2 s).
+            _until("a scan of the daemons", lambda: (record.read_status() or {}).get("updated_at", 0) > seen_at + 0.5,
+                   timeout=90)
+            killed.append(int(verdict["ray"]["gcs_server"]))
+            os.kill(killed[0], signal.SIGKILL)
+        finally:
+            if not killed:
+                gate.touch()
+
+    t = threading.Thread(target=kill_the_gcs_once_scanned)
+    t.start()
+    try:
+        outcome = watcher.watch_attempt()
+    finally:
+        t.join()
+        gate.touch()
+    assert killed, said
+    assert outcome.kind == "failed" and outcome.detail == f"the Ray head of process group {record.ref} died", outcome
+    assert outcome.finding is not None and outcome.finding.category == "ray_gcs_unreachable", outcome
+    assert outcome.finding.excerpt == f"gcs_server (pid {killed[0]}) ended", outcome.finding
+    assert outcome.max_step == 1 and outcome.total == 50, outcome
+    alert = next(e for e in runs.events(record) if e["event"] == "alert")
+    assert alert["message"].startswith(f"the Ray head of attempt 1 is gone: gcs_server (pid {killed[0]}) ended"), alert
+    assert f"verlctl watch: stopping what is left of attempt 1 (process group {record.ref})" in said, said
+    deadline = time.monotonic() + 30
+    while ex.group_alive(record.ref):  # stopped by the watcher (SIGTERM, then SIGKILL after its grace)
+        assert time.monotonic() < deadline, "the watcher left the attempt running"
+        time.sleep(0.1)
