@@ -384,3 +384,41 @@ def test_a_ray_head_daemon_that_dies_mid_run_is_seen_by_the_scan_and_the_attempt
     while ex.group_alive(record.ref):  # stopped by the watcher (SIGTERM, then SIGKILL after its grace)
         assert time.monotonic() < deadline, "the watcher left the attempt running"
         time.sleep(0.1)
+
+
+def _can_mount_privately() -> bool:
+    res = subprocess.run(["unshare", "-m", "sh", "-c", 'd=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs "$d" '
+                          '&& umount "$d"; rmdir "$d"'], capture_output=True, check=False)
+    return res.returncode == 0
+
+
+@pytest.mark.parametrize("full", [True, False])
+def test_a_run_that_ends_without_an_error_line_on_a_full_checkpoint_disk_is_disk_full(
+        runs: HostRuns, full: bool) -> None:
+    """The training exits 1 without an error line: with paths.checkpoints on a full file system (a 64 KiB tmpfs,
+    filled, mounted in the watcher's own mount namespace only) that is the named cause; on a disk with room
+    the watcher gives up without inventing one. `df` is the real one."""
+    if not _can_mount_privately():
+        pytest.skip("needs `unshare -m` and mount (root) for a private full file system")
+    lines = ["Total training steps: 5", _progress(1, 5), "step:3 - actor/pg_loss:0.1 - training/global_step:3",
+             _progress(3, 5)]
+    record = runs.start(lines, tail=FAILED, pause=0.1)
+    ckpt = runs.ckpt
+    ckpt.mkdir(exist_ok=True)
+    fill = (f'mount -t tmpfs -o size=64k tmpfs {json.dumps(str(ckpt))} && '
+            f'(head -c 200000 /dev/zero > {json.dumps(str(ckpt / "fill"))} 2>/dev/null; true) && ') if full else ""
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", f'{fill}exec "$0" -m verlctl watch "$1"', sys.executable,
+                           record.run_id], env=runs.env(), capture_output=True, text=True, timeout=180, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in out, out
+    events = runs.events(record)
+    gave_up = next(e for e in events if e["event"] == "gave_up")
+    alerts = [e for e in events if e["event"] == "alert"]
+    if not full:
+        assert alerts == [] and gave_up["category"] is None, events
+        return
+    assert gave_up["category"] == "disk_full", gave_up
+    assert len(alerts) == 1 and alerts[0]["category"] == "disk_full", alerts
+    assert alerts[0]["message"] == (f"the run ended without an error line and paths.checkpoints {ckpt} is full "
+                                    "(0 KiB free): nothing more could be written there"), alerts
+    assert alerts[0]["excerpt"] == f"df {ckpt}: 0 KiB free" and alerts[0]["step"] == 3, alerts
