@@ -422,3 +422,135 @@ def test_a_run_that_ends_without_an_error_line_on_a_full_checkpoint_disk_is_disk
     assert alerts[0]["message"] == (f"the run ended without an error line and paths.checkpoints {ckpt} is full "
                                     "(0 KiB free): nothing more could be written there"), alerts
     assert alerts[0]["excerpt"] == f"df {ckpt}: 0 KiB free" and alerts[0]["step"] == 3, alerts
+
+
+# ---------------------------------------------------------------- an OOM recovery, launched and relaunched on the host
+
+#: TEST DOUBLE for verl's training step (python3 -m verl.trainer.main_ppo ...), one behaviour per attempt: the
+#: first trains step 1, saves global_step_1 (as verl writes it) and runs out of device memory at step 2; the
+#: next prints verl's resume lines and trains to the end. Each attempt's argv is kept for the test.
+TRAINER = r'''
+import json, os, sys, time
+state = os.environ["VERLCTL_TEST_STATE"]
+n = len(os.listdir(state)) + 1
+with open(os.path.join(state, f"attempt-{n}.json"), "w") as fh:
+    json.dump(sys.argv[1:], fh)
+ckpt = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("trainer.default_local_dir="))
+def say(line):
+    print(line, flush=True)
+    time.sleep(0.05)
+say("Total training steps: 4")
+if n == 1:
+    gate = os.environ["VERLCTL_TEST_GATE"]
+    for _ in range(1200):  # until the test's watcher follows the run (bounded: nothing is left running)
+        if os.path.exists(gate):
+            break
+        time.sleep(0.1)
+    say("Training Progress:  25%|##  | 1/4 [00:01<00:03,  1.00s/it]")
+    say("step:1 - actor/pg_loss:0.1 - training/global_step:1")
+    os.makedirs(os.path.join(ckpt, "global_step_1", "actor"), exist_ok=True)
+    with open(os.path.join(ckpt, "latest_checkpointed_iteration.txt"), "w") as fh:
+        fh.write("1")
+    say(f"(WorkerDict pid=7) [Rank 0] Saved model to {ckpt}/global_step_1/actor/model_world_size_4_rank_0.pt")
+    say("Traceback (most recent call last):")
+    say(OOM_LINE)
+    import subprocess
+    # a worker that lingers in the attempt's group after the training script ended: the watcher stops it
+    subprocess.Popen(["sleep", "120"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sys.exit(1)
+say(f"Load from checkpoint folder: {ckpt}/global_step_1")
+say("Setting global step to 1")
+for step in range(2, 5):
+    say(f"Training Progress: {25 * step:3d}%|##  | {step}/4 [00:01<00:03,  1.00s/it]")
+    say(f"step:{step} - actor/pg_loss:0.1 - training/global_step:{step}")
+'''
+
+
+def test_a_device_oom_is_recovered_by_a_relaunch_that_resumes_from_the_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`launch` on the host runtime, then `watch`: a device OOM at step 2 → what is left of the attempt (a
+    lingering worker) is stopped,
+    device memory is seen released (`npu-smi info`), the next rung of the OOM ladder is added and attempt 2
+    starts with resume from global_step_1 (the checkpoint the run wrote); it trains to the end and the watcher
+    ends 0. The launch, the rendered scripts, `start_verl.sh` and the watcher are real; `ray`, `npu-smi` and
+    the training step are TEST DOUBLES (tests/doubles/bin/ray; a real npu-smi capture; TRAINER above)."""
+    from test_check_cli import npu_smi_double
+
+    from conftest import clean_env, run_cli
+    from launch_support import write_run_files
+    from scripts_harness import DOUBLES
+
+    flags = write_run_files(tmp_path)
+    tools = npu_smi_double(tmp_path, "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    # python3 is the real interpreter, except for verl's training entry (the TRAINER double).
+    (bindir / "python3").write_text('#!/usr/bin/env bash\ncase "${1:-}" in -m) exec "$VERLCTL_TEST_PYTHON" '
+                                    '"$VERLCTL_TEST_TRAINER" "$@";; esac\nexec "$VERLCTL_TEST_PYTHON" "$@"\n')
+    (bindir / "python3").chmod(0o755)
+    (tmp_path / "trainer.py").write_text(f"OOM_LINE = {OOM_LINE!r}\n" + TRAINER, encoding="utf-8")
+    state, gate = tmp_path / "attempts", tmp_path / "go"
+    state.mkdir()
+    site = tmp_path / "site"  # the host's Ray, for readiness: its distribution's metadata
+    (site / "ray-2.49.0.dist-info").mkdir(parents=True)
+    (site / "ray-2.49.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ray\nVersion: 2.49.0\n")
+    verl_tree = Path(__file__).resolve().parents[1] / ".cache" / "verl" / "0.7.0"  # for the compose preflight
+    if not (verl_tree / "verl").is_dir():
+        pytest.skip("the verl 0.7.0 wheel is not under .cache/verl")
+    env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300",
+                    PATH=f"{bindir}:{DOUBLES}:{tools}:{os.environ['PATH']}", PYTHONPATH=f"{site}:{verl_tree}",
+                    VERLCTL_TEST_PYTHON=sys.executable, VERLCTL_TEST_TRAINER=str(tmp_path / "trainer.py"),
+                    VERLCTL_TEST_STATE=str(state), VERLCTL_TEST_GATE=str(gate))
+    ckpt = tmp_path / "ckpt"
+    sets = {**flags, "container.runtime": "host", "algorithm": "grpo", "strategy": "fsdp",
+            "paths.checkpoints": str(ckpt), "paths.logs": str(tmp_path / "logs"),
+            "container.workdir": str(tmp_path / "verl"), "cluster.devices": "[0,1,2,3]", "train.steps": 4,
+            "train.save_freq": 1, "recovery.memory_release_timeout_s": 30}
+    try:
+        res = run_cli("launch", "--yes", *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")], env=env,
+                      timeout=300)
+        assert res.code == 0, res.out + res.err
+        run_id = re.search(r"training is running: run (\S+)", res.out)
+        assert run_id, res.out
+        proc = subprocess.Popen([sys.executable, "-m", "verlctl", "watch", run_id.group(1)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        from verlctl.runtime.records import load_run
+
+        monkeypatch.setenv("VERLCTL_STATE_DIR", env["VERLCTL_STATE_DIR"])
+        record = load_run(run_id.group(1))
+        _until("the watch to start", lambda: any(e["event"] == "watch_started" for e in record.events()), proc)
+        # The training script runs (its step waits on the gate): a status written 3 s after this means the
+        # watcher's liveness scan (every 2.5 s) has seen it.
+        running_at = time.time()
+        _until("a scan of the training", lambda: (record.read_status() or {}).get("updated_at", 0) > running_at + 3,
+               proc)
+    finally:
+        gate.touch()
+    try:
+        code, out = _end(proc, timeout=300)
+    finally:
+        record = load_run(run_id.group(1))
+        left = [a.ref for a in record.attempts if a.ref is not None and HostExecutor().group_alive(a.ref)]
+        for ref in left:  # whatever the watcher did not stop (the assertion below names it)
+            HostExecutor().stop_group(ref, grace_s=2)
+    events = record.events()
+    kinds = [e["event"] for e in events]
+    assert code == 0, (out, kinds)
+    alert = next(e for e in events if e["event"] == "alert")
+    assert alert["category"] == "device_oom" and alert["attempt"] == 1 and alert["step"] == 1, alert
+    recovery = next(e for e in events if e["event"] == "recovery")
+    assert recovery["category"] == "device_oom" and recovery["add_feature"], recovery
+    assert recovery["features_added"] == [recovery["add_feature"]], recovery
+    assert recovery["resumed_from"] == f"{ckpt}/global_step_1", recovery
+    assert recovery["teardown_s"] >= 0, recovery
+    assert kinds.index("memory_released") < kinds.index("recovery"), kinds
+    assert [a.number for a in record.attempts] == [1, 2] and record.attempts[1].resumed_from == recovery["resumed_from"]
+    assert left == [], left  # attempt 1's lingering worker was stopped before the relaunch; attempt 2 ended
+    first, second = (json.loads((state / f"attempt-{n}.json").read_text()) for n in (1, 2))
+    assert "trainer.resume_mode=auto" in second and second != first, second
+    check = next(e for e in events if e["event"] == "resume_check")
+    assert check["resumed"] is True and check["first_step_seen"] == 2, check
+    assert kinds[-1] == "finished" and kinds.count("started") == 2, kinds
+    assert f"verlctl watch: {recovery['reason']}; resuming from {ckpt}/global_step_1" in out, out
+    st = record.read_status()
+    assert st is not None and st["attempt"] == 2 and st["phase"] == "finished" and st["step"] == 4, st
