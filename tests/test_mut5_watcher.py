@@ -554,3 +554,37 @@ def test_a_device_oom_is_recovered_by_a_relaunch_that_resumes_from_the_checkpoin
     assert f"verlctl watch: {recovery['reason']}; resuming from {ckpt}/global_step_1" in out, out
     st = record.read_status()
     assert st is not None and st["attempt"] == 2 and st["phase"] == "finished" and st["step"] == 4, st
+
+
+def test_a_watch_whose_engine_is_gone_gives_up_with_where_the_checkpoints_are(runs: HostRuns, tmp_path: Path) -> None:
+    """The whole watch (Watcher.run) of a run whose Docker engine is gone: it gives up at once, exit 1, with the
+    target's state and the checkpoint directory in the reason (`status` shows it), not a relaunch."""
+    import docker
+
+    from verlctl.runtime.executor import DockerExecutor
+
+    record = runs.start(["Total training steps: 5"])
+    record.runtime, record.container_name = "docker", "verlctl-test-engine-gone"  # its container's engine is gone
+    record.save()
+    client = docker.DockerClient(base_url=f"unix://{tmp_path / 'gone.sock'}", version="1.41", timeout=5)
+    ex = DockerExecutor(client, "f" * 64, "verlctl-test-engine-gone")
+    said: list[str] = []
+    from verlctl.backends import backend_for
+    from verlctl.ops.watcher import Watcher
+    from verlctl.spec.resolve import load_spec
+
+    watcher = Watcher(record, ex, load_spec(record.dir / "spec.resolved.yaml", use_env=False), say=said.append,
+                      backend=backend_for(record))
+    watcher.engine_wait_s = 1.0
+    assert watcher.run() == 1
+    events = runs.events(record)
+    kinds = [e["event"] for e in events]
+    assert "recovery" not in kinds and kinds[-1] == "gave_up", kinds
+    gave_up = events[-1]
+    assert gave_up["reason"] == ("gave up: the run's container verlctl-test-engine-gone is engine unreachable: the "
+                                 f"training cannot continue there; checkpoints are kept in {runs.ckpt}"), gave_up
+    st = record.read_status()
+    assert st is not None and st["phase"] == "failed" and st["reason"] == gave_up["reason"], st
+    assert said[0].startswith(f"verlctl watch: watching run {record.run_id}: process group {record.pgid} (attempt 1) "
+                              "in container verlctl-test-engine-gone, log "), said
+    assert f"verlctl watch: {gave_up['reason']}" in said, said
