@@ -588,3 +588,24 @@ def test_a_watch_whose_engine_is_gone_gives_up_with_where_the_checkpoints_are(ru
     assert said[0].startswith(f"verlctl watch: watching run {record.run_id}: process group {record.pgid} (attempt 1) "
                               "in container verlctl-test-engine-gone, log "), said
     assert f"verlctl watch: {gave_up['reason']}" in said, said
+
+
+def test_the_first_step_after_a_resume_shows_its_metrics_in_the_status(runs: HostRuns, tmp_path: Path) -> None:
+    """A resumed attempt: the step line of the first step past the checkpoint (the one that says the resume
+    advanced) is in `status` too: its score and response length, as for every other step (they were dropped)."""
+    ckpt = str(runs.ckpt / "global_step_3")
+    gate = tmp_path / "go"
+    body = _script("Total training steps: 9", f"Load from checkpoint folder: {ckpt}", _progress(3, 9),
+                   "step:4 - critic/score/mean:0.500 - response_length/mean:77.000 - training/global_step:4",
+                   _progress(4, 9), ("gate", str(gate)), ("sh", FINISHED))
+    record = runs.start([], tail=body, resumed_from=ckpt)
+    proc = _watch(runs, record)
+    try:
+        _until("the resume advanced", lambda: any(e["event"] == "resume_advanced" for e in runs.events(record)), proc)
+        _until("step 4 in the status", _status_with(record, step=4), proc)
+        st = _until("the first step's metrics", _status_with(record, step=4, score=0.5), proc, timeout=10)
+        assert st["response_length"] == 77.0, st
+    finally:
+        gate.touch()
+    code, out = _end(proc)
+    assert code == 0, out
