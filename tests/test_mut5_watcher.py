@@ -315,6 +315,9 @@ def test_a_run_log_deleted_under_the_watcher_is_said_once(runs: HostRuns, tmp_pa
         try:
             _until("the watcher following step 1", _status_with(record, step=1), timeout=90)
             Path(record.run_log).unlink()
+            # the attempt runs on until the watcher has said so (its check runs only while the attempt lives)
+            _until("the log_gone event", lambda: any(e["event"] == "log_gone" for e in runs.events(record)),
+                   timeout=90)
         finally:
             gate.touch()
 
@@ -603,7 +606,7 @@ def test_the_first_step_after_a_resume_shows_its_metrics_in_the_status(runs: Hos
     try:
         _until("the resume advanced", lambda: any(e["event"] == "resume_advanced" for e in runs.events(record)), proc)
         _until("step 4 in the status", _status_with(record, step=4), proc)
-        st = _until("the first step's metrics", _status_with(record, step=4, score=0.5), proc, timeout=10)
+        st = _until("the first step's metrics", _status_with(record, step=4, score=0.5), proc, timeout=60)
         assert st["response_length"] == 77.0, st
     finally:
         gate.touch()
