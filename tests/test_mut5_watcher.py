@@ -612,3 +612,24 @@ def test_the_first_step_after_a_resume_shows_its_metrics_in_the_status(runs: Hos
         gate.touch()
     code, out = _end(proc)
     assert code == 0, out
+
+
+def test_a_worker_node_that_cannot_be_reached_is_said_once_and_the_head_decides(runs: HostRuns) -> None:
+    """A multi-node run whose worker node does not answer (its name does not resolve: ssh fails at once): the
+    start line counts the node, one warning and one `node_unreachable` event name it (not one per scan), and
+    the head's training, which finishes, decides the outcome."""
+    from verlctl.runtime.records import NodeHandle
+
+    lines = ["Total training steps: 3"] + [_progress(n, 3) for n in range(1, 4)]
+    record = runs.start(lines, pause=0.5)
+    record.workers = [NodeHandle(address="worker.invalid", container_name="verlctl-test-worker")]
+    record.save()
+    code, out = _end(_watch(runs, record))
+    assert code == 0, out
+    assert ", 1 worker node(s), log " in out.splitlines()[0], out
+    said = [ln for ln in out.splitlines() if ln.startswith("verlctl watch: worker node worker.invalid: ")]
+    assert len(said) == 1 and "unreachable: cannot reach the Docker engine of worker.invalid over ssh" in said[0], out
+    down = [e for e in runs.events(record) if e["event"].startswith("node_")]
+    assert [(e["event"], e["node"]) for e in down] == [("node_unreachable", "worker.invalid")], down
+    assert said[0] == f"verlctl watch: worker node worker.invalid: {down[0]['reason']}", (said, down)
+    assert runs.events(record)[-1]["event"] == "finished"
