@@ -546,6 +546,7 @@ def test_a_device_oom_is_recovered_by_a_relaunch_that_resumes_from_the_checkpoin
     assert recovery["features_added"] == [recovery["add_feature"]], recovery
     assert recovery["resumed_from"] == f"{ckpt}/global_step_1", recovery
     assert recovery["teardown_s"] >= 0, recovery
+    assert recovery["prepared_early"] is True, recovery  # composed from the moment the OOM was seen
     assert kinds.index("memory_released") < kinds.index("recovery"), kinds
     assert [a.number for a in record.attempts] == [1, 2] and record.attempts[1].resumed_from == recovery["resumed_from"]
     assert left == [], left  # attempt 1's lingering worker was stopped before the relaunch; attempt 2 ended
