@@ -165,6 +165,7 @@ def test_a_start_up_that_never_reaches_a_step_is_stalled_and_the_notify_command_
     assert told[0]["reason"] == stalled["reason"] and told[0]["run"] == record.run_id, told
     st = record.read_status()
     assert st is not None and st["phase"] == "failed" and st["reason"] == gave_up["reason"], st
+    assert st["attempt"] == 1 and st["total"] == 4, st  # what `status` knew of the run stays beside the reason
 
 
 def test_a_training_that_stops_advancing_is_stalled_by_its_step_time_not_the_start_up_limit(
