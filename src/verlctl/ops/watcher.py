@@ -625,7 +625,7 @@ class Watcher:
             if resumed is not None and ev.step > resumed:
                 self._advance_seen = True
                 self.emit("resume_advanced", resumed_from=resumed_from, step=ev.step)
-        elif isinstance(ev, StepMetrics):
+        if isinstance(ev, StepMetrics):  # also the step that said the resume advanced
             if live.step is None or ev.step > live.step:
                 if live.step is not None:
                     live.step_times.append(now - live.last_progress_at)
