@@ -31,10 +31,23 @@ def resume_settings(spec: Any) -> tuple[str, str | None]:
 
 
 def _read_local(path: str) -> bytes | None:
+    """The first 64 bytes of a regular file, None otherwise: a FIFO or device planted as the tracker neither
+    blocks nor is read whole (O_NONBLOCK, then fstat before reading)."""
+    import os
+    import stat
+
     try:
-        return Path(path).read_bytes()[:64]
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, 64)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _dir_local(path: str) -> bool:
