@@ -90,3 +90,7 @@ def test_a_read_that_fails_is_not_an_empty_file(container_factory) -> None:  # t
     assert ex.read_file("/tmp/adir") is None
     assert ex.read_file("/tmp/adir", offset=0, max_bytes=4) is None
     assert ex.read_file("/tmp/long", offset=0, max_bytes=6) == b"1\n2\n3\n"
+    container_factory.exec(c, ["mkfifo", "/tmp/afifo"])
+    t0 = time.monotonic()
+    assert ex.read_file("/tmp/afifo", max_bytes=64) is None  # a planted FIFO neither blocks nor reads as a file
+    assert time.monotonic() - t0 < 30

@@ -789,7 +789,7 @@ class Watcher:
         (ops/resume.py: none with trainer.resume_mode=disable; verl's tracker and an existing folder with auto)."""
         from verlctl.ops.resume import resume_point
 
-        return resume_point(self.record.checkpoints, self.current.spec, read=self.ex.read_file,
+        return resume_point(self.record.checkpoints, self.current.spec, read=lambda p: self.ex.read_file(p, max_bytes=64),
                             is_dir=lambda path: self.ex.file_size(f"{path}/.") is not None)
 
     def _wait_memory_released(self) -> None:

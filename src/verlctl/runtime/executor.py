@@ -415,7 +415,8 @@ class DockerExecutor(Executor):
         # command ran and exited 0 (seen for the start pid file), and empty must not be read as "no data".
         # Exit 2: a tail (or head) that did not run or failed (a failed fork on a loaded machine) is a failed read,
         # never an empty file; a tail ended by SIGPIPE (141) once head has its bytes is a whole read.
-        script = ('[ -r "$1" ] || exit 1; if [ -n "$3" ]; then tail -c "+$2" -- "$1" | head -c "$3"; '
+        # Only a regular file is read: a FIFO or device planted at the path would block the read or never end.
+        script = ('[ -f "$1" ] && [ -r "$1" ] || exit 1; if [ -n "$3" ]; then tail -c "+$2" -- "$1" | head -c "$3"; '
                   's=("${PIPESTATUS[@]}"); [ "${s[0]}" = 0 ] || [ "${s[0]}" = 141 ] || exit 2; '
                   '[ "${s[1]}" = 0 ] || exit 2; else tail -c "+$2" -- "$1" || exit 2; fi; printf %s "$4"')
         cmd = ["bash", "-c", script, "read", path, str(offset + 1), "" if max_bytes is None else str(max_bytes),
