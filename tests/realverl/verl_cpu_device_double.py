@@ -31,6 +31,11 @@ The double's knob (for verlctl's OOM-recovery test; read in the worker processes
   ``VERLCTL_TEST_DOUBLE_OOM_AT_STEP=N`` raise torch's real ``torch.OutOfMemoryError`` in the actor update of
   global step N, unless the actor's parameters or optimizer are offloaded (the first rung of verlctl's OOM
   ladder), as a too small device would.
+  ``VERLCTL_TEST_DOUBLE_HOLD_AT_STEP=N`` (for the mid-run stop test): in an attempt that did not resume from a
+  checkpoint, the actor update of global step N takes long, as a device busy with a long kernel would: it
+  prints ``verl_cpu_device_double: holding at step N`` once and waits (at most 30 min, then goes on), so a stop
+  always lands mid-run, after the checkpoints of steps 1..N-1, however fast the machine is. A resumed attempt
+  never holds.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ from verl.plugin.platform.platform_base import PlatformBase
 from verl.plugin.platform.platform_manager import PlatformRegistry
 
 OOM_KNOB = "VERLCTL_TEST_DOUBLE_OOM_AT_STEP"
+HOLD_KNOB = "VERLCTL_TEST_DOUBLE_HOLD_AT_STEP"
+HOLD_MAX_S = 1800
 
 
 def _mem_get_info(device: Any = None) -> tuple[int, int]:
@@ -269,7 +276,8 @@ def _patch_vllm_cpu_gemm(utils_mod: types.ModuleType) -> None:
 def _patch_engine_for_oom(engine_cls: Any) -> None:
     """Count the actor's optimizer steps (one per global step with one mini-batch) from the step it resumed
     at, and raise torch's real out-of-memory error at step ``VERLCTL_TEST_DOUBLE_OOM_AT_STEP`` unless the
-    engine offloads its parameters or optimizer."""
+    engine offloads its parameters or optimizer; hold the step ``VERLCTL_TEST_DOUBLE_HOLD_AT_STEP`` of an
+    attempt that did not resume."""
     import re
 
     if getattr(engine_cls, "_verlctl_double_oom", False):
@@ -282,6 +290,7 @@ def _patch_engine_for_oom(engine_cls: Any) -> None:
         m = re.search(r"global_step_(\d+)", str(local_path or ""))
         if m:
             self._verlctl_double_step = int(m.group(1))
+            self._verlctl_double_resumed = True
         return load_orig(self, local_path, *a, **k)
 
     @functools.wraps(step_orig)
@@ -295,6 +304,15 @@ def _patch_engine_for_oom(engine_cls: Any) -> None:
                 "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 0 bytes "
                 f"(raised by verl_cpu_device_double at step {step}: {OOM_KNOB}, actor without offload)"
             )
+        resumed = getattr(self, "_verlctl_double_resumed", False)
+        if str(step) == os.environ.get(HOLD_KNOB, "").strip() and not resumed:
+            import time
+
+            print(f"verl_cpu_device_double: holding at step {step} ({HOLD_KNOB}, at most {HOLD_MAX_S} s)",
+                  flush=True)
+            deadline = time.monotonic() + HOLD_MAX_S
+            while time.monotonic() < deadline:
+                time.sleep(1.0)
         return step_orig(self, *a, **k)
 
     engine_cls.load_checkpoint = load_checkpoint
@@ -350,7 +368,7 @@ def patch_on_import(name: str, patch: Any) -> None:
 FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
 
 patch_on_import(VLLM_GEMM_MODULE, _patch_vllm_cpu_gemm)
-if os.environ.get(OOM_KNOB):
+if os.environ.get(OOM_KNOB) or os.environ.get(HOLD_KNOB):
     patch_on_import(FSDP_ENGINE_MODULE, lambda mod: _patch_engine_for_oom(mod.FSDPEngine))
 
 
