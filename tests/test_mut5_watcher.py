@@ -481,7 +481,7 @@ def test_a_device_oom_is_recovered_by_a_relaunch_that_resumes_from_the_checkpoin
     from test_check_cli import npu_smi_double
 
     from conftest import clean_env, run_cli
-    from launch_support import write_run_files
+    from launch_support import free_port, write_run_files
     from scripts_harness import DOUBLES
 
     flags = write_run_files(tmp_path)
@@ -509,7 +509,10 @@ def test_a_device_oom_is_recovered_by_a_relaunch_that_resumes_from_the_checkpoin
     sets = {**flags, "container.runtime": "host", "algorithm": "grpo", "strategy": "fsdp",
             "paths.checkpoints": str(ckpt), "paths.logs": str(tmp_path / "logs"),
             "container.workdir": str(tmp_path / "verl"), "cluster.devices": "[0,1,2,3]", "train.steps": 4,
-            "train.save_freq": 1, "recovery.memory_release_timeout_s": 30}
+            "train.save_freq": 1, "recovery.memory_release_timeout_s": 30,
+            # Free ports: the Ray double listens on cluster.ray_port while the run lives, and a launch or check
+            # of another test running beside this one refuses a default port 6766 it finds bound.
+            "cluster.ray_port": free_port(), "cluster.dashboard_port": free_port()}
     try:
         res = run_cli("launch", "--yes", *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")], env=env,
                       timeout=300)
