@@ -1,0 +1,55 @@
+"""monitor/catalogue.py, mutation round 6 (#25): the excerpt of a match inside a tqdm redraw line, and a
+Classifier over a catalogue of its own (which categories are fallbacks is the classifier's catalogue's word)."""
+
+from __future__ import annotations
+
+from verlctl.monitor.catalogue import Category, Classifier, Matcher, Signature
+
+OOM = "RuntimeError: NPU out of memory. Tried to allocate 1.00 GiB"
+
+
+def _bar(n: int) -> str:
+    return f"Training Progress:  {n * 10}%|##        | {n}/10 [00:0{n}<00:09,  1.00s/it]"
+
+
+def test_the_excerpt_is_the_tqdm_segment_that_holds_the_match() -> None:
+    # tqdm redraws with '\r': the OOM is printed between two redraws on one physical line
+    line = "\r" + _bar(1) + "\r" + _bar(2) + "(WorkerDict pid=2) " + OOM + "\r" + _bar(3)
+    finding = Classifier().feed_line(1, line)
+    assert finding is not None and finding.category == "device_oom"
+    assert finding.excerpt == _bar(2) + "(WorkerDict pid=2) " + OOM
+    # the match's segment reaches the end of the line (no '\r' after it)
+    tail = "\r" + _bar(1) + "\r(WorkerDict pid=2) " + OOM
+    last = Classifier().feed_line(1, tail)
+    assert last is not None and last.excerpt == "(WorkerDict pid=2) " + OOM
+    # and the segment starts at the line's first character
+    head = "(WorkerDict pid=2) " + OOM + "\r" + _bar(4)
+    first = Classifier().feed_line(1, head)
+    assert first is not None and first.excerpt == "(WorkerDict pid=2) " + OOM
+
+
+def test_a_long_tqdm_segment_is_cut_around_the_match_within_the_segment() -> None:
+    segment = "x" * 400 + " " + OOM + " " + "y" * 400
+    line = "\r" + _bar(1) + "\r" + segment + "\r" + _bar(2)
+    finding = Classifier().feed_line(1, line)
+    assert finding is not None
+    at = segment.index("NPU out of memory")  # where device_oom's pattern starts: the cut is 300 // 3 before it
+    assert finding.excerpt == "…" + segment[at - 100 : at + 200] + "…"
+
+
+def _own_catalogue() -> tuple[Category, ...]:
+    return (
+        Category("flaky_disk", "the disk flaked", "replace it",
+                 (Signature(r"disk flake at (?P<where>\S+)", ("disk flake",), ("disk flake at /dev/sda",)),)),
+        Category("any_error", "some error", "read the log",
+                 (Signature(r"\bError\b", ("Error",), ("Error",)),), fallback=True),
+    )
+
+
+def test_a_classifier_over_its_own_catalogue_reads_fallbacks_from_it() -> None:
+    own = Classifier(Matcher(_own_catalogue()))
+    assert own.feed_line(1, "Error: something odd") is not None
+    assert [f.category for f in own.findings()] == ["any_error"]  # the fallback alone is reported
+    assert own.feed_line(30, "disk flake at /dev/sdb") is not None
+    # a specific finding hides the fallback one
+    assert [f.category for f in own.findings()] == ["flaky_disk"]
