@@ -3,7 +3,7 @@ Classifier over a catalogue of its own (which categories are fallbacks is the cl
 
 from __future__ import annotations
 
-from verlctl.monitor.catalogue import Category, Classifier, Matcher, Signature
+from verlctl.monitor.catalogue import Category, Classifier, Matcher, Signature, classify_lines
 
 OOM = "RuntimeError: NPU out of memory. Tried to allocate 1.00 GiB"
 
@@ -53,3 +53,32 @@ def test_a_classifier_over_its_own_catalogue_reads_fallbacks_from_it() -> None:
     assert own.feed_line(30, "disk flake at /dev/sdb") is not None
     # a specific finding hides the fallback one
     assert [f.category for f in own.findings()] == ["flaky_disk"]
+
+
+def _fixture_lines(name: str) -> list[str]:
+    from conftest import capture
+
+    return capture("verl-logs", name).splitlines()
+
+
+def test_a_real_import_error_right_after_verls_optional_engine_warnings_is_reported() -> None:
+    # verl 0.9.1's healthy start-up warns (two lines each: the warning and its source line) for every optional
+    # engine it cannot load; the ImportError that follows them is the run's own and must not be silenced
+    lines = _fixture_lines("verl-0.9.1-cpu-startup-optional-engines-not-available-verlctl-realverl.txt")
+    assert lines[-1].endswith('warnings.warn(f"megatron engine is not available: {e!r}", stacklevel=1)')
+    error = "(TaskRunnerV1 pid=878) ModuleNotFoundError: No module named 'vllm'"
+    found = Classifier()
+    for lineno, line in enumerate([*lines, error], 1):
+        found.feed_line(lineno, line)
+    assert [(f.category, f.line) for f in found.findings()] == [("missing_module", len(lines) + 1)]
+
+
+def test_a_specific_error_after_the_last_step_is_not_taken_back_by_the_teardown_message() -> None:
+    # the real finished run: its DataLoader-killed teardown traceback is no finding; a disk-full error printed
+    # between the last step's line and that teardown is one (only the fallback traceback is taken back)
+    lines = _fixture_lines("realverl-0.9.1-cpu-grpo-dataloader-killed-after-last-checkpoint.txt")
+    finished = next(i for i, line in enumerate(lines) if "Final validation metrics" in line)
+    full = "(TaskRunnerV1) OSError: [Errno 28] No space left on device"
+    run = [*lines[: finished + 1], full, *lines[finished + 1 :]]
+    assert [f.category for f in classify_lines(lines)] == []
+    assert [(f.category, f.line) for f in classify_lines(run)] == [("disk_full", finished + 2)]
