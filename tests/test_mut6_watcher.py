@@ -43,3 +43,125 @@ def test_a_watch_of_a_run_stopped_with_verlctl_stop_ends_with_status_0(runs: Hos
     assert "gave_up" not in events and "recovery" not in events, events
     assert len(load_run(record.run_id).attempts) == 1
     HostExecutor().stop_group(record.ref, grace_s=2)
+
+
+#: TEST DOUBLE for verl's training step: each attempt waits on its gate (until the test has seen the watcher scan
+#: it training), then runs out of device memory. Attempt 1 has trained step 1 and saved global_step_1 (the watcher
+#: relaunches with the next rung of the OOM ladder); attempt 2 resumes, and its OOM leaves a process in its group
+#: that ends 8 s later, writing when it ended (the ladder allows one rung: the watcher gives up).
+TRAINER = r'''
+import os, subprocess, sys, time
+state = os.environ["VERLCTL_TEST_STATE"]
+n = len(os.listdir(state)) + 1
+open(os.path.join(state, f"attempt-{n}"), "w").close()
+ckpt = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("trainer.default_local_dir="))
+def say(line):
+    print(line, flush=True)
+    time.sleep(0.05)
+say("Total training steps: 4")
+if n == 2:
+    say(f"Load from checkpoint folder: {ckpt}/global_step_1")
+    say("Setting global step to 1")
+gate = os.environ["VERLCTL_TEST_GATE"] + str(n)
+for _ in range(1200):  # bounded: nothing is left running
+    if os.path.exists(gate):
+        break
+    time.sleep(0.1)
+if n == 1:
+    say("Training Progress:  25%|##  | 1/4 [00:01<00:03,  1.00s/it]")
+    say("step:1 - actor/pg_loss:0.1 - training/global_step:1")
+    os.makedirs(os.path.join(ckpt, "global_step_1", "actor"), exist_ok=True)
+    with open(os.path.join(ckpt, "latest_checkpointed_iteration.txt"), "w") as fh:
+        fh.write("1")
+say("Traceback (most recent call last):")
+say(OOM_LINE)
+if n == 2:
+    subprocess.Popen([sys.executable, "-c", "import sys, time; time.sleep(8); open(sys.argv[1], 'w').write(repr(time.time()))",
+                      os.environ["VERLCTL_TEST_LINGERED"]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+sys.exit(1)
+'''
+
+
+def test_a_relaunched_attempt_that_cannot_be_recovered_is_given_up_after_what_it_left_has_ended(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`launch` then `watch` on the host runtime: an OOM in attempt 1 is relaunched with the OOM ladder's one
+    rung; attempt 2 runs out of memory too (the ladder is used up) and leaves a process in its group for 8 s. The
+    watcher waits (up to 30 s) for what is left of THAT attempt, the current one, before it gives up: nothing of
+    the run still runs when it says so. The launch, the rendered scripts, `start_verl.sh` and the watcher are
+    real; `ray`, `npu-smi` and the training step are TEST DOUBLES (tests/doubles/bin/ray, a real npu-smi
+    capture, TRAINER above)."""
+    import os
+    import re
+    import subprocess
+    import sys
+    import time
+
+    from test_check_cli import npu_smi_double
+    from test_recovery_host import OOM_LINE
+
+    from conftest import clean_env, run_cli
+    from launch_support import free_port, write_run_files
+    from scripts_harness import DOUBLES
+
+    flags = write_run_files(tmp_path)
+    tools = npu_smi_double(tmp_path, "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "python3").write_text('#!/usr/bin/env bash\ncase "${1:-}" in -m) exec "$VERLCTL_TEST_PYTHON" '
+                                    '"$VERLCTL_TEST_TRAINER" "$@";; esac\nexec "$VERLCTL_TEST_PYTHON" "$@"\n')
+    (bindir / "python3").chmod(0o755)
+    (tmp_path / "trainer.py").write_text(f"OOM_LINE = {OOM_LINE!r}\n" + TRAINER, encoding="utf-8")
+    state, lingered, gate = tmp_path / "attempts", tmp_path / "lingered", tmp_path / "go"
+    state.mkdir()
+    site = tmp_path / "site"  # the host's Ray, for readiness: its distribution's metadata
+    (site / "ray-2.49.0.dist-info").mkdir(parents=True)
+    (site / "ray-2.49.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ray\nVersion: 2.49.0\n")
+    verl_tree = Path(__file__).resolve().parents[1] / ".cache" / "verl" / "0.7.0"  # for the compose preflight
+    if not (verl_tree / "verl").is_dir():
+        pytest.skip("the verl 0.7.0 wheel is not under .cache/verl")
+    env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300",
+                    PATH=f"{bindir}:{DOUBLES}:{tools}:{os.environ['PATH']}", PYTHONPATH=f"{site}:{verl_tree}",
+                    VERLCTL_TEST_PYTHON=sys.executable, VERLCTL_TEST_TRAINER=str(tmp_path / "trainer.py"),
+                    VERLCTL_TEST_STATE=str(state), VERLCTL_TEST_LINGERED=str(lingered), VERLCTL_TEST_GATE=str(gate))
+    sets = {**flags, "container.runtime": "host", "algorithm": "grpo", "strategy": "fsdp",
+            "paths.checkpoints": str(tmp_path / "ckpt"), "paths.logs": str(tmp_path / "logs"),
+            "container.workdir": str(tmp_path / "verl"), "cluster.devices": "[0,1,2,3]", "train.steps": 4,
+            "train.save_freq": 1, "recovery.memory_release_timeout_s": 30, "recovery.max_oom_retries": 1,
+            # ports of its own: another run's double on this host may hold the default ones
+            "cluster.ray_port": free_port(), "cluster.dashboard_port": free_port()}
+    res = run_cli("launch", "--yes", *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")], env=env,
+                  timeout=300)
+    assert res.code == 0, res.out + res.err
+    run_id = re.search(r"training is running: run (\S+)", res.out)
+    assert run_id, res.out
+    proc = subprocess.Popen([sys.executable, "-m", "verlctl", "watch", run_id.group(1)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    monkeypatch.setenv("VERLCTL_STATE_DIR", env["VERLCTL_STATE_DIR"])
+    record = load_run(run_id.group(1))
+    try:
+        for n in (1, 2):
+            # attempt n's training script runs (waiting on its gate): a status written 3 s after this means
+            # the watcher's liveness scan (every 2.5 s) has seen it
+            _until(f"attempt {n} to start", lambda n=n: (state / f"attempt-{n}").exists(), proc, timeout=200)
+            running_at = time.time()
+            _until(f"a scan of attempt {n}",
+                   lambda t=running_at: (load_run(record.run_id).read_status() or {}).get("updated_at", 0) > t + 3, proc)
+            Path(f"{gate}{n}").touch()
+    finally:
+        for n in (1, 2):
+            Path(f"{gate}{n}").touch()
+    try:
+        code, out = _end(proc, timeout=300)
+    finally:
+        record = load_run(run_id.group(1))
+        left = [a.ref for a in record.attempts if a.ref is not None and HostExecutor().group_alive(a.ref)]
+        for ref in left:
+            HostExecutor().stop_group(ref, grace_s=2)
+    events = record.events()
+    kinds = [e["event"] for e in events]
+    assert code == 1, (out, kinds)
+    assert [a.number for a in record.attempts] == [1, 2], kinds
+    gave_up = next(e for e in events if e["event"] == "gave_up")
+    assert gave_up["category"] == "device_oom" and gave_up["reason"].startswith("gave up: out of memory"), gave_up
+    assert left == [], (left, out)  # the watcher gave up only after attempt 2's group had ended
+    assert lingered.exists() and float(lingered.read_text()) <= gave_up["time"], (gave_up, out)
