@@ -380,7 +380,6 @@ class Watcher:
                                 root = self._killed_finding(root, pgid)
                                 findings = [root, *findings]
                             if root is not None and not alerted:
-                                alerted = True
                                 self._alert(root, attempt.number, live.step)
                             if self._user_stopped():
                                 return AttemptOutcome("stopped")
