@@ -1340,9 +1340,8 @@ class Match:
         """The line around the match: its own tqdm segment, at most ``limit`` characters."""
         text, at = self.text, self.start
         if "\r" in text:
-            first = text.rfind("\r", 0, at) + 1
-            last = text.find("\r", self.end)
-            text, at = text[first : last if last >= 0 else len(text)], at - first
+            first = text[:at].rfind("\r") + 1
+            text, at = text[first : self.end] + text[self.end :].partition("\r")[0], at - first
         stripped = text.strip()
         if len(stripped) <= limit:
             return stripped
@@ -1381,16 +1380,12 @@ class Matcher:
                     self._by_anchor.setdefault(anchor, []).append((rank, idx))
         self._anchor_list = tuple(self._by_anchor.items())
 
-    def match(self, text: str, use_prefilter: bool = True) -> Match | None:
+    def match(self, text: str) -> Match | None:
         """The best (most root-cause) match in an already cleaned line, or None."""
-        if use_prefilter:
-            if self.prefilter.search(text) is None:
-                return None
-            candidates = sorted({c for anchor, cs in self._anchor_list if anchor in text for c in cs})
-            indices = [idx for _, idx in candidates]
-        else:
-            indices = list(range(len(self._signatures)))
-        for idx in indices:
+        if self.prefilter.search(text) is None:
+            return None
+        candidates = sorted({c for anchor, cs in self._anchor_list if anchor in text for c in cs})
+        for _, idx in candidates:
             category, sig = self._signatures[idx]
             m = sig.regex.search(text)
             if m is not None:
@@ -1433,6 +1428,7 @@ class Classifier:
 
     def __init__(self, matcher: Matcher | None = None) -> None:
         self.matcher = matcher or _default_matcher()
+        self._fallback = {c.name: c.fallback for c in self.matcher.catalogue}
         self._by_key: dict[tuple[str, str], Finding] = {}
         self._last_line: dict[str, tuple[int, Finding]] = {}
         self._order: list[Finding] = []
@@ -1499,7 +1495,7 @@ class Classifier:
         finished mark, within the fold window); repeats of a traceback seen before the mark stay."""
         assert self.finished_at is not None
         for name, (last, finding) in list(self._last_line.items()):
-            if not _FALLBACK.get(name, False) or not (self.finished_at < finding.line and 0 <= lineno - last <= self.fold_window):
+            if not self._fallback[name] or not (self.finished_at < finding.line and 0 <= lineno - last <= self.fold_window):
                 continue
             if finding in self._order:
                 self._order.remove(finding)
@@ -1508,12 +1504,11 @@ class Classifier:
 
     def findings(self) -> list[Finding]:
         """Root cause first (catalogue order, then line); fallback categories only if nothing else."""
-        specific = [f for f in self._order if not _FALLBACK.get(f.category, False)]
+        specific = [f for f in self._order if not self._fallback[f.category]]
         chosen = specific or self._order
         return sorted(chosen, key=lambda f: (RANK.get(f.category, len(RANK)), f.line))
 
 
-_FALLBACK = {c.name: c.fallback for c in CATALOGUE}
 _MATCHER: Matcher | None = None
 
 

@@ -380,7 +380,6 @@ class Watcher:
                                 root = self._killed_finding(root, pgid)
                                 findings = [root, *findings]
                             if root is not None and not alerted:
-                                alerted = True
                                 self._alert(root, attempt.number, live.step)
                             if self._user_stopped():
                                 return AttemptOutcome("stopped")
@@ -710,6 +709,13 @@ class Watcher:
         def prepare() -> Any:
             return self.backend.prepare_relaunch(self.record, self.ex,
                                                  Change(decision.reason, tuple(enable) if added else ()))
+
+        # What this thread imports while the preparation runs (the teardown reads the device tool's table),
+        # imported before it starts: the preparation imports them too (make_plan: checks.facts → detect.machine
+        # → detect.npu), and two threads importing one module at once can fail with importlib's
+        # _DeadlockError, which ended the watcher on its first restart.
+        import verlctl.detect.gpu
+        import verlctl.detect.npu  # noqa: F401
 
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         try:

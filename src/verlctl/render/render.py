@@ -96,7 +96,7 @@ def _groups(lines: list[OverrideLine]) -> list[dict[str, Any]]:
     groups: list[dict[str, Any]] = []
     for line in lines:
         if line.section.startswith("feature:"):
-            title = f"feature {line.section.split(':', 1)[1]}"
+            title = f"feature {line.section.partition(':')[2]}"
         else:
             title = SECTION_TITLES.get(line.section, line.section)
         if not groups or groups[-1]["title"] != title:
