@@ -1,0 +1,151 @@
+"""inputs/shell_script.py against bash itself, for the gaps the turn-5 mutation sample left open (README,
+"Mutation benchmark", Turn 5): a script's own directory (``${BASH_SOURCE[0]}`` and ``$(cd DIR && pwd)``), the
+environment a followed ``bash other.sh`` gets, ``**`` with a zero exponent, a ``( subshell )``, control
+characters in the file, and an ``if`` that bash refuses to parse. Every expected value is what bash gives for the
+same file, run with a TEST DOUBLE for ``python3`` (an exported shell function that records its arguments)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from verlctl.inputs.shell_script import UNRESOLVED, ScriptError, parse_file, parse_script, read_script
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+ENTRY = "python3 -m verl.trainer.main_ppo"
+
+
+def bash_argv(tmp_path: Path, script: str) -> list[str]:
+    """The words after ``-m verl.trainer.main_ppo`` that bash hands python3 when it runs ``bash SCRIPT`` in
+    tmp_path (python3 is a TEST DOUBLE: an exported function that writes its arguments and runs nothing)."""
+    out = tmp_path / "argv.bin"
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/home/u", "ARGV_OUT": str(out),
+           "BASH_FUNC_python3%%": "() { printf '%s\\0' \"$@\" > \"$ARGV_OUT\"; }"}
+    proc = subprocess.run(["bash", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert out.exists(), proc.stderr[-2000:]
+    return out.read_bytes().decode().split("\0")[2:-1]
+
+
+def ours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> tuple[list[str], list[str]]:
+    monkeypatch.chdir(tmp_path)
+    p = parse_file(script, {"HOME": "/home/u"})
+    assert p.command.argv[:3] == ENTRY.split()
+    return p.command.argv[3:], p.notes
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_scripts_own_directory_is_what_bash_computes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)`` opens most launch scripts: BASH_SOURCE the
+    script never sets is the script's path, and ``$(cd DIR && pwd)`` is DIR made absolute (computed, not run)."""
+    (tmp_path / "data").mkdir()
+    write(tmp_path / "launch" / "run.sh", (
+        '#!/usr/bin/env bash\n'
+        'SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"\n'
+        'ROOT=$(cd "$SCRIPT_DIR/.." && pwd)\n'
+        f'{ENTRY} trainer.default_local_dir="$SCRIPT_DIR/ckpt" data.train_files=$(cd data && pwd)/t.parquet \\\n'
+        '  trainer.project_name="${BASH_SOURCE}" trainer.experiment_name="$ROOT" +x.abs="$(cd / && pwd)"\n'))
+    want = bash_argv(tmp_path, "launch/run.sh")
+    assert want[0] == f"trainer.default_local_dir={tmp_path}/launch/ckpt"  # the reference itself
+    words, notes = ours(tmp_path, monkeypatch, "launch/run.sh")
+    assert words == want
+    assert not any("not evaluated" in n for n in notes), notes
+
+
+def test_a_script_that_sets_bash_source_itself_keeps_its_value(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path / "run.sh", f"BASH_SOURCE=/elsewhere/x.sh\n{ENTRY} a=$(dirname \"$BASH_SOURCE\")\n")
+    words, _ = ours(tmp_path, monkeypatch, "run.sh")
+    assert words == ["a=/elsewhere"]
+
+
+def test_a_cd_that_is_not_the_idiom_is_reported_not_guessed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only ``cd DIR && pwd`` is computed: ``pwd && cd DIR`` or ``cd DIR; pwd`` stay unresolved (reported)."""
+    write(tmp_path / "run.sh", f"{ENTRY} a=$(pwd && cd /tmp) b=$(cd /tmp || pwd)\n")
+    words, notes = ours(tmp_path, monkeypatch, "run.sh")
+    assert all(UNRESOLVED in w for w in words), words
+    assert sum("a command substitution: not run" in n for n in notes) == 2, notes
+
+
+def test_a_followed_script_sees_only_the_exported_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bash common.sh`` starts a new shell: it gets the exported variables (export, declare -x, export of a
+    name set before) and not the plain ones, as bash gives them."""
+    write(tmp_path / "common.sh", (
+        f"{ENTRY} a=${{PLAIN:-unset}} b=${{EXP:-unset}} c=${{LATE:-unset}} d=${{DX:-unset}} e=${{ARR:-unset}}\n"))
+    write(tmp_path / "run.sh", (
+        "PLAIN=p\nexport EXP=e\nLATE=l\nexport LATE\ndeclare -x DX=x\nARR=(r s)\n"
+        "bash common.sh\n"))
+    want = bash_argv(tmp_path, "run.sh")
+    assert want == ["a=unset", "b=e", "c=l", "d=x", "e=unset"]  # the reference itself
+    words, notes = ours(tmp_path, monkeypatch, "run.sh")
+    assert words == want
+    assert any("followed `bash common.sh`" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("expr", ["$((3**0))", "$((0**0))", "$((2**1))", "$((-3**0))", "$((2**3**0))"])
+def test_a_zero_exponent_is_one(expr: str) -> None:
+    p = parse_script(f"{ENTRY} a={expr}\n", "t.sh", None)
+    want = subprocess.run(["bash", "-c", f"printf '%s\\n' {expr}"], capture_output=True, text=True,
+                          check=True).stdout.split("\n")[:-1]
+    assert p.command.argv[3:] == [f"a={want[0]}"] and not p.notes
+
+
+def test_a_negative_exponent_is_reported_as_bash_refuses_it() -> None:
+    assert subprocess.run(["bash", "-c", "echo $((2**-1))"], capture_output=True).returncode != 0
+    p = parse_script(f"{ENTRY} a=$((2**-1))\n", "t.sh", None)
+    assert UNRESOLVED in p.command.argv[3] and any("exponent less than 0" in n for n in p.notes), p.notes
+
+
+def test_a_subshell_changes_nothing_and_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a ``( ... )`` sets stays in the subshell (bash): the values after it are the script's own, and the
+    import says that the subshell was not evaluated (it may have run something the run needs)."""
+    write(tmp_path / "run.sh", (
+        "A=0\nB=0\n( A=1; ( B=1 ); cd / )\n(B=2)\n"
+        f"{ENTRY} a=$A b=$B\n"))
+    want = bash_argv(tmp_path, "run.sh")
+    assert want == ["a=0", "b=0"]
+    words, notes = ours(tmp_path, monkeypatch, "run.sh")
+    assert words == want
+    assert [n for n in notes if "subshell" in n] == ["line 3: ( subshell ) not evaluated",
+                                                     "line 4: ( subshell ) not evaluated"], notes
+
+
+@pytest.mark.parametrize("ch", ["\x01", "\x1b", "\x1e", "\x1f"])
+def test_a_file_with_control_characters_is_refused_in_one_line(tmp_path: Path, ch: str) -> None:
+    """Up to 8 control characters (an escape sequence in an echo, say) are a script; more are binary data."""
+    ok = write(tmp_path / "ok.sh", f"echo '{ch * 8}'\n{ENTRY} a=1\n")
+    assert read_script(ok).count(ch) == 8
+    bad = write(tmp_path / "bad.sh", f"echo '{ch * 9}'\n{ENTRY} a=1\n")
+    with pytest.raises(ScriptError) as exc:
+        read_script(bad)
+    assert str(exc.value) == f"{bad}: contains control characters, not a shell script"
+
+
+def test_tabs_and_form_feeds_are_text_not_control_characters(tmp_path: Path) -> None:
+    p = write(tmp_path / "ok.sh", f"echo '{chr(9) * 20}{chr(12) * 20}{chr(11) * 20}'\r\n{ENTRY} a=1\n")
+    assert "\t" * 20 in read_script(p)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        "if [ 1 = 1 ]; then Y=a; then Y=b; fi",  # two `then`
+        "if [ 1 = 1 ]; elif [ 1 = 1 ]; then Y=a; fi",  # an `elif` before any `then`
+        "if [ 1 = 1 ]; else Y=a; fi",  # an `else` before any `then`
+    ],
+)
+def test_an_if_bash_refuses_to_parse_takes_no_branch(block: str) -> None:
+    """bash runs nothing of a script it cannot parse: the import takes no branch of such an ``if`` either (it
+    reports the block, where it used to be one mistake away from reading a branch or a traceback)."""
+    assert subprocess.run(["bash", "-n", "-c", block], capture_output=True).returncode != 0
+    p = parse_script(f"{block}\n{ENTRY} a=${{Y:-unread}}\n", "t.sh", None)
+    assert p.command.argv[3:] == ["a=unread"]
+    assert any("'if' block not evaluated" in n for n in p.notes), p.notes
