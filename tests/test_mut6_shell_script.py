@@ -149,3 +149,85 @@ def test_an_if_bash_refuses_to_parse_takes_no_branch(block: str) -> None:
     p = parse_script(f"{block}\n{ENTRY} a=${{Y:-unread}}\n", "t.sh", None)
     assert p.command.argv[3:] == ["a=unread"]
     assert any("'if' block not evaluated" in n for n in p.notes), p.notes
+
+
+# --------------------------------------------------------------------------------------------------
+# The fresh seed 8037's real survivors, and the RecursionErrors that looking at them turned up
+
+
+def bash_print(setup: str, expr: str) -> list[str]:
+    out = subprocess.run(["bash", "-c", setup + f"\nprintf '%s\\n' {expr}"], capture_output=True, text=True,
+                         check=True).stdout
+    return out.split("\n")[:-1]
+
+
+@pytest.mark.parametrize(
+    ("setup", "expr"),
+    [
+        ("", "$(basename '/m/Qwen3-8B')"),  # a quoted argument inside $(...): its closing quote ends it
+        ("", "$(basename '/m/a b)c')"),  # a ) inside the quotes is not the end of the $(...)
+        ("M=/m/x/y", "$(basename \"$(dirname '/m/x/y')\")-$(dirname '/p/q')"),
+        ("N=3\nM=4", "$(( $N * ${M} + 1 ))"),  # $VAR and ${VAR} inside arithmetic
+        ("N=8", '$(( "$N" / 2 ))'),
+        ("", "$((3 > 3))$((2 > 3))$((4 > 3))$((-1 > -2))$((3 >= 3))$((2 >= 3))"),
+        ("", "$((2 ** 3 ** 2))$((3 ** 2 ** 0))$((-2 ** 3))$((2 ** 62 ** 1))"),  # right-associative
+        ("", "$((- - 5))$((!!7))$((~~3))$((-~2))$((!-1))$((+-+4))"),
+    ],
+)
+def test_command_substitutions_and_arithmetic_read_as_bash_reads_them(setup: str, expr: str) -> None:
+    p = parse_script(f"{setup}\n{ENTRY} a={expr}\n", "t.sh", None)
+    first, *others = p.command.argv[3:]
+    assert [first.split("=", 1)[1], *others] == bash_print(setup, expr)
+    assert not p.notes
+
+
+def test_an_arithmetic_of_an_unknown_value_is_reported_unresolved() -> None:
+    p = parse_script(f"{ENTRY} a=$(( $(nproc) / 2 ))\n", "t.sh", None)
+    assert p.command.argv[3].startswith("a=" + UNRESOLVED) and p.command.argv[3].endswith(UNRESOLVED)
+    assert any("$(nproc) is not evaluated" in n for n in p.notes), p.notes
+
+
+@pytest.mark.parametrize("n", [9, 40, 3000])
+def test_command_substitutions_nested_deep_are_one_line_not_a_recursion_error(n: int) -> None:
+    """``$(dirname $(dirname ...))`` thousands deep raised RecursionError out of the import (a traceback); now
+    it is one line, as a ``${...}`` nested that deep already was. Eight levels (more than any script needs)
+    are still read."""
+    deep = "/a/b/c/d/e/f/g/h/i/j"
+    for _ in range(n):
+        deep = f"$(dirname {deep})"
+    with pytest.raises(ScriptError) as exc:
+        parse_script(f"{ENTRY} a={deep}\n", "t.sh", None)
+    assert str(exc.value) == "t.sh: line 1: command substitutions nested too deeply"
+    eight = "/a/b/c/d/e/f/g/h/i/j"
+    for _ in range(8):
+        eight = f"$(dirname {eight})"
+    assert parse_script(f"{ENTRY} a={eight}\n", "t.sh", None).command.argv[3] == "a=/a/b"
+
+
+@pytest.mark.parametrize("ops", ["!" * 990, "~" * 991, "- " * 600, "1**" * 600])
+def test_a_long_chain_of_unary_operators_or_powers_is_read_as_bash_reads_it(ops: str) -> None:
+    """990 ``!`` before an operand raised RecursionError (a traceback): now read in a loop, as bash reads it."""
+    expr = f"$(({ops}1))"
+    p = parse_script(f"{ENTRY} a={expr}\n", "t.sh", None)
+    assert p.command.argv[3:] == [f"a={bash_print('', expr)[0]}"] and not p.notes
+
+
+def test_parentheses_nested_hundreds_deep_are_reported_not_a_recursion_error() -> None:
+    """300 nested parentheses raised RecursionError; verlctl reads up to MAX_ARITH_PARENS and reports deeper
+    ones (bash, whose own limit is higher, gives 1 here): a note naming why, never a value of its own."""
+    from verlctl.inputs.shell_script import MAX_ARITH_PARENS
+
+    ok = "(" * MAX_ARITH_PARENS + "2" + ")" * MAX_ARITH_PARENS
+    p = parse_script(f"{ENTRY} a=$(({ok}*3))\n", "t.sh", None)
+    assert p.command.argv[3:] == ["a=6"] and not p.notes
+    for n in (MAX_ARITH_PARENS + 1, 300, 990):
+        deep = "(" * n + "1" + ")" * n
+        p = parse_script(f"V='{deep}'\n{ENTRY} a=$(({deep})) b=$((V))\n", "t.sh", None)
+        assert all(w.split("=", 1)[1].startswith(UNRESOLVED) for w in p.command.argv[3:]), p.command.argv[3:]
+        assert sum("arithmetic: parentheses nested too deeply" in x for x in p.notes) == 2, p.notes
+    # the bound counts parentheses open at once (also through a variable), not all of them
+    half = "(" * (MAX_ARITH_PARENS // 2) + "2" + ")" * (MAX_ARITH_PARENS // 2)
+    p = parse_script(f"V='{half}'\n{ENTRY} a=$(({'(1)+' * 200}0)) b=$(({'(V)+' * 20}0))\n", "t.sh", None)
+    assert p.command.argv[3:] == ["a=200", "b=40"] and not p.notes
+    p = parse_script(f"V='{ok}'\n{ENTRY} a=$(((V)))\n", "t.sh", None)
+    assert UNRESOLVED in p.command.argv[3] and any("parentheses nested too deeply" in x for x in p.notes)
