@@ -231,3 +231,45 @@ def test_parentheses_nested_hundreds_deep_are_reported_not_a_recursion_error() -
     assert p.command.argv[3:] == ["a=200", "b=40"] and not p.notes
     p = parse_script(f"V='{ok}'\n{ENTRY} a=$(((V)))\n", "t.sh", None)
     assert UNRESOLVED in p.command.argv[3] and any("parentheses nested too deeply" in x for x in p.notes)
+
+
+@pytest.mark.parametrize(
+    ("setup", "expr"),
+    [
+        # a backslash in double quotes before anything but $ ` " \ and a newline is kept, with what follows
+        ("", '"a\\b\\q"'),
+        ("", '"C:\\models\\x"'),
+        ("", '"\\d+\\.\\w"'),
+        # a value that is only white space, unquoted between two words: bash splits there and adds no empty word
+        ('X=" "', "a${X}c"),
+        ('X="   "', "a${X}c"),
+        ('X=" b "', "a${X}c"),
+        ('X=" "\nY=" "', "a${X}${Y}c"),
+    ],
+)
+def test_quoted_backslashes_and_white_space_values_read_as_bash_reads_them(setup: str, expr: str) -> None:
+    p = parse_script(f"{setup}\n{ENTRY} {expr}\n", "t.sh", None)
+    assert p.command.argv[3:] == bash_print(setup, expr)
+    assert not p.notes
+
+
+def test_bash_other_sh_is_followed_at_most_max_follow_deep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain of ``bash next.sh`` is read MAX_FOLLOW scripts deep (as bash runs it: the arguments arrive as
+    ``$1``); one deeper is reported, not followed, and what the last script read does itself stands."""
+    from verlctl.inputs.shell_script import MAX_FOLLOW
+
+    monkeypatch.chdir(tmp_path)
+    for i in range(MAX_FOLLOW):
+        write(tmp_path / f"s{i}.sh", f"bash s{i + 1}.sh a{i}\n")
+    write(tmp_path / f"s{MAX_FOLLOW}.sh", f"{ENTRY} x=$1\n")
+    assert bash_argv(tmp_path, "s0.sh") == [f"x=a{MAX_FOLLOW - 1}"]
+    p = parse_file("s0.sh")
+    assert p.command.argv[3:] == [f"x=a{MAX_FOLLOW - 1}"]
+    assert sum("followed `bash" in n for n in p.notes) == MAX_FOLLOW, p.notes
+    # one deeper: s{MAX_FOLLOW} hands over to a script that is not read; its own command is the one imported
+    write(tmp_path / f"s{MAX_FOLLOW}.sh", f"bash s{MAX_FOLLOW + 1}.sh z\n{ENTRY} x=$1\n")
+    write(tmp_path / f"s{MAX_FOLLOW + 1}.sh", f"{ENTRY} x=deeper\n")
+    p = parse_file("s0.sh")
+    assert p.command.argv[3:] == [f"x=a{MAX_FOLLOW - 1}"]
+    assert any(f"`bash s{MAX_FOLLOW + 1}.sh` not followed" in n and f"at most {MAX_FOLLOW} deep" in n
+               for n in p.notes), p.notes
