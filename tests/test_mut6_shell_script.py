@@ -273,3 +273,56 @@ def test_bash_other_sh_is_followed_at_most_max_follow_deep(tmp_path: Path, monke
     assert p.command.argv[3:] == [f"x=a{MAX_FOLLOW - 1}"]
     assert any(f"`bash s{MAX_FOLLOW + 1}.sh` not followed" in n and f"at most {MAX_FOLLOW} deep" in n
                for n in p.notes), p.notes
+
+
+# --------------------------------------------------------------------------------------------------
+# Seed 8363's real survivors (measured before these tests)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "what"),
+    [
+        (f'A=1\n{ENTRY} a="x\ny\nz\n', 2, 'unbalanced double quote (no closing ")'),
+        ('A=1\nX="first\nsecond \'q\n' + ENTRY + "\n", 2, 'unbalanced double quote (no closing ")'),
+        (f"A=1\nB=2\n{ENTRY} a='x\ny\n", 3, "unbalanced single quote (no closing ')"),
+    ],
+)
+def test_an_unclosed_quote_is_reported_at_the_line_it_opens(text: str, line: int, what: str) -> None:
+    """The line to fix is where the quote opens (bash names the end of the file, far below it)."""
+    with pytest.raises(ScriptError) as exc:
+        parse_script(text, "t.sh", None)
+    assert str(exc.value) == f"t.sh: line {line}: {what}"
+
+
+@pytest.mark.parametrize(
+    ("setup", "expr"),
+    [
+        ("", '$(basename "/m/a)b")'),  # a ) inside double quotes inside $(...) does not end it
+        ("", '$(basename "/m/x y")-$(dirname "/p/(q)/r")'),
+        ("D='/d/e'", '$(dirname "$D/f")'),
+    ],
+)
+def test_double_quotes_inside_a_command_substitution_read_as_bash_reads_them(setup: str, expr: str) -> None:
+    p = parse_script(f"{setup}\n{ENTRY} a={expr}\n", "t.sh", None)
+    first, *others = p.command.argv[3:]
+    assert [first.split("=", 1)[1], *others] == bash_print(setup, expr)
+    assert not p.notes
+
+
+@pytest.mark.parametrize(
+    "redirs",
+    [
+        ">out.log a=1 b=2",  # a redirection before the arguments: bash passes them all
+        "a=1 2>err.log b=2 >>out.log c=3",
+        "a=1 2>&1 b=2",
+        "<in.txt a=1 b=2",
+    ],
+)
+def test_words_after_a_redirection_are_still_the_commands_arguments(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    redirs: str) -> None:
+    write(tmp_path / "in.txt", "")
+    write(tmp_path / "run.sh", f"{ENTRY} {redirs}\n")
+    want = bash_argv(tmp_path, "run.sh")
+    words, _ = ours(tmp_path, monkeypatch, "run.sh")
+    assert words == want and len(want) >= 2

@@ -60,7 +60,7 @@ def read_script(path: str | Path) -> str:
     """Read a script as text: a regular file, at most MAX_SCRIPT_BYTES, UTF-8, no NUL bytes."""
     p = str(path)
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # POSIX, as O_NONBLOCK is
     except FileNotFoundError:
         raise ScriptError(f"{p}: no such file") from None
     except IsADirectoryError:
