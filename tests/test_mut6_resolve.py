@@ -57,3 +57,33 @@ def test_one_step_off_splits_the_devices_with_at_least_one_on_each_side(devices:
                                                                        rollout: int) -> None:
     r = resolve(**BASE, mode="one_step_off_policy", **{"cluster.devices": devices})
     assert (r.spec.train.trainer_devices, r.spec.train.rollout_devices) == (trainer, rollout)
+
+
+def test_a_long_rejected_value_is_echoed_cut_to_80_characters() -> None:
+    """The error line echoes at most 80 characters of the rejected value (its repr), then the full length."""
+    with pytest.raises(SpecError) as exc:
+        resolve(**{"logging.project": "p q" * 100})
+    cut = ("'" + "p q" * 100)[:80]
+    assert str(exc.value) == (
+        "logging.project: a name of 300 characters is too long (it becomes a directory name): at most 128 "
+        f"(got {cut}… (300 characters)) (from flag)"
+    )
+    with pytest.raises(SpecError) as whole:
+        resolve(**{"train.steps": "a" * 78})  # its repr is 80 characters: shown whole
+    assert str(whole.value).endswith(f"(got {'a' * 78!r}) (from flag)"), str(whole.value)
+    with pytest.raises(SpecError) as cut81:
+        resolve(**{"train.steps": "a" * 79})
+    assert str(cut81.value).endswith(f"(got '{'a' * 79}… (79 characters)) (from flag)"), str(cut81.value)
+
+
+def test_a_validator_message_quoting_a_huge_value_is_cut_to_240_characters() -> None:
+    with pytest.raises(SpecError) as exc:
+        resolve(**{"cluster.ray_start_args": ["y" * 1000]})
+    msg = "invalid ray start argument '" + "y" * 1000
+    assert str(exc.value) == f"cluster.ray_start_args: {msg[:240]}… (from flag)"
+    with pytest.raises(SpecError) as mid:  # a message of 304 characters is cut too
+        resolve(**{"cluster.ray_start_args": ["y" * 250]})
+    assert str(mid.value) == f"cluster.ray_start_args: {msg[:240]}… (from flag)"
+    with pytest.raises(SpecError) as fits:  # one of 240 is not
+        resolve(**{"cluster.ray_start_args": ["y" * 186]})
+    assert str(fits.value) == f"cluster.ray_start_args: invalid ray start argument '{'y' * 186}': expected --name[=value] (from flag)"
