@@ -31,6 +31,7 @@ MAX_SCRIPT_BYTES = 256 * 1024  # a launch script is a few KiB (verl's largest: 1
 MAX_VALUE_CHARS = 1 << 16  # one expanded value
 MAX_TOKENS = 100_000
 MAX_DEPTH = 16  # nesting of ${...} / $(...) inside each other, and arithmetic recursion
+MAX_ARITH_PARENS = 32  # parentheses open at once in $((...)) (bash's own limit is 1024 levels of recursion)
 MAX_WORK = 20_000  # expansion steps (parameters, arithmetic terms) per script; verl's scripts need < 200
 
 #: Marks text that could not be resolved without running a command (kept out of the spec).
@@ -59,7 +60,7 @@ def read_script(path: str | Path) -> str:
     """Read a script as text: a regular file, at most MAX_SCRIPT_BYTES, UTF-8, no NUL bytes."""
     p = str(path)
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # POSIX, as O_NONBLOCK is
     except FileNotFoundError:
         raise ScriptError(f"{p}: no such file") from None
     except IsADirectoryError:
@@ -665,6 +666,7 @@ class _Interp:
         self.vars: dict[str, Value] = dict(environ or {})
         self.inherited = set(environ or {})  # the environment's variables: a followed script gets them too
         self.if_depth = 0  # evaluated `if` blocks inside each other (deeper ones are skipped, as before)
+        self.arith_parens = 0  # open parentheses of the arithmetic being evaluated (in every nested $((...)))
         self.exported: set[str] = set()
         self.notes: list[str] = []
         self.unset: list[str] = []
@@ -900,6 +902,8 @@ class _Interp:
 
     def cmd(self, body: str, line: int, depth: int) -> str:
         """``$(...)``: only basename/dirname are computed (string functions); nothing is run."""
+        if depth > MAX_DEPTH:  # `$(basename $(basename ...))` thousands deep: one line, not a RecursionError
+            raise ScriptError(f"{self.name}: line {line}: command substitutions nested too deeply")
         if all(not ln.strip() or ln.strip().startswith("#") for ln in body.splitlines()):
             return ""  # `# an inline comment` (a common idiom in long commands): a comment prints nothing
         try:
@@ -1672,22 +1676,29 @@ class _Arith:
         return _wrap(table[op])
 
     def power(self) -> int:
-        v = self.unary()
-        if self.peek() == "**":
+        """``a ** b ** c`` (right-associative), read in a loop: a long chain is no deep recursion."""
+        operands = [self.unary()]
+        while self.peek() == "**":
             self.k += 1
-            e = self.power()
-            if e < 0:
+            operands.append(self.unary())
+        v = operands.pop()
+        while operands:
+            if v < 0:
                 raise _ArithError("exponent less than 0")
-            v = _wrap(pow(v, e, 1 << 64))
+            v = _wrap(pow(operands.pop(), v, 1 << 64))
         return v
 
     def unary(self) -> int:
-        op = self.peek()
-        if op in ("+", "-", "!", "~"):
+        """``- ! ~ +`` before an operand, read in a loop and applied innermost first."""
+        ops: list[str] = []
+        while (op := self.peek()) in ("+", "-", "!", "~"):
+            assert op is not None
+            ops.append(op)
             self.k += 1
-            v = self.unary()
-            return _wrap(-v) if op == "-" else int(not v) if op == "!" else _wrap(~v) if op == "~" else v
-        return self.atom()
+        v = self.atom()
+        for op in reversed(ops):
+            v = _wrap(-v) if op == "-" else int(not v) if op == "!" else _wrap(~v) if op == "~" else v
+        return v
 
     def atom(self) -> int:
         if self.k >= len(self.toks):
@@ -1707,7 +1718,13 @@ class _Arith:
                 raise _ArithError("recursion too deep")
             return _Arith(raw, self.interp, self.depth + 1).run()
         if text == "(":
-            v = self.expr()
+            if self.interp.arith_parens >= MAX_ARITH_PARENS:  # each level is a dozen Python frames
+                raise _ArithError("parentheses nested too deeply")
+            self.interp.arith_parens += 1
+            try:
+                v = self.expr()
+            finally:
+                self.interp.arith_parens -= 1
             if self.peek() != ")":
                 raise _ArithError("missing )")
             self.k += 1
