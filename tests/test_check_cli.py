@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, ROOT, clean_env, fixture_text
-from launch_support import write_model, write_parquet
+from launch_support import free_port, write_model, write_parquet
 
 DRIVER = """
 import sys
@@ -98,6 +98,9 @@ def write_spec(tmp_path: Path, **sections: Any) -> Path:
             "checkpoints": str(tmp_path / "ckpt"),
         },
         "train": {"tensor_parallel": 2, "pipeline_parallel": 1},
+        # Free ports, not Ray's 6766 / 8265: on a shared host (and beside the suite's own Ray doubles) a default
+        # port can be bound by someone else, and check then rightly says ray_ports_in_use.
+        "cluster": {"ray_port": free_port(), "dashboard_port": free_port()},
     }
     for key, value in sections.items():
         spec.setdefault(key, {}).update(value)
