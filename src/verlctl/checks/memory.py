@@ -393,8 +393,8 @@ class Estimate:
     shape: ModelShape
     device: dict[str, Phase]
     host: Phase
-    kv_tokens_fit: float | None = None
-    kv_tokens_wanted: int = 0
+    kv_tokens_fit: float | None
+    kv_tokens_wanted: int
     advice: list[str] = field(default_factory=list)
 
     @property
@@ -657,7 +657,8 @@ def advise(est: Estimate, hbm_gib: float | None, host_gib: float | None) -> list
         combo.update(ch)
     names = list(dict.fromkeys(lbl.split("`")[1] for lbl, _ in steps))
     # one feature (a single step, or recompute and its uniform form): that step's own words, not "X together"
-    combo_label = "" if not steps else steps[-1][0] if len(names) == 1 else (
+    # (no steps: no combo, and the label is never used)
+    combo_label = steps[-1][0] if len(names) == 1 else (
         "enable " + " + ".join(names) + " together"
         + (" (recompute_method=uniform)" if combo.get("recompute_uniform") else ""))
     if combo and worked(_try(lay, s, hbm_gib, host_gib, **combo)):
