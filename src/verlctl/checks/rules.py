@@ -132,7 +132,6 @@ class Rule:
     check: Callable[[RuleCtx], Iterable[Finding]]
     versions: frozenset[str] | None = None  # None: every version
     cites: tuple[Cite, ...] = ()  # the verl asserts it mirrors, per version
-    doc: str = ""
 
     def applies(self, version: str) -> bool:
         return self.versions is None or version in self.versions
@@ -159,7 +158,7 @@ def rule(
 ) -> Callable[[Callable[[RuleCtx], Iterable[Finding]]], Callable[[RuleCtx], Iterable[Finding]]]:
     def register(fn: Callable[[RuleCtx], Iterable[Finding]]) -> Callable[[RuleCtx], Iterable[Finding]]:
         RULES.append(
-            Rule(name, codes, severity, fn, frozenset(versions) if versions else None, cites, (fn.__doc__ or "").strip())
+            Rule(name, codes, severity, fn, frozenset(versions) if versions else None, cites)
         )
         return fn
 
@@ -167,7 +166,8 @@ def rule(
 
 
 def _divisors(n: int) -> str:
-    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0) if n > 0 else "-"
+    """The divisors of a positive size (a device count, or a normalized mini batch a rule has checked > 0)."""
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
 
 
 def _cited(ctx: RuleCtx, name: str) -> str:
@@ -449,7 +449,9 @@ def _micro(ctx: RuleCtx) -> Iterable[Finding]:
     """The normalized mini batch (mini*n/DP) is divisible by the micro batch. verl 0.7.0's FSDP worker asserts
     it whenever the micro size is set (verlctl always sets it), even with dynamic batching."""
     t = ctx.spec.train
-    norm = ctx.mini * t.responses_per_prompt // ctx.dp if ctx.dp else 0
+    if not ctx.dp:
+        return  # TP*PP*CP does not divide the devices: parallel_divisibility says so
+    norm = ctx.mini * t.responses_per_prompt // ctx.dp
     always = ctx.version == V070 and ctx.spec.strategy in ("fsdp", "fsdp2")
     if norm > 0 and (always or not ctx.on("dynamic_batch")) and norm % t.micro_batch_size_per_device:
         why = " (verl 0.7.0's FSDP worker asserts it even with dynamic batching)" if ctx.on("dynamic_batch") else ""
@@ -639,7 +641,7 @@ def _ray_num_cpus(args: list[str]) -> int | None:
     value: str | None = None
     for a in args:
         if a.startswith("--num-cpus="):
-            value = a.split("=", 1)[1]
+            value = a.partition("=")[2]
     try:
         return int(float(value)) if value is not None else None
     except ValueError:
@@ -685,9 +687,10 @@ def _ray_cpus(ctx: RuleCtx) -> Iterable[Finding]:
             "--num-cpus: start_verl.sh then raises Ray's count to what verl needs where the node has fewer cores",
         )
     for raw in spec.extra_overrides:
-        key = raw.split("=", 1)[0].lstrip("+~")
+        name, _, value = raw.partition("=")
+        key = name.lstrip("+~")
         if key in ("ray_kwargs.ray_init.num_cpus", "ray_kwargs.ray_init.num_gpus") and \
-                raw.split("=", 1)[-1].strip().lower() not in ("null", "none", "~", ""):
+                value.strip().lower() not in ("null", "none", "~", ""):
             yield error(
                 "ray_init_on_started_ray",
                 f"extra_overrides sets {key}, but verl's ray.init joins the Ray that start_verl.sh started, and Ray "
