@@ -360,8 +360,9 @@ def layout_for(spec: Any, features: Mapping[str, bool], version: str | None = No
         ref_offload=offload,
         max_num_seqs=_as_int(extra.get(f"{ar}.rollout.max_num_seqs")) or MAX_NUM_SEQS.get(v, 1024),
         rollout_engine=t.rollout_engine,
-        ep=(_as_int(extra.get(f"{ar}.actor.megatron.expert_model_parallel_size")) or 1) if megatron else 1,
-        etp=_as_int(extra.get(f"{ar}.actor.megatron.expert_tensor_parallel_size")) if megatron else None,
+        # actor.megatron.*: only the Megatron estimate reads them (_expert_split)
+        ep=_as_int(extra.get(f"{ar}.actor.megatron.expert_model_parallel_size")) or 1,
+        etp=_as_int(extra.get(f"{ar}.actor.megatron.expert_tensor_parallel_size")),
         ulysses=1 if megatron else (_as_int(extra.get(f"{ar}.actor.ulysses_sequence_parallel_size")) or 1),
         max_batched_tokens=batched,
         chunked_prefill=chunked,
@@ -578,8 +579,9 @@ def estimate(
     procs = lay.devices_per_node
     per_dev_off = 0.0
     if lay.offload:
-        per_dev_off += st["params"] + (st["grads"] if (lay.strategy == "megatron" and lay.version == "0.7.0") else 0)
-        per_dev_off += st["ref"]
+        per_dev_off += st["params"] + st["ref"]
+        if lay.strategy == "megatron" and lay.version == "0.7.0":
+            per_dev_off += st["grads"]  # 0.7.0's Megatron worker offloads the grads too
     if lay.optimizer_offload or lay.swap_optimizer:
         per_dev_off += st["optimizer"]
     sleep_copy = rollout_weights if lay.colocated else 0.0
