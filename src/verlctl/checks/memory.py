@@ -131,8 +131,9 @@ class ModelShape:
 
     @property
     def layer_params(self) -> int:
-        """Parameters of the decoder layers (everything but embedding, head and final norm)."""
-        return max(0, self.params - self.embed_params * (1 if self.tied else 2) - self.hidden)
+        """Parameters of the decoder layers (everything but embedding, head and final norm): what
+        ``estimate_params_from_config`` counted for them, the same tie flag read the same way."""
+        return self.params - self.embed_params * (1 if self.tied else 2) - self.hidden
 
     @property
     def largest_tensor_numel(self) -> int:
