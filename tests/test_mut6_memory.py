@@ -44,3 +44,21 @@ def test_a_response_is_never_shortened_below_256_tokens() -> None:
     assert estimate(replace(est.layout, response=510), est.shape, 24, 4096).fits is False
     assert estimate(replace(est.layout, response=255), est.shape, 24, 4096).fits is True
     assert est.advice == ["no single change found that fits: a larger device, a smaller model or shorter sequences"]
+
+
+def test_a_two_node_rollout_is_advised_the_top_rung_of_the_rollout_tp_ladder() -> None:
+    """Qwen2-72B on 2 x 8 NPUs of 48 GiB, every memory feature on and the rollout budget already at 0.3 (nothing
+    lower to offer): at rollout TP 8 the KV cache cannot hold one sequence; at TP 16, over both nodes' 16 devices,
+    it can. Seed 8267 showed the ladder's last rung (16) untested: 15 or 17 passed every test."""
+    from memory_support import base_layout
+    from test_memory_fit import CONFIGS
+    from verlctl.checks.memory import advise
+
+    s = shape(CONFIGS["Qwen2-72B-Instruct"])
+    lay = base_layout(device="npu", strategy="megatron", nodes=2, tp=8, pp=2, rollout_tp=8, prompt=1024,
+                      response=1024, memory_utilization=0.3, recompute=True, recompute_uniform=True, offload=True,
+                      optimizer_offload=False, swap_optimizer=True, ref_offload=True)
+    est = estimate(lay, s, 48.0, 4096.0)
+    assert est.kv_short and est.failing == []
+    assert estimate(replace(lay, rollout_tp=16), s, 48.0, 4096.0).fits is True
+    assert advise(est, 48.0, 4096.0) == ["raise train.rollout_tensor_parallel from 8 to 16"]
