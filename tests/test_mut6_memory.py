@@ -49,7 +49,7 @@ def test_a_response_is_never_shortened_below_256_tokens() -> None:
 def test_a_two_node_rollout_is_advised_the_top_rung_of_the_rollout_tp_ladder() -> None:
     """Qwen2-72B on 2 x 8 NPUs of 48 GiB, every memory feature on and the rollout budget already at 0.3 (nothing
     lower to offer): at rollout TP 8 the KV cache cannot hold one sequence; at TP 16, over both nodes' 16 devices,
-    it can. Seed 8267 showed the ladder's last rung (16) untested: 15 or 17 passed every test."""
+    it can. Seed 8267 showed the ladder's last rung (16) untested: 15 passed every test."""
     from memory_support import base_layout
     from test_memory_fit import CONFIGS
     from verlctl.checks.memory import advise
