@@ -636,16 +636,17 @@ def test_vllm_profile_peak_and_kv_tokens_match_vllm_10517(tmp_path: Path) -> Non
 def test_expert_parallel_splits_the_experts_only() -> None:
     """Megatron splits the routed experts over EP x ETP (ETP defaults to TP) and the rest over TP; the experts'
     optimizer shards over the expert data-parallel group (devices / (EP x ETP x PP))."""
-    from verlctl.checks.memory import Layout, _train_states
+    from memory_support import base_layout
+    from verlctl.checks.memory import _train_states
 
     s = ModelShape.from_config(CONFIGS["Qwen3-30B-A3B"])
     assert s is not None
     assert s.expert_params == 128 * 3 * 2048 * 768 * 48  # 28.99 B of the 30.5 B
-    base = Layout(device="npu", strategy="megatron", nodes=2, devices_per_node=8, train_devices_per_node=8, tp=4)
+    base = base_layout(device="npu", strategy="megatron", nodes=2, devices_per_node=8, train_devices_per_node=8, tp=4)
     dense = (s.params - s.expert_params) + 0.0  # untied, PP 1: embedding and head on the one stage
     no_ep = _train_states(s, base)
     assert no_ep["params"] == pytest.approx(2.0 * s.params / 4, rel=1e-6)  # everything over TP, as before
-    ep8 = _train_states(s, Layout(**{**base.__dict__, "ep": 8, "etp": 1}))
+    ep8 = _train_states(s, base_layout(**{**base.__dict__, "ep": 8, "etp": 1}))
     assert ep8["params"] == pytest.approx(2.0 * (dense / 4 + s.expert_params / 8), rel=1e-6)
     assert ep8["optimizer"] == pytest.approx(12.0 * (dense / 4 / 4 + s.expert_params / 8 / 2), rel=1e-6)
     dense_model = ModelShape.from_config(CONFIGS["Qwen3-8B"])

@@ -8,9 +8,10 @@ from dataclasses import replace
 
 import pytest
 
+from memory_support import base_layout
 from test_memory_fit import CONFIGS
 from test_memory_mutants import QWEN3_8B, shape
-from verlctl.checks.memory import GIB, Layout, advise, estimate, memory_findings
+from verlctl.checks.memory import GIB, advise, estimate, memory_findings
 
 HOST = 4096.0  # plenty of host RAM: only the device decides
 
@@ -19,7 +20,7 @@ def test_moe_with_expert_parallel_over_every_device_keeps_the_whole_expert_optim
     """Qwen3-30B-A3B, Megatron, 8 NPUs, TP 1, EP 8, ETP 1: EP x PP uses every device, so the experts' expert
     data-parallel group is one device and each holds its experts' whole Adam state (42.7 GiB), not half."""
     s = shape(CONFIGS["Qwen3-30B-A3B"])
-    lay = Layout(device="npu", strategy="megatron", tp=1, ep=8, etp=1)
+    lay = base_layout(device="npu", strategy="megatron", tp=1, ep=8, etp=1)
     assert lay.train_devices == 8
     dense = s.params - s.expert_params
     want = 12.0 * dense / 8 + 12.0 * s.expert_params / 8 / 1  # dense over DP 8; experts over EP 8, EDP 1
@@ -37,7 +38,7 @@ def test_offload_is_advised_when_it_is_the_first_step_that_fits() -> None:
     """Qwen3-8B, Megatron TP 2 with recompute already on, 44 GiB NPUs: the rollout phase is over budget with the
     training states on the device; moving params, grads and optimizer to host RAM (offload) fixes it."""
     s = shape(QWEN3_8B)
-    lay = Layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=1024,
+    lay = base_layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=1024,
                  recompute=True, recompute_uniform=True)
     est = estimate(lay, s, 44.0, HOST)
     assert est.failing == ["rollout"]
@@ -60,7 +61,7 @@ def test_offload_is_advised_when_it_is_the_first_step_that_fits() -> None:
 )
 def test_the_layout_advice_reaches_every_model_parallel_size(layers: int, hbm: float, answer: str) -> None:
     s = shape({**QWEN3_8B, "num_hidden_layers": layers})
-    lay = Layout(device="npu", strategy="megatron", tp=1, rollout_tp=1, prompt=1024, response=1024, offload=True,
+    lay = base_layout(device="npu", strategy="megatron", tp=1, rollout_tp=1, prompt=1024, response=1024, offload=True,
                  optimizer_offload=True, ref_offload=True, recompute=True, recompute_uniform=True)
     est = estimate(lay, s, hbm, HOST)
     assert est.failing == ["update"]
@@ -72,7 +73,7 @@ def test_the_layout_advice_reaches_every_model_parallel_size(layers: int, hbm: f
 def test_the_kv_cache_error_says_how_many_tokens_fit() -> None:
     """The one-step-off rollout of Qwen3-14B at TP 1 leaves a KV cache smaller than one sequence: the error gives
     the tokens that do fit, so the user sees how far off the budget is."""
-    lay = Layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
+    lay = base_layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
                  train_devices_per_node=8, rollout_devices_per_node=8, rollout_tp=1, memory_utilization=0.46,
                  prompt=1024, response=3072, recompute=True, recompute_uniform=True)
     est = estimate(lay, shape(CONFIGS["Qwen3-14B"]), 64.0, HOST)
@@ -88,7 +89,7 @@ def test_the_layout_advice_reaches_eight_pipeline_stages() -> None:
     """Qwen3-14B (40 layers) at TP 1 x PP 4 on 44 GiB GPUs: no size-4 layout is larger, TP 2 x PP 2 is not
     tried (the same size), and the smallest larger one that fits is eight stages of five layers."""
     s = shape(CONFIGS["Qwen3-14B"])
-    lay = Layout(device="gpu", strategy="megatron", tp=1, pp=4, rollout_tp=4, prompt=1024, response=1024,
+    lay = base_layout(device="gpu", strategy="megatron", tp=1, pp=4, rollout_tp=4, prompt=1024, response=1024,
                  offload=True, optimizer_offload=True, ref_offload=True, recompute=True, recompute_uniform=True)
     est = estimate(lay, s, 44.0, HOST)
     assert est.failing == ["update"]
@@ -119,7 +120,7 @@ def test_the_first_pipeline_stage_holds_the_in_flight_micro_batches() -> None:
     the warm-up share (PP - 1) / (PP x VPP) of one more; interleaving (VPP) shrinks that share. Without
     recompute, the first stage of PP 4 therefore keeps 7/4 of PP 1's activations, and 5/4 with VPP 3."""
     s = shape(QWEN3_8B)  # 36 layers: PP 4 x VPP 3 divides them
-    lay = Layout(device="npu", strategy="megatron", tp=1, prompt=1024, response=1024)
+    lay = base_layout(device="npu", strategy="megatron", tp=1, prompt=1024, response=1024)
 
     def activations(**changes: int) -> float:
         return estimate(replace(lay, **changes), s, 64.0, HOST).device["update"].parts["activations"]
@@ -132,7 +133,7 @@ def test_the_first_pipeline_stage_holds_the_in_flight_micro_batches() -> None:
 def test_one_step_off_rollout_replicas_are_counted_on_the_rollout_devices_only() -> None:
     """One-step-off on 16-device nodes split 8 + 8, rollout TP 2: four vLLM replicas share the batch's 32
     sequences, so each holds 8 at once (the KV cache a full batch wants), not the 4 of eight replicas."""
-    lay = Layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
+    lay = base_layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
                  train_devices_per_node=8, rollout_devices_per_node=8, rollout_tp=2, prompt=1024, response=3072,
                  batch=8, n=4)
     assert lay.rollout_devices == 8 and replace(lay, colocated=True).rollout_devices == 16

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from memory_support import base_layout
 from verlctl.checks.memory import GIB, Layout, ModelShape, estimate, layout_for
 from verlctl.spec.resolve import load_spec
 
@@ -65,7 +66,7 @@ def test_an_oversized_config_json_is_not_read(tmp_path: Path) -> None:
 
 def test_fsdp_on_one_device_holds_every_state() -> None:
     s = shape(QWEN3_8B)
-    lay = Layout(device="gpu", strategy="fsdp", nodes=1, devices_per_node=1, train_devices_per_node=1,
+    lay = base_layout(device="gpu", strategy="fsdp", nodes=1, devices_per_node=1, train_devices_per_node=1,
                  rollout_devices_per_node=1)
     parts = estimate(lay, s, 141.0, 2048.0).device["update"].parts
     assert parts["params"] == 4.0 * s.params  # fp32, not sharded with anyone
@@ -77,7 +78,7 @@ def test_fsdp_gathers_one_embedding_of_a_tied_model_and_two_of_an_untied_one() -
     # the same decoder layers with the head tied to the embedding: one vocab x hidden matrix fewer
     tied = ModelShape(**{**untied.__dict__, "tied": True, "params": untied.params - untied.embed_params})
     assert tied.layer_params == untied.layer_params
-    lay = Layout(device="gpu", strategy="fsdp", nodes=1, devices_per_node=8, train_devices_per_node=8)
+    lay = base_layout(device="gpu", strategy="fsdp", nodes=1, devices_per_node=8, train_devices_per_node=8)
     two_layers = 2 * 2.0 * untied.layer_params / untied.layers  # bf16, prefetch of the next layer
     got = {name: estimate(lay, s, 80.0, 1024.0).device["update"].parts["gathered (FSDP)"]
            for name, s in (("tied", tied), ("untied", untied))}
@@ -87,7 +88,7 @@ def test_fsdp_gathers_one_embedding_of_a_tied_model_and_two_of_an_untied_one() -
 
 def test_one_stage_megatron_counts_the_logits_in_the_update_and_the_reference_forward() -> None:
     s = shape(QWEN3_8B)
-    lay = Layout(device="npu", strategy="megatron", tp=2, pp=1, has_ref=True, prompt=1024, response=3072,
+    lay = base_layout(device="npu", strategy="megatron", tp=2, pp=1, has_ref=True, prompt=1024, response=3072,
                  dynamic_batch=True)
     est = estimate(lay, s, 64.0, 1024.0)
     logits = 4096 * 151936 * 4.0 / 2  # tokens x vocab x bf16 logits and their gradient, over TP
@@ -113,7 +114,7 @@ def test_the_json_kv_figure_is_the_tokens_that_fit_or_null_without_device_memory
 # ---- the advice: each step is the first one (in the documented order) that the re-estimate shows fits
 
 #: Qwen3-8B, Megatron TP 2 (rollout TP 2) on 8 x 64 GiB NPUs, 1k + 3k tokens, colocated.
-MEGATRON_8B = Layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=3072)
+MEGATRON_8B = base_layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=3072)
 
 
 def advice(lay: Layout, s: ModelShape, hbm: float, host: float) -> tuple[list[str], list[str]]:
@@ -172,7 +173,7 @@ def test_a_kv_cache_too_small_is_told_the_rollout_tp_that_fits() -> None:
 
     # one-step-off: 8 rollout devices of 64 GiB at utilization 0.45 (28.8 GiB); Qwen3-14B's 27.5 GiB of weights
     # leave no KV cache at TP 1 (vllm-ascend#9372's failure), TP 2 does
-    lay = Layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
+    lay = base_layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
                  train_devices_per_node=8, rollout_devices_per_node=8, rollout_tp=1, memory_utilization=0.45,
                  prompt=1024, response=3072, recompute=True, recompute_uniform=True)
     s14 = shape(CONFIGS["Qwen3-14B"])
@@ -190,7 +191,7 @@ def test_offload_on_and_the_optimizer_step_too_big_advises_swap_optimizer() -> N
     from test_memory_fit import CONFIGS
 
     s14 = shape(CONFIGS["Qwen3-14B"])
-    lay = Layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=1024, offload=True,
+    lay = base_layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=1024, offload=True,
                  optimizer_offload=True, ref_offload=True, recompute=True, recompute_uniform=True)
     assert advice(lay, s14, 64.0, 2048.0) == (
         ["update"], ["enable the `swap_optimizer` feature (MindSpeed keeps the optimizer state on the host)"])
@@ -199,7 +200,7 @@ def test_offload_on_and_the_optimizer_step_too_big_advises_swap_optimizer() -> N
 
 def test_the_layout_advice_is_the_smallest_model_parallel_size_that_fits() -> None:
     s = shape(QWEN3_8B)
-    lay = Layout(device="npu", strategy="megatron", tp=1, rollout_tp=1, prompt=1024, response=1024, offload=True,
+    lay = base_layout(device="npu", strategy="megatron", tp=1, rollout_tp=1, prompt=1024, response=1024, offload=True,
                  optimizer_offload=True, ref_offload=True, recompute=True, recompute_uniform=True)
     # 32 GiB: TP x PP = 2 is not enough, 4 is (PP 4 first: 36 layers split evenly, the fewest TP collectives)
     assert advice(lay, s, 32.0, 4096.0) == (["update"], ["use train.tensor_parallel=1, train.pipeline_parallel=4"])
@@ -210,7 +211,7 @@ def test_the_layout_advice_is_the_smallest_model_parallel_size_that_fits() -> No
 def test_the_advice_never_shortens_responses_below_256_tokens() -> None:
     s = shape(QWEN3_8B)
     # one GPU for training (no TP x PP layout to try), offload would overfill the 64 GiB of host RAM
-    lay = Layout(device="gpu", strategy="megatron", colocated=False, devices_per_node=2, train_devices_per_node=1,
+    lay = base_layout(device="gpu", strategy="megatron", colocated=False, devices_per_node=2, train_devices_per_node=1,
                  rollout_devices_per_node=1, prompt=256, response=510, recompute=True, recompute_uniform=True,
                  memory_utilization=0.5, batch=8, n=4)
     at_510 = estimate(lay, s, None, 64.0).device["update"].need / GIB

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from memory_support import base_layout
 from test_memory_mutants import QWEN2_MOE, QWEN3_8B, shape
 from verlctl.checks.memory import Layout, advise, estimate
 from verlctl.detect.models import estimate_params_from_config
@@ -76,13 +77,13 @@ def test_a_mixtral_token_passes_through_two_experts_of_intermediate_size_each() 
     assert s.intermediate == 2 * 14336
     assert s.expert_params == 32 * 8 * 3 * 4096 * 14336
     assert 46.0e9 < s.params < 47.0e9  # Mixtral-8x7B: 46.7 B parameters
-    lay = Layout(device="npu", strategy="megatron", tp=8, rollout_tp=8, prompt=1024, response=1024)
+    lay = base_layout(device="npu", strategy="megatron", tp=8, rollout_tp=8, prompt=1024, response=1024)
     acts = estimate(lay, s, 64.0, HOST).device["update"].parts["activations"]
     assert acts == pytest.approx(lay.seq * 32 * (18.0 * 4096 + 6.0 * 2 * 14336) / 8)
 
 
 def _qwen3_8b_megatron(**changes: Any) -> Layout:
-    base = Layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=2048, offload=True,
+    base = base_layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=2048, offload=True,
                   optimizer_offload=True, ref_offload=True, recompute=False)
     return replace(base, **changes)
 
@@ -138,7 +139,7 @@ def test_a_combination_of_one_feature_is_advised_in_that_features_own_words(
     from test_memory_fit import CONFIGS
 
     s = shape(CONFIGS["Qwen3-14B"])
-    lay = Layout(device=device, strategy="megatron", tp=tp, rollout_tp=tp, prompt=1024, response=2048, offload=True,
+    lay = base_layout(device=device, strategy="megatron", tp=tp, rollout_tp=tp, prompt=1024, response=2048, offload=True,
                  optimizer_offload=True, ref_offload=True, recompute=recompute, recompute_layers=recompute_layers)
     est = estimate(lay, s, 24.0, HOST)
     assert est.failing == ["update"]
@@ -165,7 +166,7 @@ def test_the_plan_table_says_yes_no_or_unknown_per_phase_and_the_kv_tokens() -> 
     from verlctl.checks.memory import table_lines
 
     s = shape(QWEN3_8B)
-    lay = Layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=1024)
+    lay = base_layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=1024)
     small = estimate(lay, s, 32.0, 256.0)
     assert small.device["update"].fits is False and small.host.fits is True and small.kv_tokens_fit is not None
     lines = table_lines(small)
@@ -254,7 +255,7 @@ def test_a_config_with_a_trillion_layers_is_estimated_at_once() -> None:
     count and the expert count: `plan` hung. The counts are arithmetic now."""
     s = shape({**QWEN2_MOE, "num_hidden_layers": 10**12, "decoder_sparse_step": 2})
     assert s.expert_params == min(s.params, 10**12 // 2 * PER_LAYER)
-    assert estimate(Layout(), s, 64.0, HOST).fits is False
+    assert estimate(base_layout(), s, 64.0, HOST).fits is False
 
 
 @pytest.mark.parametrize("changes", [{"hidden_size": 3, "head_dim": None}, {"num_hidden_layers": -4}, {"vocab_size": -1},
@@ -277,7 +278,7 @@ def test_the_rollout_tp_advice_may_exceed_the_kv_heads_which_vllm_then_replicate
 
     s = shape(CONFIGS["Qwen2-7B-Instruct"])
     assert s.kv_heads == 4
-    lay = Layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
+    lay = base_layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
                  train_devices_per_node=8, rollout_devices_per_node=8, rollout_tp=1, memory_utilization=0.15,
                  prompt=1024, response=3072, recompute=True, recompute_uniform=True)
     assert advice(lay, s, 28.0, 4096.0) == (["kv"], ["raise train.rollout_tensor_parallel from 1 to 8"])
@@ -310,7 +311,7 @@ def test_the_offload_advice_of_a_grpo_run_moves_the_reference_model_off_the_devi
     reference forward are all over budget; verl's offload feature offloads the reference's params as well, and
     only with the reference offloaded does everything fit, so that is the step the advice names."""
     s = shape(QWEN3_8B)
-    lay = Layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=1024, recompute=True,
+    lay = base_layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=1024, recompute=True,
                  recompute_uniform=True, has_ref=True)
     est = estimate(lay, s, 44.0, HOST)
     assert est.failing == ["rollout", "update", "reference"]

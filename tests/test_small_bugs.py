@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from memory_support import base_layout
 from test_memory_mutants import QWEN3_8B, shape
 from verlctl.checks.memory import Layout, estimate, layout_for
 from verlctl.spec.resolve import load_spec
@@ -61,7 +62,7 @@ def test_the_vpp_feature_interleaves_the_pipeline_only_for_megatron_with_several
 def test_the_reference_forward_runs_beside_the_actors_grads_on_megatron_only(strategy: str) -> None:
     """GRPO's reference log-prob pass runs while the actor's states stay on the device: Megatron keeps its
     gradient buffers there, FSDP frees its gradients after the step; both keep the optimizer state."""
-    lay = Layout(device="npu", strategy=strategy, tp=2 if strategy == "megatron" else 1, rollout_tp=2,
+    lay = base_layout(device="npu", strategy=strategy, tp=2 if strategy == "megatron" else 1, rollout_tp=2,
                  has_ref=True, prompt=1024, response=1024)
     est = estimate(lay, shape(QWEN3_8B), 64.0, HOST)
     update, ref = est.device["update"].parts, est.device["reference"].parts
@@ -367,7 +368,7 @@ def test_the_first_advice_for_an_update_over_budget_is_plain_recompute_when_that
     from test_memory_mutants import MEGATRON_8B, advice, fits
 
     s = shape(QWEN3_8B)
-    lay = Layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=6144,
+    lay = base_layout(device="npu", strategy="megatron", tp=2, rollout_tp=2, prompt=1024, response=6144,
                  memory_utilization=0.3)
     assert replace(MEGATRON_8B, response=6144, memory_utilization=0.3) == lay
     assert advice(lay, s, 56.0, 2048.0) == (["update"], ["enable the `recompute` feature (activation recomputation)"])
@@ -380,7 +381,7 @@ def test_a_kv_cache_too_small_can_be_told_rollout_tp_4() -> None:
     from test_memory_fit import CONFIGS
     from test_memory_mutants import advice, fits
 
-    lay = Layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
+    lay = base_layout(device="npu", strategy="megatron", tp=4, colocated=False, devices_per_node=16,
                  train_devices_per_node=8, rollout_devices_per_node=8, rollout_tp=1, memory_utilization=0.3,
                  prompt=1024, response=3072, recompute=True, recompute_uniform=True)
     s = shape(CONFIGS["Qwen2.5-Coder-14B-Instruct"])

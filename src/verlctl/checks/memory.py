@@ -131,8 +131,9 @@ class ModelShape:
 
     @property
     def layer_params(self) -> int:
-        """Parameters of the decoder layers (everything but embedding, head and final norm)."""
-        return max(0, self.params - self.embed_params * (1 if self.tied else 2) - self.hidden)
+        """Parameters of the decoder layers (everything but embedding, head and final norm): what
+        ``estimate_params_from_config`` counted for them, the same tie flag read the same way."""
+        return self.params - self.embed_params * (1 if self.tied else 2) - self.hidden
 
     @property
     def largest_tensor_numel(self) -> int:
@@ -201,44 +202,45 @@ class ModelShape:
 
 @dataclass(frozen=True)
 class Layout:
-    """The memory-relevant choices of one run, as verl will see them."""
+    """The memory-relevant choices of one run, as verl will see them. :func:`layout_for` sets every field, so
+    none has a default (a default no caller reads could only drift from what verl does)."""
 
-    device: str = "npu"
-    strategy: str = "megatron"
-    version: str = "0.7.0"
-    colocated: bool = True
-    nodes: int = 1
-    devices_per_node: int = 8
-    train_devices_per_node: int = 8
-    rollout_devices_per_node: int = 8
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    vpp: int = 1
-    rollout_tp: int = 1
-    batch: int = 32
-    n: int = 8
-    prompt: int = 2048
-    response: int = 8192
-    micro_batch: int = 1
-    memory_utilization: float = 0.6
-    dynamic_batch: bool = True
-    max_token_len: int | None = None  # ppo_max_token_len_per_gpu; None: prompt + response
-    offload: bool = False
-    optimizer_offload: bool = False
-    recompute: bool = False  # Megatron recompute (full) / FSDP gradient checkpointing
-    recompute_uniform: bool = False
-    recompute_layers: int = 8
-    swap_optimizer: bool = False
-    has_ref: bool = False
-    ref_offload: bool = False
-    max_num_seqs: int = 1024
-    rollout_engine: str = "vllm"
-    ep: int = 1  # Megatron expert_model_parallel_size
-    etp: int | None = None  # Megatron expert_tensor_parallel_size; None: Megatron-core uses the TP size
-    ulysses: int = 1  # FSDP actor.ulysses_sequence_parallel_size
-    max_batched_tokens: int = 8192  # rollout.max_num_batched_tokens (rollout/rollout.yaml, both versions)
-    chunked_prefill: bool = True  # rollout.enable_chunked_prefill (verl's default True)
+    device: str
+    strategy: str
+    version: str
+    colocated: bool
+    nodes: int
+    devices_per_node: int
+    train_devices_per_node: int
+    rollout_devices_per_node: int
+    tp: int
+    pp: int
+    cp: int
+    vpp: int
+    rollout_tp: int
+    batch: int
+    n: int
+    prompt: int
+    response: int
+    micro_batch: int
+    memory_utilization: float
+    dynamic_batch: bool
+    max_token_len: int | None  # ppo_max_token_len_per_gpu; None: prompt + response
+    offload: bool
+    optimizer_offload: bool
+    recompute: bool  # Megatron recompute (full) / FSDP gradient checkpointing
+    recompute_uniform: bool
+    recompute_layers: int
+    swap_optimizer: bool
+    has_ref: bool
+    ref_offload: bool
+    max_num_seqs: int
+    rollout_engine: str
+    ep: int  # Megatron expert_model_parallel_size
+    etp: int | None  # Megatron expert_tensor_parallel_size; None: Megatron-core uses the TP size
+    ulysses: int  # FSDP actor.ulysses_sequence_parallel_size
+    max_batched_tokens: int  # rollout.max_num_batched_tokens (rollout/rollout.yaml, both versions)
+    chunked_prefill: bool  # rollout.enable_chunked_prefill (verl's default True)
 
     @property
     def train_devices(self) -> int:
@@ -359,9 +361,10 @@ def layout_for(spec: Any, features: Mapping[str, bool], version: str | None = No
         ref_offload=offload,
         max_num_seqs=_as_int(extra.get(f"{ar}.rollout.max_num_seqs")) or MAX_NUM_SEQS.get(v, 1024),
         rollout_engine=t.rollout_engine,
-        ep=max(1, _as_int(extra.get(f"{ar}.actor.megatron.expert_model_parallel_size")) or 1) if megatron else 1,
-        etp=_as_int(extra.get(f"{ar}.actor.megatron.expert_tensor_parallel_size")) if megatron else None,
-        ulysses=1 if megatron else max(1, _as_int(extra.get(f"{ar}.actor.ulysses_sequence_parallel_size")) or 1),
+        # actor.megatron.*: only the Megatron estimate reads them (_expert_split)
+        ep=_as_int(extra.get(f"{ar}.actor.megatron.expert_model_parallel_size")) or 1,
+        etp=_as_int(extra.get(f"{ar}.actor.megatron.expert_tensor_parallel_size")),
+        ulysses=1 if megatron else (_as_int(extra.get(f"{ar}.actor.ulysses_sequence_parallel_size")) or 1),
         max_batched_tokens=batched,
         chunked_prefill=chunked,
     )
@@ -392,8 +395,8 @@ class Estimate:
     shape: ModelShape
     device: dict[str, Phase]
     host: Phase
-    kv_tokens_fit: float | None = None
-    kv_tokens_wanted: int = 0
+    kv_tokens_fit: float | None
+    kv_tokens_wanted: int
     advice: list[str] = field(default_factory=list)
 
     @property
@@ -441,8 +444,8 @@ def _act_per_token_layer(s: ModelShape) -> float:
 def _expert_split(lay: Layout) -> int:
     """Devices one expert's weights are split over: expert parallel x expert tensor parallel (Megatron-core
     uses the TP size when expert_tensor_parallel_size is unset, verl's default: engine/megatron.yaml)."""
-    etp = lay.etp if lay.etp and lay.etp > 0 else lay.tp
-    return max(1, lay.ep) * max(1, etp)
+    etp = lay.etp if lay.etp and lay.etp > 0 else lay.tp  # the spec's TP is at least 1
+    return max(1, lay.ep) * etp
 
 
 def _megatron_shard(s: ModelShape, lay: Layout) -> tuple[float, float]:
@@ -466,7 +469,7 @@ def _train_states(s: ModelShape, lay: Layout) -> dict[str, float]:
         opt = 12.0 * dense / (dp * lay.cp) + 12.0 * expert / edp
         return {"params": 2.0 * shard, "grads": 4.0 * shard, "optimizer": opt,
                 "ref": 2.0 * shard if lay.has_ref else 0.0}
-    n = max(1, lay.train_devices)
+    n = lay.train_devices  # at least one: the spec refuses an empty cluster.devices
     return {"params": 4.0 * s.params / n, "grads": 4.0 * s.params / n, "optimizer": 8.0 * s.params / n,
             "ref": 2.0 * s.params / n if lay.has_ref else 0.0}
 
@@ -481,7 +484,7 @@ def _activations(s: ModelShape, lay: Layout) -> tuple[float, float]:
         per_stage = s.layers / lay.pp
         rec = (per_stage if lay.recompute_uniform else min(lay.recompute_layers, per_stage)) if lay.recompute else 0
         one_mb = rec * kept_in + (per_stage - rec) * full
-        inflight = lay.pp * (1 + (lay.pp - 1) / (lay.pp * lay.vpp)) if lay.pp > 1 else 1.0
+        inflight = lay.pp * (1 + (lay.pp - 1) / (lay.pp * lay.vpp))  # 1 for one stage
         first = inflight * one_mb + (full if rec else 0.0)
         last = one_mb + (full if rec else 0.0) + logits
         if lay.pp == 1:
@@ -496,7 +499,7 @@ def _vllm_profile_peak(s: ModelShape, lay: Layout) -> float:
     cache: per token the MLP's gate/up and activated outputs (3 x ffn / TP) and a few hidden-size tensors
     (4 x h), bf16. Checked against vllm-project/vllm#10517 (Llama-3.1-8B: 2.07 GiB at 20000 tokens, 2.99 GiB
     at 29000, i.e. 110 KB per token; this gives 119 KB)."""
-    per_token = 2.0 * (3.0 * s.intermediate / max(1, lay.rollout_tp) + 4.0 * s.hidden)
+    per_token = 2.0 * (3.0 * s.intermediate / lay.rollout_tp + 4.0 * s.hidden)
     return per_token * lay.profile_tokens
 
 
@@ -504,7 +507,7 @@ def _fsdp_gathered(s: ModelShape, lay: Layout) -> float:
     if lay.strategy == "megatron":
         return 0.0
     root = 2.0 * s.embed_params * (1 if s.tied else 2)
-    layer = 2.0 * s.layer_params / max(1, s.layers)
+    layer = 2.0 * s.layer_params / s.layers  # from_config refuses a config without layers
     return root + 2 * layer
 
 
@@ -577,8 +580,9 @@ def estimate(
     procs = lay.devices_per_node
     per_dev_off = 0.0
     if lay.offload:
-        per_dev_off += st["params"] + (st["grads"] if (lay.strategy == "megatron" and lay.version == "0.7.0") else 0)
-        per_dev_off += st["ref"]
+        per_dev_off += st["params"] + st["ref"]
+        if lay.strategy == "megatron" and lay.version == "0.7.0":
+            per_dev_off += st["grads"]  # 0.7.0's Megatron worker offloads the grads too
     if lay.optimizer_offload or lay.swap_optimizer:
         per_dev_off += st["optimizer"]
     sleep_copy = rollout_weights if lay.colocated else 0.0
@@ -619,13 +623,14 @@ def advise(est: Estimate, hbm_gib: float | None, host_gib: float | None) -> list
     failing = est.failing + (["kv"] if est.kv_short else [])
     host_short = est.host.fits is False
     if host_short:
+        assert est.host.have is not None  # a phase with unknown memory never fails
         if lay.offload:
             trial = _try(lay, s, hbm_gib, host_gib, offload=False, optimizer_offload=False, ref_offload=False)
             if trial.host.fits:
                 out.append("host RAM is short: turn the `offload` feature off (it moves training states to host RAM)"
                            + ("" if trial.fits else "; the device then needs the other steps below"))
         out.append(f"host RAM is short ({est.host.need / GIB:.0f} GiB needed per node, "
-                   f"{(est.host.have or 0) / GIB:.0f} GiB usable): add RAM or nodes; never add offload here")
+                   f"{est.host.have / GIB:.0f} GiB usable): add RAM or nodes; never add offload here")
 
     if not failing:
         return out
@@ -655,7 +660,8 @@ def advise(est: Estimate, hbm_gib: float | None, host_gib: float | None) -> list
         combo.update(ch)
     names = list(dict.fromkeys(lbl.split("`")[1] for lbl, _ in steps))
     # one feature (a single step, or recompute and its uniform form): that step's own words, not "X together"
-    combo_label = "" if not steps else steps[-1][0] if len(names) == 1 else (
+    # (no steps: no combo, and the label is never used)
+    combo_label = steps[-1][0] if len(names) == 1 else (
         "enable " + " + ".join(names) + " together"
         + (" (recompute_method=uniform)" if combo.get("recompute_uniform") else ""))
     if combo and worked(_try(lay, s, hbm_gib, host_gib, **combo)):
@@ -767,9 +773,10 @@ def memory_findings(est: Estimate | None, reason: str | None = None) -> list[Fin
             hint,
         ))
     if est.kv_short:
+        assert est.kv_tokens_fit is not None  # kv_short needs a known KV budget
         out.append(error(
             "memory_kv_cache",
-            f"the rollout KV cache holds about {max(0, int(est.kv_tokens_fit or 0))} tokens, less than one sequence "
+            f"the rollout KV cache holds about {max(0, int(est.kv_tokens_fit))} tokens, less than one sequence "
             f"of {est.layout.seq} (prompt + response): vLLM refuses to start",
             "train.rollout_memory_utilization",
             hint,
@@ -782,10 +789,11 @@ def memory_findings(est: Estimate | None, reason: str | None = None) -> list[Fin
             "train.rollout_memory_utilization",
         ))
     if est.host.fits is False:
+        assert est.host.have is not None
         out.append(warning(
             "memory_host_fit",
             f"host RAM: about {est.host.need / GIB:.0f} GiB needed per node, "
-            f"{(est.host.have or 0) / GIB:.0f} GiB below Ray's memory-monitor threshold",
+            f"{est.host.have / GIB:.0f} GiB below Ray's memory-monitor threshold",
             "cluster.host_memory_gib",
             hint,
         ))

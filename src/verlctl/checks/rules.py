@@ -36,6 +36,13 @@ class Cite:
         return f"verl {self.version} {self.path}:{self.line}"
 
 
+def _filled(value: int | None) -> int:
+    """A size that resolve always fills where it is read: the trainer / rollout devices of a disaggregated mode
+    (``spec.resolve.derive``), the rollout nodes of a node split (its condition)."""
+    assert value is not None
+    return value
+
+
 @dataclass
 class RuleCtx:
     """What a rule looks at: the spec, the feature states, the target verl version, derived sizes."""
@@ -67,13 +74,11 @@ class RuleCtx:
 
     @property
     def trainer_nnodes(self) -> int:
-        rn = self.spec.train.rollout_nodes
-        return max(1, self.nnodes - rn) if self.node_split and rn else self.nnodes
+        return max(1, self.nnodes - _filled(self.spec.train.rollout_nodes)) if self.node_split else self.nnodes
 
     @property
     def rollout_nnodes(self) -> int:
-        rn = self.spec.train.rollout_nodes
-        return rn if self.node_split and rn else self.nnodes
+        return _filled(self.spec.train.rollout_nodes) if self.node_split else self.nnodes
 
     @property
     def per_node(self) -> int:
@@ -81,8 +86,7 @@ class RuleCtx:
 
     @property
     def train_per_node(self) -> int:
-        t = self.spec.train
-        return (t.trainer_devices or self.per_node) if self.oso else self.per_node
+        return _filled(self.spec.train.trainer_devices) if self.oso else self.per_node
 
     @property
     def total(self) -> int:
@@ -91,7 +95,7 @@ class RuleCtx:
 
     @property
     def rollout_total(self) -> int:
-        return self.rollout_nnodes * (self.spec.train.rollout_devices or 0) if self.oso else self.total
+        return self.rollout_nnodes * _filled(self.spec.train.rollout_devices) if self.oso else self.total
 
     @property
     def rollout_tp(self) -> int:
@@ -128,7 +132,6 @@ class Rule:
     check: Callable[[RuleCtx], Iterable[Finding]]
     versions: frozenset[str] | None = None  # None: every version
     cites: tuple[Cite, ...] = ()  # the verl asserts it mirrors, per version
-    doc: str = ""
 
     def applies(self, version: str) -> bool:
         return self.versions is None or version in self.versions
@@ -155,7 +158,7 @@ def rule(
 ) -> Callable[[Callable[[RuleCtx], Iterable[Finding]]], Callable[[RuleCtx], Iterable[Finding]]]:
     def register(fn: Callable[[RuleCtx], Iterable[Finding]]) -> Callable[[RuleCtx], Iterable[Finding]]:
         RULES.append(
-            Rule(name, codes, severity, fn, frozenset(versions) if versions else None, cites, (fn.__doc__ or "").strip())
+            Rule(name, codes, severity, fn, frozenset(versions) if versions else None, cites)
         )
         return fn
 
@@ -163,17 +166,15 @@ def rule(
 
 
 def _divisors(n: int) -> str:
-    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0) if n > 0 else "-"
+    """The divisors of a positive size (a device count, or a normalized mini batch a rule has checked > 0)."""
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
 
 
 def _cited(ctx: RuleCtx, name: str) -> str:
-    """' (verl 0.9.1 path:line)' for the rule's citation of this version."""
-    for r in RULES:
-        if r.name == name:
-            lines = [f"{c.path}:{c.line}" for c in r.cites if c.version == ctx.version]
-            if lines:
-                return f" (verl {ctx.version} {', '.join(lines)})"
-    return ""
+    """' (verl 0.9.1 path:line)' for the rule's citation of this version (every rule cites each version it
+    applies to: tests/test_rule_parity.py)."""
+    lines = [f"{c.path}:{c.line}" for r in RULES if r.name == name for c in r.cites if c.version == ctx.version]
+    return f" (verl {ctx.version} {', '.join(lines)})"
 
 
 # ------------------------------------------------------------------------------------------------ devices
@@ -184,7 +185,7 @@ def _device_split(ctx: RuleCtx) -> Iterable[Finding]:
     """One-step-off: the trainer and the rollout share each node's devices, or split the nodes."""
     t = ctx.spec.train
     if ctx.node_split:
-        rn = t.rollout_nodes or 0
+        rn = _filled(t.rollout_nodes)
         if rn >= ctx.nnodes:
             yield error(
                 "node_split",
@@ -193,7 +194,7 @@ def _device_split(ctx: RuleCtx) -> Iterable[Finding]:
                 f"use rollout_nodes <= {ctx.nnodes - 1}, or list more nodes",
             )
         for name, value in (("trainer_devices", t.trainer_devices), ("rollout_devices", t.rollout_devices)):
-            if (value or 0) > ctx.per_node:
+            if _filled(value) > ctx.per_node:
                 yield error(
                     "device_split",
                     f"{name} ({value}) exceeds the {ctx.per_node} devices per node in cluster.devices",
@@ -201,10 +202,10 @@ def _device_split(ctx: RuleCtx) -> Iterable[Finding]:
                     f"use at most {ctx.per_node}",
                 )
         return
-    if ctx.oso and (t.trainer_devices or 0) + (t.rollout_devices or 0) > ctx.per_node:
+    if ctx.oso and ctx.train_per_node + _filled(t.rollout_devices) > ctx.per_node:
         yield error(
             "device_split",
-            f"trainer_devices ({t.trainer_devices}) + rollout_devices ({t.rollout_devices or 0}) exceed the "
+            f"trainer_devices ({t.trainer_devices}) + rollout_devices ({t.rollout_devices}) exceed the "
             f"{ctx.per_node} devices per node in cluster.devices",
             "train.trainer_devices",
             "lower trainer_devices/rollout_devices or list more devices",
@@ -448,7 +449,9 @@ def _micro(ctx: RuleCtx) -> Iterable[Finding]:
     """The normalized mini batch (mini*n/DP) is divisible by the micro batch. verl 0.7.0's FSDP worker asserts
     it whenever the micro size is set (verlctl always sets it), even with dynamic batching."""
     t = ctx.spec.train
-    norm = ctx.mini * t.responses_per_prompt // ctx.dp if ctx.dp else 0
+    if not ctx.dp:
+        return  # TP*PP*CP does not divide the devices: parallel_divisibility says so
+    norm = ctx.mini * t.responses_per_prompt // ctx.dp
     always = ctx.version == V070 and ctx.spec.strategy in ("fsdp", "fsdp2")
     if norm > 0 and (always or not ctx.on("dynamic_batch")) and norm % t.micro_batch_size_per_device:
         why = " (verl 0.7.0's FSDP worker asserts it even with dynamic batching)" if ctx.on("dynamic_batch") else ""
@@ -638,7 +641,7 @@ def _ray_num_cpus(args: list[str]) -> int | None:
     value: str | None = None
     for a in args:
         if a.startswith("--num-cpus="):
-            value = a.split("=", 1)[1]
+            value = a.partition("=")[2]
     try:
         return int(float(value)) if value is not None else None
     except ValueError:
@@ -684,9 +687,10 @@ def _ray_cpus(ctx: RuleCtx) -> Iterable[Finding]:
             "--num-cpus: start_verl.sh then raises Ray's count to what verl needs where the node has fewer cores",
         )
     for raw in spec.extra_overrides:
-        key = raw.split("=", 1)[0].lstrip("+~")
+        name, _, value = raw.partition("=")
+        key = name.lstrip("+~")
         if key in ("ray_kwargs.ray_init.num_cpus", "ray_kwargs.ray_init.num_gpus") and \
-                raw.split("=", 1)[-1].strip().lower() not in ("null", "none", "~", ""):
+                value.strip().lower() not in ("null", "none", "~", ""):
             yield error(
                 "ray_init_on_started_ray",
                 f"extra_overrides sets {key}, but verl's ray.init joins the Ray that start_verl.sh started, and Ray "
