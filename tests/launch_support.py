@@ -15,11 +15,21 @@ import yaml
 
 from conftest import clean_env, run_cli
 
+_GIVEN_PORTS: set[int] = set()
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
+    """A port nothing listens on now, never one this process handed out before: two calls in a row can get the
+    same port from the kernel (one real-verl spec got 41997 for both Ray's GCS and its client server, and
+    `ray start` refused it)."""
+    for _ in range(1000):
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = int(s.getsockname()[1])
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
+    raise RuntimeError("no free port the tests have not handed out already")
 
 
 #: The device nodes this test run created, one path a line, tagged with the run (all xdist workers of one
