@@ -32,6 +32,14 @@ OOM_LINE = ("RuntimeError: NPU out of memory. Tried to allocate 1.50 GiB (NPU 0;
             "fragmentation.")
 
 
+def free_ports() -> list[str]:
+    """Ray ports nothing listens on: a launch that finds the default 6766 bound on the host (a Ray double of a
+    test beside it, or anyone's Ray) rightly says ray_ports_in_use."""
+    from launch_support import free_port
+
+    return ["--set", f"cluster.ray_port={free_port()}", "--set", f"cluster.dashboard_port={free_port()}"]
+
+
 def _progress(n: int, total: int) -> str:
     return f"Training Progress: {100 * n // total:3d}%|          | {n}/{total} [00:01<00:04,  1.00s/it]"
 
@@ -242,7 +250,7 @@ def test_the_launch_checklist_says_whether_training_resumes_or_starts_fresh(tmp_
     (workdir / "recipe" / "dapo" / "main_dapo.py").write_text("")
     args = ["launch", "--dry-run", *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")],
             "--set", "container.runtime=host", "--set", f"paths.checkpoints={ckpt}",
-            "--set", f"paths.logs={tmp_path / 'logs'}", "--set", f"container.workdir={workdir}"]
+            "--set", f"paths.logs={tmp_path / 'logs'}", "--set", f"container.workdir={workdir}", *free_ports()]
     # a host-runtime NPU launch needs the host's npu-smi (else npu_smi_missing is an error, as in `check`)
     from test_check_cli import npu_smi_double
 
@@ -472,7 +480,8 @@ def test_a_launch_with_yes_says_that_training_resumes(tmp_path: Path) -> None:
     env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300", PATH=str(tools))
     res = run_cli("launch", "--yes", *[a for k, v in flags.items() for a in ("--set", f"{k}={v}")],
                   "--set", "container.runtime=host", "--set", f"paths.checkpoints={ckpt}",
-                  "--set", f"paths.logs={tmp_path / 'logs'}", "--set", f"container.workdir={workdir}", env=env)
+                  "--set", f"paths.logs={tmp_path / 'logs'}", "--set", f"container.workdir={workdir}",
+                  *free_ports(), env=env)
     out = res.out + res.err
     assert res.code != 0 and "python3 is not available" in out, out
     assert f"training resumes from global_step_2 in {ckpt}" in out, out
