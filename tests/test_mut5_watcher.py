@@ -478,41 +478,12 @@ def test_a_device_oom_is_recovered_by_a_relaunch_that_resumes_from_the_checkpoin
     starts with resume from global_step_1 (the checkpoint the run wrote); it trains to the end and the watcher
     ends 0. The launch, the rendered scripts, `start_verl.sh` and the watcher are real; `ray`, `npu-smi` and
     the training step are TEST DOUBLES (tests/doubles/bin/ray; a real npu-smi capture; TRAINER above)."""
-    from test_check_cli import npu_smi_double
+    from host_launch_support import host_launch
 
-    from conftest import clean_env, run_cli
-    from launch_support import free_port, write_run_files
-    from scripts_harness import DOUBLES
+    from conftest import run_cli
 
-    flags = write_run_files(tmp_path)
-    tools = npu_smi_double(tmp_path, "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    # python3 is the real interpreter, except for verl's training entry (the TRAINER double).
-    (bindir / "python3").write_text('#!/usr/bin/env bash\ncase "${1:-}" in -m) exec "$VERLCTL_TEST_PYTHON" '
-                                    '"$VERLCTL_TEST_TRAINER" "$@";; esac\nexec "$VERLCTL_TEST_PYTHON" "$@"\n')
-    (bindir / "python3").chmod(0o755)
-    (tmp_path / "trainer.py").write_text(f"OOM_LINE = {OOM_LINE!r}\n" + TRAINER, encoding="utf-8")
-    state, gate = tmp_path / "attempts", tmp_path / "go"
-    state.mkdir()
-    site = tmp_path / "site"  # the host's Ray, for readiness: its distribution's metadata
-    (site / "ray-2.49.0.dist-info").mkdir(parents=True)
-    (site / "ray-2.49.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ray\nVersion: 2.49.0\n")
-    verl_tree = Path(__file__).resolve().parents[1] / ".cache" / "verl" / "0.7.0"  # for the compose preflight
-    if not (verl_tree / "verl").is_dir():
-        pytest.skip("the verl 0.7.0 wheel is not under .cache/verl")
-    env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300",
-                    PATH=f"{bindir}:{DOUBLES}:{tools}:{os.environ['PATH']}", PYTHONPATH=f"{site}:{verl_tree}",
-                    VERLCTL_TEST_PYTHON=sys.executable, VERLCTL_TEST_TRAINER=str(tmp_path / "trainer.py"),
-                    VERLCTL_TEST_STATE=str(state), VERLCTL_TEST_GATE=str(gate))
-    ckpt = tmp_path / "ckpt"
-    sets = {**flags, "container.runtime": "host", "algorithm": "grpo", "strategy": "fsdp",
-            "paths.checkpoints": str(ckpt), "paths.logs": str(tmp_path / "logs"),
-            "container.workdir": str(tmp_path / "verl"), "cluster.devices": "[0,1,2,3]", "train.steps": 4,
-            "train.save_freq": 1, "recovery.memory_release_timeout_s": 30,
-            # Free ports: the Ray double listens on cluster.ray_port while the run lives, and a launch or check
-            # of another test running beside this one refuses a default port 6766 it finds bound.
-            "cluster.ray_port": free_port(), "cluster.dashboard_port": free_port()}
+    env, sets = host_launch(tmp_path, f"OOM_LINE = {OOM_LINE!r}\n" + TRAINER)
+    state, gate, ckpt = tmp_path / "attempts", tmp_path / "go", tmp_path / "ckpt"
     try:
         res = run_cli("launch", "--yes", *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")], env=env,
                       timeout=300)

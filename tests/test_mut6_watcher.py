@@ -96,47 +96,21 @@ def _launch_and_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: di
     """`launch --yes` on the host runtime with TRAINER, then `verlctl watch` to its end, opening each attempt's
     gate once a liveness scan has seen its training: (the watcher's exit status, its output, the record, the
     attempts' process groups still alive when it ended; those are stopped)."""
-    import os
     import re
     import subprocess
     import sys
     import time
 
-    from test_check_cli import npu_smi_double
+    from host_launch_support import host_launch
     from test_recovery_host import OOM_LINE
 
-    from conftest import clean_env, run_cli
-    from launch_support import free_port, write_run_files
-    from scripts_harness import DOUBLES
+    from conftest import run_cli
 
-    flags = write_run_files(tmp_path)
-    tools = npu_smi_double(tmp_path, "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "python3").write_text('#!/usr/bin/env bash\ncase "${1:-}" in -m) exec "$VERLCTL_TEST_PYTHON" '
-                                    '"$VERLCTL_TEST_TRAINER" "$@";; esac\nexec "$VERLCTL_TEST_PYTHON" "$@"\n')
-    (bindir / "python3").chmod(0o755)
-    (tmp_path / "trainer.py").write_text(TRAINER, encoding="utf-8")
+    env, settings = host_launch(
+        tmp_path, TRAINER, VERLCTL_TEST_LINGER=str(linger), VERLCTL_TEST_LINGERED=str(tmp_path / "lingered"),
+        **{f"VERLCTL_TEST_FAIL_{n}": OOM_LINE if line == "OOM" else line for n, line in fails.items()})
+    settings.update(sets)
     state, gate = tmp_path / "attempts", tmp_path / "go"
-    state.mkdir()
-    site = tmp_path / "site"  # the host's Ray, for readiness: its distribution's metadata
-    (site / "ray-2.49.0.dist-info").mkdir(parents=True)
-    (site / "ray-2.49.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ray\nVersion: 2.49.0\n")
-    verl_tree = Path(__file__).resolve().parents[1] / ".cache" / "verl" / "0.7.0"  # for the compose preflight
-    if not (verl_tree / "verl").is_dir():
-        pytest.skip("the verl 0.7.0 wheel is not under .cache/verl")
-    env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), COLUMNS="300",
-                    PATH=f"{bindir}:{DOUBLES}:{tools}:{os.environ['PATH']}", PYTHONPATH=f"{site}:{verl_tree}",
-                    VERLCTL_TEST_PYTHON=sys.executable, VERLCTL_TEST_TRAINER=str(tmp_path / "trainer.py"),
-                    VERLCTL_TEST_STATE=str(state), VERLCTL_TEST_GATE=str(gate), VERLCTL_TEST_LINGER=str(linger),
-                    VERLCTL_TEST_LINGERED=str(tmp_path / "lingered"),
-                    **{f"VERLCTL_TEST_FAIL_{n}": OOM_LINE if line == "OOM" else line for n, line in fails.items()})
-    settings = {**flags, "container.runtime": "host", "algorithm": "grpo", "strategy": "fsdp",
-                "paths.checkpoints": str(tmp_path / "ckpt"), "paths.logs": str(tmp_path / "logs"),
-                "container.workdir": str(tmp_path / "verl"), "cluster.devices": "[0,1,2,3]", "train.steps": 4,
-                "train.save_freq": 1, "recovery.memory_release_timeout_s": 30,
-                # ports of its own: another run's double on this host may hold the default ones
-                "cluster.ray_port": free_port(), "cluster.dashboard_port": free_port(), **sets}
     res = run_cli("launch", "--yes", *[a for k, v in settings.items() for a in ("--set", f"{k}={v}")], env=env,
                   timeout=300)
     assert res.code == 0, res.out + res.err
