@@ -55,3 +55,21 @@ def host_launch(tmp_path: Path, trainer: str, **extra_env: str) -> tuple[dict[st
                 # check of another test running beside this one refuses a default port 6766 it finds bound.
                 "cluster.ray_port": free_port(), "cluster.dashboard_port": free_port()}
     return env, settings
+
+
+def launch_and_watch(env: dict[str, str], settings: dict[str, Any]) -> tuple[str, Any]:
+    """``verlctl launch --yes`` with ``settings``, then ``verlctl watch`` of its run started in the background:
+    (the run id, the watch's Popen, its output piped as text)."""
+    import re
+    import subprocess
+
+    from conftest import run_cli
+
+    res = run_cli("launch", "--yes", *[a for k, v in settings.items() for a in ("--set", f"{k}={v}")], env=env,
+                  timeout=300)
+    assert res.code == 0, res.out + res.err
+    run_id = re.search(r"training is running: run (\S+)", res.out)
+    assert run_id, res.out
+    proc = subprocess.Popen([sys.executable, "-m", "verlctl", "watch", run_id.group(1)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return run_id.group(1), proc

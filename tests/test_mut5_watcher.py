@@ -478,24 +478,16 @@ def test_a_device_oom_is_recovered_by_a_relaunch_that_resumes_from_the_checkpoin
     starts with resume from global_step_1 (the checkpoint the run wrote); it trains to the end and the watcher
     ends 0. The launch, the rendered scripts, `start_verl.sh` and the watcher are real; `ray`, `npu-smi` and
     the training step are TEST DOUBLES (tests/doubles/bin/ray; a real npu-smi capture; TRAINER above)."""
-    from host_launch_support import host_launch
-
-    from conftest import run_cli
+    from host_launch_support import host_launch, launch_and_watch
 
     env, sets = host_launch(tmp_path, f"OOM_LINE = {OOM_LINE!r}\n" + TRAINER)
     state, gate, ckpt = tmp_path / "attempts", tmp_path / "go", tmp_path / "ckpt"
     try:
-        res = run_cli("launch", "--yes", *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")], env=env,
-                      timeout=300)
-        assert res.code == 0, res.out + res.err
-        run_id = re.search(r"training is running: run (\S+)", res.out)
-        assert run_id, res.out
-        proc = subprocess.Popen([sys.executable, "-m", "verlctl", "watch", run_id.group(1)], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        run_id, proc = launch_and_watch(env, sets)
         from verlctl.runtime.records import load_run
 
         monkeypatch.setenv("VERLCTL_STATE_DIR", env["VERLCTL_STATE_DIR"])
-        record = load_run(run_id.group(1))
+        record = load_run(run_id)
         _until("the watch to start", lambda: any(e["event"] == "watch_started" for e in record.events()), proc)
         # The training script runs (its step waits on the gate): a status written 3 s after this means the
         # watcher's liveness scan (every 2.5 s) has seen it.
@@ -507,7 +499,7 @@ def test_a_device_oom_is_recovered_by_a_relaunch_that_resumes_from_the_checkpoin
     try:
         code, out = _end(proc, timeout=300)
     finally:
-        record = load_run(run_id.group(1))
+        record = load_run(run_id)
         left = [a.ref for a in record.attempts if a.ref is not None and HostExecutor().group_alive(a.ref)]
         for ref in left:  # whatever the watcher did not stop (the assertion below names it)
             HostExecutor().stop_group(ref, grace_s=2)

@@ -96,28 +96,17 @@ def _launch_and_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: di
     """`launch --yes` on the host runtime with TRAINER, then `verlctl watch` to its end, opening each attempt's
     gate once a liveness scan has seen its training: (the watcher's exit status, its output, the record, the
     attempts' process groups still alive when it ended; those are stopped)."""
-    import re
-    import subprocess
-    import sys
     import time
 
-    from host_launch_support import host_launch
+    from host_launch_support import host_launch, launch_and_watch
     from test_recovery_host import OOM_LINE
-
-    from conftest import run_cli
 
     env, settings = host_launch(
         tmp_path, TRAINER, VERLCTL_TEST_LINGER=str(linger), VERLCTL_TEST_LINGERED=str(tmp_path / "lingered"),
         **{f"VERLCTL_TEST_FAIL_{n}": OOM_LINE if line == "OOM" else line for n, line in fails.items()})
     settings.update(sets)
     state, gate = tmp_path / "attempts", tmp_path / "go"
-    res = run_cli("launch", "--yes", *[a for k, v in settings.items() for a in ("--set", f"{k}={v}")], env=env,
-                  timeout=300)
-    assert res.code == 0, res.out + res.err
-    run_id = re.search(r"training is running: run (\S+)", res.out)
-    assert run_id, res.out
-    proc = subprocess.Popen([sys.executable, "-m", "verlctl", "watch", run_id.group(1)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run_id, proc = launch_and_watch(env, settings)
     monkeypatch.setenv("VERLCTL_STATE_DIR", env["VERLCTL_STATE_DIR"])
     try:
         for n in (1, 2):
@@ -125,7 +114,7 @@ def _launch_and_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: di
             # the watcher's liveness scan (every 2.5 s) has seen it
             _until(f"attempt {n} to start", lambda n=n: (state / f"attempt-{n}").exists(), proc, timeout=200)
             running_at = time.time()
-            _until(f"a scan of attempt {n}", lambda t=running_at: (load_run(run_id.group(1)).read_status() or {})
+            _until(f"a scan of attempt {n}", lambda t=running_at: (load_run(run_id).read_status() or {})
                    .get("updated_at", 0) > t + 3, proc)
             Path(f"{gate}{n}").touch()
     finally:
@@ -134,7 +123,7 @@ def _launch_and_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: di
     try:
         code, out = _end(proc, timeout=300)
     finally:
-        record = load_run(run_id.group(1))
+        record = load_run(run_id)
         left = [a.ref for a in record.attempts if a.ref is not None and HostExecutor().group_alive(a.ref)]
         for ref in left:
             HostExecutor().stop_group(ref, grace_s=2)
