@@ -134,10 +134,10 @@ def troubleshooting_md() -> str:
         out.append(f"**What to do:** {_cell(cat.hint)}\n")
         if cat.fallback:
             out.append("Reported only when nothing more specific was found.\n")
-        if cat.silences:
+        if cat.silence is not None:
             out.append(
                 "A known-harmless message: it is never a finding, and it silences "
-                + ", ".join(f"`{s}`" for s in cat.silences)
+                + ", ".join(f"`{s}`" for s in cat.silence.categories)
                 + " for the lines that follow it.\n"
             )
         examples = [ex for sig in cat.signatures for ex in sig.examples]

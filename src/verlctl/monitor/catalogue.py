@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from verlctl.monitor.events import REPEATED_RE, STEP_RE, literal_alternation, strip_ansi
 from verlctl.monitor.finding import Finding
@@ -56,16 +56,22 @@ class Signature:
 
 
 @dataclass(frozen=True)
+class Silence:
+    """What a known-harmless message hides: these categories, on the next ``lines`` lines (its traceback)."""
+
+    categories: tuple[str, ...]
+    lines: int
+
+
+@dataclass(frozen=True)
 class Category:
     name: str
     message: str
     hint: str
     signatures: tuple[Signature, ...]
     fallback: bool = False  # reported only when no other category was found
-    #: a known-harmless message: never a finding; it silences these categories for the next lines
-    #: (the traceback that such a message prints)
-    silences: tuple[str, ...] = ()
-    silence_lines: int = 0
+    #: a known-harmless message: never a finding; it silences categories for the next lines
+    silence: Silence | None = None
     #: a line saying the last step ran: never a finding; what follows it is the run's teardown
     marks_finished: bool = False
     #: after such a line, a known teardown message: no finding, and it takes back the fallback traceback
@@ -96,8 +102,7 @@ CATALOGUE: tuple[Category, ...] = (
                 examples=("2026-11-30 01:29:32,505\tERROR npu.py:82 -- Failed to detect NPU type.",),
             ),
         ),
-        silences=("python_exception", "missing_module"),
-        silence_lines=6,
+        silence=Silence(("python_exception", "missing_module"), lines=6),
     ),
     Category(
         "run_finished",
@@ -130,8 +135,7 @@ CATALOGUE: tuple[Category, ...] = (
                 ),
             ),
         ),
-        silences=("python_exception", "missing_module"),
-        silence_lines=1,
+        silence=Silence(("python_exception", "missing_module"), lines=1),
     ),
     Category(
         "disk_full",
@@ -1314,7 +1318,7 @@ def ere_patterns(catalogue: Iterable[Category] = CATALOGUE) -> list[str]:
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class Match:
     """What one line matched: the category, the signature, and the values for the message templates."""
 
@@ -1432,7 +1436,7 @@ class Classifier:
         self._by_key: dict[tuple[str, str], Finding] = {}
         self._last_line: dict[str, tuple[int, Finding]] = {}
         self._order: list[Finding] = []
-        self._cache: dict[str, tuple[Match | None, int]] = {}
+        self._match_cached = lru_cache(maxsize=self._cache_size)(self._match_uncached)
         self._silenced_until: dict[str, int] = {}
         self.dropped = 0
         self.finished_at: int | None = None  # the line that said the last step ran (run_finished)
@@ -1446,14 +1450,11 @@ class Classifier:
 
     def match_line(self, line: str) -> tuple[Match | None, int]:
         """The best match of a raw line and Ray's repeat count for it (cached: logs repeat lines a lot)."""
-        hit = self._cache.get(line)
-        if hit is None:
-            text, repeats = classifiable_text(line)
-            hit = (self.matcher.match(text) if text else None, repeats)
-            if len(self._cache) >= self._cache_size:
-                self._cache.clear()
-            self._cache[line] = hit
-        return hit
+        return self._match_cached(line)
+
+    def _match_uncached(self, line: str) -> tuple[Match | None, int]:
+        text, repeats = classifiable_text(line)
+        return (self.matcher.match(text) if text else None, repeats)
 
     def add(self, lineno: int, match: Match, repeats: int = 0) -> Finding | None:
         """Record ``match`` seen on ``lineno``; the new :class:`Finding`, or None for a repeat / a fold."""
@@ -1465,9 +1466,10 @@ class Classifier:
             self._take_back_teardown_traceback(lineno)
             self.teardown_lines.append(lineno)
             return None
-        if match.category.silences:
-            for silenced in match.category.silences:
-                self._silenced_until[silenced] = lineno + match.category.silence_lines
+        silence = match.category.silence
+        if silence is not None:
+            for silenced in silence.categories:
+                self._silenced_until[silenced] = lineno + silence.lines
             return None
         if lineno <= self._silenced_until.get(name, 0):
             return None
