@@ -344,9 +344,14 @@ def test_a_ray_head_daemon_that_dies_mid_run_is_seen_by_the_scan_and_the_attempt
     attempt. Ray's daemons are real processes renamed with `exec -a` (as in tests/test_ownership.py)."""
     gate = tmp_path / "never"
     train = tmp_path / "run_training.sh"  # the training script's name is what the scan looks for
-    train.write_text(_script("Total training steps: 50", _progress(1, 50), ("gate", str(gate)), ("sh", FAILED))
+    # The training waits for the kill on a gate of its own, longer than the shared 120 s one: the test's two waits
+    # below may take up to 2 x 90 s under load (the watcher's stop, or the fixture's, ends it).
+    wait_gate = f'i=0; while [ ! -e {json.dumps(str(gate))} ] && [ "$i" -lt 9000 ]; do sleep 0.1; i=$((i + 1)); done'
+    train.write_text(_script("Total training steps: 50", _progress(1, 50), ("sh", wait_gate), ("sh", FAILED))
                      + "\n", encoding="utf-8")
-    body = _script(("sh", "(exec -a gcs_server sleep 120) &"), ("sh", "(exec -a raylet sleep 120) &"),
+    # The daemons outlive every wait of the test too: with `sleep 120`, the raylet's own end under load was once
+    # the "death" the watcher reported.
+    body = _script(("sh", "(exec -a gcs_server sleep 900) &"), ("sh", "(exec -a raylet sleep 900) &"),
                    ("sh", f"bash {json.dumps(str(train))}"))
     record = runs.start([], tail=body)
     ex = HostExecutor()
