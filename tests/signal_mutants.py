@@ -34,6 +34,9 @@ import mutate  # noqa: E402  (bench/mutate.py: sites, apply, the namespace guard
 
 MARKER = "20260101-000000-mut-0000/1/cafef00d"
 SLEEP = "100000"
+#: stop's wait after SIGKILL (10 s for a user): a killed `sleep` is gone in milliseconds, and a mutant that cannot
+#: see it gone (about 1 in 12) waits this out
+KILL_WAIT = 2.0
 MODULES = {
     "src/verlctl/runtime/procscan.py": ("verlctl.runtime.procscan", None),
     "src/verlctl/ops/inspect.py": ("verlctl.ops.inspect",
@@ -213,11 +216,11 @@ def run_stops(state: Path, ids: list[str]) -> None:
 
     def one(run_id: str) -> None:
         with contextlib.suppress(BaseException):
-            stop_run(run_id, remove_container=False, grace=1.0, console=quiet)
+            stop_run(run_id, remove_container=False, grace=1.0, console=quiet, kill_wait=KILL_WAIT)
 
     import threading
 
-    # all at once: a mutant that cannot stop waits out the whole SIGKILL phase (10 s) once, not per record
+    # all at once: a mutant that cannot stop waits out the whole SIGKILL phase once, not per record
     threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in ids]
     for t in threads:
         t.start()

@@ -11,7 +11,14 @@ from collections.abc import Callable
 from typing import Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
-from verlctl.runtime.executor import RAY_DAEMON_GRACE_S, DockerExecutor, Executor, GroupRef, HostExecutor
+from verlctl.runtime.executor import (
+    KILL_WAIT_S,
+    RAY_DAEMON_GRACE_S,
+    DockerExecutor,
+    Executor,
+    GroupRef,
+    HostExecutor,
+)
 from verlctl.runtime.records import (
     RunRecord,
     all_runs,
@@ -385,9 +392,9 @@ def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
 Group = tuple[Executor, GroupRef, str]
 
 
-def stop_groups(groups: list[Group], grace: float, say: Any = None) -> list[Group]:
+def stop_groups(groups: list[Group], grace: float, say: Any = None, kill_wait: float = KILL_WAIT_S) -> list[Group]:
     """SIGTERM every verified group (and the processes of its attempt in other groups, e.g. Ray workers) at
-    once, wait (one shared grace period), SIGKILL what is left; fail if any stays. Ray's own daemons of an
+    once, wait (one shared grace period), SIGKILL what is left; fail if any stays ``kill_wait`` s after that. Ray's own daemons of an
     attempt get SIGKILL after ``RAY_DAEMON_GRACE_S`` (the training's processes keep the whole grace). Each
     signal is sent only after the group's identity is verified again, in the target's PID namespace."""
     import signal
@@ -411,7 +418,7 @@ def stop_groups(groups: list[Group], grace: float, say: Any = None) -> list[Grou
             time.sleep(0.2)
     for gex, ref, _ in alive:
         gex.signal_group(ref, signal.SIGKILL)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + kill_wait
     while alive and time.monotonic() < deadline:
         alive = [g for g in alive if g[0].group_alive(g[1])]
         if alive:
@@ -485,7 +492,8 @@ def mark_stopped(run_id: str | None, console: Any) -> tuple[RunRecord, bool, dic
     return record, watching, result
 
 
-def stop_run(run_id: str | None, remove_container: bool, grace: float, console: Any = None) -> dict[str, Any]:
+def stop_run(run_id: str | None, remove_container: bool, grace: float, console: Any = None,
+             kill_wait: float = KILL_WAIT_S) -> dict[str, Any]:
     """Stop a run; prints what it does on ``console`` and returns it as the ``stop --json`` object:
     ``run_id``, ``watcher_stopped`` (pid or null), ``signalled`` ([{pgid, where}]), ``not_signalled`` (why
     nothing was signalled, or null), ``containers`` ([{name, node, action: removed|kept|gone|not_docker,
@@ -539,7 +547,7 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
     mode_found = mode_processes(mode, found)
     for line in mode_found_lines(mode, mode_found):
         say(line)
-    for _gex, gref, where in stop_groups(groups, grace, say):
+    for _gex, gref, where in stop_groups(groups, grace, say, kill_wait):
         result["signalled"].append({"pgid": gref.pgid, "where": where})
         console.print(f"stopped process group {gref.pgid} in {escape(where)}", highlight=False)
     result["mode"] = mode

@@ -70,6 +70,9 @@ class FileSpec:
 #: Ray workers and actors) keep the whole grace period.
 RAY_DAEMON_GRACE_S = 2.0
 
+#: How long a group may take to vanish after SIGKILL (the kernel tears it down) before a stop says it did not stop.
+KILL_WAIT_S = 10.0
+
 
 class Executor(abc.ABC):
     kind: str = "?"
@@ -176,7 +179,7 @@ class Executor(abc.ABC):
                 self.kill_ray_daemons(group)
             time.sleep(0.25)
         self.signal_group(group, signal.SIGKILL)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + KILL_WAIT_S
         while time.monotonic() < deadline:
             if not self.group_alive(group):
                 return True
