@@ -29,10 +29,32 @@ from verlctl.runtime.executor import Executor
 from verlctl.runtime.follow import Follower
 from verlctl.runtime.records import RunRecord
 
+# The watcher's timings and bounds. Each is documented for users in the README ("The watcher's timings"), and
+# tests/test_watcher_timings.py holds the two together.
+
 #: How often the watcher checks that the run log still exists while the attempt runs (a deleted log).
 LOG_CHECK_EVERY_S = 15.0
 #: A log or checkpoint file system with less free space than this is full (a run that ended without an error).
-DISK_FULL_BELOW_BYTES = 1024 * 1024
+DISK_FULL_BELOW_KIB = 1024
+#: How long the user's ``--notify-cmd`` may take for one event before it is killed (the watch goes on).
+NOTIFY_TIMEOUT_S = 60
+#: An attempt whose Ray head died: what is left of it gets SIGTERM, then SIGKILL after this many seconds.
+HEAD_DIED_GRACE_S = 10
+#: A failed attempt's Ray daemons get SIGKILL after this many seconds (they serve nothing to save).
+TEARDOWN_RAY_GRACE_S = 0
+#: The longest ``df`` (disk full?), or the device tool (device memory released?), may take.
+DF_TIMEOUT_S = 30
+DEVICE_TOOL_TIMEOUT_S = 60
+#: How often the device tool is asked whether the failed attempt's device memory is released.
+MEMORY_POLL_S = 2
+#: The most read of verl's checkpoint tracker (``latest_checkpointed_iteration.txt``: one step number).
+TRACKER_MAX_BYTES = 64
+#: Before giving up on an attempt whose training ended, how long start_verl.sh is given to stop its Ray.
+GIVE_UP_WAIT_S = 30.0
+#: How long to wait for a restarting Docker engine before giving up on the run's container.
+ENGINE_WAIT_S = 60.0
+#: The most of a Docker engine's error message kept in a ``target_lost`` event.
+ENGINE_ERROR_CHARS = 300
 
 
 # ------------------------------------------------------------------------------------------------ status
@@ -141,7 +163,7 @@ class Watcher:
         self.error_grace_s = error_grace_s
         self.alert_delay_s = alert_delay_s
         self.history = History()
-        self.engine_wait_s = 60.0  # how long to wait for a restarting Docker engine before giving up
+        self.engine_wait_s = ENGINE_WAIT_S
         self._worker_ex: dict[str, Executor | None] | None = None
         self._nodes_down: set[str] = set()
         self._worker_info: dict[str, str] = {}
@@ -162,7 +184,7 @@ class Watcher:
         if self.notify_cmd and kind in ("alert", "stalled", "recovery", "gave_up"):
             try:
                 subprocess.run(self.notify_cmd, shell=True, input=json.dumps(ev, default=str), text=True,
-                               timeout=60, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               timeout=NOTIFY_TIMEOUT_S, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 self.say(f"verlctl watch: --notify-cmd failed: {exc}")
         return ev
@@ -221,7 +243,7 @@ class Watcher:
                 self.emit("notice", message=notice)
             if not decision.restart:
                 if outcome.group_alive:
-                    self._wait_group_end(self.record.attempts[-1].ref, 30.0)
+                    self._wait_group_end(self.record.attempts[-1].ref, GIVE_UP_WAIT_S)
                 self._give_up(decision, category)
                 return 1
             try:
@@ -302,7 +324,7 @@ class Watcher:
                     if FINISHED_MARKER in text:
                         finished = True
                     if EXIT_MARKER in text:
-                        exit_status = text.split(EXIT_MARKER, 1)[1].split()[0] if text.split(EXIT_MARKER, 1)[1].split() else "?"
+                        exit_status = (text.partition(EXIT_MARKER)[2].split() or ["?"])[0]
                     for ev in parser.feed(text):
                         self._on_event(ev, live, attempt.resumed_from)
                         if isinstance(ev, ErrorFound) and first_error_at is None:
@@ -416,9 +438,7 @@ class Watcher:
         return True
 
     def _wait_group_end(self, ref: Any, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.ex.group_alive(ref):
-            time.sleep(0.5)
+        _poll(timeout, 0.5, lambda: not self.ex.group_alive(ref))
 
     def _head_died(self, gone: str, pgid: Any, attempt: int, findings: list[Finding],
                    live: LiveStatus) -> AttemptOutcome:
@@ -436,7 +456,7 @@ class Watcher:
         self._alert(root, attempt, live.step)
         self.say(f"verlctl watch: stopping what is left of attempt {attempt} (process group {pgid})")
         try:
-            self.ex.stop_group(pgid, grace_s=10)
+            self.ex.stop_group(pgid, grace_s=HEAD_DIED_GRACE_S)
         except VerlctlError as exc:
             self.say(f"verlctl watch: warning: could not stop process group {pgid}: {exc.message}")
         return AttemptOutcome("failed", root, [root, *findings], f"the Ray head of process group {pgid} died",
@@ -466,11 +486,12 @@ class Watcher:
         self._write_status({**(self.record.read_status() or {}), "phase": "target lost",
                                   "target": state})
         if state["state"] == "engine unreachable":
-            deadline = time.monotonic() + self.engine_wait_s
-            while time.monotonic() < deadline and state["state"] == "engine unreachable":
-                time.sleep(1.0)
+            def back() -> bool:
+                nonlocal state
                 state = target_state(self.ex)
-            if state["state"] != "engine unreachable":
+                return state["state"] != "engine unreachable"
+
+            if _poll(self.engine_wait_s, 1.0, back):
                 self.emit("engine_back", attempt=attempt, **state)
         what = state["state"]
         if state.get("exit_code") is not None and what not in ("running", "engine unreachable"):
@@ -567,14 +588,16 @@ class Watcher:
             if not path:
                 continue
             try:
-                res = self.ex.run(["df", "-Pk", "--", path], timeout=30)
+                res = self.ex.run(["df", "-Pk", "--", path], timeout=DF_TIMEOUT_S)
             except VerlctlError:
                 continue
-            rows = [ln.split() for ln in (res.out or "").splitlines()[1:] if ln.split()]
-            if not res.ok or not rows or len(rows[-1]) < 4 or not rows[-1][3].isdigit():
+            if not res.ok:
                 continue
-            avail_kib = int(rows[-1][3])
-            if avail_kib * 1024 < DISK_FULL_BELOW_BYTES:
+            try:  # POSIX df: a header line, then "Filesystem 1024-blocks Used Available Capacity Mounted-on"
+                avail_kib = int((res.out or "").partition("\n")[2].split()[3])
+            except (IndexError, ValueError):
+                continue
+            if avail_kib < DISK_FULL_BELOW_KIB:
                 cat = next(c for c in CATALOGUE if c.name == "disk_full")
                 return Finding(category="disk_full", line=finding_line, excerpt=f"df {path}: {avail_kib} KiB free",
                                message=f"the run ended without an error line and {field_name} {path} is full "
@@ -650,8 +673,8 @@ class Watcher:
         if self._resume_checked:
             return
         self._resume_checked = True
-        expected = resumed_from.rstrip("/").rsplit("global_step_", 1)[-1]
-        ok = expected.isdigit() and initial_step >= int(expected)
+        expected = _checkpoint_step(resumed_from)
+        ok = expected is not None and initial_step >= expected
         self.emit("resume_check", expected_checkpoint=resumed_from, first_step_seen=initial_step, resumed=ok)
         if not ok:
             self.say(f"verlctl watch: warning: the trainer started at step {initial_step}, "
@@ -717,7 +740,7 @@ class Watcher:
         import verlctl.detect.gpu
         import verlctl.detect.npu  # noqa: F401
 
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        pool = concurrent.futures.ThreadPoolExecutor()
         try:
             return enable, pool.submit(prepare)
         finally:
@@ -782,11 +805,11 @@ class Watcher:
         # The attempt failed: its Ray daemons serve nothing to save, they get SIGKILL at once (the training's
         # processes get SIGTERM and the grace period).
         if self.ex.group_alive(attempt.ref):
-            self.ex.stop_group(attempt.ref, grace_s=20, ray_grace_s=0)
+            self.ex.stop_group(attempt.ref, ray_grace_s=TEARDOWN_RAY_GRACE_S)
         if self.record.workers:
             for w, wex, _ in self.backend.workers(self.record):
                 if wex is not None and w.ref is not None and wex.group_alive(w.ref):
-                    wex.stop_group(w.ref, grace_s=20, ray_grace_s=0)
+                    wex.stop_group(w.ref, ray_grace_s=TEARDOWN_RAY_GRACE_S)
         self._wait_memory_released()
         return round(time.monotonic() - started, 3)
 
@@ -795,25 +818,28 @@ class Watcher:
         (ops/resume.py: none with trainer.resume_mode=disable; verl's tracker and an existing folder with auto)."""
         from verlctl.ops.resume import resume_point
 
-        return resume_point(self.record.checkpoints, self.current.spec, read=lambda p: self.ex.read_file(p, max_bytes=64),
+        return resume_point(self.record.checkpoints, self.current.spec, read=lambda p: self.ex.read_file(p, max_bytes=TRACKER_MAX_BYTES),
                             is_dir=lambda path: self.ex.file_size(f"{path}/.") is not None)
 
     def _wait_memory_released(self) -> None:
         """Wait (bounded) until the device tool lists no process on the run's devices."""
         spec = self.resolved.spec
-        deadline = time.monotonic() + spec.recovery.memory_release_timeout_s
         tool = ["npu-smi", "info"] if spec.device == "npu" else ["nvidia-smi"]
-        while time.monotonic() < deadline:
-            res = self.ex.run(tool, timeout=60)
+        seen: list[str] = []  # what the device tool said last: no answer, or none of the run's devices busy
+
+        def released() -> bool:
+            res = self.ex.run(tool, timeout=DEVICE_TOOL_TIMEOUT_S)
             if not res.ok:
-                return  # nothing to wait on
-            busy = _busy_devices(spec.device, res.out) & set(spec.cluster.devices)
-            if not busy:
-                self.emit("memory_released")
-                return
-            time.sleep(2)
-        self.say("verlctl watch: warning: device memory still in use after the wait; relaunching anyway")
-        self.emit("memory_release_timeout")
+                seen.append("no tool")  # nothing to wait on
+            elif not _busy_devices(spec.device, res.out) & set(spec.cluster.devices):
+                seen.append("released")
+            return bool(seen)
+
+        if not _poll(spec.recovery.memory_release_timeout_s, MEMORY_POLL_S, released):
+            self.say("verlctl watch: warning: device memory still in use after the wait; relaunching anyway")
+            self.emit("memory_release_timeout")
+        elif seen == ["released"]:
+            self.emit("memory_released")
 
 
 #: After a first scan without a Ray daemon of the head, the second scan that confirms it comes this soon.
@@ -861,17 +887,26 @@ def target_state(ex: Executor) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - docker.errors.NotFound, APIError, transport errors
         if type(exc).__name__ == "NotFound":
             return {"state": "removed"}
-        return {"state": "engine unreachable", "error": " ".join(str(exc).split())[:300]}
+        return {"state": "engine unreachable", "error": " ".join(str(exc).split())[:ENGINE_ERROR_CHARS]}
     st = info.get("State") or {}
     return {"state": str(st.get("Status") or "unknown"), "exit_code": st.get("ExitCode"),
             "oom_killed": bool(st.get("OOMKilled")), "finished_at": st.get("FinishedAt")}
 
 
 def _checkpoint_step(path: str | None) -> int | None:
-    if not path:
-        return None
-    step = path.rstrip("/").rsplit("global_step_", 1)[-1]
-    return int(step) if "global_step_" in path and step.isdigit() else None
+    """The step of a ``.../global_step_N`` checkpoint folder; None for anything else."""
+    _, found, step = (path or "").rstrip("/").rpartition("global_step_")
+    return int(step) if found and step.isdigit() else None
+
+
+def _poll(timeout_s: float, every_s: float, done: Callable[[], bool]) -> bool:
+    """Ask ``done()`` every ``every_s`` seconds until it says True (True) or ``timeout_s`` has passed (False)."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every_s)
+    return True
 
 
 def _busy_devices(device: str, text: str) -> set[int]:
