@@ -183,10 +183,17 @@ class Watcher:
                 ev = self.record.event(kind, **data)
         if self.notify_cmd and kind in ("alert", "stalled", "recovery", "gave_up"):
             try:
-                subprocess.run(self.notify_cmd, shell=True, input=json.dumps(ev, default=str), text=True,
-                               timeout=NOTIFY_TIMEOUT_S, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                self.say(f"verlctl watch: --notify-cmd failed: {exc}")
+                done = subprocess.run(self.notify_cmd, shell=True, input=json.dumps(ev, default=str), text=True,
+                                      timeout=NOTIFY_TIMEOUT_S, check=False, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                self.say(f"verlctl watch: --notify-cmd took longer than {NOTIFY_TIMEOUT_S:g} s for the {kind} event: "
+                         "killed; the watch goes on")
+            except OSError as exc:
+                self.say(f"verlctl watch: --notify-cmd could not be started: {exc.strerror or exc}")
+            else:
+                if done.returncode != 0:
+                    self.say(f"verlctl watch: --notify-cmd exited with status {done.returncode} for the {kind} event")
         return ev
 
     def _write_status(self, status: dict[str, Any]) -> None:

@@ -1,0 +1,199 @@
+"""The watcher as `verlctl watch` shows it, mutation round 8 (#25): the paths of ops/watcher.py that no test ran
+(coverage of the watcher's test set): a run stopped while its next attempt was prepared, a `--notify-cmd` that
+hangs, events the run record cannot take, device memory that stays busy (NPU and GPU device tools), a full disk
+whose `df` cannot answer.
+
+The training step and the device tools are TEST DOUBLES (a bash script printing verl's log lines, as in
+tests/test_recovery_host.py; real `npu-smi` / `nvidia-smi` captures printed by `cat`): verl's training step and
+the accelerator cannot exist here. The watcher, the launch, the records, the process groups, the record lock and
+`df` are real."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from test_mut5_watcher import TRAINER, _end, _until, _watcher
+from test_recovery_host import KEY, OOM_LINE, HostRuns, _progress, host_runs_in
+from verlctl.runtime.executor import HostExecutor
+from verlctl.runtime.records import load_run, record_lock
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostRuns]:
+    yield from host_runs_in(tmp_path, monkeypatch)
+
+
+def _holds_the_record_lock(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}").endswith("/record.lock"):
+                    return True
+    return False
+
+
+def test_a_run_stopped_while_its_next_attempt_is_prepared_is_not_relaunched_and_the_watch_ends_0(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device OOM: the watcher tears the attempt down and prepares the next one, then takes the record's lock
+    to start it. `verlctl stop` marked the run meanwhile (it holds the same lock while it marks): the watcher
+    starts nothing, says why, records `watch_stopped` and exits 0 (a user's stop is no failure of the watch)."""
+    from host_launch_support import host_launch, launch_and_watch
+
+    env, sets = host_launch(tmp_path, f"OOM_LINE = {OOM_LINE!r}\n" + TRAINER)
+    gate = tmp_path / "go"
+    proc = None
+    try:
+        run_id, proc = launch_and_watch(env, sets)
+        monkeypatch.setenv("VERLCTL_STATE_DIR", env["VERLCTL_STATE_DIR"])
+        record = load_run(run_id)
+        _until("the watch to start", lambda: any(e["event"] == "watch_started" for e in record.events()), proc)
+        running_at = time.time()
+        _until("a scan of the training", lambda: (record.read_status() or {}).get("updated_at", 0) > running_at + 3,
+               proc)
+        with record_lock(record):
+            gate.touch()  # attempt 1 runs out of device memory
+            _until("the recovery", lambda: any(e["event"] == "recovery" for e in record.events()), proc, timeout=180)
+            _until("the watcher waiting on the record's lock", lambda: _holds_the_record_lock(proc.pid), proc)
+            marked = load_run(run_id)  # what `stop` does under the lock, before it signals anything
+            marked.stopped = True
+            marked.save()
+        code, out = _end(proc, timeout=120)
+    finally:
+        gate.touch()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for a in load_run(run_id).attempts:
+            if a.ref is not None and HostExecutor().group_alive(a.ref):
+                HostExecutor().stop_group(a.ref, grace_s=2)
+    events = load_run(run_id).events()
+    kinds = [e["event"] for e in events]
+    assert code == 0, (out, kinds)
+    why = "the run was stopped while the next attempt was prepared: not relaunched"
+    assert f"verlctl watch: {why}" in out.splitlines(), out
+    assert events[-1]["event"] == "watch_stopped" and events[-1]["detail"] == why, events[-1]
+    assert [a.number for a in load_run(run_id).attempts] == [1], kinds
+    assert kinds.count("started") == 1 and "gave_up" not in kinds, kinds
+
+
+def test_a_notify_command_that_hangs_is_cut_off_and_said_and_the_event_is_kept(
+        runs: HostRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--notify-cmd` gets NOTIFY_TIMEOUT_S per event (shortened here): one that hangs is killed, one line says
+    so, the event is in the record all the same; events the user is not told of never start the command."""
+    from verlctl.ops import watcher as watcher_module
+
+    monkeypatch.setattr(watcher_module, "NOTIFY_TIMEOUT_S", 0.5)
+    started = tmp_path / "started"
+    record = runs.start(["Total training steps: 5"])
+    said: list[str] = []
+    w = _watcher(runs, record, said, notify_cmd=f"echo >> '{started}'; exec sleep 30")
+    t0 = time.monotonic()
+    w.emit("checkpoint_saved", step=1)
+    assert not started.exists() and said == []
+    ev = w.emit("alert", category="device_oom", line=3)
+    assert time.monotonic() - t0 < 20
+    assert said == ["verlctl watch: --notify-cmd took longer than 0.5 s for the alert event: killed; the watch goes "
+                    "on"], said
+    assert started.read_text() == "\n"
+    kept = [e for e in runs.events(record) if e["event"] == "alert"]
+    assert kept == [ev] and ev["category"] == "device_oom" and ev["line"] == 3, kept
+
+
+def test_a_notify_command_that_fails_is_said_with_its_status(runs: HostRuns) -> None:
+    record = runs.start(["Total training steps: 5"])
+    said: list[str] = []
+    w = _watcher(runs, record, said, notify_cmd="cat >/dev/null; exit 3")
+    w.emit("recovery", reason="r")
+    w.emit("notice", message="not told")
+    w = _watcher(runs, record, said, notify_cmd="true")
+    w.emit("gave_up", reason="r")
+    assert said == ["verlctl watch: --notify-cmd exited with status 3 for the recovery event"], said
+
+
+def test_events_the_record_cannot_take_are_warned_once_and_still_reach_the_notify_command(
+        runs: HostRuns, tmp_path: Path) -> None:
+    """The run's events file cannot be written (here a directory stands at its name): one warning naming the
+    record, the watch goes on, and the user's notify command still gets each event it is told of, whole."""
+    heard = tmp_path / "heard.jsonl"
+    record = runs.start(["Total training steps: 5"])
+    events_file = record.dir / "events.jsonl"
+    events_file.unlink()
+    events_file.mkdir()
+    said: list[str] = []
+    w = _watcher(runs, record, said, notify_cmd=f"cat >> '{heard}'; echo >> '{heard}'")
+    before = time.time()
+    first = w.emit("alert", category="device_oom", line=7)
+    second = w.emit("stalled", reason="no progress")
+    assert (first["event"], first["run"], first["category"], first["line"]) == ("alert", record.run_id, "device_oom", 7)
+    assert second["event"] == "stalled" and second["reason"] == "no progress" and first["time"] >= before
+    warned = [s for s in said if "cannot be written" in s]
+    assert len(warned) == 1 and warned[0].startswith(f"verlctl watch: warning: the run record {record.dir} cannot "
+                                                     "be written ("), said
+    assert warned[0].endswith("writing it again from memory; the watch goes on"), said
+    told = [json.loads(ln) for ln in heard.read_text().splitlines() if ln.strip()]
+    assert told == [first, second], told
+    assert (record.dir / "run.json").exists()
+
+
+def _device_tool(tmp_path: Path, name: str, capture: str) -> Path:
+    """TEST DOUBLE of the device tool: prints a real capture."""
+    bindir = tmp_path / f"{name}-bin"
+    bindir.mkdir(exist_ok=True)
+    text = bindir / "capture.txt"
+    text.write_text((FIXTURES / name / capture).read_text())
+    tool = bindir / name
+    tool.write_text(f"#!/bin/sh\nexec cat '{text}'\n")
+    tool.chmod(0o755)
+    return bindir
+
+
+@pytest.mark.parametrize(("device", "capture", "devices", "released"), [
+    ("npu", "info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt", [0, 1, 2, 3], False),
+    ("npu", "info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt", [4], True),  # busy: 0, 1, 7 (elided)
+    ("npu", "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt", [0, 1, 2, 3], True),
+    ("gpu", "default-580-1gpu-h200-busy-1proc-verlctl-device-check.txt", [0], False),
+    ("gpu", "default-580-1gpu-h200-idle-verlctl-device-check.txt", [0], True),
+])
+def test_the_relaunch_waits_for_the_run_s_own_devices_to_be_released(
+        runs: HostRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: str, capture: str,
+        devices: list[int], released: bool) -> None:
+    """After a device OOM the teardown asks the device tool (`npu-smi info`, `nvidia-smi`) until no process holds
+    one of the run's devices: `memory_released`; a process on another device does not count. Still busy after
+    recovery.memory_release_timeout_s: one warning and `memory_release_timeout`, and the relaunch goes on (here
+    it cannot: a cloud run whose key is gone, so the watch gives up after the teardown)."""
+    tool = _device_tool(tmp_path, "npu-smi" if device == "npu" else "nvidia-smi", capture)
+    monkeypatch.setenv("PATH", f"{tool}:{os.environ['PATH']}")
+    lines = ["Total training steps: 5", _progress(1, 5), "Traceback (most recent call last):", OOM_LINE]
+    tail = 'echo "[verlctl 10:00:05] start_verl.sh exits with status 1"; exit 1'
+    record = runs.start(lines, tail=tail, pause=0.1, cloud=True, env_file="SWANLAB_MODE=cloud\n",
+                        top={"device": device, "cluster": {"devices": devices},
+                             "recovery": {"memory_release_timeout_s": 3}},
+                        train={"tensor_parallel": 1})
+    said: list[str] = []
+    w = _watcher(runs, record, said)
+    t0 = time.monotonic()
+    assert w.run() == 1
+    took = time.monotonic() - t0
+    kinds = [e["event"] for e in runs.events(record)]
+    warning = "verlctl watch: warning: device memory still in use after the wait; relaunching anyway"
+    if released:
+        assert "memory_released" in kinds and "memory_release_timeout" not in kinds, kinds
+        assert warning not in said, said
+    else:
+        assert "memory_release_timeout" in kinds and "memory_released" not in kinds, kinds
+        assert said.count(warning) == 1, said
+        assert took >= 3, took  # it waited the whole timeout, asking every MEMORY_POLL_S
+    assert kinds.index("memory_release_timeout" if not released else "memory_released") < kinds.index("gave_up")
+    gave_up = next(e for e in runs.events(record) if e["event"] == "gave_up")
+    assert gave_up["reason"].startswith("gave up: cannot relaunch: SwanLab cloud mode needs an API key"), gave_up
+    assert KEY not in "\n".join(said)
