@@ -318,7 +318,6 @@ class Watcher:
         dead_since: float | None = None
         head = HeadDaemons()
         training_seen = False
-        ended = False  # the training script ended after an error; start_verl.sh is stopping Ray
         head_exited: str | None = None  # the head's `ray start` said its daemons exited (from the log)
         log_checked_at = time.time()  # when the run log was last seen to exist (a deleted log is reported)
         log_gone = False
