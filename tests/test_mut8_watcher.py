@@ -196,3 +196,18 @@ def test_the_relaunch_waits_for_the_run_s_own_devices_to_be_released(
     gave_up = next(e for e in runs.events(record) if e["event"] == "gave_up")
     assert gave_up["reason"].startswith("gave up: cannot relaunch: SwanLab cloud mode needs an API key"), gave_up
     assert KEY not in "\n".join(said)
+
+
+def test_a_ray_head_daemon_missing_from_one_scan_is_only_a_suspect() -> None:
+    """The head's daemons as the liveness scans see them: one scan without a daemon (a scan that raced the process
+    table under load) is a suspect, not a death; seen again, all is well; missing from two scans in a row, it
+    ended. A daemon never seen yet (Ray still starting) is nothing."""
+    from verlctl.ops.watcher import HeadDaemons
+
+    head = HeadDaemons()
+    assert head.update({}) is None  # before Ray started
+    assert head.update({"ray": {"gcs_server": 11, "raylet": 12}}) is None
+    assert head.update({"ray": {"gcs_server": 11}}) == "suspect"
+    assert head.update({"ray": {"gcs_server": 11, "raylet": 12}}) is None
+    assert head.update({"ray": {"gcs_server": 11}}) == "suspect"
+    assert head.update({"ray": {"gcs_server": 11}}) == "raylet (pid 12) ended"

@@ -158,3 +158,98 @@ def test_an_engine_that_comes_back_is_said_and_the_run_s_state_then_decides(
     assert outcome.kind == "lost", outcome
     assert outcome.detail.startswith(f"cannot reach the run's process group in container {box.name}: "), outcome
     assert outcome.finding is None
+
+
+def test_a_worker_node_s_group_is_followed_unreachable_back_and_ended(
+        runs: HostRuns, docker_engine: Any, container_factory: Any, tmp_path: Path) -> None:
+    """A multi-node run whose worker is a container on this host's engine (its address is local: no ssh): each
+    liveness scan checks the worker's process group by identity. Paused (the engine refuses its exec): one
+    `node_unreachable` line and event; resumed: `node_back`; its group ended: one `node_ended` naming the group.
+    The head's training, which then finishes, decides the outcome."""
+    import os
+
+    from test_mut5_watcher import _script
+    from verlctl.runtime.executor import DockerExecutor, HostExecutor
+    from verlctl.runtime.records import NodeHandle
+
+    box = container_factory(command=["sleep", "600"])
+    wex = DockerExecutor(docker_engine, box.id, box.name)
+    ref = wex.start_group(["sleep", "600"], "/tmp/worker.log", f"worker/1/{os.urandom(8).hex()}")
+    gate = tmp_path / "go"
+    record = runs.start([], tail=_script("Total training steps: 3", ("gate", str(gate)),
+                                         ("sh", 'echo "[verlctl 10:00:09] training finished"')))
+    record.workers = [NodeHandle(address="127.0.0.1", container_id=box.id, container_name=box.name, pgid=ref.pgid,
+                                 marker=ref.marker, leader_start=ref.start, container_started_at=ref.container_started_at)]
+    record.save()
+    said: list[str] = []
+    watcher = _watcher(runs, record, HostExecutor(), said)  # the head's training runs on this host
+    watcher.liveness_every_s = 0.2
+
+    def kinds() -> list[str]:
+        return [e["event"] for e in runs.events(record)]
+
+    def wait(kind: str) -> None:
+        deadline = time.monotonic() + 90
+        while kind not in kinds():
+            assert time.monotonic() < deadline, (kind, kinds())
+            time.sleep(0.1)
+
+    def fault() -> None:
+        try:
+            wait("started")
+            time.sleep(1.0)  # a few healthy scans of the worker first
+            box.pause()
+            wait("node_unreachable")
+            box.unpause()
+            wait("node_back")
+            wex.stop_group(ref, grace_s=2)
+            wait("node_ended")
+        finally:
+            with contextlib.suppress(Exception):
+                box.unpause()
+            gate.touch()
+
+    t = threading.Thread(target=fault, daemon=True)
+    t.start()
+    outcome = watcher.watch_attempt()
+    t.join()
+    assert outcome.kind == "finished", outcome
+    events = [e for e in runs.events(record) if e["event"].startswith("node_")]
+    assert [(e["event"], e["node"]) for e in events] == [("node_unreachable", "127.0.0.1"), ("node_back", "127.0.0.1"),
+                                                        ("node_ended", "127.0.0.1")], events
+    assert events[0]["reason"].startswith("unreachable: "), events
+    assert events[2]["reason"] == f"its process group {ref.pgid} ended", events
+    lines = [s for s in said if s.startswith("verlctl watch: worker node 127.0.0.1: ")]
+    assert lines == [f"verlctl watch: worker node 127.0.0.1: {events[0]['reason']}",
+                     f"verlctl watch: worker node 127.0.0.1: {events[2]['reason']}"], said
+
+
+
+def test_a_failed_attempt_s_teardown_stops_its_worker_node_s_group_too(
+        runs: HostRuns, docker_engine: Any, container_factory: Any) -> None:
+    """A device OOM on a two-node run: before the next attempt, the teardown stops what is left of the failed one on
+    every node, the worker's process group included (verified by identity in its container); here the relaunch then
+    cannot start (a cloud run whose key is gone) and the watch gives up, with nothing of the run left running."""
+    import os
+
+    from test_recovery_host import OOM_LINE, _progress
+    from verlctl.runtime.executor import DockerExecutor, HostExecutor
+    from verlctl.runtime.records import NodeHandle
+
+    box = container_factory(command=["sleep", "600"])
+    wex = DockerExecutor(docker_engine, box.id, box.name)
+    ref = wex.start_group(["sleep", "600"], "/tmp/worker.log", f"worker/1/{os.urandom(8).hex()}")
+    bystander = wex.start_group(["sleep", "600"], "/tmp/other.log", f"other/1/{os.urandom(8).hex()}")
+    lines = ["Total training steps: 5", _progress(1, 5), "Traceback (most recent call last):", OOM_LINE]
+    record = runs.start(lines, tail='echo "[verlctl 10:00:05] start_verl.sh exits with status 1"; exit 1', pause=0.1,
+                        cloud=True, env_file="SWANLAB_MODE=cloud\n", top={"recovery": {"memory_release_timeout_s": 1}})
+    record.workers = [NodeHandle(address="127.0.0.1", container_id=box.id, container_name=box.name, pgid=ref.pgid,
+                                 marker=ref.marker, leader_start=ref.start, container_started_at=ref.container_started_at)]
+    record.save()
+    said: list[str] = []
+    assert wex.group_alive(ref)
+    assert _watcher(runs, record, HostExecutor(), said).run() == 1
+    gave_up = next(e for e in runs.events(record) if e["event"] == "gave_up")
+    assert gave_up["reason"].startswith("gave up: cannot relaunch"), gave_up
+    assert not wex.group_alive(ref), said  # the worker's group was stopped by the teardown
+    assert wex.group_alive(bystander)  # and nothing else in its container

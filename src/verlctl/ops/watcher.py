@@ -105,8 +105,7 @@ class RelaunchBackend(Protocol):
 @dataclass
 class AttemptOutcome:
     kind: str  # finished | failed | stalled | stopped
-    finding: Finding | None = None
-    findings: list[Finding] = field(default_factory=list)
+    finding: Finding | None = None  # the root cause
     detail: str = ""
     max_step: int | None = None  # the highest training step seen in this attempt
     total: int | None = None
@@ -356,7 +355,7 @@ class Watcher:
                     # The head's Ray reported its own daemons' exit: seen even by a watcher that started (or
                     # scanned) only after they were gone, which the process scan below cannot tell apart from
                     # a head never seen.
-                    return self._head_died(head_exited, pgid, attempt.number, classifier.findings(), live)
+                    return self._head_died(head_exited, pgid, attempt.number, live)
                 # Every liveness_every_s while healthy; every DEAD_CONFIRM_S once an error is in the log (its
                 # traceback may stream for seconds, the end of the training is what is waited for).
                 every = self.liveness_every_s if first_error_at is None else DEAD_CONFIRM_S
@@ -385,7 +384,7 @@ class Watcher:
                         # Confirm with a second scan soon, not a whole interval later.
                         last_liveness = now - self.liveness_every_s + HEAD_CONFIRM_AFTER_S
                     elif gone is not None:
-                        return self._head_died(gone, pgid, attempt.number, classifier.findings(), live)
+                        return self._head_died(gone, pgid, attempt.number, live)
                     self._check_workers()
                     if alive and not log_gone and now - log_checked_at >= LOG_CHECK_EVERY_S:
                         log_checked_at = now
@@ -399,14 +398,11 @@ class Watcher:
                             if finished:
                                 # start_verl.sh says "training finished" only when the training command
                                 # exited 0: whatever the log matched on the way was not fatal.
-                                return AttemptOutcome("finished", None, findings, max_step=live.max_step,
-                                                      total=live.total)
+                                return AttemptOutcome("finished", None, max_step=live.max_step, total=live.total)
                             if root is None:  # no error line: perhaps none could be written (a full disk)
                                 root = self._disk_full(finding_line=live.max_step or 0)
-                                findings = [root] if root is not None else findings
                             if exit_status == "137" and (root is None or root.category != "device_oom"):
                                 root = self._killed_finding(root, pgid)
-                                findings = [root, *findings]
                             if root is not None and not alerted:
                                 self._alert(root, attempt.number, live.step)
                             if self._user_stopped():
@@ -414,13 +410,13 @@ class Watcher:
                             detail = f"process group {pgid} ended" + (f" (exit status {exit_status})" if exit_status else "")
                             if alive:
                                 detail = f"the training of process group {pgid} ended"
-                            return AttemptOutcome("failed", root, findings, detail, group_alive=alive)
+                            return AttemptOutcome("failed", root, detail, group_alive=alive)
                 if first_error_at is not None and now - first_error_at >= self.error_grace_s:
                     findings = classifier.findings()
                     root = findings[0] if findings else None
                     if root is not None and root.category == "device_oom" and self.ex.group_alive(pgid):
                         # A job hanging after an OOM (e.g. a driver waiting on a dead actor): treat as failed.
-                        return AttemptOutcome("failed", root, findings, "out of memory, process still hanging")
+                        return AttemptOutcome("failed", root, "out of memory, process still hanging")
                 stalled = self._stalled(live, now)
                 if stalled:
                     self.say(f"verlctl watch: stalled: {stalled}")
@@ -446,8 +442,7 @@ class Watcher:
     def _wait_group_end(self, ref: Any, timeout: float) -> None:
         _poll(timeout, 0.5, lambda: not self.ex.group_alive(ref))
 
-    def _head_died(self, gone: str, pgid: Any, attempt: int, findings: list[Finding],
-                   live: LiveStatus) -> AttemptOutcome:
+    def _head_died(self, gone: str, pgid: Any, attempt: int, live: LiveStatus) -> AttemptOutcome:
         """The head's Ray daemon of this attempt is gone (seen twice, or its `ray start` said so): without its
         GCS the training cannot go on (Ray's driver would only give up after its GCS reconnect timeout, 60 s).
         Alert now, then stop what is left of the attempt (verified by identity) so that nothing waits on a
@@ -465,7 +460,7 @@ class Watcher:
             self.ex.stop_group(pgid, grace_s=HEAD_DIED_GRACE_S)
         except VerlctlError as exc:
             self.say(f"verlctl watch: warning: could not stop process group {pgid}: {exc.message}")
-        return AttemptOutcome("failed", root, [root, *findings], f"the Ray head of process group {pgid} died",
+        return AttemptOutcome("failed", root, f"the Ray head of process group {pgid} died",
                               max_step=live.max_step, total=live.total)
 
     def _target_lost(self, exc: VerlctlError, attempt: int, findings: list[Finding]) -> AttemptOutcome | None:
@@ -509,7 +504,7 @@ class Watcher:
                   f"are kept in {self.record.checkpoints or 'the checkpoint directory'}")
         if state["state"] == "running":
             detail = f"cannot reach the run's process group in {self.ex.describe()}: {exc.message}"
-        return AttemptOutcome("lost", root, findings, detail)
+        return AttemptOutcome("lost", root, detail)
 
     def _oom_counters(self, pgid: Any, same_as: Any = None) -> Any:
         """The OOM-kill counters of the training's memory cgroup and the kernel log (monitor/killed.py): in a
