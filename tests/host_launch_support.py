@@ -73,3 +73,42 @@ def launch_and_watch(env: dict[str, str], settings: dict[str, Any]) -> tuple[str
     proc = subprocess.Popen([sys.executable, "-m", "verlctl", "watch", run_id.group(1)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return run_id.group(1), proc
+
+
+def launch_watch_and_scan(env: dict[str, str], settings: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+                          timeout: float = 90) -> tuple[str, Any, Any]:
+    """:func:`launch_and_watch`, then wait until the watch has started and one liveness scan has seen the training
+    running (its step waits on the test's gate): a status written 3 s after that (the scan runs every 2.5 s).
+    (the run id, the watch's Popen, the run's record); ``VERLCTL_STATE_DIR`` is the launch's for the test."""
+    import time
+
+    from verlctl.runtime.records import load_run
+
+    run_id, proc = launch_and_watch(env, settings)
+    monkeypatch.setenv("VERLCTL_STATE_DIR", env["VERLCTL_STATE_DIR"])
+    record = load_run(run_id)
+
+    def until(what: str, cond: Any) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if proc.poll() is not None:
+                raise AssertionError(f"the watcher ended before {what}: {proc.communicate()[0]}")
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.1)
+
+    until("the watch to start", lambda: any(e["event"] == "watch_started" for e in record.events()))
+    running_at = time.time()
+    until("a scan of the training", lambda: (record.read_status() or {}).get("updated_at", 0) > running_at + 3)
+    return run_id, proc, record
+
+
+def holds_record_lock(pid: int) -> bool:
+    """Process ``pid`` has the run record's lock file open: it holds the lock or waits on it (record_lock)."""
+    import contextlib
+
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}").endswith("/record.lock"):
+                    return True
+    return False

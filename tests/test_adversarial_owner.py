@@ -202,6 +202,7 @@ def test_a7_a_second_watcher_of_a_run_is_refused_and_a_hand_started_one_is_recor
 def test_a7_stop_waits_for_a_relaunch_that_holds_the_record_and_stops_its_attempt(host_runs, procs) -> None:  # type: ignore[no-untyped-def]
     # The lost attempt of A7: a relaunch starts attempt 2 and records it while `stop` marks the run. With the
     # record's lock, stop sees attempt 2 (and stops it) instead of the stale attempt 1.
+    from host_launch_support import holds_record_lock
     from verlctl.runtime.executor import HostExecutor
     from verlctl.runtime.records import Attempt, load_run, record_lock
 
@@ -214,15 +215,7 @@ def test_a7_stop_waits_for_a_relaunch_that_holds_the_record_and_stops_its_attemp
             stop = subprocess.Popen([sys.executable, "-m", "verlctl", "stop", record.run_id, "--grace", "5"],
                                     env=host_runs.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-            def waits_on_the_lock() -> bool:
-                with contextlib.suppress(OSError):
-                    for fd in os.listdir(f"/proc/{stop.pid}/fd"):
-                        with contextlib.suppress(OSError):
-                            if os.readlink(f"/proc/{stop.pid}/fd/{fd}").endswith("/record.lock"):
-                                return True
-                return False
-
-            assert wait_for(waits_on_the_lock, 60), "stop never opened the record's lock"
+            assert wait_for(lambda: holds_record_lock(stop.pid), 60), "stop never opened the record's lock"
             # the relaunch: attempt 2 starts and is recorded while stop waits
             ref = ex.start_group(["sleep", "600"], str(Path(record.run_log)), f"{record.run_id}/2/{os.urandom(8).hex()}")
             fresh = load_run(record.run_id)

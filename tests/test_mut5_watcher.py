@@ -486,22 +486,13 @@ def test_a_device_oom_is_recovered_by_a_relaunch_that_resumes_from_the_checkpoin
     starts with resume from global_step_1 (the checkpoint the run wrote); it trains to the end and the watcher
     ends 0. The launch, the rendered scripts, `start_verl.sh` and the watcher are real; `ray`, `npu-smi` and
     the training step are TEST DOUBLES (tests/doubles/bin/ray; a real npu-smi capture; TRAINER above)."""
-    from host_launch_support import host_launch, launch_and_watch
+    from host_launch_support import host_launch, launch_watch_and_scan
+    from verlctl.runtime.records import load_run
 
     env, sets = host_launch(tmp_path, f"OOM_LINE = {OOM_LINE!r}\n" + TRAINER)
     state, gate, ckpt = tmp_path / "attempts", tmp_path / "go", tmp_path / "ckpt"
     try:
-        run_id, proc = launch_and_watch(env, sets)
-        from verlctl.runtime.records import load_run
-
-        monkeypatch.setenv("VERLCTL_STATE_DIR", env["VERLCTL_STATE_DIR"])
-        record = load_run(run_id)
-        _until("the watch to start", lambda: any(e["event"] == "watch_started" for e in record.events()), proc)
-        # The training script runs (its step waits on the gate): a status written 3 s after this means the
-        # watcher's liveness scan (every 2.5 s) has seen it.
-        running_at = time.time()
-        _until("a scan of the training", lambda: (record.read_status() or {}).get("updated_at", 0) > running_at + 3,
-               proc)
+        run_id, proc, record = launch_watch_and_scan(env, sets, monkeypatch)
     finally:
         gate.touch()
     try:

@@ -10,7 +10,6 @@ the accelerator cannot exist here. The watcher, the launch, the records, the pro
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -32,37 +31,23 @@ def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostRuns]:
     yield from host_runs_in(tmp_path, monkeypatch)
 
 
-def _holds_the_record_lock(pid: int) -> bool:
-    with contextlib.suppress(OSError):
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{pid}/fd/{fd}").endswith("/record.lock"):
-                    return True
-    return False
-
-
 def test_a_run_stopped_while_its_next_attempt_is_prepared_is_not_relaunched_and_the_watch_ends_0(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A device OOM: the watcher tears the attempt down and prepares the next one, then takes the record's lock
     to start it. `verlctl stop` marked the run meanwhile (it holds the same lock while it marks): the watcher
     starts nothing, says why, records `watch_stopped` and exits 0 (a user's stop is no failure of the watch)."""
-    from host_launch_support import host_launch, launch_and_watch
+    from host_launch_support import holds_record_lock, host_launch, launch_watch_and_scan
 
     env, sets = host_launch(tmp_path, f"OOM_LINE = {OOM_LINE!r}\n" + TRAINER)
     gate = tmp_path / "go"
     proc = None
+    run_id = ""
     try:
-        run_id, proc = launch_and_watch(env, sets)
-        monkeypatch.setenv("VERLCTL_STATE_DIR", env["VERLCTL_STATE_DIR"])
-        record = load_run(run_id)
-        _until("the watch to start", lambda: any(e["event"] == "watch_started" for e in record.events()), proc)
-        running_at = time.time()
-        _until("a scan of the training", lambda: (record.read_status() or {}).get("updated_at", 0) > running_at + 3,
-               proc)
+        run_id, proc, record = launch_watch_and_scan(env, sets, monkeypatch)
         with record_lock(record):
             gate.touch()  # attempt 1 runs out of device memory
             _until("the recovery", lambda: any(e["event"] == "recovery" for e in record.events()), proc, timeout=180)
-            _until("the watcher waiting on the record's lock", lambda: _holds_the_record_lock(proc.pid), proc)
+            _until("the watcher waiting on the record's lock", lambda: holds_record_lock(proc.pid), proc)
             marked = load_run(run_id)  # what `stop` does under the lock, before it signals anything
             marked.stopped = True
             marked.save()
@@ -72,7 +57,7 @@ def test_a_run_stopped_while_its_next_attempt_is_prepared_is_not_relaunched_and_
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
-        for a in load_run(run_id).attempts:
+        for a in (load_run(run_id).attempts if run_id else []):
             if a.ref is not None and HostExecutor().group_alive(a.ref):
                 HostExecutor().stop_group(a.ref, grace_s=2)
     events = load_run(run_id).events()
