@@ -14,7 +14,7 @@ import pytest
 
 from launch_support import LaunchEnv
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
 
 
 def _events(lenv: LaunchEnv) -> list[dict[str, Any]]:
