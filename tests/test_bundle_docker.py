@@ -12,7 +12,7 @@ import pytest
 
 from launch_support import LaunchEnv
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.docker
 
 SECRET = "SECRETKEY-bundle-93af"
 

@@ -14,7 +14,7 @@ import pytest
 
 from launch_support import LaunchEnv
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.docker
 
 
 def _events(lenv: LaunchEnv) -> list[dict[str, Any]]:

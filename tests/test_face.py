@@ -295,7 +295,6 @@ def test_the_json_error_object_is_written_for_bad_flags_too(tmp_path: Path) -> N
     assert res.code == 2 and "no-such-flag" in doc["error"]["message"]
 
 
-@pytest.mark.xdist_group("ray")
 def test_launch_status_stop_json_on_a_real_engine(launch_env: Any, docker_engine: Any) -> None:
     """`launch --yes --json` gives the run id a script needs (no text scraping), `status --json` reads it,
     `stop --json --remove-container` says what it signalled and removed."""

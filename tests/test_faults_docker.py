@@ -22,7 +22,7 @@ import pytest
 from fault_support import events, finish_watch, launch_and_watch, poll_value, run_dir, wait_event
 from launch_support import LaunchEnv, remove_container
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.docker
 
 REPORT_WITHIN_S = 10.0  # product target 5 s; doubled for a loaded test machine
 #: A killed Ray head is seen by the watcher's liveness scan (the head's gcs_server / raylet among the attempt's

@@ -15,7 +15,7 @@ import pytest
 from fault_support import finish_watch, launch_and_watch, wait_event
 from launch_support import LaunchEnv, remove_container
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.docker
 
 
 def mount_tmpfs(path: Path, size: str) -> None:

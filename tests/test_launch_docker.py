@@ -15,7 +15,7 @@ import pytest
 
 from launch_support import LaunchEnv
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.docker
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 
 from launch_support import LaunchEnv, free_port
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.docker
 
 WORKER = "127.0.0.2"
 

@@ -12,7 +12,7 @@ import pytest
 
 from launch_support import LaunchEnv
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.docker
 
 
 def wait_for(pred, timeout: float = 120, every: float = 0.5):  # type: ignore[no-untyped-def]

@@ -18,7 +18,7 @@ from reach_support import http_server
 
 from launch_support import LaunchEnv, free_port
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.docker
 
 KEY = "swl-TEST-KEY-5f2b9c7e0a41"
 

@@ -14,7 +14,7 @@ import pytest
 
 from launch_support import LaunchEnv
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.docker
 
 OFFLOAD = "actor_rollout_ref.actor.megatron.param_offload=True"
 RECOMPUTE = "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full"
