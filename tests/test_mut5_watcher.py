@@ -431,6 +431,8 @@ def test_a_run_that_ends_without_an_error_line_on_a_full_checkpoint_disk_is_disk
     assert alerts[0]["message"] == (f"the run ended without an error line and paths.checkpoints {ckpt} is full "
                                     "(0 KiB free): nothing more could be written there"), alerts
     assert alerts[0]["excerpt"] == f"df {ckpt}: 0 KiB free" and alerts[0]["step"] == 3, alerts
+    # at the log line where the run ended (the last one it could write), not at a number of another kind
+    assert alerts[0]["line"] == len(Path(record.run_log).read_text().splitlines()), alerts
     from verlctl.monitor.catalogue import CATALOGUE
 
     assert alerts[0]["hint"] == next(c.hint for c in CATALOGUE if c.name == "disk_full"), alerts  # the fix for it

@@ -400,7 +400,7 @@ class Watcher:
                                 # exited 0: whatever the log matched on the way was not fatal.
                                 return AttemptOutcome("finished", None, max_step=live.max_step, total=live.total)
                             if root is None:  # no error line: perhaps none could be written (a full disk)
-                                root = self._disk_full(finding_line=live.max_step or 0)
+                                root = self._disk_full(finding_line=parser.lines)  # where the log ends
                             if exit_status == "137" and (root is None or root.category != "device_oom"):
                                 root = self._killed_finding(root, pgid)
                             if root is not None and not alerted:
