@@ -29,7 +29,7 @@ from verlctl.runtime.executor import Executor
 from verlctl.runtime.follow import Follower
 from verlctl.runtime.records import RunRecord
 
-# The watcher's timings and bounds. Each is documented for users in the README ("The watcher's timings"), and
+# The watcher's timings and bounds. Each is documented for users in the README ("What the watcher waits for"), and
 # tests/test_watcher_timings.py holds the two together.
 
 #: How often the watcher checks that the run log still exists while the attempt runs (a deleted log).
