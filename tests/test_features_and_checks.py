@@ -392,6 +392,9 @@ def test_m4_the_official_npu_environment() -> None:
     assert env["HCCL_EXEC_TIMEOUT"] == "3600" and env["HCCL_CONNECT_TIMEOUT"] == "3600"
     assert env["HCCL_ASYNC_ERROR_HANDLING"] == "0" and env["TASK_QUEUE_ENABLE"] == "1"
     assert env["RAY_DEDUP_LOGS"] == "0" and env["HYDRA_FULL_ERROR"] == "1"
+    assert env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] == "0"  # no 30 s drain of a node whose head has gone
+    assert plan(device="gpu", env={"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "5"}).command.env[
+        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] == "5"
     oso = plan(mode="one_step_off_policy", **{"train.tensor_parallel": 2}).command.env
     assert oso["HCCL_EXEC_TIMEOUT"] == "60000" and oso["HCCL_CONNECT_TIMEOUT"] == "7200"
     assert "HCCL_EXEC_TIMEOUT" not in plan(device="gpu").command.env

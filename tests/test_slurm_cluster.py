@@ -218,6 +218,11 @@ def test_oom_recovery_resubmits_with_offload_and_resumes(slurm_cluster: slurm_su
     recovery = wait_for("a recovery", event("recovery"), timeout=120, every=2)
     assert recovery["add_feature"] == "offload" and recovery["resumed_from"].endswith("global_step_2")
     wait_for("the end", event("finished"), timeout=420, every=2)
+    # Ray 2.60 drains a node on SIGTERM for up to 30 s; a worker whose head has gone waited all of it before
+    # each job could end (start_verl.sh exports RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0).
+    outputs = sorted((root / "logs" / "verlctl-slurm").glob("*/slurm-*.out"))
+    assert len(outputs) == 2 and all("joining the Ray head" in o.read_text() for o in outputs), outputs
+    assert not [o for o in outputs if "Draining for up to" in o.read_text()], [o.read_text()[-3000:] for o in outputs]
     submitted = [e for e in events(root) if e["event"] == "submitted"]
     assert len(submitted) == 2 and submitted[0]["job_id"] != submitted[1]["job_id"]
     assert "offload" in submitted[1]["features"] and "offload" not in submitted[0]["features"]

@@ -85,6 +85,14 @@ ENV_ROWS: tuple[EnvRow, ...] = (
     EnvRow("HCCL_HOST_SOCKET_PORT_RANGE", "60000-60050", when(devices=NPU), "avoids port clashes between jobs"),
     EnvRow("HCCL_NPU_SOCKET_PORT_RANGE", "61000-61050", when(devices=NPU)),
     EnvRow("RAY_DEDUP_LOGS", "0", when(), "every worker's log lines reach the training log (the doc)"),
+    EnvRow(
+        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S",
+        "0",
+        when(),
+        "Ray 2.60's `ray start --block` drains its node on SIGTERM for up to 30 s (ray/_private/node.py, for Ray "
+        "Serve); verl serves nothing, and a worker node whose head has gone waits all of it: the stop of a "
+        "multi-node run, and each Slurm relaunch, took 30 s longer (older Rays ignore it)",
+    ),
     EnvRow("HYDRA_FULL_ERROR", "1", when(), "full Hydra errors, for diagnosis (the doc)"),
     EnvRow("VLLM_USE_V1", "1", when()),
     EnvRow("VLLM_ASCEND_ENABLE_NZ", "0", when(devices=NPU, versions={"0.7.0"}), "as the 0.7.0 NPU scripts"),
