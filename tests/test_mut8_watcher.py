@@ -196,3 +196,26 @@ def test_a_ray_head_daemon_missing_from_one_scan_is_only_a_suspect() -> None:
     assert head.update({"ray": {"gcs_server": 11, "raylet": 12}}) is None
     assert head.update({"ray": {"gcs_server": 11}}) == "suspect"
     assert head.update({"ray": {"gcs_server": 11}}) == "raylet (pid 12) ended"
+
+
+def test_a_watch_started_after_a_relaunch_names_the_current_attempt(runs: HostRuns) -> None:
+    """`verlctl watch` of a run already relaunched (its watcher was stopped during attempt 2) follows attempt 2:
+    its first line names that attempt's process group, not the first one's (seed 9713's `attempts[-1]` -> `[0]`
+    survivor)."""
+    from verlctl.runtime.records import Attempt
+
+    record = runs.start(["Total training steps: 5"])
+    first = record.attempts[0]
+    ref = HostExecutor().start_group(["sleep", "60"], str(runs.root / "logs" / "attempt-2.log"),
+                                     f"{record.run_id}/2/{os.urandom(8).hex()}")
+    try:
+        assert ref.pgid != first.pgid
+        record.attempts.append(Attempt(number=2, pgid=ref.pgid, started_at=time.time(), reason="device_oom",
+                                       marker=ref.marker, leader_start=ref.start))
+        record.pgid = ref.pgid
+        record.save()
+        line = _watcher(runs, load_run(record.run_id), []).started_line()
+        assert line.startswith(f"verlctl watch: watching run {record.run_id}: process group {ref.pgid} (attempt 2) "
+                               "in this host, log "), line
+    finally:
+        HostExecutor().stop_group(ref, grace_s=1)
