@@ -219,3 +219,77 @@ def test_a_watch_started_after_a_relaunch_names_the_current_attempt(runs: HostRu
                                "in this host, log "), line
     finally:
         HostExecutor().stop_group(ref, grace_s=1)
+
+
+@pytest.mark.parametrize(("tail", "detail"), [
+    ('echo "[verlctl 10:00:09] start_verl.sh exits with status 3"; exit 3', "ended (exit status 3)"),
+    ("exit 1", "ended"),  # no status line: nothing is made up
+])
+def test_an_attempt_whose_group_ended_says_so_with_its_exit_status(runs: HostRuns, tail: str, detail: str) -> None:
+    """The failed attempt's detail names the group and, when start_verl.sh said it, its exit status (seed
+    9713's survivor: the status was shown only when there was none)."""
+    record = runs.start(["Total training steps: 5", _progress(0, 5)], tail=tail, pause=0.1)
+    outcome = _watcher(runs, record, []).watch_attempt()
+    assert outcome.kind == "failed" and outcome.detail == f"process group {record.pgid} {detail}", outcome
+
+
+HCCL_TIMEOUT = ("EI0006: 2024-08-05-18:15:21.270.506 Getting socket times out. Reason: Remote Rank did not send the "
+                "data in time. Please check the reason for the rank being stuck")
+
+
+def test_a_sigkill_after_another_error_is_a_kill_that_names_that_error(runs: HostRuns) -> None:
+    """Exit 137 after an HCCL timeout in the log: the root cause is the SIGKILL (who sent it is the question),
+    and the HCCL error is named beside it, not taken as the cause (seed 9713's survivor: only a device OOM
+    root was turned into the kill)."""
+    record = runs.start(["Total training steps: 5", _progress(0, 5), "Traceback (most recent call last):",
+                         HCCL_TIMEOUT],
+                        tail='echo "[verlctl 10:00:09] start_verl.sh exits with status 137"; exit 137', pause=0.1)
+    outcome = _watcher(runs, record, []).watch_attempt()
+    assert outcome.kind == "failed" and outcome.finding is not None, outcome
+    assert outcome.finding.category == "killed", outcome.finding
+    assert outcome.finding.excerpt == "start_verl.sh exits with status 137", outcome.finding
+    assert "(the log also shows hccl_timeout at line 4)" in outcome.finding.message, outcome.finding
+
+
+class _StopLandsDuringTheScan(HostExecutor):
+    """The real host executor. When its scan finds the attempt's group ended, `verlctl stop`'s first step (the
+    record marked stopped, inspect.mark_stopped) lands before the watcher reads the record again: the two
+    race in use (a stop typed just as the training ends); here the order is made certain."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+    def verdict(self, ref: object) -> dict[str, object]:
+        import io
+
+        from rich.console import Console
+
+        from verlctl.ops.inspect import mark_stopped
+
+        verdict = super().verdict(ref)  # type: ignore[arg-type]
+        if not verdict["owned"] and not load_run(self.run_id).stopped:
+            mark_stopped(self.run_id, Console(file=io.StringIO()))
+        return verdict
+
+
+def test_a_stop_that_lands_as_the_group_is_seen_ended_is_a_stop_not_a_failure(
+        runs: HostRuns, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed attempt is relaunched; one the user stopped is not: a stop marked during the scan that confirms
+    the group's end makes the attempt "stopped" (seed 9713's survivor: `return AttemptOutcome("stopped")` ->
+    `return None`). The end is confirmed on the first scan that sees it (the watcher's 0.5 s wait for the
+    log's last lines set to 0): that scan is the one the stop lands in, not an earlier one."""
+    import verlctl.ops.watcher as watcher_module
+
+    monkeypatch.setattr(watcher_module, "DEAD_CONFIRM_S", 0.0)
+    from verlctl.backends import backend_for
+    from verlctl.ops.watcher import Watcher
+    from verlctl.spec.resolve import load_spec
+
+    record = runs.start(["Total training steps: 5", _progress(0, 5)], tail="exit 1", pause=0.1)
+    watcher = Watcher(record, _StopLandsDuringTheScan(record.run_id),
+                      load_spec(record.dir / "spec.resolved.yaml", use_env=False), say=[].append,
+                      backend=backend_for(record))
+    outcome = watcher.watch_attempt()
+    assert outcome is not None and outcome.kind == "stopped", outcome
+    assert load_run(record.run_id).stopped
