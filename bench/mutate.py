@@ -5,6 +5,7 @@ usage: mutate.py ROOT TARGET(rel) OUTJSON MAXMUT TIMEOUT -- pytest args...
   e.g. mutate.py ../scratch-clone src/verlctl/checks/spec_checks.py out.json 50 90 -- tests/test_spec_checks.py
 MUTATE_LINES=A-B (environment) keeps only the sites on lines A..B (one changed function).
 MUTATE_SEED=N (environment) draws another sample than the default seed 12345.
+MUTATE_FROM=K (environment) goes on with a sample cut short: the same sample, from its K-th mutant (1-based).
 It rewrites TARGET in place (restored at the end): run it in a scratch clone with its own .venv, never in
 the working tree you commit from. Score = killed / (killed + survived); read the survivors, not just the score.
 Mutants: compare-op flip, and<->or, int +/-1, True<->False, if/while/ifexp negation,
@@ -147,6 +148,7 @@ def main() -> None:
     if os.environ.get("MUTATE_LINES"):  # e.g. MUTATE_LINES=410-440: only the sites of a changed function
         lo, _, hi = os.environ["MUTATE_LINES"].partition("-")
         all_sites = [s for s in all_sites if s[2] is not None and int(lo) <= s[2] <= int(hi or lo)]
+    first = int(os.environ.get("MUTATE_FROM", "1"))
     rng = random.Random(int(os.environ.get("MUTATE_SEED", "12345")))  # a fresh seed: tests not tuned to it
     # stratify: keep every non-int site type balanced by sampling uniformly over the list
     chosen = all_sites if len(all_sites) <= maxmut else rng.sample(all_sites, maxmut)
@@ -172,6 +174,8 @@ def main() -> None:
             print(p.stdout[-3000:], p.stderr[-2000:])
             sys.exit(1)
         for n, (idx, kind, line, desc, op) in enumerate(chosen):
+            if n + 1 < first:  # MUTATE_FROM: a sample cut short goes on from its mutant number `first`
+                continue
             mutated = ast.unparse(apply(tree, idx, op)) + "\n"
             target.write_text(mutated)
             clear_pyc()
