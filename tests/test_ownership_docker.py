@@ -159,11 +159,11 @@ def test_restart_reuse_stop_and_remove_act_only_on_the_runs_own(launch_env: Laun
     left = [ln for ln in ps(container) if any(k in ln for k in ("ray::", "raylet", "gcs_server", "standin",
                                                                    "start_verl.sh"))]
     assert not left, left
-    # The stand-in obeys SIGTERM; Ray's gcs_server does not (it outlived the 20 s grace: 21 s before) and `ray
-    # start --block` drains for up to 30 s: Ray's daemons get SIGKILL after 2 s. Target 5 s; + the CLI's
-    # start-up and the docker execs of each check on a loaded machine.
-    assert "SIGKILL to Ray's daemons" in res.out and "gcs_server (pid" in res.out, res.out
-    assert took <= 5.0 + 5.0, took
+    # The stand-in obeys SIGTERM; Ray's daemons still there 2 s after it get SIGKILL (which of them depends on
+    # the machine's speed; with Ray 2.60's drain on SIGTERM, since turned off by start_verl.sh, gcs_server was
+    # always one of them). Before the 2 s SIGKILL, gcs_server outlived the 20 s grace (21 s). Target 5 s; + the
+    # CLI's start-up and the docker execs of each check on a loaded machine.
+    assert took <= 5.0 + 5.0, (took, res.out)
     print(f"stop took {took:.1f}s including the CLI start-up")
     # D27: stop removes the run's key file
     assert container.exec_run(["test", "-e", key_file]).exit_code != 0
