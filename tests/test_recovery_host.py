@@ -442,8 +442,8 @@ def test_a_ray_head_that_says_its_daemons_exited_is_reported_at_once(host_runs: 
     took = time.monotonic() - started
     assert res.code == 1, res.out + res.err
     assert took < 40, (took, res.out)  # not the driver's 60 s
-    assert "the Ray head of attempt 1 is gone: its `ray start` says 'Some Ray subprocesses exited unexpectedly'" \
-        in res.out, res.out
+    assert ("verlctl watch: ray_gcs_unreachable: the Ray head of attempt 1 is gone: its `ray start` says 'Some Ray "
+            "subprocesses exited unexpectedly' (log line 5)") in res.out, res.out  # no "at log line 0"
     events = host_runs.events(record)
     alert = next(e for e in events if e["event"] == "alert")
     assert alert["category"] == "ray_gcs_unreachable" and "log line 5" in alert["message"], alert

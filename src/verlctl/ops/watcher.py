@@ -612,7 +612,9 @@ class Watcher:
         mode = self.resolved.spec.mode
         who = describe_process(mode, f.excerpt)  # a process of the run's mode: the rollouter, the queue, ...
         message = f"{f.message}: {who}" if who else f.message
-        self.say(f"verlctl watch: {f.category} at log line {f.line}: {message}")
+        # A finding from a scan (the head's daemons gone, a SIGKILL with nothing in the log) has no log line.
+        where = f" at log line {f.line}" if f.line > 0 else ""
+        self.say(f"verlctl watch: {f.category}{where}: {message}")
         self.say(f"  hint: {f.hint}")
         proc = process_in(mode, f.excerpt)
         extra = {"process": proc.name, "role": proc.role} if proc is not None else {}
