@@ -173,3 +173,19 @@ def test_a_restart_after_a_failure_other_than_an_oom_lets_the_attempt_s_processe
     assert float(lingered.read_text()) <= recovery["time"], (recovery, out)
     assert kinds[-1] == "finished" and [a.number for a in record.attempts] == [1, 2], kinds
     assert left == [], left
+
+
+def test_restarts_stop_at_recovery_max_restarts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An HCCL timeout in both attempts, restarted by `recovery.restart_on` at most once
+    (`recovery.max_restarts: 1`): the watcher gives up after the second attempt, and starts no third (seed 9713's
+    survivor: `restarts += 1` -> `+= 0` relaunched without end)."""
+    code, out, record, left = _launch_and_watch(tmp_path, monkeypatch, {1: HCCL_TIMEOUT, 2: HCCL_TIMEOUT}, linger=0,
+                                                **{"recovery.restart_on": "hccl_timeout", "recovery.max_restarts": 1})
+    events = record.events()
+    kinds = [e["event"] for e in events]
+    assert code == 1, (out, kinds)
+    assert [a.number for a in record.attempts] == [1, 2], kinds
+    assert kinds.count("recovery") == 1 and kinds[-1] == "gave_up", kinds
+    gave_up = events[-1]
+    assert gave_up["category"] == "hccl_timeout", gave_up
+    assert left == [], left
