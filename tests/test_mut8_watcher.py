@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from test_mut5_watcher import TRAINER, _end, _until, _watcher
+from test_mut6_watcher import HCCL_TIMEOUT
 from test_recovery_host import KEY, OOM_LINE, HostRuns, _progress, host_runs_in
 from verlctl.runtime.executor import HostExecutor
 from verlctl.runtime.records import load_run, record_lock
@@ -232,9 +233,6 @@ def test_an_attempt_whose_group_ended_says_so_with_its_exit_status(runs: HostRun
     outcome = _watcher(runs, record, []).watch_attempt()
     assert outcome.kind == "failed" and outcome.detail == f"process group {record.pgid} {detail}", outcome
 
-
-HCCL_TIMEOUT = ("EI0006: 2024-08-05-18:15:21.270.506 Getting socket times out. Reason: Remote Rank did not send the "
-                "data in time. Please check the reason for the rank being stuck")
 
 
 def test_a_sigkill_after_another_error_is_a_kill_that_names_that_error(runs: HostRuns) -> None:
