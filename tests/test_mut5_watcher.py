@@ -522,6 +522,10 @@ def test_a_device_oom_is_recovered_by_a_relaunch_that_resumes_from_the_checkpoin
     assert "trainer.resume_mode=auto" in second and second != first, second
     check = next(e for e in events if e["event"] == "resume_check")
     assert check["resumed"] is True and check["first_step_seen"] == 2, check
+    # The relaunched attempt trained past its checkpoint: said once, for attempt 2 (seed 9713's survivor: a
+    # relaunch that left the previous attempt's "advance seen" set never said it).
+    advanced = [e for e in events if e["event"] == "resume_advanced"]
+    assert [(e["resumed_from"], e["step"]) for e in advanced] == [(f"{ckpt}/global_step_1", 2)], advanced
     assert kinds[-1] == "finished" and kinds.count("started") == 2, kinds
     assert f"verlctl watch: {recovery['reason']}; resuming from {ckpt}/global_step_1" in out, out
     st = record.read_status()

@@ -5,7 +5,7 @@ group and the stop mark are real."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +50,14 @@ def test_a_watch_of_a_run_stopped_with_verlctl_stop_ends_with_status_0(runs: Hos
 #: it training), then fails with its line ($VERLCTL_TEST_FAIL_<n>, after a traceback line) or trains to the end
 #: (no such line). Attempt 1 has trained step 1 and saved global_step_1 first; attempt 2 prints verl's resume
 #: lines. An attempt named in $VERLCTL_TEST_LINGER leaves a process in its group that ends 8 s after the failure,
-#: writing when it ended to $VERLCTL_TEST_LINGERED.
+#: writing when it ended to $VERLCTL_TEST_LINGERED. $VERLCTL_TEST_THEN_<n>: a line printed after the failure's,
+#: once the test creates the gate's second file (<gate><n>b). Each attempt's argv is kept (attempt-<n>, JSON).
 TRAINER = r"""
-import os, subprocess, sys, time
+import json, os, subprocess, sys, time
 state = os.environ["VERLCTL_TEST_STATE"]
 n = len(os.listdir(state)) + 1
-open(os.path.join(state, f"attempt-{n}"), "w").close()
+with open(os.path.join(state, f"attempt-{n}"), "w") as fh:
+    json.dump(sys.argv[1:], fh)
 ckpt = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("trainer.default_local_dir="))
 def say(line):
     print(line, flush=True)
@@ -83,6 +85,13 @@ if not fail:
     sys.exit(0)
 say("Traceback (most recent call last):")
 say(fail)
+then = os.environ.get(f"VERLCTL_TEST_THEN_{n}")
+if then:
+    for _ in range(1200):  # bounded: nothing is left running
+        if os.path.exists(gate + "b"):
+            break
+        time.sleep(0.1)
+    say(then)
 if str(n) == os.environ.get("VERLCTL_TEST_LINGER"):
     code = "import sys, time; time.sleep(8); open(sys.argv[1], 'w').write(repr(time.time()))"
     subprocess.Popen([sys.executable, "-c", code, os.environ["VERLCTL_TEST_LINGERED"]],
@@ -92,18 +101,22 @@ sys.exit(1)
 
 
 def _launch_and_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: dict[int, str], linger: int,
+                      then: dict[int, tuple[str, Callable[[str, Any], None]]] | None = None,
                       **sets: Any) -> tuple[int, str, RunRecord, list[Any]]:
     """`launch --yes` on the host runtime with TRAINER, then `verlctl watch` to its end, opening each attempt's
     gate once a liveness scan has seen its training: (the watcher's exit status, its output, the record, the
-    attempts' process groups still alive when it ended; those are stopped)."""
+    attempts' process groups still alive when it ended; those are stopped). ``then``: for attempt n, a line
+    printed after its failure's and what to wait for (called with the run id and the watch) before it is."""
     import time
 
     from host_launch_support import host_launch, launch_and_watch
     from test_recovery_host import OOM_LINE
 
+    then = then or {}
     env, settings = host_launch(
         tmp_path, TRAINER, VERLCTL_TEST_LINGER=str(linger), VERLCTL_TEST_LINGERED=str(tmp_path / "lingered"),
-        **{f"VERLCTL_TEST_FAIL_{n}": OOM_LINE if line == "OOM" else line for n, line in fails.items()})
+        **{f"VERLCTL_TEST_FAIL_{n}": OOM_LINE if line == "OOM" else line for n, line in fails.items()},
+        **{f"VERLCTL_TEST_THEN_{n}": line for n, (line, _) in then.items()})
     settings.update(sets)
     state, gate = tmp_path / "attempts", tmp_path / "go"
     run_id, proc = launch_and_watch(env, settings)
@@ -117,9 +130,13 @@ def _launch_and_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: di
             _until(f"a scan of attempt {n}", lambda t=running_at: (load_run(run_id).read_status() or {})
                    .get("updated_at", 0) > t + 3, proc)
             Path(f"{gate}{n}").touch()
+            if n in then:
+                then[n][1](run_id, proc)
+                Path(f"{gate}{n}b").touch()
     finally:
         for n in (1, 2):
             Path(f"{gate}{n}").touch()
+            Path(f"{gate}{n}b").touch()
     try:
         code, out = _end(proc, timeout=300)
     finally:
@@ -144,7 +161,10 @@ def test_a_relaunched_attempt_that_cannot_be_recovered_is_given_up_after_what_it
     assert code == 1, (out, kinds)
     assert [a.number for a in record.attempts] == [1, 2], kinds
     gave_up = next(e for e in events if e["event"] == "gave_up")
-    assert gave_up["category"] == "device_oom" and gave_up["reason"].startswith("gave up: out of memory"), gave_up
+    # The budget (recovery.max_oom_retries: 1) ends it, not the ladder (seed 9713's `oom_retries += 0` survivor
+    # gave up only because the ladder had no rung left).
+    assert gave_up["category"] == "device_oom", gave_up
+    assert gave_up["reason"] == "gave up: out of memory after 1 recovery attempt(s): giving up", gave_up
     assert left == [], (left, out)  # the watcher gave up only after attempt 2's group had ended
     lingered = tmp_path / "lingered"
     assert lingered.exists() and float(lingered.read_text()) <= gave_up["time"], (gave_up, out)

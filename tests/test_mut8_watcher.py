@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -291,3 +292,73 @@ def test_a_stop_that_lands_as_the_group_is_seen_ended_is_a_stop_not_a_failure(
     outcome = watcher.watch_attempt()
     assert outcome is not None and outcome.kind == "stopped", outcome
     assert load_run(record.run_id).stopped
+
+
+def test_an_early_preparation_for_another_recovery_than_the_final_one_is_not_started(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device OOM is seen first: the watcher prepares the OOM ladder's next attempt (offload added) while the
+    attempt ends. Then the log says the NPUs are still held by another process (EJ0001, ranked before the
+    OOM as the root cause): the recovery is a plain restart (`recovery.restart_on: device_held`), and the
+    attempt started is the plain restart's, not the early preparation's with offload (seed 9713's survivor:
+    the early preparation was used whenever there was one). The alert of the OOM, and a status written after
+    it, show that the watcher's scan has started the preparation before the EJ0001 line is printed."""
+    from test_mut6_watcher import _launch_and_watch
+
+    def after_the_oom_was_prepared_for(run_id: str, proc: Any) -> None:
+        record = load_run(run_id)
+        alert = _until("the OOM's alert", lambda: next((e for e in record.events() if e["event"] == "alert"), None),
+                       proc)
+        assert alert["category"] == "device_oom", alert
+        # A status written after the alert comes from the watch loop's next turn: the alert's turn has scanned.
+        _until("a status after the alert", lambda: (load_run(run_id).read_status() or {}).get("updated_at", 0)
+               > alert["time"], proc)
+
+    held = ("(TaskRunner pid=467613) EJ0001: [PID: 468348] 2025-04-24-16:14:56.975.866 Failed to initialize the "
+            "HCCP process. Reason: Maybe the last training process is running.")
+    code, out, record, left = _launch_and_watch(
+        tmp_path, monkeypatch, {1: "OOM"}, linger=0, then={1: (held, after_the_oom_was_prepared_for)},
+        **{"recovery.restart_on": "device_held", "recovery.max_restarts": 1})
+    events = record.events()
+    kinds = [e["event"] for e in events]
+    assert code == 0, (out, kinds)
+    recovery = next(e for e in events if e["event"] == "recovery")
+    assert recovery["category"] == "device_held" and recovery["add_feature"] is None, recovery
+    assert recovery["prepared_early"] is False and recovery["features_added"] == [], recovery
+    assert [a.number for a in record.attempts] == [1, 2] and left == [], (kinds, left)
+    assert record.attempts[1].features == record.attempts[0].features, record.attempts
+    first, second = (json.loads((tmp_path / "attempts" / f"attempt-{n}").read_text()) for n in (1, 2))
+    assert "trainer.resume_mode=auto" in first and second == first, (first, second)  # the same command again
+    assert kinds[-1] == "finished", kinds
+
+
+def test_a_head_whose_group_cannot_be_stopped_is_said_and_the_run_still_gives_up(runs: HostRuns) -> None:
+    """The head's `ray start` said its daemons exited: the watcher alerts and stops what is left of the attempt.
+    Here the stop is refused: `verlctl watch` was started from inside the attempt (it carries the attempt's
+    marker, so it is one of the attempt's processes, and procscan.deliver never signals itself, so it refuses
+    the whole set). The watcher says it could not stop the group, with why, and still ends the run (gave up,
+    exit 1) instead of failing with a traceback."""
+    from verlctl.runtime.procscan import MARKER_VAR
+
+    from conftest import run_cli
+
+    lines = ["Total training steps: 600", _progress(0, 600),
+             "step:1 - actor/pg_loss:0.1 - training/global_step:1", _progress(1, 600),
+             "2026-12-01 04:05:12,066\tERR scripts.py:1307 -- Some Ray subprocesses exited unexpectedly:",
+             "2026-12-01 04:05:12,066\tERR scripts.py:87 -- gcs_server [exit code=-9]"]
+    record = runs.start(lines, tail="sleep 120", pause=0.1)
+    ref = record.attempts[-1].ref
+    assert ref.marker
+    try:
+        res = run_cli("watch", record.run_id, env={**runs.env(), MARKER_VAR: ref.marker}, timeout=180)
+        alive = HostExecutor().group_alive(ref)
+    finally:
+        HostExecutor().stop_group(ref, grace_s=2)
+    assert res.code == 1, res.out + res.err
+    out = res.out + res.err
+    assert f"verlctl watch: stopping what is left of attempt 1 (process group {ref.pgid})" in out, out
+    assert (f"verlctl watch: warning: could not stop process group {ref}: host: process group {ref.pgid} was not "
+            "signalled: pid ") in out and "is never signalled" in out, out
+    assert "Traceback" not in out, out
+    assert alive, "the refused stop signalled nothing: the attempt still ran"
+    gave_up = runs.events(record)[-1]
+    assert gave_up["event"] == "gave_up" and gave_up["category"] == "ray_gcs_unreachable", gave_up
