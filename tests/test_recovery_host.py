@@ -528,6 +528,8 @@ def test_a_rollout_oom_of_a_fully_async_run_never_adds_trainer_offload(host_runs
     assert alert["category"] == "device_oom" and alert["process"] == "FullyAsyncRollouter", alert
     notices = [e["message"] for e in events if e["event"] == "notice"]
     assert any(n.startswith("offload skipped by the OOM ladder: it frees the trainer's device memory") for n in notices)
+    for n in notices:  # said too, not only recorded (seed 9846's survivor: the lines were not printed)
+        assert f"verlctl watch: {n}\n" in res.out, (n, res.out)
     gave_up = next(e for e in events if e["event"] == "gave_up")
     assert gave_up["category"] == "device_oom"
     assert "out of memory on the rollout's own devices" in gave_up["reason"], gave_up
