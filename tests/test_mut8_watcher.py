@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from test_mut5_watcher import TRAINER, _end, _until, _watcher
+from test_mut5_watcher import TRAINER, _end, _script, _until, _watcher
 from test_mut6_watcher import HCCL_TIMEOUT
 from test_recovery_host import KEY, OOM_LINE, HostRuns, _progress, host_runs_in
 from verlctl.runtime.executor import HostExecutor
@@ -362,3 +362,46 @@ def test_a_head_whose_group_cannot_be_stopped_is_said_and_the_run_still_gives_up
     assert alive, "the refused stop signalled nothing: the attempt still ran"
     gave_up = runs.events(record)[-1]
     assert gave_up["event"] == "gave_up" and gave_up["category"] == "ray_gcs_unreachable", gave_up
+
+
+def test_after_a_device_oom_the_attempt_is_over_when_its_training_ends_not_its_last_process(
+        runs: HostRuns, tmp_path: Path) -> None:
+    """A device OOM, then the training script exits while the attempt's group lives on (start_verl.sh stopping
+    its Ray takes seconds; here a process that stays): the attempt is over when the training ends, so that its
+    teardown and relaunch need not wait for the rest (seed 9846's survivor: without it the watcher waited out
+    `error_grace_s` and called the attempt "still hanging")."""
+    gate = tmp_path / "go"
+    train = tmp_path / "run_training.sh"  # the training script's name is what the scan looks for
+    train.write_text(_script("Total training steps: 5", _progress(1, 5), ("gate", str(gate)),
+                             "Traceback (most recent call last):", OOM_LINE, ("sh", "exit 1")) + "\n",
+                     encoding="utf-8")
+    body = _script(("sh", "sleep 900 &"), ("sh", f"bash {json.dumps(str(train))}"), ("sh", "wait"))
+    record = runs.start([], tail=body)
+    ref = record.attempts[-1].ref
+    ex = HostExecutor()
+    watcher = _watcher(runs, record, [], liveness_every_s=0.2, error_grace_s=30.0)
+
+    def open_once_scanned() -> None:
+        try:
+            _until("the training script", lambda: "run_training.sh" in (ex.verdict(ref).get("scripts") or []))
+            seen_at = time.time()
+            # A status written 0.5 s after this means a liveness scan ran after it (scans come every 0.2 s).
+            _until("a scan of it", lambda: (record.read_status() or {}).get("updated_at", 0) > seen_at + 0.5)
+        finally:
+            gate.touch()
+
+    import threading
+
+    t = threading.Thread(target=open_once_scanned)
+    t.start()
+    try:
+        outcome = watcher.watch_attempt()
+        alive = ex.group_alive(ref)
+    finally:
+        t.join()
+        gate.touch()
+        ex.stop_group(ref, grace_s=2)
+    assert outcome.kind == "failed", outcome
+    assert outcome.finding is not None and outcome.finding.category == "device_oom", outcome
+    assert outcome.detail == f"the training of process group {ref.pgid} ended" and outcome.group_alive, outcome
+    assert alive  # the process left in the group is the teardown's to stop, not a reason to wait
