@@ -168,14 +168,17 @@ def test_a_start_up_that_never_reaches_a_step_is_stalled_and_the_notify_command_
     assert st["attempt"] == 1 and st["total"] == 4, st  # what `status` knew of the run stays beside the reason
 
 
+@pytest.mark.parametrize("kind", ["progress", "step lines"])
 def test_a_training_that_stops_advancing_is_stalled_by_its_step_time_not_the_start_up_limit(
-        runs: HostRuns, tmp_path: Path) -> None:
+        runs: HostRuns, tmp_path: Path, kind: str) -> None:
     """Once steps run, the limit is max(stall_min_s, stall_step_factor × the median step time): here 1 s, far
-    below the start-up limit of 20 s."""
+    below the start-up limit of 20 s. The steps are timed from tqdm's progress bar, or from verl's step lines
+    alone (a log without the bar; seed 9846's survivor: those steps were not timed)."""
     gate = tmp_path / "never"
     lines: list[str | tuple[str, str]] = ["Total training steps: 9"]
     for n in range(1, 4):
-        lines += [_progress(n, 9, rate="0.20s/it"), ("sh", "sleep 0.2")]
+        line = _progress(n, 9, rate="0.20s/it") if kind == "progress" else f"step:{n} - actor/pg_loss:0.1"
+        lines += [line, ("sh", "sleep 0.2")]
     body = _script(*lines, ("gate", str(gate)), ("sh", FINISHED))
     record = runs.start([], tail=body,
                         top={"recovery": {"stall_startup_s": 20, "stall_min_s": 1, "stall_step_factor": 1.5}})

@@ -638,7 +638,7 @@ class Watcher:
             elif live.step is None:
                 live.last_progress_at = now
             live.step = ev.step
-            live.max_step = max(ev.step, live.max_step or 0)
+            live.max_step = ev.step if live.max_step is None else max(ev.step, live.max_step)
             live.total = ev.total or live.total
             live.eta_s = ev.remaining_s
             live.seconds_per_step = ev.seconds_per_step
@@ -656,7 +656,7 @@ class Watcher:
                     live.step_times.append(now - live.last_progress_at)
                 live.last_progress_at = now
                 live.step = ev.step
-            live.max_step = max(ev.step, live.max_step or 0)
+            live.max_step = ev.step if live.max_step is None else max(ev.step, live.max_step)
             live.last_metrics = {k: float(v) for k, v in ev.metrics.items()}
             live.phase = "training"
         elif isinstance(ev, TotalSteps):
