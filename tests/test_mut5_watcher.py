@@ -86,6 +86,24 @@ def _end(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str]:
     return proc.returncode, out
 
 
+def _watch_attempt_beside(watcher: Any, beside: Any, gate: Path) -> Any:
+    """``watcher.watch_attempt()`` while ``beside()`` runs in a thread; ``gate`` is created once ``beside`` has
+    ended, whatever happened in it (the double waits on it), and again at the end."""
+    def run() -> None:
+        try:
+            beside()
+        finally:
+            gate.touch()
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        return watcher.watch_attempt()
+    finally:
+        t.join()
+        gate.touch()
+
+
 def _status_with(record: RunRecord, **want: Any) -> Any:
     def check() -> dict[str, Any] | None:
         st = record.read_status()
@@ -316,22 +334,12 @@ def test_a_run_log_deleted_under_the_watcher_is_said_once(runs: HostRuns, tmp_pa
     watcher = _watcher(runs, record, said, liveness_every_s=0.2)
 
     def remove_when_followed() -> None:
-        try:
-            _until("the watcher following step 1", _status_with(record, step=1), timeout=90)
-            Path(record.run_log).unlink()
-            # the attempt runs on until the watcher has said so (its check runs only while the attempt lives)
-            _until("the log_gone event", lambda: any(e["event"] == "log_gone" for e in runs.events(record)),
-                   timeout=90)
-        finally:
-            gate.touch()
+        _until("the watcher following step 1", _status_with(record, step=1), timeout=90)
+        Path(record.run_log).unlink()
+        # the attempt runs on until the watcher has said so (its check runs only while the attempt lives)
+        _until("the log_gone event", lambda: any(e["event"] == "log_gone" for e in runs.events(record)), timeout=90)
 
-    t = threading.Thread(target=remove_when_followed)
-    t.start()
-    try:
-        outcome = watcher.watch_attempt()
-    finally:
-        t.join()
-        gate.touch()
+    outcome = _watch_attempt_beside(watcher, remove_when_followed, gate)
     assert outcome.kind == "failed", outcome
     gone = [e for e in runs.events(record) if e["event"] == "log_gone"]
     assert len(gone) == 1 and gone[0]["path"] == record.run_log and gone[0]["attempt"] == 1, gone

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from test_mut5_watcher import TRAINER, _end, _script, _until, _watcher
+from test_mut5_watcher import TRAINER, _end, _script, _until, _watch_attempt_beside, _watcher
 from test_mut6_watcher import HCCL_TIMEOUT
 from test_recovery_host import KEY, OOM_LINE, HostRuns, _progress, host_runs_in
 from verlctl.runtime.executor import HostExecutor
@@ -382,24 +382,15 @@ def test_after_a_device_oom_the_attempt_is_over_when_its_training_ends_not_its_l
     watcher = _watcher(runs, record, [], liveness_every_s=0.2, error_grace_s=30.0)
 
     def open_once_scanned() -> None:
-        try:
-            _until("the training script", lambda: "run_training.sh" in (ex.verdict(ref).get("scripts") or []))
-            seen_at = time.time()
-            # A status written 0.5 s after this means a liveness scan ran after it (scans come every 0.2 s).
-            _until("a scan of it", lambda: (record.read_status() or {}).get("updated_at", 0) > seen_at + 0.5)
-        finally:
-            gate.touch()
+        _until("the training script", lambda: "run_training.sh" in (ex.verdict(ref).get("scripts") or []))
+        seen_at = time.time()
+        # A status written 0.5 s after this means a liveness scan ran after it (scans come every 0.2 s).
+        _until("a scan of it", lambda: (record.read_status() or {}).get("updated_at", 0) > seen_at + 0.5)
 
-    import threading
-
-    t = threading.Thread(target=open_once_scanned)
-    t.start()
     try:
-        outcome = watcher.watch_attempt()
+        outcome = _watch_attempt_beside(watcher, open_once_scanned, gate)
         alive = ex.group_alive(ref)
     finally:
-        t.join()
-        gate.touch()
         ex.stop_group(ref, grace_s=2)
     assert outcome.kind == "failed", outcome
     assert outcome.finding is not None and outcome.finding.category == "device_oom", outcome
