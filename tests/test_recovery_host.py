@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,7 +84,8 @@ class HostRuns:
         fd = os.open(scripts / "verlctl.env", os.O_WRONLY | os.O_CREAT, 0o600)
         os.write(fd, env_file.encode())
         os.close(fd)
-        body = "\n".join(f"echo {json.dumps(ln)}; sleep {pause}" for ln in lines) + "\n" + tail + "\n"
+        # each line's bytes as given (ANSI colours, tqdm's blocks): quoted for the shell, printed by printf
+        body = "\n".join(f"printf '%s\\n' {shlex.quote(ln)}; sleep {pause}" for ln in lines) + "\n" + tail + "\n"
         (scripts / "trainer_double.sh").write_text(body, encoding="utf-8")
         run_log = self.root / "logs" / f"verlctl-{run_id}.log"
         # Started with an identity, as `launch` does: the watcher sees the group alive while the double prints.

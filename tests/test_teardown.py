@@ -9,6 +9,7 @@ test_recovery_host.py): everything else is real.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from test_recovery_host import HostRuns, host_runs  # noqa: F401 - the fixture
@@ -18,10 +19,12 @@ from conftest import run_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "verl-logs" / \
     "realverl-0.9.1-cpu-grpo-dataloader-killed-after-last-checkpoint.txt"
+#: the same teardown seen live (stop 33's CI): 12 lines of frames under "Exception ignored in atexit callback"
+ATEXIT = FIXTURE.with_name("realverl-0.9.1-cpu-grpo-atexit-dataloader-killed-after-last-step.txt")
 
 
-def _lines() -> list[str]:
-    return [ln for ln in FIXTURE.read_text(encoding="utf-8").splitlines() if not ln.startswith("#")]
+def _lines(fixture: Path = FIXTURE) -> list[str]:
+    return [ln for ln in fixture.read_text(encoding="utf-8").splitlines() if not ln.startswith("#")]
 
 
 def _split() -> tuple[list[str], list[str], list[str]]:
@@ -39,6 +42,58 @@ def test_the_teardown_traceback_after_the_last_step_is_no_finding() -> None:
         c.feed_line(i, ln)
     assert c.findings() == []
     assert c.finished_at is not None and c.teardown_lines == [len(lines)]
+
+
+def _classified(lines: list[str]) -> Classifier:
+    c = Classifier()
+    for i, ln in enumerate(lines, 1):
+        c.feed_line(i, ln)
+    return c
+
+
+def test_the_teardown_message_takes_back_the_whole_traceback_it_ends_however_deep() -> None:
+    lines = _lines(ATEXIT)
+    head = next(i for i, ln in enumerate(lines) if ln.endswith("Traceback (most recent call last):"))
+    assert len(lines) - 1 - head == 12  # the live one: deeper than the classifier's fold window
+    assert Classifier.fold_window < 12
+    c = _classified(lines)
+    assert c.findings() == [] and c.teardown_lines == [len(lines)]
+    assert [f.category for f in classify_lines(lines[: head + 1])] == ["python_exception"]  # open: a finding
+    # fifty more frames: still the traceback the message ends
+    frame = lines[head + 1]
+    deep = [*lines[: head + 1], *[frame] * 50, *lines[head + 1:]]
+    assert classify_lines(deep) == []
+
+
+def test_a_traceback_that_ended_before_the_teardown_message_stays() -> None:
+    run, final, teardown = _split()
+    own = ["(TaskRunnerV1) Traceback (most recent call last):", "(TaskRunnerV1) ValueError: bad"]
+    message = [ln for ln in teardown if "DataLoader worker" in ln]
+    at = len(run) + 2  # the head's line
+    found = classify_lines(run + final + own + message)
+    assert [(f.category, f.line) for f in found] == [("python_exception", at)]
+
+
+def test_the_teardown_message_takes_back_its_own_process_traceback_only() -> None:
+    lines = _lines(ATEXIT)
+    head = next(i for i, ln in enumerate(lines) if ln.endswith("Traceback (most recent call last):"))
+    other = ["(WorkerDict pid=3838) Traceback (most recent call last):",
+             '(WorkerDict pid=3838)   File "/x.py", line 1, in f',
+             "(WorkerDict pid=3838) ValueError: bad"]
+    # another process's traceback between the head and the message: one finding by its text (the head's
+    # line, seen twice), holding the other's traceback too: it stays
+    mixed = [*lines[:-1], *other, lines[-1]]
+    (found,) = classify_lines(mixed)
+    assert (found.category, found.line, found.count) == ("python_exception", head + 1, 2), found
+    # the other's after the message: the teardown's is taken back, the other's is a finding of its own
+    (later,) = classify_lines([*lines, *other])
+    assert (later.category, later.line, later.count) == ("python_exception", len(lines) + 1, 1), later
+    # torch's [rankN]: prefix names the process too
+    ranked = [re.sub(r"^\x1b\[36m\([^)]*\)\x1b\[0m ", "[rank0]: ", ln) for ln in lines]
+    assert all(ln.startswith("[rank0]: ") for ln in ranked)
+    assert classify_lines(ranked) == []
+    ranked = [*ranked[: head + 1], "[rank1]: Traceback (most recent call last):", *ranked[head + 1:]]
+    assert [f.line for f in classify_lines(ranked)] == [head + 1]
 
 
 def test_the_same_traceback_before_the_last_step_is_the_root_cause() -> None:
@@ -88,6 +143,44 @@ def test_the_watcher_and_status_call_the_real_teardown_finished(host_runs: HostR
     assert kinds[-1] == "finished" and "alert" not in kinds, events
     st = host_runs.status(record)
     assert st["state"].startswith("finished"), st
+
+
+def test_the_watcher_calls_the_live_atexit_teardown_finished(host_runs: HostRuns) -> None:  # noqa: F811
+    record = host_runs.start(_lines(ATEXIT), pause=0.05)
+    res = host_runs.watch(record)
+    assert res.code == 0, res.out + res.err
+    kinds = [e["event"] for e in host_runs.events(record)]
+    assert kinds[-1] == "finished" and "alert" not in kinds, kinds
+    assert "note:" not in res.out, res.out
+
+
+_UNRELATED = ["(TaskRunnerV1) Traceback (most recent call last):", "(TaskRunnerV1) ValueError: bad"]
+
+
+def test_an_unclassified_traceback_after_the_last_step_of_a_finished_run_is_a_note(
+        host_runs: HostRuns) -> None:  # noqa: F811
+    run, final, _ = _split()
+    record = host_runs.start(run + final + _UNRELATED, pause=0.05)
+    res = host_runs.watch(record)
+    assert res.code == 0, res.out + res.err
+    kinds = [e["event"] for e in host_runs.events(record)]
+    assert kinds[-1] == "finished" and "alert" not in kinds, kinds
+    out = " ".join(res.out.split())
+    assert f"note: after the last step, log line {len(run) + 2}: a Python traceback" in out, out
+    assert "(the run finished: its teardown, not a failure)" in out, out
+
+
+def test_the_same_traceback_after_the_last_step_of_a_failed_run_is_its_alert(
+        host_runs: HostRuns) -> None:  # noqa: F811
+    run, final, _ = _split()
+    tail = 'echo "[verlctl 10:00:05] start_verl.sh exits with status 1"; exit 1'
+    record = host_runs.start(run + final + _UNRELATED, tail=tail, pause=0.05)
+    res = host_runs.watch(record)
+    assert res.code == 1, res.out + res.err
+    events = host_runs.events(record)
+    (alert,) = [e for e in events if e["event"] == "alert"]
+    assert alert["category"] == "python_exception" and alert["line"] == len(run) + 2, alert
+    assert "finished" not in [e["event"] for e in events] and "note:" not in res.out
 
 
 def test_the_watcher_reports_a_mid_run_dataloader_kill(host_runs: HostRuns) -> None:  # noqa: F811

@@ -27,6 +27,7 @@ from verlctl.monitor.events import (
 # Every step line of every verl-logs fixture: file -> [(step, number of distinct metric keys)].
 STEP_LINES = {
     "realverl-0.9.1-cpu-grpo-dataloader-killed-after-last-checkpoint.txt": [(1, 7), (2, 5)],
+    "realverl-0.9.1-cpu-grpo-atexit-dataloader-killed-after-last-step.txt": [],  # the teardown only (the step line was not kept)
     "docs-quickstart-step-metrics.txt": [
         (0, 40),
         (1, 39),

@@ -82,21 +82,3 @@ def test_a_specific_error_after_the_last_step_is_not_taken_back_by_the_teardown_
     run = [*lines[: finished + 1], full, *lines[finished + 1 :]]
     assert [f.category for f in classify_lines(lines)] == []
     assert [(f.category, f.line) for f in classify_lines(run)] == [("disk_full", finished + 2)]
-
-
-def test_the_teardown_message_takes_back_a_traceback_up_to_the_fold_window_after_its_last_line() -> None:
-    # the real finished run, with frames between its teardown traceback's head and the DataLoader message:
-    # the message ends the traceback when it comes within Classifier.fold_window lines of the traceback's
-    # last matched line (its head here), not one line later
-    lines = _fixture_lines("realverl-0.9.1-cpu-grpo-dataloader-killed-after-last-checkpoint.txt")
-    head = next(i for i, line in enumerate(lines) if line.endswith("Traceback (most recent call last):"))
-    frame = '(TaskRunnerV1)   File ".../torch/utils/data/_utils/signal_handling.py", line 73, in handler'
-    assert [f.category for f in classify_lines(lines[: head + 1])] == ["python_exception"]
-
-    def with_frames(n: int) -> list[str]:
-        return [*lines[: head + 1], *[frame] * n, *lines[head + 2 :]]
-
-    # the message at head + fold_window: taken back (a finished run, nothing to report)
-    assert classify_lines(with_frames(Classifier.fold_window - 1)) == []
-    # one line further: the traceback is another incident and stays
-    assert [f.category for f in classify_lines(with_frames(Classifier.fold_window))] == ["python_exception"]

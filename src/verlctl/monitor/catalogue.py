@@ -37,6 +37,9 @@ RAY_DAEMONS_EXITED = "Some Ray subprocesses exited unexpectedly"
 
 # Patterns that need a line start accept a Ray prefix ``(X pid=N) ``, torch's ``[rankN]: `` or a tqdm ``\r``.
 _BOL = r"(?:^|\r|\) |\]: ?)[ \t]*"
+#: The process a line comes from: Ray's ``(Name pid=N, ip=A)`` or torch's ``[rankN]:`` prefix, then one space.
+_WHO_RE = re.compile(r"(?P<who>\([^()]*\)|\[rank\d+\]:) ?")
+_TRACEBACK_HEAD = "Traceback (most recent call last):"
 
 
 @dataclass(frozen=True)
@@ -1441,6 +1444,11 @@ class Classifier:
         self.dropped = 0
         self.finished_at: int | None = None  # the line that said the last step ran (run_finished)
         self.teardown_lines: list[int] = []  # known teardown messages after it (not findings)
+        # After that line: each process's open traceback (its head's finding), until the next matched line
+        # of that process; a known teardown message as that line takes the traceback back, however deep,
+        # when no other process's line went into that finding (repeats and folds are by text, not process).
+        self._tb_open: dict[str, Finding] = {}
+        self._tb_from: dict[int, set[str]] = {}  # id(finding) -> the processes whose lines it holds
 
     def feed_line(self, lineno: int, line: str) -> Finding | None:
         match, repeats = self.match_line(line)
@@ -1458,14 +1466,32 @@ class Classifier:
 
     def add(self, lineno: int, match: Match, repeats: int = 0) -> Finding | None:
         """Record ``match`` seen on ``lineno``; the new :class:`Finding`, or None for a repeat / a fold."""
-        name = match.category.name
         if match.category.marks_finished:
             self.finished_at = lineno if self.finished_at is None else self.finished_at
             return None
-        if match.category.teardown_after_finish and self.finished_at is not None and lineno > self.finished_at:
-            self._take_back_teardown_traceback(lineno)
+        if self.finished_at is None:
+            return self._add(lineno, match, repeats)
+        # After the last step: follow each process's traceback (Ray's ``(Name pid=N)`` / torch's ``[rankN]:``
+        # prefix). Its head opens it; the next matched line of that process ends it: a known teardown message
+        # takes it back (the traceback of the teardown: seen live with 12 lines of frames between the two).
+        m = _WHO_RE.match(match.text)
+        who = m.group("who") if m else ""
+        opened = self._tb_open.pop(who, None)
+        if match.category.teardown_after_finish and lineno > self.finished_at:
+            if opened is not None and opened.line > self.finished_at and self._tb_from[id(opened)] == {who}:
+                self._take_back(opened)
             self.teardown_lines.append(lineno)
             return None
+        finding = self._add(lineno, match, repeats)
+        last = self._last_line.get(match.category.name)
+        if last is not None and last[0] == lineno:  # the finding this line made, repeats or folds into
+            self._tb_from.setdefault(id(last[1]), set()).add(who)
+            if match.category.fallback and _TRACEBACK_HEAD in match.text:
+                self._tb_open[who] = last[1]
+        return finding
+
+    def _add(self, lineno: int, match: Match, repeats: int) -> Finding | None:
+        name = match.category.name
         silence = match.category.silence
         if silence is not None:
             for silenced in silence.categories:
@@ -1492,17 +1518,17 @@ class Classifier:
         self._order.append(finding)
         return finding
 
-    def _take_back_teardown_traceback(self, lineno: int) -> None:
-        """Drop the fallback traceback finding that this teardown message ends (it started after the
-        finished mark, within the fold window); repeats of a traceback seen before the mark stay."""
-        assert self.finished_at is not None
-        for name, (last, finding) in list(self._last_line.items()):
-            if not self._fallback[name] or not (self.finished_at < finding.line and 0 <= lineno - last <= self.fold_window):
-                continue
-            if finding in self._order:
-                self._order.remove(finding)
-            self._by_key = {k: f for k, f in self._by_key.items() if f is not finding}
-            del self._last_line[name]
+    def _take_back(self, finding: Finding) -> None:
+        """Drop a fallback traceback finding: the teardown's (it began after the finished mark)."""
+        self._order.remove(finding)
+        self._by_key = {k: f for k, f in self._by_key.items() if f is not finding}
+        self._last_line = {k: v for k, v in self._last_line.items() if v[1] is not finding}
+
+    def in_teardown(self, finding: Finding) -> bool:
+        """A fallback finding (an unclassified traceback) printed after the last step's line: the run's
+        teardown; whether it matters is known only when the attempt ends (a finished run says it did not)."""
+        return self._fallback.get(finding.category, False) and self.finished_at is not None \
+            and finding.line > self.finished_at
 
     def findings(self) -> list[Finding]:
         """Root cause first (catalogue order, then line); fallback categories only if nothing else."""

@@ -341,10 +341,13 @@ class Watcher:
                 if first_error_at is not None and not alerted and (
                     dead_since is not None or now - first_error_at >= self.alert_delay_s
                 ):
-                    alerted = True
                     findings = classifier.findings()
-                    if findings:
-                        self._alert(findings[0], attempt.number, live.step)
+                    # An unclassified traceback after the last step is the teardown's until the attempt ends
+                    # otherwise: a finished run says it was not fatal (alerted then, if the attempt fails).
+                    if not findings or not classifier.in_teardown(findings[0]):
+                        alerted = True
+                        if findings:
+                            self._alert(findings[0], attempt.number, live.step)
                 if now - last_status_write >= 1.0:
                     live.updated_at = now
                     self._write_status(live.as_dict())
@@ -398,6 +401,9 @@ class Watcher:
                             if finished:
                                 # start_verl.sh says "training finished" only when the training command
                                 # exited 0: whatever the log matched on the way was not fatal.
+                                if root is not None and not alerted:
+                                    self.say(f"verlctl watch: note: after the last step, log line {root.line}: "
+                                             f"{root.message} (the run finished: its teardown, not a failure)")
                                 return AttemptOutcome("finished", None, max_step=live.max_step, total=live.total)
                             if root is None:  # no error line: perhaps none could be written (a full disk)
                                 root = self._disk_full(finding_line=parser.lines)  # where the log ends
