@@ -4,6 +4,7 @@ Classifier over a catalogue of its own (which categories are fallbacks is the cl
 from __future__ import annotations
 
 from verlctl.monitor.catalogue import Category, Classifier, Matcher, Signature, classify_lines
+from verlctl.monitor.events import ErrorFound, parse_text
 
 OOM = "RuntimeError: NPU out of memory. Tried to allocate 1.00 GiB"
 
@@ -82,3 +83,33 @@ def test_a_specific_error_after_the_last_step_is_not_taken_back_by_the_teardown_
     run = [*lines[: finished + 1], full, *lines[finished + 1 :]]
     assert [f.category for f in classify_lines(lines)] == []
     assert [(f.category, f.line) for f in classify_lines(run)] == [("disk_full", finished + 2)]
+
+
+
+def test_an_error_after_the_last_step_is_reported_as_it_comes() -> None:
+    # a watcher reacts to what feed_line returns (the parser's ErrorFound): an error printed after verl's final
+    # line (a disk full while the teardown writes) is a new finding when its line comes, not only at the end
+    lines = _fixture_lines("realverl-0.9.1-cpu-grpo-dataloader-killed-after-last-checkpoint.txt")
+    finished = next(i for i, line in enumerate(lines) if "Final validation metrics" in line)
+    c = Classifier()
+    for lineno, line in enumerate(lines[: finished + 1], 1):
+        assert c.feed_line(lineno, line) is None
+    full = c.feed_line(finished + 2, "(TaskRunnerV1) OSError: [Errno 28] No space left on device")
+    assert full is not None and (full.category, full.line) == ("disk_full", finished + 2)
+    head = c.feed_line(finished + 3, "(TaskRunnerV1) Traceback (most recent call last):")
+    assert head is not None and head.category == "python_exception"
+    events = parse_text("\n".join([*lines[: finished + 1], "(TaskRunnerV1) OSError: [Errno 28] No space left on device"])
+                        + "\n", Classifier())
+    assert [(e.line, e.finding.category) for e in events if isinstance(e, ErrorFound)] == [(finished + 2, "disk_full")]
+
+
+def test_lines_of_one_category_fold_into_one_incident_within_the_fold_window() -> None:
+    # two different exceptions of one category: one incident when the second comes within fold_window lines
+    # of the first, two beyond it
+    first, second = "(TaskRunnerV1) ValueError: bad", "(TaskRunnerV1) KeyError: 'prompt'"
+    filler = "(TaskRunnerV1) INFO: working"
+    w = Classifier.fold_window
+    within = [first, *[filler] * (w - 1), second]  # the second at line 1 + w
+    assert [(f.category, f.line, f.count) for f in classify_lines(within)] == [("python_exception", 1, 1)]
+    beyond = [first, *[filler] * w, second]  # line 2 + w
+    assert [(f.category, f.line) for f in classify_lines(beyond)] == [("python_exception", 1), ("python_exception", w + 2)]
