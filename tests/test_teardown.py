@@ -96,6 +96,23 @@ def test_the_teardown_message_takes_back_its_own_process_traceback_only() -> Non
     assert [f.line for f in classify_lines(ranked)] == [head + 1]
 
 
+def test_an_exception_line_just_before_the_teardown_traceback_is_of_its_incident() -> None:
+    # one incident by the fold (the same category within the fold window): the teardown message takes it back
+    run, final, teardown = _split()
+    logged = ["(TaskRunnerV1) ValueError: a worker's queue was closed"]
+    assert classify_lines(run + final + logged + teardown) == []
+    assert [f.category for f in classify_lines(run + final + logged)] == ["python_exception"]
+
+
+def test_after_a_teardown_traceback_is_taken_back_the_next_traceback_is_a_finding_of_its_own() -> None:
+    # right after the taken-back teardown (within the fold window of its head): not folded into what is gone
+    run, final, teardown = _split()
+    nxt = "(WorkerDict pid=3838) ValueError: bad"
+    found = classify_lines(run + final + teardown + [nxt])
+    assert [(f.category, f.line, f.excerpt) for f in found] == [
+        ("python_exception", len(run) + 1 + len(teardown) + 1, nxt)]
+
+
 def test_the_same_traceback_before_the_last_step_is_the_root_cause() -> None:
     run, _final, teardown = _split()
     mid = run[:4] + teardown + run[4:]  # killed after step 1, before the final-validation line

@@ -1527,7 +1527,7 @@ class Classifier:
     def in_teardown(self, finding: Finding) -> bool:
         """A fallback finding (an unclassified traceback) printed after the last step's line: the run's
         teardown; whether it matters is known only when the attempt ends (a finished run says it did not)."""
-        return self._fallback.get(finding.category, False) and self.finished_at is not None \
+        return self._fallback[finding.category] and self.finished_at is not None \
             and finding.line > self.finished_at
 
     def findings(self) -> list[Finding]:
