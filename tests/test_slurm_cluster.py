@@ -73,15 +73,17 @@ def make_run(cluster: slurm_support.SlurmCluster, name: str, steps: int, step_s:
     return root, spec_file
 
 
-def cli_env(cluster: slurm_support.SlurmCluster, root: Path) -> dict[str, str]:
-    return clean_env(SLURM_CONF=str(cluster.conf), PATH=f"{Path(sys.executable).parent}:{NODE_PATH}",
+def cli_env(cluster: slurm_support.SlurmCluster, root: Path, path_first: str = "") -> dict[str, str]:
+    # sbatch hands this environment to the job: its PATH is the steps' PATH on the nodes
+    first = f"{path_first}:" if path_first else ""
+    return clean_env(SLURM_CONF=str(cluster.conf), PATH=f"{first}{Path(sys.executable).parent}:{NODE_PATH}",
                      VERLCTL_STATE_DIR=str(root / "state"))
 
 
-def verlctl(cluster: slurm_support.SlurmCluster, root: Path, *args: str, timeout: float = 600
+def verlctl(cluster: slurm_support.SlurmCluster, root: Path, *args: str, timeout: float = 600, path_first: str = ""
             ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "verlctl", *args], capture_output=True, text=True,
-                          env=cli_env(cluster, root), cwd=root, timeout=timeout)
+                          env=cli_env(cluster, root, path_first), cwd=root, timeout=timeout)
 
 
 def wait_for(what: str, check: Any, timeout: float = 300, every: float = 1.0) -> Any:
@@ -220,10 +222,15 @@ def test_oom_recovery_resubmits_with_offload_and_resumes(slurm_cluster: slurm_su
     wait_for("the end", event("finished"), timeout=420, every=2)
     # Ray 2.60 drains a node on SIGTERM for up to 30 s; a worker whose head has gone waited all of it before
     # each job could end (start_verl.sh exports RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0).
-    outputs = sorted((root / "logs" / "verlctl-slurm").glob("*/slurm-*.out"))
-    assert len(outputs) == 2 and all("joining the Ray head" in o.read_text() for o in outputs), outputs
+    # A job whose Ray start-up timed out on this loaded host (seen once in CI) is submitted once more at launch
+    # (test_a_job_whose_ray_start_up_times_out_is_submitted_once_more): the two jobs here are the ones after it.
+    retried = {e["job_id"] for e in events(root) if e["event"] == "ray_start_retry"}
+    outputs = sorted(o for o in (root / "logs" / "verlctl-slurm").glob("*/slurm-*.out")
+                     if o.name.removeprefix("slurm-").removesuffix(".out") not in retried)
+    assert len(retried) <= 1 and len(outputs) == 2, (retried, outputs)
+    assert all("joining the Ray head" in o.read_text() for o in outputs), outputs
     assert not [o for o in outputs if "Draining for up to" in o.read_text()], [o.read_text()[-3000:] for o in outputs]
-    submitted = [e for e in events(root) if e["event"] == "submitted"]
+    submitted = [e for e in events(root) if e["event"] == "submitted" and e["job_id"] not in retried]
     assert len(submitted) == 2 and submitted[0]["job_id"] != submitted[1]["job_id"]
     assert "offload" in submitted[1]["features"] and "offload" not in submitted[0]["features"]
     runs = argv_log(root)
@@ -231,12 +238,71 @@ def test_oom_recovery_resubmits_with_offload_and_resumes(slurm_cluster: slurm_su
     ckpt = root / "ckpt"
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
     st = json.loads(verlctl(cl, root, "status", "--json").stdout)
-    assert st["state"] == "finished" and len(st["attempts"]) == 2
+    assert st["state"] == "finished" and len(st["attempts"]) == 2 + len(retried)
     listed = json.loads(verlctl(cl, root, "list", "--json").stdout)
-    assert [(r["runtime"], len(r["slurm_jobs"])) for r in listed] == [("slurm", 2)]
+    assert [(r["runtime"], len(r["slurm_jobs"])) for r in listed] == [("slurm", 2 + len(retried))]
     # the 0600 env file (the secrets) kept for resubmissions is removed once the run has finished
     assert not (Path(listed[0]["scripts_dir"]) / "verlctl.env").exists()
     table = verlctl(cl, root, "list").stdout
-    # the table when it fits the width, else one block per run (the id is never cut): either shows 2 submissions
-    assert ("slurm" in table and "│ 2 " in table) or ("runtime slurm" in table and "attempts 2" in table), table
+    # the table when it fits the width, else one block per run (the id is never cut): either shows the submissions
+    n = 2 + len(retried)
+    assert ("slurm" in table and f"│ {n} " in table) or ("runtime slurm" in table and f"attempts {n}" in table), table
+    wait_for("no Ray process left on the nodes", lambda: no_ray_left(cl), timeout=120)
+
+
+#: TEST DOUBLE of Ray's start-up timeout on a loaded host (Ray cannot be overloaded on purpose, deterministically):
+#: a `ray` first on the job's PATH (shared storage) fails the run's first FAILS `ray start --head` with the
+#: traceback real Ray 2.x printed in CI (ray/_private/node.py); every other call runs the nodes' real Ray.
+RAY_SHIM = """#!/bin/bash
+d="$(dirname "$0")"
+if [ "$1" = start ] && [[ " $* " == *" --head "* ]]; then
+  for i in $(seq 1 {fails}); do
+    if mkdir -- "$d/failed-$i" 2>/dev/null; then
+      cat >&2 <<'LOG'
+2026-12-03 19:01:47,557	INFO node.py:438 -- Failed to get node info b'RPC error: Deadline Exceeded'
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.11/dist-packages/ray/_private/node.py", line 440, in __init__
+    raise Exception(
+Exception: The current node timed out during startup. This could happen because some of the raylet failed to startup or the GCS has become overloaded.
+LOG
+      exit 1
+    fi
+  done
+fi
+exec /usr/local/bin/ray "$@"
+"""
+
+
+@pytest.mark.parametrize("fails", [1, 2])
+def test_a_job_whose_ray_start_up_times_out_is_submitted_once_more(slurm_cluster: slurm_support.SlurmCluster,
+                                                                   fails: int) -> None:
+    cl = slurm_cluster
+    cl.wait_idle()
+    root, spec = make_run(cl, f"raytry{fails}", steps=2, step_s=0.2)
+    shim = root / "shim"
+    shim.mkdir()
+    (shim / "ray").write_text(RAY_SHIM.replace("{fails}", str(fails)), encoding="utf-8")
+    (shim / "ray").chmod(0o755)
+    res = verlctl(cl, root, "launch", "-c", str(spec), "--nodes", "2", "--backend", "slurm", "--yes",
+                  "--verify-timeout", "420", path_first=str(shim))
+    out = " ".join((res.stdout + res.stderr).split())
+    evs = events(root)
+    submitted = [e for e in evs if e["event"] == "submitted"]
+    (retry,) = [e for e in evs if e["event"] == "ray_start_retry"]
+    assert retry["category"] == "ray_start_timeout" and retry["job_id"] == submitted[0]["job_id"], retry
+    assert [e["reason"] for e in submitted] == ["launch", "retry after ray_start_timeout"], submitted
+    assert f"warning: Ray did not come up in Slurm job {submitted[0]['job_id']} (ray_start_timeout); submitting " \
+           "the job once more" in out, out
+    assert sorted(p.name for p in shim.glob("failed-*")) == [f"failed-{i}" for i in range(1, fails + 1)]
+    if fails == 1:
+        assert res.returncode == 0, out[-4000:]
+        assert evs[-1]["event"] == "verified" and evs[-1]["job_id"] == submitted[1]["job_id"], evs[-1]
+        wait_for("the job ends", lambda: verlctl(cl, root, "status", "--json").stdout.count('"finished'),
+                 timeout=300, every=2)
+    else:  # once more, not more: the second timeout is the launch's failure, named as Ray's
+        assert res.returncode == 1, out[-4000:]
+        assert f"error: Slurm job {submitted[1]['job_id']} ended" in out and "ray_start_timeout" in out, out[-3000:]
+        assert "python_exception" not in out and evs[-1]["event"] == "failure", evs[-1]
+        assert not (Path(json.loads(verlctl(cl, root, "list", "--json").stdout)[0]["scripts_dir"])
+                    / "verlctl.env").exists()  # the secrets' file goes with the launch that gave up
     wait_for("no Ray process left on the nodes", lambda: no_ray_left(cl), timeout=120)

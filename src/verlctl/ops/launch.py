@@ -30,7 +30,7 @@ from verlctl.backends.base import Stage as S
 from verlctl.checks.findings import Finding, Severity, has_errors
 from verlctl.errors import EXIT_FAILURE, ExitCode, RuntimeFailure, VerlctlError
 from verlctl.ops import preflight
-from verlctl.ops.markers import TRAINING_MARKER, has_progress
+from verlctl.ops.markers import RAY_START_FAILURES, TRAINING_MARKER, has_progress
 from verlctl.ops.resume import resume_action, resume_point
 from verlctl.plan import Plan, make_plan
 from verlctl.render.render import ENV_FILE, START_SCRIPT, SWANLAB_STORE, TRAIN_SCRIPT, Rendered
@@ -38,10 +38,6 @@ from verlctl.runtime.executor import Executor, FileSpec, GroupRef
 from verlctl.runtime.records import Attempt, RunRecord
 from verlctl.runtime.workdirs import directories_to_create
 from verlctl.spec.resolve import ResolvedSpec
-
-#: Diagnoses (monitor catalogue) of a start that failed because Ray did not come up in time: the launch starts
-#: once more before it gives up (on a loaded host Ray's own start-up wait runs out; issue 24, newcomer N2).
-RAY_START_FAILURES = ("ray_start_timeout", "ray_devices_missing")
 
 
 def attempt_marker(run_id: str, attempt: int, node: str | None = None) -> str:

@@ -1,6 +1,7 @@
 """The lines start_verl.sh writes to the run log when training ends: a leaf module, so that whatever reads a
 run's log for its end (the watcher, the canary, the Slurm follower) needs none of the others; and the line
-start_verl.sh prints when training starts, with the test for training progress (launch and Slurm verify)."""
+start_verl.sh prints when training starts, with the test for training progress (launch and Slurm verify), and
+the diagnoses of a start that Ray's own start-up wait ended (launch and Slurm retry those once)."""
 
 import re
 
@@ -14,3 +15,9 @@ _PROGRESS = re.compile(r"Training Progress|^step:\d+ ", re.M)
 
 def has_progress(text: str) -> bool:
     return bool(_PROGRESS.search(text))
+
+
+#: Diagnoses (monitor catalogue) of a start that failed because Ray did not come up in time: the launch starts
+#: once more before it gives up (on a loaded host Ray's own start-up wait runs out; issue 24, newcomer N2), a
+#: single-node launch by starting the attempt again, a Slurm launch by submitting the job again.
+RAY_START_FAILURES = ("ray_start_timeout", "ray_devices_missing")

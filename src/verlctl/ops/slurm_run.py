@@ -176,8 +176,35 @@ def launch_slurm(resolved: ResolvedSpec, opts: SlurmOptions, console: Any, *, ye
         raise
     console.print(f"submitted Slurm job {ref.job_id} ({ref.job_name}); output {ref.output}", highlight=False,
                   markup=False)
-    verify_job(record, ref, verify_timeout, console)
+    verify_job(record, ref, verify_timeout, console, resolved, opts)
     return record
+
+
+def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any, resolved: ResolvedSpec,
+               opts: SlurmOptions) -> None:
+    """Until training prints progress in the job's output (:func:`await_training`); a job that ended first
+    because Ray did not come up (:data:`RAY_START_FAILURES`, a loaded host) is submitted once more (a new job,
+    the same scripts and resume point), as a single-node launch starts once more; any other end, or a second
+    one, is the launch's failure with the diagnosis of the job's output."""
+    from verlctl.ops.markers import RAY_START_FAILURES
+
+    ended = await_training(record, ref, timeout, console)
+    if ended is None:
+        return
+    text, why = ended
+    category = _diagnosis(text)[0]
+    if category in RAY_START_FAILURES:
+        console.print(f"warning: Ray did not come up in Slurm job {ref.job_id} ({category}); submitting the job "
+                      "once more (a loaded host is the usual cause)", highlight=False, markup=False)
+        record.event("ray_start_retry", category=category, attempt=ref.number, job_id=ref.job_id)
+        ref = submit_job(record, resolved, opts, f"retry after {category}", ref.resumed_from)
+        console.print(f"submitted Slurm job {ref.job_id} ({ref.job_name}); output {ref.output}", highlight=False,
+                      markup=False)
+        ended = await_training(record, ref, timeout, console)
+        if ended is None:
+            return
+        text, why = ended
+    _fail(record, ref, text, why)
 
 
 def _save_options(record: RunRecord, opts: SlurmOptions) -> None:
@@ -196,9 +223,10 @@ def load_options(record: RunRecord) -> SlurmOptions:
     return SlurmOptions(**{k: v for k, v in data.items() if k in SlurmOptions.__dataclass_fields__})
 
 
-def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any) -> None:
-    """Until training prints progress in the job's output; a job that ends first is a failure with the
-    diagnosis of its output. A job still queued at the deadline is left queued (said, not a failure)."""
+def await_training(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any) -> tuple[str, str] | None:
+    """Until training prints progress in the job's output: None then, and None for a job still queued at the
+    deadline (left queued, said); else (the job's output, why it is no start) for a job that ended first or
+    ran without progress to the deadline."""
     from verlctl.ops.markers import TRAINING_MARKER, has_progress
 
     deadline = time.monotonic() + timeout
@@ -210,36 +238,41 @@ def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any
             first = next((ln for ln in after.splitlines()[1:] if ln.strip()), "")
             record.event("verified", job_id=ref.job_id, first_line=first[:300])
             console.print(f"training is running: {first.strip()[:160]}", highlight=False, markup=False)
-            return
+            return None
         st = slurm.state(ref.job_id)
         if not st.live and st.state != "UNKNOWN":
             time.sleep(1.0)
-            _fail(record, ref, slurm.read_output(ref.output).decode(errors="replace"),
-                  f"Slurm job {ref.job_id} ended ({st.state}, exit {st.exit_code}) before training started")
+            return (slurm.read_output(ref.output).decode(errors="replace"),
+                    f"Slurm job {ref.job_id} ended ({st.state}, exit {st.exit_code}) before training started")
         time.sleep(2.0)
     if st.state == "PENDING":
         record.event("queued", job_id=ref.job_id, reason=st.reason)
         console.print(f"Slurm job {ref.job_id} is still queued ({st.reason or 'pending'}): follow it with "
                       "`verlctl status`", highlight=False, markup=False)
-        return
-    _fail(record, ref, slurm.read_output(ref.output).decode(errors="replace"),
-          f"training did not start within {int(timeout)}s (Slurm job {ref.job_id} is {st.state})")
+        return None
+    return (slurm.read_output(ref.output).decode(errors="replace"),
+            f"training did not start within {int(timeout)}s (Slurm job {ref.job_id} is {st.state})")
+
+
+def _diagnosis(text: str) -> tuple[str | None, Any]:
+    """The root cause's category of a job's output, and that finding (None, None without one)."""
+    from verlctl.monitor.summary import diagnose_text
+
+    findings = diagnose_text(text).findings
+    return (findings[0].category, findings[0]) if findings else (None, None)
 
 
 def _fail(record: RunRecord, ref: SlurmJobRef, text: str, why: str) -> None:
-    from verlctl.monitor.summary import diagnose_text
-
     if slurm.cancel(ref.job_id, ref.job_name):
         record.event("stopped", job_id=ref.job_id, reason="launch failed")
     _remove_env_file(record)
-    result = diagnose_text(text)
+    category, top = _diagnosis(text)
     tail = [ln for ln in text.splitlines() if ln.strip()][-15:]
     reason, hint = why, None
-    if result.findings:
-        top = result.findings[0]
+    if top is not None:
         reason, hint = f"{why}: {top.category}: {top.message}", top.hint
     sys.stderr.write("".join(f"  {ln}\n" for ln in tail))
-    record.event("failure", category=result.findings[0].category if result.findings else None, reason=reason)
+    record.event("failure", category=category, reason=reason)
     raise RuntimeFailure(reason, hint=hint, code=EXIT_FAILURE)
 
 
