@@ -200,6 +200,31 @@ def test_the_same_traceback_after_the_last_step_of_a_failed_run_is_its_alert(
     assert "finished" not in [e["event"] for e in events] and "note:" not in res.out
 
 
+def test_a_mid_run_traceback_of_a_finished_run_is_its_one_alert_and_the_teardown_one_no_note(
+        host_runs: HostRuns) -> None:  # noqa: F811
+    # an unclassified traceback mid-run (the run went on), then one after the last step; the run finishes after
+    # more than the alert delay: one alert, at the mid-run traceback (the root cause: the first), and no note
+    run, final, _ = _split()
+    mid = ["(TaskRunnerV1) Traceback (most recent call last):", "(TaskRunnerV1) KeyError: 'prompt'"]
+    lines = run[:4] + mid + run[4:] + final + _UNRELATED
+    record = host_runs.start(lines, tail='sleep 5; echo "[verlctl 10:00:09] training finished"', pause=0.05)
+    res = host_runs.watch(record)
+    assert res.code == 0, res.out + res.err
+    events = host_runs.events(record)
+    alerts = [e for e in events if e["event"] == "alert"]
+    assert [(a["category"], a["line"]) for a in alerts] == [("python_exception", 5)], alerts
+    assert events[-1]["event"] == "finished" and "note:" not in res.out, res.out
+
+
+def test_a_clean_finished_run_has_no_alert_and_no_note(host_runs: HostRuns) -> None:  # noqa: F811
+    run, final, _ = _split()
+    record = host_runs.start(run + final, pause=0.05)
+    res = host_runs.watch(record)
+    assert res.code == 0, res.out + res.err
+    kinds = [e["event"] for e in host_runs.events(record)]
+    assert kinds[-1] == "finished" and "alert" not in kinds and "note:" not in res.out, (kinds, res.out)
+
+
 def test_the_watcher_reports_a_mid_run_dataloader_kill(host_runs: HostRuns) -> None:  # noqa: F811
     run, _final, teardown = _split()
     tail = 'echo "[verlctl 10:00:05] start_verl.sh exits with status 1"; exit 1'
