@@ -202,12 +202,14 @@ def test_the_same_traceback_after_the_last_step_of_a_failed_run_is_its_alert(
 
 def test_a_mid_run_traceback_of_a_finished_run_is_its_one_alert_and_the_teardown_one_no_note(
         host_runs: HostRuns) -> None:  # noqa: F811
-    # an unclassified traceback mid-run (the run went on), then one after the last step; the run finishes after
-    # more than the alert delay: one alert, at the mid-run traceback (the root cause: the first), and no note
+    # an unclassified exception mid-run (the run went on), then a traceback after the last step, past the fold
+    # window (two findings); the run finishes after more than the alert delay: one alert, at the mid-run
+    # exception (the root cause: the first), and no note
     run, final, _ = _split()
-    mid = ["(TaskRunnerV1) Traceback (most recent call last):", "(TaskRunnerV1) KeyError: 'prompt'"]
-    lines = run[:4] + mid + run[4:] + final + _UNRELATED
-    record = host_runs.start(lines, tail='sleep 5; echo "[verlctl 10:00:09] training finished"', pause=0.05)
+    mid = ["(TaskRunnerV1) KeyError: 'prompt'"]
+    busy = ["(TaskRunnerV1) INFO: still training"] * Classifier.fold_window
+    lines = run[:4] + mid + busy + run[4:] + final + _UNRELATED
+    record = host_runs.start(lines, tail='sleep 5; echo "[verlctl 10:00:09] training finished"', pause=0.01)
     res = host_runs.watch(record)
     assert res.code == 0, res.out + res.err
     events = host_runs.events(record)
