@@ -294,6 +294,8 @@ def test_a_job_whose_ray_start_up_times_out_is_submitted_once_more(slurm_cluster
     assert f"warning: Ray did not come up in Slurm job {submitted[0]['job_id']} (ray_start_timeout); submitting " \
            "the job once more" in out, out
     assert f"submitted Slurm job {submitted[1]['job_id']} (" in out, out  # the new job's id, said
+    # the timed-out job had ended: nothing of it to cancel before the next (scancel only while Slurm names it live)
+    assert not [e for e in evs if e["event"] == "stopped" and e["job_id"] == submitted[0]["job_id"]], evs
     assert sorted(p.name for p in shim.glob("failed-*")) == [f"failed-{i}" for i in range(1, fails + 1)]
     if fails == 1:
         assert res.returncode == 0, out[-4000:]

@@ -197,6 +197,10 @@ def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any
         console.print(f"warning: Ray did not come up in Slurm job {ref.job_id} ({category}); submitting the job "
                       "once more (a loaded host is the usual cause)", highlight=False, markup=False)
         record.event("ray_start_retry", category=category, attempt=ref.number, job_id=ref.job_id)
+        # Never two jobs of one run: one that timed out still RUNNING (a worker's Ray retrying to join) goes first
+        # (scancel of this job id, after Slurm still names it as this run's; a job that ended is left as it is).
+        if slurm.cancel(ref.job_id, ref.job_name):
+            record.event("stopped", job_id=ref.job_id, reason=f"retry after {category}")
         ref = submit_job(record, resolved, opts, f"retry after {category}", ref.resumed_from)
         console.print(f"submitted Slurm job {ref.job_id} ({ref.job_name}); output {ref.output}", highlight=False,
                       markup=False)
