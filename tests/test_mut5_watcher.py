@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from test_recovery_host import OOM_LINE, HostRuns, host_runs_in
+from verlctl.ops.watcher import STALL_CONFIRM_S
 from verlctl.runtime.executor import HostExecutor
 from verlctl.runtime.records import RunRecord
 
@@ -211,6 +212,75 @@ def test_a_training_that_stops_advancing_is_stalled_by_its_step_time_not_the_sta
     assert m, out
     idle, limit = int(m.group(1)), int(m.group(2))
     assert 1 <= limit < 5 and idle >= limit, out
+
+
+def test_a_watcher_that_was_not_scheduled_reads_the_log_before_it_calls_a_stall(
+        runs: HostRuns, tmp_path: Path) -> None:
+    """The watcher is frozen (SIGSTOP, as a loaded machine or a suspended terminal leaves it) for longer than the
+    start-up limit while the training writes its first steps. Once it runs again it reads those steps before it
+    calls any stall: the run goes on and finishes, nothing said. (Stop 34's CI: under load the watcher's check ran
+    before its read and called a healthy run stalled, "no progress for 71s during start-up (limit 20s)". Without
+    the StallJudge's read-after-suspicion rule this test sees that line.)"""
+    go, end = tmp_path / "go", tmp_path / "end"
+    lines: list[str | tuple[str, str]] = ["Total training steps: 9", ("gate", str(go))]
+    for n in range(1, 4):
+        lines += [_progress(n, 9, rate="0.20s/it"), ("sh", "sleep 0.2")]
+    body = _script(*lines, ("gate", str(end)), ("sh", FINISHED))
+    record = runs.start([], tail=body, top={"recovery": {"stall_startup_s": 4, "stall_min_s": 60}})
+    proc = _watch(runs, record)
+    try:
+        _until("the first status", record.read_status, proc)
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            go.touch()
+            _until("step 3 in the log", lambda: "3/9" in Path(record.run_log).read_text(encoding="utf-8"))
+            time.sleep(5)  # the start-up limit (4 s) passes while the watcher is stopped
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        _until("step 3 read", _status_with(record, phase="training", step=3), proc)
+        time.sleep(3)  # past the judge's confirmation: a stall suspected on waking would be called by now
+        assert proc.poll() is None, proc.communicate()[0]
+    finally:
+        end.touch()
+    code, out = _end(proc)
+    assert code == 0 and "stalled" not in out, out
+    assert [e["event"] for e in runs.events(record) if e["event"] == "stalled"] == []
+
+
+def test_a_log_that_could_not_be_read_for_longer_than_the_limit_is_read_before_a_stall_is_called(
+        runs: HostRuns, tmp_path: Path) -> None:
+    """The run log cannot be read for longer than the start-up limit (here moved away and back, as a shared file
+    system that stops answering for a while leaves it) while the training writes its first steps into it. The
+    watcher waits for a read of the log before it calls the stall, and reads the steps once the log is back: no
+    stall. Without the StallJudge's read-after-suspicion rule the stall is called at the limit, the log unread."""
+    go, end = tmp_path / "go", tmp_path / "end"
+    lines: list[str | tuple[str, str]] = ["Total training steps: 9", ("gate", str(go))]
+    for n in range(1, 4):
+        lines += [_progress(n, 9, rate="0.20s/it"), ("sh", "sleep 0.2")]
+    body = _script(*lines, ("gate", str(end)), ("sh", FINISHED))
+    limit = 8
+    record = runs.start([], tail=body, top={"recovery": {"stall_startup_s": limit, "stall_min_s": 60}})
+    log, away = Path(record.run_log), Path(record.run_log + ".away")
+    proc = _watch(runs, record)
+    try:
+        first = _until("the first status", record.read_status, proc)
+        log.rename(away)  # the training keeps writing into it: its file descriptor follows the file
+        try:
+            go.touch()
+            _until("step 3 written", lambda: "3/9" in away.read_text(encoding="utf-8"))
+            # the limit counts from the watch's start (the status's last_progress_at): a stall is suspected at
+            # limit s; it would be called by its fallback a further limit s later, the log still unread
+            time.sleep(max(0.0, first["last_progress_at"] + limit + STALL_CONFIRM_S + 1 - time.time()))
+            assert proc.poll() is None, proc.communicate()[0]
+        finally:
+            away.rename(log)
+        _until("step 3 read", _status_with(record, phase="training", step=3), proc)
+        time.sleep(STALL_CONFIRM_S + 1)
+        assert proc.poll() is None, proc.communicate()[0]
+    finally:
+        end.touch()
+    code, out = _end(proc)
+    assert code == 0 and "stalled" not in out, out
 
 
 def test_a_healthy_run_tells_the_notify_command_nothing(runs: HostRuns, tmp_path: Path) -> None:

@@ -55,9 +55,39 @@ GIVE_UP_WAIT_S = 30.0
 ENGINE_WAIT_S = 60.0
 #: The most of a Docker engine's error message kept in a ``target_lost`` event.
 ENGINE_ERROR_CHARS = 300
+#: A stall is called only when it still holds this long after it was first seen, and the run log was read to its end
+#: after that moment (a watcher that was not scheduled, or a log read that lagged, is no stalled training).
+STALL_CONFIRM_S = 2.0
 
 
 # ------------------------------------------------------------------------------------------------ status
+
+
+@dataclass
+class StallJudge:
+    """Calls a stall only on a log that was read: a lack of progress first seen at ``suspect_at`` is the verdict
+    once it still holds ``confirm_s`` later *and* the follower read the log to its end after ``suspect_at``
+    (``synced_at``). A watcher that was not scheduled for a while, or a log read that lagged behind, sees no
+    progress for that long although the training wrote it: that is no stall. A reader that stays behind for a
+    whole further limit does not hide a stall for ever: it is called then, and says the log was behind."""
+
+    confirm_s: float = STALL_CONFIRM_S
+    suspect_at: float | None = None
+
+    def verdict(self, reason: str | None, limit: float, now: float, synced_at: float) -> str | None:
+        if reason is None:
+            self.suspect_at = None
+            return None
+        if self.suspect_at is None:
+            self.suspect_at = now
+        waited = now - self.suspect_at
+        if waited < self.confirm_s:
+            return None
+        if synced_at >= self.suspect_at:
+            return reason
+        if waited >= limit:
+            return f"{reason}; the run log was not read to its end for the last {waited:.0f}s"
+        return None
 
 
 @dataclass
@@ -69,10 +99,19 @@ class LiveStatus:
     seconds_per_step: float | None = None
     last_metrics: dict[str, float] = field(default_factory=dict)
     phase: str = "starting"
-    last_progress_at: float = field(default_factory=time.time)
+    last_progress_at: float = field(default_factory=time.time)  # wall clock, for `status`
+    progress_mono: float = field(default_factory=time.monotonic)  # the same moment, for the stall's durations
     step_times: list[float] = field(default_factory=list)
     updated_at: float = field(default_factory=time.time)
     max_step: int | None = None
+
+    def progressed(self, timed: bool) -> None:
+        """A step advanced now; ``timed``: a step was seen before it, so the time since is a step time."""
+        mono = time.monotonic()
+        if timed:
+            self.step_times.append(mono - self.progress_mono)
+        self.progress_mono = mono
+        self.last_progress_at = time.time()
 
     def as_dict(self) -> dict[str, Any]:
         m = self.last_metrics
@@ -320,6 +359,7 @@ class Watcher:
         head_exited: str | None = None  # the head's `ray start` said its daemons exited (from the log)
         log_checked_at = time.time()  # when the run log was last seen to exist (a deleted log is reported)
         log_gone = False
+        judge = StallJudge()
         self._oom_before = self._oom_counters(pgid)  # a SIGKILL is called OOM only on new OOM kills (O2)
         try:
             while True:
@@ -423,7 +463,7 @@ class Watcher:
                     if root is not None and root.category == "device_oom" and self.ex.group_alive(pgid):
                         # A job hanging after an OOM (e.g. a driver waiting on a dead actor): treat as failed.
                         return AttemptOutcome("failed", root, "out of memory, process still hanging")
-                stalled = self._stalled(live, now)
+                stalled = self._stalled(live, judge, follower.synced_at)
                 if stalled:
                     self.say(f"verlctl watch: stalled: {stalled}")
                     self.emit("stalled", reason=stalled, attempt=attempt.number,
@@ -636,13 +676,9 @@ class Watcher:
         return device_side(self.resolved.spec.mode, f.excerpt)
 
     def _on_event(self, ev: object, live: LiveStatus, resumed_from: str | None) -> None:
-        now = time.time()
         if isinstance(ev, Progress):
-            if live.step is not None and ev.step > live.step:
-                live.step_times.append(now - live.last_progress_at)
-                live.last_progress_at = now
-            elif live.step is None:
-                live.last_progress_at = now
+            if live.step is None or ev.step > live.step:
+                live.progressed(timed=live.step is not None)
             live.step = ev.step
             live.max_step = ev.step if live.max_step is None else max(ev.step, live.max_step)
             live.total = ev.total or live.total
@@ -658,9 +694,7 @@ class Watcher:
                 self.emit("resume_advanced", resumed_from=resumed_from, step=ev.step)
         if isinstance(ev, StepMetrics):  # also the step that said the resume advanced
             if live.step is None or ev.step > live.step:
-                if live.step is not None:
-                    live.step_times.append(now - live.last_progress_at)
-                live.last_progress_at = now
+                live.progressed(timed=live.step is not None)
                 live.step = ev.step
             live.max_step = ev.step if live.max_step is None else max(ev.step, live.max_step)
             live.last_metrics = {k: float(v) for k, v in ev.metrics.items()}
@@ -689,18 +723,19 @@ class Watcher:
             self.say(f"verlctl watch: warning: the trainer started at step {initial_step}, "
                      f"not after the checkpoint {resumed_from}")
 
-    def _stalled(self, live: LiveStatus, now: float) -> str | None:
+    def _stalled(self, live: LiveStatus, judge: StallJudge, synced_at: float) -> str | None:
+        """The stall's reason once it is called (:class:`StallJudge`), else None. Durations are monotonic."""
         r = self.resolved.spec.recovery
-        idle = now - live.last_progress_at
+        now = time.monotonic()
+        idle = now - live.progress_mono
         if live.step_times:
             limit = max(float(r.stall_min_s), r.stall_step_factor * statistics.median(live.step_times))
             phase = "training"
         else:
             limit = float(r.stall_startup_s)
             phase = "start-up"
-        if idle >= limit:
-            return f"no progress for {idle:.0f}s during {phase} (limit {limit:.0f}s)"
-        return None
+        reason = f"no progress for {idle:.0f}s during {phase} (limit {limit:.0f}s)" if idle >= limit else None
+        return judge.verdict(reason, limit, now, synced_at)
 
     def _user_stopped(self) -> bool:
         from verlctl.runtime.records import load_run

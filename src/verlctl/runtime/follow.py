@@ -1,12 +1,18 @@
 """Follow a growing file in an executor's target: a streaming ``tail -F`` exec in a container (no polling,
-no CPU while the file is quiet), cheap polling of ``stat`` on the host."""
+no CPU while the file is quiet), cheap polling of ``stat`` on the host.
+
+A follower also says how fresh what it returned is (:attr:`Follower.synced_at`): a verdict drawn from the *absence* of
+new text (a stall) is only sound once the file was read to its end after the verdict's moment, not while the reader
+lags behind (a slow or hung file system, a watcher that was not scheduled for a while)."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import queue
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 from verlctl.runtime.executor import DockerExecutor, Executor
 from verlctl.runtime.procscan import FOLLOW_VAR
@@ -40,17 +46,22 @@ class _Tail:
 
 
 
-def follow(ex: Executor, path: str, offset: int, stop: threading.Event, tail: _Tail | None = None) -> Iterator[str]:
-    """New text of ``path`` from ``offset`` on, as it is written; ends when ``stop`` is set."""
+def follow(ex: Executor, path: str, offset: int, stop: threading.Event, tail: _Tail | None = None,
+           synced: Callable[[float], None] | None = None) -> Iterator[str]:
+    """New text of ``path`` from ``offset`` on, as it is written; ends when ``stop`` is set. A polling follower
+    calls ``synced(t)`` after each pass that found the file and nothing more to read in it: everything written
+    before the monotonic time ``t`` has been yielded."""
     if isinstance(ex, DockerExecutor):
         yield from _follow_docker(ex, path, offset, stop, tail or _Tail())
     else:
-        yield from _follow_polling(ex, path, offset, stop)
+        yield from _follow_polling(ex, path, offset, stop, synced=synced)
 
 
-def _follow_polling(ex: Executor, path: str, offset: int, stop: threading.Event, every: float = 0.25) -> Iterator[str]:
+def _follow_polling(ex: Executor, path: str, offset: int, stop: threading.Event, every: float = 0.25,
+                    synced: Callable[[float], None] | None = None) -> Iterator[str]:
     pos = offset
     while not stop.is_set():
+        began = time.monotonic()  # before the size is read: what was written before it is at most that size
         size = ex.file_size(path)
         if size is not None and size < pos:
             pos = 0  # truncated / replaced
@@ -59,6 +70,8 @@ def _follow_polling(ex: Executor, path: str, offset: int, stop: threading.Event,
             pos += len(data)
             yield data.decode("utf-8", errors="replace")
         else:
+            if synced is not None and size is not None:  # a file that cannot be found was not read
+                synced(began)
             stop.wait(every)
 
 
@@ -103,21 +116,37 @@ def _follow_docker(ex: DockerExecutor, path: str, offset: int, stop: threading.E
             tail.kill()
 
 
+class _Synced:
+    """A polling follower's mark in its queue, after the text it covers: the file was read to its end as of ``at``."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+
 class Follower:
-    """Runs :func:`follow` in a daemon thread; ``get(timeout)`` returns new text ('' when none came)."""
+    """Runs :func:`follow` in a daemon thread; ``get(timeout)`` returns new text ('' when none came).
+
+    ``synced_at`` (monotonic): everything written to the file before it has been returned by ``get``. A polling
+    follower knows it exactly (its pass that found nothing more to read began then); a streaming one (``tail -F``
+    in a container pushes text as it is written) counts the start of each ``get``."""
 
     def __init__(self, ex: Executor, path: str, offset: int = 0, owner: str = "") -> None:
         self._stop = threading.Event()
         self._tail = _Tail(owner)
-        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._queue: queue.Queue[str | _Synced | None] = queue.Queue()
+        self._streams = isinstance(ex, DockerExecutor)
         self.ended = False
+        self.synced_at = -math.inf
         self._thread = threading.Thread(target=self._pump, args=(ex, path, offset), daemon=True,
                                         name="verlctl-follow")
         self._thread.start()
 
     def _pump(self, ex: Executor, path: str, offset: int) -> None:
         try:
-            for text in follow(ex, path, offset, self._stop, self._tail):
+            for text in follow(ex, path, offset, self._stop, self._tail,
+                               synced=lambda at: self._queue.put(_Synced(at))):
                 self._queue.put(text)
         except Exception as exc:  # noqa: BLE001 - reported through the queue
             self._queue.put(f"\n[verlctl] log follower stopped: {exc}\n")
@@ -125,23 +154,24 @@ class Follower:
             self._queue.put(None)
 
     def get(self, timeout: float) -> str:
-        try:
-            item = self._queue.get(timeout=timeout)
-        except queue.Empty:
-            return ""
-        if item is None:
-            self.ended = True
-            return ""
-        parts = [item]
-        while True:  # drain what else is ready
+        began = time.monotonic()
+        deadline = began + timeout
+        parts: list[str] = []
+        while True:  # wait for text until the deadline, then drain what else is ready
             try:
-                more = self._queue.get_nowait()
+                item = (self._queue.get_nowait() if parts
+                        else self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
             except queue.Empty:
                 break
-            if more is None:
+            if item is None:
                 self.ended = True
                 break
-            parts.append(more)
+            if isinstance(item, _Synced):
+                self.synced_at = max(self.synced_at, item.at)
+            else:
+                parts.append(item)
+        if self._streams:
+            self.synced_at = max(self.synced_at, began)
         return "".join(parts)
 
     def stop(self) -> None:

@@ -1,0 +1,117 @@
+"""The stall is called on a log that was read (ops/watcher.py ``StallJudge``; runtime/follow.py ``synced_at``).
+
+A lack of progress is a verdict only once it still holds ``STALL_CONFIRM_S`` after it was first seen *and* the log
+was read to its end after that moment: a watcher that was not scheduled, or a read that lagged (a slow shared file
+system), saw no progress that the training had written. The judge is pure; the follower is the real one, on a real
+file. The whole watcher frozen under SIGSTOP is in tests/test_mut5_watcher.py."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from verlctl.ops.watcher import STALL_CONFIRM_S, StallJudge
+from verlctl.runtime.executor import HostExecutor
+from verlctl.runtime.follow import Follower
+
+REASON = "no progress for 30s during start-up (limit 30s)"
+
+
+def test_a_stall_is_called_once_it_held_the_confirmation_time_and_the_log_was_read_after_it_was_seen() -> None:
+    judge = StallJudge()
+    assert STALL_CONFIRM_S == judge.confirm_s == 2.0
+    assert judge.verdict(REASON, 30, now=100.0, synced_at=99.9) is None  # first seen: suspected only
+    assert judge.suspect_at == 100.0
+    assert judge.verdict(REASON, 30, now=101.9, synced_at=101.5) is None  # read after, but not held 2 s
+    assert judge.verdict(REASON, 30, now=102.0, synced_at=99.9) is None  # held, but the log was not read since
+    assert judge.verdict(REASON, 30, now=102.0, synced_at=100.0) == REASON  # read from the moment it was seen on
+    assert judge.suspect_at == 100.0
+
+
+def test_progress_read_after_the_suspicion_clears_it_and_a_new_one_starts_from_its_own_moment() -> None:
+    judge = StallJudge()
+    assert judge.verdict(REASON, 30, now=100.0, synced_at=-math.inf) is None
+    assert judge.verdict(None, 30, now=101.0, synced_at=100.5) is None  # the read found a step: no stall
+    assert judge.suspect_at is None
+    assert judge.verdict(REASON, 30, now=140.0, synced_at=139.0) is None  # a new suspicion, not the old one's
+    assert judge.suspect_at == 140.0
+    assert judge.verdict(REASON, 30, now=141.0, synced_at=140.5) is None
+    assert judge.verdict(REASON, 30, now=142.0, synced_at=140.5) == REASON
+
+
+def test_a_log_read_that_stays_behind_for_a_whole_limit_still_gets_its_stall_called_and_says_so() -> None:
+    judge = StallJudge()
+    assert judge.verdict(REASON, 30, now=100.0, synced_at=50.0) is None
+    assert judge.verdict(REASON, 30, now=129.9, synced_at=50.0) is None
+    said = judge.verdict(REASON, 30, now=130.0, synced_at=50.0)
+    assert said == f"{REASON}; the run log was not read to its end for the last 30s", said
+
+
+def test_a_limit_shorter_than_the_confirmation_still_waits_for_the_confirmation() -> None:
+    judge = StallJudge()
+    assert judge.verdict(REASON, 1, now=10.0, synced_at=-math.inf) is None
+    assert judge.verdict(REASON, 1, now=11.5, synced_at=-math.inf) is None
+    assert judge.verdict(REASON, 1, now=12.0, synced_at=-math.inf) is not None
+
+
+def _read_until(f: Follower, cond: object, timeout: float = 30) -> str:
+    got = ""
+    deadline = time.monotonic() + timeout
+    while not cond(got):  # type: ignore[operator]
+        assert time.monotonic() < deadline, (got, f.synced_at)
+        got += f.get(0.2)
+    return got
+
+
+def test_the_polling_follower_is_synced_only_past_what_it_returned(tmp_path: Path) -> None:
+    """``synced_at`` ≥ t means everything written before t was returned by ``get``: text appended at t is in
+    what ``get`` returned by the time the follower says it is synced past t."""
+    log = tmp_path / "run.log"
+    log.write_text("first\n", encoding="utf-8")
+    f = Follower(HostExecutor(), str(log), 0)
+    try:
+        assert f.synced_at == -math.inf  # nothing read yet
+        assert _read_until(f, lambda got: "first" in got) == "first\n"
+        for n in range(20):
+            t = time.monotonic()
+            with log.open("a", encoding="utf-8") as fh:
+                fh.write(f"line {n}\n")
+            got = _read_until(f, lambda _got, t=t: f.synced_at >= t)  # type: ignore[misc]
+            assert got == f"line {n}\n", (n, got)
+        assert f.synced_at <= time.monotonic()
+    finally:
+        f.stop()
+
+
+def test_a_quiet_log_keeps_the_follower_synced_and_get_waits_its_timeout(tmp_path: Path) -> None:
+    """Nothing new: the follower's passes keep ``synced_at`` moving; ``get`` waits for text until its timeout
+    (the passes' marks do not end the wait early) and returns ''."""
+    log = tmp_path / "run.log"
+    log.write_text("", encoding="utf-8")
+    f = Follower(HostExecutor(), str(log), 0)
+    try:
+        t = time.monotonic()
+        began = time.monotonic()
+        assert f.get(1.0) == ""
+        assert time.monotonic() - began >= 0.95
+        _read_until(f, lambda _got: f.synced_at >= t)
+        assert not f.ended
+    finally:
+        f.stop()
+
+
+def test_a_log_that_cannot_be_found_is_not_read_to_its_end(tmp_path: Path) -> None:
+    """A missing log (moved away, not yet there) gives no sync: a stall waits for a read, or for its fallback."""
+    log = tmp_path / "run.log"
+    f = Follower(HostExecutor(), str(log), 0)
+    try:
+        began = time.monotonic()
+        while time.monotonic() - began < 1.0:  # four passes of the follower
+            assert f.get(0.25) == ""
+        assert f.synced_at == -math.inf
+        t = time.monotonic()
+        log.write_text("here\n", encoding="utf-8")
+        assert _read_until(f, lambda got: f.synced_at >= t and got) == "here\n"
+    finally:
+        f.stop()
