@@ -37,6 +37,7 @@ def test_the_readme_table_is_the_watcher_s_values() -> None:
     assert _row("the device tool") == f"{watcher.DEVICE_TOOL_TIMEOUT_S} s, {watcher.MEMORY_POLL_S} s"
     assert _row("read of verl's checkpoint tracker") == f"{watcher.TRACKER_MAX_BYTES} bytes"
     assert _row("a Docker engine's error message") == f"{watcher.ENGINE_ERROR_CHARS} characters"
+    assert _row("a stall is called once it still holds") == f"{watcher.STALL_CONFIRM_S:g} s"
 
 
 def test_the_training_s_grace_the_table_quotes_is_the_stop_s_default() -> None:
