@@ -214,6 +214,26 @@ def test_a_training_that_stops_advancing_is_stalled_by_its_step_time_not_the_sta
     assert 1 <= limit < 5 and idle >= limit, out
 
 
+def test_a_progress_bar_redrawn_at_the_same_step_is_no_progress(runs: HostRuns, tmp_path: Path) -> None:
+    """tqdm redraws its bar at the same step (a refresh, a postfix update): that is no step. The stall clock keeps
+    counting from step 1, and no step time of the redraw's period is taken (seed 9562's survivor, `>` → `>=`:
+    each redraw reset the clock, so the start-up stall never came and a 1 s training limit did instead)."""
+    gate = tmp_path / "never"
+    redraw = _progress(1, 9, rate="0.30s/it")
+    body = _script("Total training steps: 9", redraw,
+                   ("sh", f"for i in $(seq 40); do echo {json.dumps(redraw)}; sleep 0.3; done"),
+                   ("gate", str(gate)), ("sh", FINISHED))
+    record = runs.start([], tail=body,
+                        top={"recovery": {"stall_startup_s": 3, "stall_min_s": 1, "stall_step_factor": 1.5}})
+    proc = _watch(runs, record)
+    try:
+        code, out = _end(proc)
+    finally:
+        gate.touch()
+    assert code == 1, out
+    assert re.search(r"stalled: no progress for \d+s during start-up \(limit 3s\)", out), out
+
+
 def test_a_watcher_that_was_not_scheduled_reads_the_log_before_it_calls_a_stall(
         runs: HostRuns, tmp_path: Path) -> None:
     """The watcher is frozen (SIGSTOP, as a loaded machine or a suspended terminal leaves it) for longer than the
