@@ -115,3 +115,19 @@ def test_a_log_that_cannot_be_found_is_not_read_to_its_end(tmp_path: Path) -> No
         assert _read_until(f, lambda got: f.synced_at >= t and got) == "here\n"
     finally:
         f.stop()
+
+
+def test_a_truncated_log_is_read_again_from_its_start(tmp_path: Path) -> None:
+    """A log cut to nothing and written again (``: > log``, logrotate's copytruncate) is read from its first byte:
+    the new text whole, not its tail past the old length (seed 9562's survivors: ``pos = 0`` → 1 / -1)."""
+    log = tmp_path / "run.log"
+    log.write_text("the old text\n", encoding="utf-8")
+    f = Follower(HostExecutor(), str(log), 0)
+    try:
+        assert _read_until(f, lambda got: got.endswith("\n")) == "the old text\n"
+        log.write_text("new\n", encoding="utf-8")  # shorter than what was read
+        t = time.monotonic()
+        assert _read_until(f, lambda got: f.synced_at >= t and got) == "new\n"
+        assert not f.ended
+    finally:
+        f.stop()
