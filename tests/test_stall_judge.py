@@ -131,3 +131,32 @@ def test_a_truncated_log_is_read_again_from_its_start(tmp_path: Path) -> None:
         assert not f.ended
     finally:
         f.stop()
+
+
+class _CountingHost(HostExecutor):
+    """The real host executor, counting how often the follower asks for the log's size (no double: every call
+    goes through)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes = 0
+
+    def file_size(self, path: str) -> int | None:
+        self.sizes += 1
+        return super().file_size(path)
+
+
+def test_a_quiet_log_is_polled_a_few_times_a_second_not_in_a_busy_loop(tmp_path: Path) -> None:
+    """Between passes that find nothing the polling follower waits (0.25 s): about 4 passes a second, not
+    thousands (seed 9562's survivor: the wait deleted, the follower spun a CPU while the log was quiet)."""
+    log = tmp_path / "run.log"
+    log.write_text("", encoding="utf-8")
+    ex = _CountingHost()
+    f = Follower(ex, str(log), 0)
+    try:
+        time.sleep(0.2)
+        before = ex.sizes
+        time.sleep(1.0)
+        assert 1 <= ex.sizes - before <= 12, ex.sizes - before
+    finally:
+        f.stop()

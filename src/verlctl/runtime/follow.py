@@ -132,7 +132,7 @@ class Follower:
     follower knows it exactly (its pass that found nothing more to read began then); a streaming one (``tail -F``
     in a container pushes text as it is written) counts the start of each ``get``."""
 
-    def __init__(self, ex: Executor, path: str, offset: int = 0, owner: str = "") -> None:
+    def __init__(self, ex: Executor, path: str, offset: int, owner: str = "") -> None:
         self._stop = threading.Event()
         self._tail = _Tail(owner)
         self._queue: queue.Queue[str | _Synced | None] = queue.Queue()
