@@ -160,3 +160,31 @@ def test_a_quiet_log_is_polled_a_few_times_a_second_not_in_a_busy_loop(tmp_path:
         assert 1 <= ex.sizes - before <= 12, ex.sizes - before
     finally:
         f.stop()
+
+
+def test_a_log_that_cannot_be_read_ends_the_follower_with_the_reason(tmp_path: Path) -> None:
+    """A log path that is no regular file (here a directory): the follower says why it stopped, in the text, and
+    is ended (the watcher reads ``ended``), rather than going quiet for ever."""
+    f = Follower(HostExecutor(), str(tmp_path), 0)
+    try:
+        got = _read_until(f, lambda got: "\n" in got.strip("\n") or f.ended)
+        got += f.get(0.5)
+        assert got.startswith("\n[verlctl] log follower stopped: ") and "Is a directory" in got, got
+        assert f.ended
+        assert f.get(0.1) == "" and f.ended
+    finally:
+        f.stop()
+
+
+def test_a_process_that_never_stops_its_follower_still_exits(tmp_path: Path) -> None:
+    """The reading thread is a daemon: a watcher that ends on an error without ``stop()`` does not hang its
+    process on a quiet log."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "run.log"
+    log.write_text("", encoding="utf-8")
+    code = ("import sys; from verlctl.runtime.executor import HostExecutor; from verlctl.runtime.follow import "
+            "Follower; f = Follower(HostExecutor(), sys.argv[1], 0); f.get(0.5); print('leaving')")
+    res = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout == "leaving\n", res
