@@ -105,6 +105,20 @@ def _watch_attempt_beside(watcher: Any, beside: Any, gate: Path) -> Any:
         gate.touch()
 
 
+def _given_up(runs: HostRuns, tmp_path: Path, lines: list[str | tuple[str, str]], recovery: dict[str, Any]) -> str:
+    """The double prints ``lines`` and then waits on a gate that never opens, under `verlctl watch` with these
+    ``recovery`` settings, until the watch gives up (exit 1): what it printed."""
+    gate = tmp_path / "never"
+    record = runs.start([], tail=_script(*lines, ("gate", str(gate)), ("sh", FINISHED)), top={"recovery": recovery})
+    proc = _watch(runs, record)
+    try:
+        code, out = _end(proc)
+    finally:
+        gate.touch()
+    assert code == 1, out
+    return out
+
+
 def _status_with(record: RunRecord, **want: Any) -> Any:
     def check() -> dict[str, Any] | None:
         st = record.read_status()
@@ -194,20 +208,11 @@ def test_a_training_that_stops_advancing_is_stalled_by_its_step_time_not_the_sta
     below the start-up limit of 20 s. The steps are timed from tqdm's progress bar, or from verl's step lines
     alone (a log without the bar; seed 9846's survivor: those steps were not timed). The start-up before step 1
     (5 s here) is no step time (seed 9488's survivor timed step 1 from the watch's start: a limit of 8 s)."""
-    gate = tmp_path / "never"
     lines: list[str | tuple[str, str]] = ["Total training steps: 9", ("sh", "sleep 5")]
     for n in range(1, 4):
         line = _progress(n, 9, rate="0.20s/it") if kind == "progress" else f"step:{n} - actor/pg_loss:0.1"
         lines += [line, ("sh", "sleep 0.2")]
-    body = _script(*lines, ("gate", str(gate)), ("sh", FINISHED))
-    record = runs.start([], tail=body,
-                        top={"recovery": {"stall_startup_s": 20, "stall_min_s": 1, "stall_step_factor": 1.5}})
-    proc = _watch(runs, record)
-    try:
-        code, out = _end(proc)
-    finally:
-        gate.touch()
-    assert code == 1, out
+    out = _given_up(runs, tmp_path, lines, {"stall_startup_s": 20, "stall_min_s": 1, "stall_step_factor": 1.5})
     m = re.search(r"stalled: no progress for (\d+)s during training \(limit (\d+)s\)", out)
     assert m, out
     idle, limit = int(m.group(1)), int(m.group(2))
@@ -218,19 +223,11 @@ def test_a_progress_bar_redrawn_at_the_same_step_is_no_progress(runs: HostRuns, 
     """tqdm redraws its bar at the same step (a refresh, a postfix update): that is no step. The stall clock keeps
     counting from step 1, and no step time of the redraw's period is taken (seed 9562's survivor, `>` → `>=`:
     each redraw reset the clock, so the start-up stall never came and a 1 s training limit did instead)."""
-    gate = tmp_path / "never"
     redraw = _progress(1, 9, rate="0.30s/it")
-    body = _script("Total training steps: 9", redraw,
-                   ("sh", f"for i in $(seq 40); do echo {json.dumps(redraw)}; sleep 0.3; done"),
-                   ("gate", str(gate)), ("sh", FINISHED))
-    record = runs.start([], tail=body,
-                        top={"recovery": {"stall_startup_s": 3, "stall_min_s": 1, "stall_step_factor": 1.5}})
-    proc = _watch(runs, record)
-    try:
-        code, out = _end(proc)
-    finally:
-        gate.touch()
-    assert code == 1, out
+    out = _given_up(runs, tmp_path,
+                    ["Total training steps: 9", redraw,
+                     ("sh", f"for i in $(seq 40); do echo {json.dumps(redraw)}; sleep 0.3; done")],
+                    {"stall_startup_s": 3, "stall_min_s": 1, "stall_step_factor": 1.5})
     assert re.search(r"stalled: no progress for \d+s during start-up \(limit 3s\)", out), out
 
 
