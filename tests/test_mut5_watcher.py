@@ -237,7 +237,8 @@ def test_a_watcher_that_was_not_scheduled_reads_the_log_before_it_calls_a_stall(
     start-up limit while the training writes its first steps. Once it runs again it reads those steps before it
     calls any stall: the run goes on and finishes, nothing said. (Stop 34's CI: under load the watcher's check ran
     before its read and called a healthy run stalled, "no progress for 71s during start-up (limit 20s)". Without
-    the StallJudge's read-after-suspicion rule this test sees that line.)"""
+    the StallJudge's read-after-suspicion rule this test saw that line in 1 of 3 runs: which thread runs first after
+    SIGCONT decides. The test that fails every time without the rule is the unreadable log's, below.)"""
     go, end = tmp_path / "go", tmp_path / "end"
     lines: list[str | tuple[str, str]] = ["Total training steps: 9", ("gate", str(go))]
     for n in range(1, 4):
