@@ -101,6 +101,38 @@ def test_the_follower_stops_its_own_tail_by_its_container_pid(container_factory)
     assert any(ln.split()[0] == str(decoy) and "sleep 1000" in ln for ln in ps(c)), ps(c)
 
 
+def test_a_streaming_follower_counts_as_read_while_its_tail_runs_and_not_after_it_died(container_factory) -> None:  # type: ignore[no-untyped-def]
+    """A container's log streams (``tail -F``): each ``get`` counts as a read up to its start, so a stall is called
+    at its confirmation. Once the tail is gone (killed here, in the test's own container), the follower is ended
+    and reads nothing more: it no longer counts as read, so a stall waits for its fallback and says the log was not
+    read to its end."""
+    from verlctl.runtime.executor import DockerExecutor
+    from verlctl.runtime.follow import Follower
+
+    c = container_factory(command=["sleep", "infinity"])
+    ex = DockerExecutor(c.client, c.id, c.name)
+    log = "/tmp/verlctl-follow-test-synced.log"
+    assert c.exec_run(["sh", "-c", f"echo first > {log}"]).exit_code == 0
+    f = Follower(ex, log, 0)
+    try:
+        text = ""
+        deadline = time.monotonic() + 60
+        while "first" not in text and time.monotonic() < deadline:
+            text += f.get(timeout=1.0)
+        assert "first" in text
+        t = time.monotonic()
+        f.get(timeout=0.2)
+        assert f.synced_at >= t
+        (tail,) = tails(c)
+        assert c.exec_run(["kill", "--", tail.split()[0]]).exit_code == 0
+        wait_for(lambda: (f.get(timeout=0.5), f.ended)[1], timeout=60)
+        after = f.synced_at
+        f.get(timeout=0.2)
+        assert f.synced_at == after, (after, f.synced_at)
+    finally:
+        f.stop()
+
+
 def test_restart_reuse_stop_and_remove_act_only_on_the_runs_own(launch_env: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
     env = launch_env
     env.spec["train"]["steps"] = 400

@@ -130,7 +130,7 @@ class Follower:
 
     ``synced_at`` (monotonic): everything written to the file before it has been returned by ``get``. A polling
     follower knows it exactly (its pass that found nothing more to read began then); a streaming one (``tail -F``
-    in a container pushes text as it is written) counts the start of each ``get``."""
+    in a container pushes text as it is written) counts the start of each ``get`` until its stream ends."""
 
     def __init__(self, ex: Executor, path: str, offset: int, owner: str = "") -> None:
         self._stop = threading.Event()
@@ -170,7 +170,7 @@ class Follower:
                 self.synced_at = max(self.synced_at, item.at)
             else:
                 parts.append(item)
-        if self._streams:
+        if self._streams and not self.ended:  # a stream that ended reads nothing more
             self.synced_at = max(self.synced_at, began)
         return "".join(parts)
 
