@@ -7,6 +7,7 @@ import typer
 
 def register(app: typer.Typer) -> None:
     from verlctl.commands import check as check_cmd
+    from verlctl.commands import demo as demo_cmd
     from verlctl.commands import detect as detect_cmd
     from verlctl.commands import diagnose as diagnose_cmd
     from verlctl.commands import export_slurm, import_cmd
@@ -18,6 +19,7 @@ def register(app: typer.Typer) -> None:
     from verlctl.commands.export import export_app
     from verlctl.commands.export_rayjob import rayjob as export_rayjob
 
+    app.command("demo", help=demo_cmd.DEMO_HELP)(demo_cmd.demo)
     app.command("detect")(detect_cmd.detect)
     app.command("init")(init_cmd.init)
     app.command("plan")(plan_cmd.plan)
