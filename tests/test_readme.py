@@ -21,7 +21,7 @@ DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/ve
 HISTORY = [
     (r"(?<![\w/.\-])#\d+", "an issue number"),
     (r"\bissues? \d+", "an issue number"),
-    (r"\b(?:U|N|F\d?-?|RV\d?-|A|O|G)\d+(?:-\d+)?\b", "a review-item id"),
+    (r"\b(?:U|N|F\d?-?|RV\d?-|A|O|G)\d{1,2}(?:-\d+)?\b", "a review-item id"),  # not A100, an accelerator
     (r"\b(?:turn|stop|round|session|face)s? ?\d+\b", "a development round"),
     (r"\bsessions?\b", "a development session"),
     (r"\bmutat\w*|\bmutants?\b|\bsurvivors?\b|\bseeds?\b", "mutation testing"),
@@ -123,16 +123,29 @@ def test_the_user_guides_tell_no_development_history() -> None:
         "2,549 passed in 1888 s.",
         "as `tests/test_face.py` shows",
         "measured on tree 7c18f5d",
+        "Round 3, the last items",
     ],
 )
 def test_the_history_rules_catch_a_diary_line(line: str) -> None:
     assert history_in(f"# t\n\n{line}\n")
 
 
+def test_the_history_rules_leave_the_user_s_words_alone() -> None:
+    assert history_in("# t\n\nOn 8 × A100 or H100, `init` asks in rounds; `verlctl stop` stops the run.\n"
+                      "```\nverlctl launch  # issue #1 inside a code block is not prose\n```\n") == []
+
+
 def test_one_ci_timing_line_is_allowed_two_are_not() -> None:
     one = "# t\n\nThe whole test suite takes about 30 min.\n"
     assert history_in(one) == []
     assert history_in(one + "CI took 44 min last time.\n")
+
+
+def test_the_flow_table_has_the_phases_in_order() -> None:
+    text = README.read_text(encoding="utf-8")
+    flow = text.split("\n## The flow\n", 1)[1].split("\n## ", 1)[0]
+    phases = [row.split("|")[1].strip() for row in flow.splitlines() if row.startswith("| ")][1:]
+    assert phases == ["pre-check", "collect", "validate", "confirm", "prepare", "render / start / verify", "watch"]
 
 
 def test_the_readme_names_the_default_image_and_the_requirements() -> None:
