@@ -214,8 +214,6 @@ def _schema_type(prop: dict[str, Any]) -> str:
         kinds = [k for k in prop["anyOf"] if k.get("type") != "null"]
         text = " or ".join(_schema_type(k) for k in kinds)
         return text + (" (or null)" if len(kinds) < len(prop["anyOf"]) else "")
-    if "$ref" in prop:
-        return "section"
     if "enum" in prop:
         return " \\| ".join(f"`{v}`" for v in prop["enum"])
     kind = prop.get("type", "any")
