@@ -31,7 +31,7 @@ GONE_S = 60.0
 
 
 def demo(
-    algorithm: Annotated[str, typer.Option("--algorithm", help="dapo (the seeds' algorithm) or grpo.")] = "dapo",
+    algorithm: Annotated[str, typer.Option("--algorithm", help="dapo (DAPO: clip-higher, dynamic sampling, overlong penalty) or grpo.")] = "dapo",
     steps: Annotated[int, typer.Option("--steps", help="Training steps (1-50).")] = 2,
     folder: Annotated[
         Optional[Path],  # noqa: UP045

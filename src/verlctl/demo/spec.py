@@ -41,7 +41,7 @@ def demo_spec(folder: Path, python_env: Path, algorithm: str, steps: int) -> str
 # What a CPU run cannot show: NPU/CUDA kernels, whether the model fits in HBM, HCCL/NCCL collectives, speed.
 
 verl_version: "0.9.1"     # the demo device layer is written against verl 0.9.1's platform registry
-algorithm: {algorithm}           # dapo (the seeds' algorithm) | grpo
+algorithm: {algorithm}           # dapo | grpo
 mode: sync
 strategy: fsdp2
 device: cpu               # CPU: the demo device layer (verl's CUDA path on the CPU, gloo collectives)
