@@ -25,9 +25,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from realverl_support import run_lock
+
 from conftest import clean_env, run_cli
 from docker_support import in_ci
-from realverl_support import run_lock
 
 pytestmark = [pytest.mark.real_verl, pytest.mark.xdist_group("real_verl")]
 

@@ -4,6 +4,7 @@ with the real-verl test image. The end-to-end run is tests/test_demo_realverl.py
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from dataclasses import replace
@@ -12,10 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, clean_env, run_cli
 from verlctl.demo import environment as envmod
 from verlctl.demo.environment import GIB, HostFacts, PythonFound, host_problem
 from verlctl.demo.spec import LAYER_ENV, demo_spec
+
+from conftest import ROOT, clean_env, run_cli
 
 PY = PythonFound(sys.executable, (3, 11), True)
 GOOD = HostFacts(system="Linux", machine="x86_64", cpu_flags=frozenset({"sse2", "avx2"}), ram_available=16 * GIB,
@@ -190,10 +192,8 @@ def test_the_host_executor_puts_the_python_env_first_on_path(tmp_path: Path) -> 
     while time.monotonic() < deadline and not log.read_text().strip():
         time.sleep(0.05)
     assert log.read_text().strip() == str(env / "bin" / "python3")
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
 
 
 def test_demo_refuses_bad_options_and_a_foreign_folder_in_one_line(tmp_path: Path) -> None:
@@ -210,3 +210,34 @@ def test_demo_refuses_bad_options_and_a_foreign_folder_in_one_line(tmp_path: Pat
     assert res.code != 0 and "not a demo's" in res.err
     assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
     assert not (tmp_path / "cache").exists()  # nothing downloaded or made
+
+
+def test_an_index_that_cannot_be_reached_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip against a closed port on this machine: the build stops at its first download with one line that says
+    the index could not be reached and where pip's settings and the log are; nothing is left marked ready."""
+    for k in [k for k in __import__("os").environ if k.startswith("PIP_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")  # no machine-wide pip config (mirrors, find-links)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    python, _ = envmod.find_python([sys.executable])
+    assert python is not None
+    with pytest.raises(envmod.VerlctlError) as exc:
+        envmod.build_env(tmp_path, python, lambda _line: None)
+    err = exc.value
+    assert "the package index could not be reached" in err.message and "\n" not in err.message
+    assert "PIP_INDEX_URL" in (err.hint or "") and str(tmp_path) in (err.hint or "")
+    assert envmod.find_env(tmp_path, None) is None
+    # the unfinished environment is the demo's own (marked): the next build makes it again
+    env_dirs = list((tmp_path / "demo").glob("env-*/"))
+    assert env_dirs and all((d / envmod.BUILDING).exists() for d in env_dirs)
+
+
+def test_a_folder_in_the_environments_place_that_is_not_the_demos_is_left_alone(tmp_path: Path) -> None:
+    python, _ = envmod.find_python([sys.executable])
+    assert python is not None
+    theirs = tmp_path / "demo" / f"env-{envmod.env_key(python.version)}"
+    theirs.mkdir(parents=True)
+    (theirs / "keep.txt").write_text("x")
+    with pytest.raises(envmod.VerlctlError, match="was not made by `verlctl demo`"):
+        envmod.build_env(tmp_path, python, lambda _line: None)
+    assert (theirs / "keep.txt").read_text() == "x"
