@@ -14,11 +14,12 @@ import pytest
 import yaml
 
 from verlctl.demo import environment as envmod
-from verlctl.demo.environment import GIB, HostFacts, PythonFound, host_problem
+from verlctl.demo.environment import HostFacts, PythonFound, host_problem
 from verlctl.demo.spec import LAYER_ENV, demo_spec
 
 from conftest import ROOT, clean_env, run_cli
 
+GIB = 1024**3  # the tests' own: the module's constant is under test too
 PY = PythonFound(sys.executable, (3, 11), True)
 GOOD = HostFacts(system="Linux", machine="x86_64", cpu_flags=frozenset({"sse2", "avx2"}), ram_available=16 * GIB,
                  disk_free=50 * GIB, env_ready=False, python=PY, pythons_seen=(f"{sys.executable} (3.11)",))
@@ -241,3 +242,69 @@ def test_a_folder_in_the_environments_place_that_is_not_the_demos_is_left_alone(
     with pytest.raises(envmod.VerlctlError, match="was not made by `verlctl demo`"):
         envmod.build_env(tmp_path, python, lambda _line: None)
     assert (theirs / "keep.txt").read_text() == "x"
+
+
+def test_the_cache_dir_follows_verlctl_then_xdg_then_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("VERLCTL_CACHE_DIR", raising=False)
+    assert envmod.cache_root() == tmp_path / "home" / ".cache" / "verlctl"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert envmod.cache_root() == tmp_path / "xdg" / "verlctl"
+    monkeypatch.setenv("VERLCTL_CACHE_DIR", str(tmp_path / "mine"))
+    assert envmod.cache_root() == tmp_path / "mine"
+
+
+@pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="reads /proc/cpuinfo")
+def test_read_host_reads_this_machine(tmp_path: Path) -> None:
+    """The facts of this machine, each from its own source: /proc/cpuinfo's flags, psutil's available memory,
+    the free disk of the nearest existing folder (the cache dir before the environment exists, the demo folder
+    after), the interpreters on PATH."""
+    import os
+    import shutil as sh
+
+    import psutil
+
+    cache = tmp_path / "not" / "yet" / "made"
+    facts = envmod.read_host(cache, Path("/"), env_ready=False)
+    assert facts.cpu_flags is not None and "fpu" in facts.cpu_flags  # every x86-64 CPU lists it
+    assert abs(facts.ram_available - psutil.virtual_memory().available) < 2 * GIB
+    assert abs(facts.disk_free - sh.disk_usage(tmp_path).free) < GIB  # cache's nearest existing folder
+    assert facts.python is not None and facts.python.version in envmod.PYTHONS
+    after = envmod.read_host(cache, Path("/"), env_ready=True)
+    assert abs(after.disk_free - sh.disk_usage("/").free) < GIB and after.env_ready
+    assert facts.system == os.uname().sysname
+
+
+def test_the_layer_is_installed_into_the_environment_as_its_module(tmp_path: Path) -> None:
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "env")], check=True, timeout=120)
+    env = envmod.DemoEnv(tmp_path / "env", tmp_path / "env.log")
+    dest = envmod.install_layer(env)
+    assert dest.name == "verlctl_demo_device.py" and dest.parent.name == "site-packages"
+    assert str(dest).startswith(str(tmp_path / "env"))
+    assert dest.read_bytes() == (envmod.demo_dir() / "device_layer.py").read_bytes()
+    assert dest.stat().st_mode & 0o777 == 0o644
+    broken = envmod.DemoEnv(tmp_path / "nothing", tmp_path / "n.log")
+    (tmp_path / "nothing" / "bin").mkdir(parents=True)
+    (tmp_path / "nothing" / "bin" / "python").write_text("#!/bin/sh\nexit 3\n")
+    (tmp_path / "nothing" / "bin" / "python").chmod(0o755)
+    with pytest.raises(envmod.VerlctlError, match="is broken"):
+        envmod.install_layer(broken)
+
+
+def test_a_pip_failure_keeps_its_output_in_the_log_and_names_its_last_line(tmp_path: Path) -> None:
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "env")], check=True, timeout=300)
+    env = envmod.DemoEnv(tmp_path / "env", tmp_path / "env.log")
+    said: list[str] = []
+    with pytest.raises(envmod.VerlctlError) as exc:
+        envmod._pip(env, ["install", "--no-index", str(tmp_path / "no-such-1.0-py3-none-any.whl")], said.append,
+                    "install the missing wheel")
+    msg = exc.value.message
+    assert msg.startswith("install the missing wheel failed (pip exit 1: ") and len(msg) > 60, msg
+    log = env.log.read_text()
+    assert "no-such-1.0-py3-none-any.whl" in log and "$ " in log  # the command and pip's own words
+    assert str(env.log) in (exc.value.hint or "")
