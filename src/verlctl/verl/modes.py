@@ -31,6 +31,8 @@ class ModeInfo:
     processes: tuple[str, ...] = ()
     log_prefixes: tuple[str, ...] = ()
     summary: str = ""
+    # (version, where) for the verl versions that ship the mode only as a recipe verlctl does not run
+    recipe_only: tuple[tuple[str, str], ...] = ()
 
 
 MODES: dict[str, ModeInfo] = {
@@ -67,6 +69,9 @@ MODES: dict[str, ModeInfo] = {
             processes=("FullyAsyncTaskRunner", "FullyAsyncRollouter", "FullyAsyncTrainer", "MessageQueue"),
             log_prefixes=("[ASYNC MAIN]", "[FullyAsyncRollouter]", "[FullyAsyncTrainer]", "[MessageQueue]"),
             summary="fully async: a rollouter streams samples through a message queue to the trainer",
+            # the v0.7.0 source tree ships recipe/fully_async_policy (fully_async_main.py, its configs and
+            # scripts); the wheel does not, and verlctl has no entry point or rules for that recipe
+            recipe_only=(("0.7.0", "recipe/fully_async_policy"),),
         ),
     )
 }
@@ -94,6 +99,11 @@ def version_problem(mode: str, version: str) -> str | None:
     info = MODES.get(mode)
     if info is None or version in info.versions:
         return None
+    recipe = dict(info.recipe_only).get(version)
+    if recipe:
+        return (f"mode {mode} is not supported by verlctl on verl {version} (verl {version} ships it as its "
+                f"source tree's {recipe} recipe, which verlctl does not run); verlctl runs it on verl "
+                f"{', '.join(info.versions)}")
     return f"mode {mode} exists in verl {', '.join(info.versions)} only, not in verl {version}"
 
 
