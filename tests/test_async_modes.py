@@ -283,3 +283,23 @@ def test_the_async_rules_cite_each_assert_once_in_verl_order() -> None:
     assert cites["separate_async_pool"] == [("trainer_separate_async.py", n) for n in (64, 65, 68, 100)]
     with pytest.raises(FrozenInstanceError):
         async_rules.FULLY_ASYNC[0].code = "x"  # type: ignore[misc]
+
+
+def test_fully_async_bounds_the_run_by_rollout_steps_not_an_unread_trainer_key() -> None:
+    """fully_async's trainer takes its step count from the rollouter (fully_async_main.py:90-92
+    set_total_train_steps): trainer.total_training_steps is read by nothing there and is not rendered; the run is
+    bounded by rollout.total_rollout_steps. Every other mode keeps the trainer key."""
+    fa = plan(mode="fully_async", verl_version="0.9.1", strategy="fsdp", **{"train.tensor_parallel": 2,
+                                                                            "train.steps": 5})
+    keys = {o.partition("=")[0] for o in fa.command.override_texts()}
+    assert fa.ok and "trainer.total_training_steps" not in keys and "rollout.total_rollout_steps" in keys
+    for mode in ("sync", "separate_async", "one_step_off_policy", "colocate_async"):
+        other = plan(mode=mode, verl_version="0.9.1", strategy="fsdp", **{"train.tensor_parallel": 2, "train.steps": 5})
+        assert "trainer.total_training_steps=5" in other.command.override_texts(), mode
+
+
+@pytest.mark.parametrize(("version", "exported"), [("0.7.0", True), ("0.9.1", False)])
+def test_vllm_use_v1_only_where_vllm_knows_it(version: str, exported: bool) -> None:
+    """vLLM 0.24 (verl 0.9.1's stack) has no VLLM_USE_V1 and calls it an unknown variable."""
+    p = plan(verl_version=version, strategy="fsdp")
+    assert ("VLLM_USE_V1" in p.command.env) is exported
