@@ -533,6 +533,10 @@ def _with_table(tmp: Path, severity: str) -> list[Finding]:
 SEP = {**V091, **FSDP, "mode": "separate_async", "cluster.devices": list(range(8))}
 FA = {**V091, **FSDP, "mode": "fully_async", "cluster.devices": list(range(8))}
 SPEC_ROWS += [
+    spec_row("legacy_trainer_mode", WARNING, "mode", {**FA, "train.tensor_parallel": 2},
+             {**SEP, "train.tensor_parallel": 2}, "fully_async runs the legacy trainer; separate_async is V1"),
+    spec_row("legacy_trainer_mode", WARNING, "mode", {**V091, **OSO8, "train.tensor_parallel": 2},
+             {**OSO8, "train.tensor_parallel": 2}, "one-step-off: on 0.9.1 the legacy trainer, on 0.7.0 the recipe"),
     spec_row("mode_version", ERROR, "mode", {**FSDP, "mode": "separate_async"}, SEP),
     spec_row("mode_version", ERROR, "mode", {**FSDP, "mode": "fully_async", "verl_version": "0.7.0"}, FA),
     spec_row("mode_version", ERROR, "mode", {**FSDP, "mode": "colocate_async", "verl_version": "0.7.0"},

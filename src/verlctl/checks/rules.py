@@ -616,6 +616,45 @@ def _oso(ctx: RuleCtx) -> Iterable[Finding]:
         )
 
 
+#: What replaces each 0.9.1 mode that runs on the legacy trainer (verl's maintainers on PR #7567: "please use V1
+#: trainer instead: trainer.use_v1=True trainer.v1.trainer_mode=separate_async"; PR #7357 disables the
+#: fully_async / one-step-off CI, "preparing to move fully_async into recipe").
+LEGACY_TRAINER_MODES = {"one_step_off_policy": "OneStepOffRayTrainer", "fully_async": "FullyAsyncTrainer"}
+
+
+@rule(
+    "legacy_trainer",
+    ("legacy_trainer_mode",),
+    Severity.WARNING,
+    versions=(V091,),
+    cites=(
+        Cite(V091, "verl/trainer/ppo/ray_trainer.py", 285, "Legacy trainer is deprecated, and wil be removed"),
+        Cite(V091, "verl/experimental/separation/ray_trainer.py", 52, "class SeparateRayPPOTrainer(RayPPOTrainer):"),
+        Cite(V091, "verl/experimental/one_step_off_policy/ray_trainer.py", 49,
+             "class OneStepOffRayTrainer(SeparateRayPPOTrainer):"),
+        Cite(V091, "verl/experimental/fully_async_policy/fully_async_trainer.py", 54,
+             "class FullyAsyncTrainer(SeparateRayPPOTrainer):"),
+    ),
+)
+def _legacy_trainer(ctx: RuleCtx) -> Iterable[Finding]:
+    """0.9.1's one-step-off and fully-async trainers subclass the legacy RayPPOTrainer, which verl marks for
+    removal; the V1 trainer's separate_async is what verl points users to."""
+    trainer = LEGACY_TRAINER_MODES.get(ctx.spec.mode)
+    if trainer is None:
+        return
+    yield warning(
+        "legacy_trainer_mode",
+        f"mode {ctx.spec.mode} runs verl 0.9.1's {trainer}, a subclass of the legacy RayPPOTrainer that verl marks "
+        f"deprecated and for removal ('Legacy trainer is deprecated, and wil be removed ... Please use "
+        f"`trainer.use_v1=True`'){_cited(ctx, 'legacy_trainer')}; verl's maintainers point to the V1 trainer's "
+        "separate_async instead (trainer.use_v1=True trainer.v1.trainer_mode=separate_async, verl PR #7567), and "
+        "a later verl may move this mode out of verl/experimental",
+        "mode",
+        "mode: separate_async (the V1 equivalent: a standalone rollout pool, weights synced every "
+        "train.parameter_sync_step steps); this mode still runs on verl 0.9.1",
+    )
+
+
 # ------------------------------------------------------------------------------------------------ the rest
 
 
