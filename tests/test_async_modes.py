@@ -303,3 +303,28 @@ def test_vllm_use_v1_only_where_vllm_knows_it(version: str, exported: bool) -> N
     """vLLM 0.24 (verl 0.9.1's stack) has no VLLM_USE_V1 and calls it an unknown variable."""
     p = plan(verl_version=version, strategy="fsdp")
     assert ("VLLM_USE_V1" in p.command.env) is exported
+
+
+@pytest.mark.parametrize(("rel", "mode"), [
+    ("0.9.0/verl/experimental/one_step_off_policy/shell/grpo_qwen3_8b_gsm8k_fsdp2_8_8_npu.sh", "one_step_off_policy"),
+    ("0.9.0/verl/experimental/fully_async_policy/shell/dapo_30b_a3b_math_fsdp_npu.sh", "fully_async"),
+])
+def test_legacy_trainer_modes_on_091_name_the_v1_successor(rel: str, mode: str) -> None:
+    """verl 0.9.1 marks the trainer of these modes for removal (ray_trainer.py:285): plan warns with the citation,
+    and import offers separate_async."""
+    from pathlib import Path
+
+    from verlctl.importer import import_script
+
+    script = Path(__file__).parent / "fixtures" / "official-scripts" / rel
+    result = import_script(script, "0.9.1", {"HOME": "/home/verl", "PWD": "/verl"})
+    assert result.mapped.tree.get("mode") == mode
+    assert any("separate_async" in n and "marks deprecated and for removal" in n for n in result.notes), result.notes
+    p = plan(mode=mode, verl_version="0.9.1", strategy="fsdp", **{"train.tensor_parallel": 2})
+    (f,) = [f for f in p.findings if f.code == "legacy_trainer_mode"]
+    assert f.severity.value == "warning" and "verl 0.9.1 verl/trainer/ppo/ray_trainer.py:285" in f.message
+    assert (f.hint or "").startswith("mode: separate_async")
+    assert not [f for f in plan(mode=mode, verl_version="0.7.0", strategy="fsdp", **{"train.tensor_parallel": 2}).findings
+                if f.code == "legacy_trainer_mode"]
+    assert not [f for f in plan(mode="separate_async", verl_version="0.9.1", strategy="fsdp",
+                                **{"train.tensor_parallel": 2}).findings if f.code == "legacy_trainer_mode"]

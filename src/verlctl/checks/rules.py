@@ -16,7 +16,7 @@ from verlctl.checks.findings import Finding, Severity, error, info, warning
 from verlctl.spec.model import RunSpec
 from verlctl.spec.resolve import ResolvedSpec
 from verlctl.verl.compose import FeatureState
-from verlctl.verl.modes import is_disaggregated
+from verlctl.verl.modes import V1_SUCCESSOR, is_disaggregated, legacy_trainer_note
 
 V070 = "0.7.0"
 V091 = "0.9.1"
@@ -616,12 +616,6 @@ def _oso(ctx: RuleCtx) -> Iterable[Finding]:
         )
 
 
-#: What replaces each 0.9.1 mode that runs on the legacy trainer (verl's maintainers on PR #7567: "please use V1
-#: trainer instead: trainer.use_v1=True trainer.v1.trainer_mode=separate_async"; PR #7357 disables the
-#: fully_async / one-step-off CI, "preparing to move fully_async into recipe").
-LEGACY_TRAINER_MODES = {"one_step_off_policy": "OneStepOffRayTrainer", "fully_async": "FullyAsyncTrainer"}
-
-
 @rule(
     "legacy_trainer",
     ("legacy_trainer_mode",),
@@ -638,19 +632,15 @@ LEGACY_TRAINER_MODES = {"one_step_off_policy": "OneStepOffRayTrainer", "fully_as
 )
 def _legacy_trainer(ctx: RuleCtx) -> Iterable[Finding]:
     """0.9.1's one-step-off and fully-async trainers subclass the legacy RayPPOTrainer, which verl marks for
-    removal; the V1 trainer's separate_async is what verl points users to."""
-    trainer = LEGACY_TRAINER_MODES.get(ctx.spec.mode)
-    if trainer is None:
+    removal; the V1 trainer's separate_async is what verl points users to (verl/modes.py LEGACY_TRAINER)."""
+    note = legacy_trainer_note(ctx.spec.mode, ctx.version)
+    if note is None:
         return
     yield warning(
         "legacy_trainer_mode",
-        f"mode {ctx.spec.mode} runs verl 0.9.1's {trainer}, a subclass of the legacy RayPPOTrainer that verl marks "
-        f"deprecated and for removal ('Legacy trainer is deprecated, and wil be removed ... Please use "
-        f"`trainer.use_v1=True`'){_cited(ctx, 'legacy_trainer')}; verl's maintainers point to the V1 trainer's "
-        "separate_async instead (trainer.use_v1=True trainer.v1.trainer_mode=separate_async, verl PR #7567), and "
-        "a later verl may move this mode out of verl/experimental",
+        f"{note}{_cited(ctx, 'legacy_trainer')}; a later verl may move this mode out of verl/experimental",
         "mode",
-        "mode: separate_async (the V1 equivalent: a standalone rollout pool, weights synced every "
+        f"mode: {V1_SUCCESSOR} (the V1 equivalent: a standalone rollout pool, weights synced every "
         "train.parameter_sync_step steps); this mode still runs on verl 0.9.1",
     )
 

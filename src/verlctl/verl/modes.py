@@ -94,6 +94,24 @@ def supports(mode: str, version: str) -> bool:
     return bool(info and version in info.versions)
 
 
+#: The 0.9.1 modes whose trainer subclasses the legacy ``RayPPOTrainer`` (``experimental/separation/ray_trainer.py:52``
+#: ``SeparateRayPPOTrainer(RayPPOTrainer)``), which verl marks for removal (``trainer/ppo/ray_trainer.py:285``):
+#: mode -> its trainer class. verl's maintainers point to the V1 trainer's separate_async instead (PR #7567).
+LEGACY_TRAINER: dict[str, str] = {"one_step_off_policy": "OneStepOffRayTrainer", "fully_async": "FullyAsyncTrainer"}
+V1_SUCCESSOR = "separate_async"
+
+
+def legacy_trainer_note(mode: str, version: str) -> str | None:
+    """What a 0.9.1 plan (or import) of a mode on the legacy trainer says; None for any other mode/version."""
+    trainer = LEGACY_TRAINER.get(mode)
+    if trainer is None or version != "0.9.1":
+        return None
+    return (f"mode {mode} runs verl 0.9.1's {trainer}, a subclass of the legacy RayPPOTrainer that verl marks "
+            "deprecated and for removal ('Legacy trainer is deprecated, and wil be removed ... Please use "
+            "`trainer.use_v1=True`'); verl's maintainers point to the V1 trainer's separate_async instead "
+            f"(trainer.use_v1=True trainer.v1.trainer_mode=separate_async, verl PR #7567): mode: {V1_SUCCESSOR}")
+
+
 def version_problem(mode: str, version: str) -> str | None:
     """Why ``mode`` cannot run on verl ``version`` (None: it can)."""
     info = MODES.get(mode)
