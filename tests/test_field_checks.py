@@ -55,7 +55,7 @@ def test_bucket_too_small_without_ipc_for_an_fp32_actor() -> None:
     assert [f.code for f in found] == ["weight_bucket_too_small"]
     f = found[0]
     assert f.severity is Severity.ERROR and f.field == "extra_overrides"
-    assert "151936 x 4096" in f.message and "2048 MB" in f.message and "fp32" in f.message
+    assert "151936 x 4096" in f.message and "2048 MB" in f.message and "fp32" in f.message and "2374 MB" in f.message
     assert "HDK 25.0.rc1.1" in f.message and "25.3.rc1" in f.message
     assert f.hint is not None and f.hint.startswith(f"add extra_overrides: {BUCKET}=4096")
     assert "/dev/shm" in f.hint  # colocated: the shm fallback's bucket is host memory
@@ -80,6 +80,17 @@ def test_bucket_follows_the_dtype_the_strategy_syncs(strategy: str) -> None:
     flipped = spec(verl_version="0.9.1", device="npu", strategy=strategy, extra_overrides=[f"{key}={other}"]).spec
     assert [f.code for f in fc.check_weight_bucket(flipped, "0.9.1", shape, NO_IPC)] == (
         ["weight_bucket_too_small"] if strategy == "megatron" else [])
+
+
+@pytest.mark.parametrize(("strategy", "extra"), [
+    ("megatron", []), ("fsdp", ["actor_rollout_ref.actor.fsdp_config.model_dtype=bf16"])])
+def test_a_bf16_tensor_is_sized_at_two_bytes(strategy: str, extra: list[str]) -> None:
+    """A hidden size of 8192: the bf16 embedding (151936 x 8192 x 2 = 2374 MB) overflows the bucket too."""
+    shape = ModelShape.from_config({**QWEN3_8B, "hidden_size": 8192})
+    s = spec(verl_version="0.9.1", device="npu", strategy=strategy, extra_overrides=extra).spec
+    (f,) = fc.check_weight_bucket(s, "0.9.1", shape, NO_IPC)
+    assert "2374 MB" in f.message and ("bfloat16" in f.message or "bf16" in f.message)
+    assert f.hint is not None and f.hint.startswith(f"add extra_overrides: {BUCKET}=4096")
 
 
 def test_bucket_with_ipc_unknown_is_a_warning_naming_the_facts() -> None:
@@ -150,6 +161,15 @@ def test_ipc_facts_come_from_npu_smi_and_the_image() -> None:
     assert facts == fc.IpcFacts(False, "25.0.rc1.1", "8.3.RC1") and facts.supported() is False
     assert fc.IpcFacts.from_facts(None, None) == fc.IpcFacts() and fc.IpcFacts().supported() is None
     assert fc.IpcFacts.from_facts(Unavailable(probe="npu", code="not_found", reason="no npu-smi"), image).supported() is None
+    # the chip name of `npu-smi info -t board` marks an A5; a table without its version line leaves the driver unknown
+    from verlctl.detect.npu_kv import NpuBoard
+
+    a5 = npu.model_copy(update={"boards": [NpuBoard(npu_id=0, chip_name="Ascend950PR")]})
+    assert fc.IpcFacts.from_facts(a5, None).supported() is True
+    blind = fc.IpcFacts.from_facts(npu.model_copy(update={"driver_version": None}), image)
+    assert blind.supported() is None and blind.unknown() == [
+        "the NPU driver (HDK) version and chip, from npu-smi on the training host"]
+    assert fc.IpcFacts(False, "25.3.rc1", None).read() == "HDK 25.3.rc1, not an A5 chip"
 
 
 def _need(what: str, ok: bool) -> None:
