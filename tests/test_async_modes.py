@@ -39,7 +39,12 @@ def test_the_async_modes_exist_in_091_only(mode: str) -> None:
     p = plan(mode=mode, verl_version="0.7.0", strategy="fsdp")
     bad = [f for f in p.findings if f.code == "mode_version"]
     assert len(bad) == 1 and not p.ok
-    assert "verl 0.9.1 only" in bad[0].message and "verl_version: 0.9.1" in (bad[0].hint or "")
+    assert "verl_version: 0.9.1" in (bad[0].hint or "")
+    if mode == "fully_async":  # verl 0.7.0's source tree has it as a recipe: not "does not exist"
+        assert "not supported by verlctl on verl 0.7.0" in bad[0].message
+        assert "recipe/fully_async_policy" in bad[0].message and "only, not in" not in bad[0].message
+    else:  # the V1 trainer is 0.9.1's
+        assert "verl 0.9.1 only" in bad[0].message and "no V1 trainer" in bad[0].message
     auto = plan(mode=mode, verl_version="auto", strategy="fsdp", **{"train.tensor_parallel": 2})
     assert auto.command.version == "0.9.1" and not [f for f in auto.findings if f.code == "mode_version"]
 
@@ -50,7 +55,7 @@ def test_plan_refuses_an_async_mode_on_070_in_one_line(tmp_path) -> None:
                     "strategy: fsdp\n", encoding="utf-8")
     res = run_cli("plan", "-c", str(spec), "-o", str(tmp_path / "out"))
     assert res.code != 0 and "Traceback" not in res.out + res.err
-    assert "mode_version" in res.out and "verl 0.9.1 only" in " ".join(res.out.split())
+    assert "mode_version" in res.out and "not supported by verlctl on verl 0.7.0" in " ".join(res.out.split())
     assert not (tmp_path / "out").exists()
 
 
@@ -278,3 +283,48 @@ def test_the_async_rules_cite_each_assert_once_in_verl_order() -> None:
     assert cites["separate_async_pool"] == [("trainer_separate_async.py", n) for n in (64, 65, 68, 100)]
     with pytest.raises(FrozenInstanceError):
         async_rules.FULLY_ASYNC[0].code = "x"  # type: ignore[misc]
+
+
+def test_fully_async_bounds_the_run_by_rollout_steps_not_an_unread_trainer_key() -> None:
+    """fully_async's trainer takes its step count from the rollouter (fully_async_main.py:90-92
+    set_total_train_steps): trainer.total_training_steps is read by nothing there and is not rendered; the run is
+    bounded by rollout.total_rollout_steps. Every other mode keeps the trainer key."""
+    fa = plan(mode="fully_async", verl_version="0.9.1", strategy="fsdp", **{"train.tensor_parallel": 2,
+                                                                            "train.steps": 5})
+    keys = {o.partition("=")[0] for o in fa.command.override_texts()}
+    assert fa.ok and "trainer.total_training_steps" not in keys and "rollout.total_rollout_steps" in keys
+    for mode in ("sync", "separate_async", "one_step_off_policy", "colocate_async"):
+        other = plan(mode=mode, verl_version="0.9.1", strategy="fsdp", **{"train.tensor_parallel": 2, "train.steps": 5})
+        assert "trainer.total_training_steps=5" in other.command.override_texts(), mode
+
+
+@pytest.mark.parametrize(("version", "exported"), [("0.7.0", True), ("0.9.1", False)])
+def test_vllm_use_v1_only_where_vllm_knows_it(version: str, exported: bool) -> None:
+    """vLLM 0.24 (verl 0.9.1's stack) has no VLLM_USE_V1 and calls it an unknown variable."""
+    p = plan(verl_version=version, strategy="fsdp")
+    assert ("VLLM_USE_V1" in p.command.env) is exported
+
+
+@pytest.mark.parametrize(("rel", "mode"), [
+    ("0.9.0/verl/experimental/one_step_off_policy/shell/grpo_qwen3_8b_gsm8k_fsdp2_8_8_npu.sh", "one_step_off_policy"),
+    ("0.9.0/verl/experimental/fully_async_policy/shell/dapo_30b_a3b_math_fsdp_npu.sh", "fully_async"),
+])
+def test_legacy_trainer_modes_on_091_name_the_v1_successor(rel: str, mode: str) -> None:
+    """verl 0.9.1 marks the trainer of these modes for removal (ray_trainer.py:285): plan warns with the citation,
+    and import offers separate_async."""
+    from pathlib import Path
+
+    from verlctl.importer import import_script
+
+    script = Path(__file__).parent / "fixtures" / "official-scripts" / rel
+    result = import_script(script, "0.9.1", {"HOME": "/home/verl", "PWD": "/verl"})
+    assert result.mapped.tree.get("mode") == mode
+    assert any("separate_async" in n and "marks deprecated and for removal" in n for n in result.notes), result.notes
+    p = plan(mode=mode, verl_version="0.9.1", strategy="fsdp", **{"train.tensor_parallel": 2})
+    (f,) = [f for f in p.findings if f.code == "legacy_trainer_mode"]
+    assert f.severity.value == "warning" and "verl 0.9.1 verl/trainer/ppo/ray_trainer.py:285" in f.message
+    assert (f.hint or "").startswith("mode: separate_async")
+    assert not [f for f in plan(mode=mode, verl_version="0.7.0", strategy="fsdp", **{"train.tensor_parallel": 2}).findings
+                if f.code == "legacy_trainer_mode"]
+    assert not [f for f in plan(mode="separate_async", verl_version="0.9.1", strategy="fsdp",
+                                **{"train.tensor_parallel": 2}).findings if f.code == "legacy_trainer_mode"]

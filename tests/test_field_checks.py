@@ -41,22 +41,135 @@ def codes(findings) -> dict[str, Any]:
 # ------------------------------------------------------------------ weight-sync bucket (A11)
 
 
-def test_bucket_too_small_for_qwen3_8b_embedding_on_npu_0_9_1() -> None:
+BUCKET = "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
+NO_IPC = fc.IpcFacts(a5=False, hdk="25.0.rc1.1", cann="8.3.rc1")  # the 910B4 capture's driver: below 25.3.rc1
+IPC = fc.IpcFacts(a5=False, hdk="25.3.rc1.2", cann="8.3.rc1")
+
+
+def test_bucket_too_small_without_ipc_for_an_fp32_actor() -> None:
+    """FSDP syncs fp32 master weights: Qwen3-8B's embedding (2374 MB) overflows the 2048 MB bucket, and without
+    IPC verl asserts at the first weight sync."""
     shape = ModelShape.from_config(QWEN3_8B)
-    s = spec(verl_version="0.9.1", device="npu").spec
-    found = fc.check_weight_bucket(s, "0.9.1", shape)
+    s = spec(verl_version="0.9.1", device="npu", strategy="fsdp").spec
+    found = fc.check_weight_bucket(s, "0.9.1", shape, NO_IPC)
     assert [f.code for f in found] == ["weight_bucket_too_small"]
     f = found[0]
     assert f.severity is Severity.ERROR and f.field == "extra_overrides"
-    assert "151936 x 4096" in f.message and "2048 MB" in f.message
-    key = "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
-    assert f.hint == f"add extra_overrides: {key}=4096"  # the Ascend FAQ's value for 7B/14B
+    assert "151936 x 4096" in f.message and "2048 MB" in f.message and "fp32" in f.message and "2374 MB" in f.message
+    assert "HDK 25.0.rc1.1" in f.message and "25.3.rc1" in f.message
+    assert f.hint is not None and f.hint.startswith(f"add extra_overrides: {BUCKET}=4096")
+    assert "/dev/shm" in f.hint  # colocated: the shm fallback's bucket is host memory
     # The advised override clears it, and composes against verl 0.9.1's real config.
-    fixed = spec(verl_version="0.9.1", device="npu", extra_overrides=[f"{key}=4096"]).spec
-    assert fc.check_weight_bucket(fixed, "0.9.1", shape) == []
+    fixed = spec(verl_version="0.9.1", device="npu", strategy="fsdp", extra_overrides=[f"{BUCKET}=4096"]).spec
+    assert fc.check_weight_bucket(fixed, "0.9.1", shape, NO_IPC) == []
     # verl 0.7.0 (the key is read by SGLang only) and GPU (CUDA IPC: no bucket assert) are not affected.
-    assert fc.check_weight_bucket(spec(device="npu").spec, "0.7.0", shape) == []
-    assert fc.check_weight_bucket(spec(verl_version="0.9.1", device="gpu").spec, "0.9.1", shape) == []
+    assert fc.check_weight_bucket(spec(device="npu", strategy="fsdp").spec, "0.7.0", shape, NO_IPC) == []
+    gpu = spec(verl_version="0.9.1", device="gpu", strategy="fsdp").spec
+    assert fc.check_weight_bucket(gpu, "0.9.1", shape, NO_IPC) == []
+
+
+@pytest.mark.parametrize("strategy", ["megatron", "fsdp", "fsdp2"])
+def test_bucket_follows_the_dtype_the_strategy_syncs(strategy: str) -> None:
+    """Megatron syncs bf16 parameters (1187 MB: fits), FSDP fp32 (2374 MB: does not); an override of the
+    engine's dtype is followed."""
+    shape = ModelShape.from_config(QWEN3_8B)
+    s = spec(verl_version="0.9.1", device="npu", strategy=strategy).spec
+    codes_ = [f.code for f in fc.check_weight_bucket(s, "0.9.1", shape, NO_IPC)]
+    assert codes_ == ([] if strategy == "megatron" else ["weight_bucket_too_small"])
+    key, other = fc.SYNC_DTYPE_KEY[strategy], "fp32" if strategy == "megatron" else "bf16"
+    flipped = spec(verl_version="0.9.1", device="npu", strategy=strategy, extra_overrides=[f"{key}={other}"]).spec
+    assert [f.code for f in fc.check_weight_bucket(flipped, "0.9.1", shape, NO_IPC)] == (
+        ["weight_bucket_too_small"] if strategy == "megatron" else [])
+
+
+@pytest.mark.parametrize(("strategy", "extra"), [
+    ("megatron", []), ("fsdp", ["actor_rollout_ref.actor.fsdp_config.model_dtype=bf16"])])
+def test_a_bf16_tensor_is_sized_at_two_bytes(strategy: str, extra: list[str]) -> None:
+    """A hidden size of 8192: the bf16 embedding (151936 x 8192 x 2 = 2374 MB) overflows the bucket too."""
+    shape = ModelShape.from_config({**QWEN3_8B, "hidden_size": 8192})
+    s = spec(verl_version="0.9.1", device="npu", strategy=strategy, extra_overrides=extra).spec
+    (f,) = fc.check_weight_bucket(s, "0.9.1", shape, NO_IPC)
+    assert "2374 MB" in f.message and ("bfloat16" in f.message or "bf16" in f.message)
+    assert f.hint is not None and f.hint.startswith(f"add extra_overrides: {BUCKET}=4096")
+
+
+def test_bucket_with_ipc_unknown_is_a_warning_naming_the_facts() -> None:
+    """``plan`` knows neither the driver nor the image's CANN: a warning naming both, never a refusal."""
+    shape = ModelShape.from_config(QWEN3_8B)
+    s = spec(verl_version="0.9.1", device="npu", strategy="fsdp").spec
+    found = fc.check_weight_bucket(s, "0.9.1", shape, fc.IpcFacts())
+    assert [(f.code, f.severity) for f in found] == [("weight_bucket_ipc_unknown", Severity.WARNING)]
+    assert "HDK" in found[0].message and "CANN" in found[0].message and "npu-smi" in found[0].message
+    # the driver read (too old) decides without the image; a new driver still needs the image's CANN
+    assert [f.code for f in fc.check_weight_bucket(s, "0.9.1", shape, fc.IpcFacts(False, "24.1.0", None))] == [
+        "weight_bucket_too_small"]
+    half = fc.check_weight_bucket(s, "0.9.1", shape, fc.IpcFacts(False, "25.3.rc1", None))
+    assert [f.code for f in half] == ["weight_bucket_ipc_unknown"] and "CANN" in half[0].message
+    assert "driver (HDK) version" not in half[0].message and "read: HDK 25.3.rc1" in half[0].message
+    # IPC present (new driver and CANN, or an A5 chip): verl sends the large tensor directly
+    assert fc.check_weight_bucket(s, "0.9.1", shape, IPC) == []
+    assert fc.check_weight_bucket(s, "0.9.1", shape, fc.IpcFacts(True, None, None)) == []
+    assert fc.check_weight_bucket(s, "0.9.1", shape, fc.IpcFacts(False, "25.5.0", "8.2.rc2")) != []
+
+
+@pytest.mark.parametrize("mode", ["one_step_off_policy", "separate_async", "fully_async"])
+def test_bucket_advice_in_disaggregated_modes_says_the_two_device_buffers(mode: str) -> None:
+    """The HCCL checkpoint engine holds a send and a receive buffer of the bucket size on each device
+    (hccl_checkpoint_engine.py:139-140): the advice says what the larger bucket costs there."""
+    shape = ModelShape.from_config(QWEN3_8B)
+    s = spec(verl_version="0.9.1", device="npu", strategy="fsdp", mode=mode, **{"train.tensor_parallel": 2}).spec
+    (f,) = fc.check_weight_bucket(s, "0.9.1", shape, NO_IPC)
+    assert f.hint is not None and "2 x 4096 MB of device memory" in f.hint and "2 x 2048 MB" in f.hint
+
+
+def _verls_ipc_check() -> Any:
+    """verl 0.9.1's own check_ipc_version_support, compiled from its source (utils/device.py imports torch)."""
+    import ast
+    import logging
+    import re
+
+    from packaging import version
+
+    src = (verlcompose.verl_root("0.9.1") / "verl" / "utils" / "device.py").read_text(encoding="utf-8")
+    fn = next(n for n in ast.parse(src).body
+              if isinstance(n, ast.FunctionDef) and n.name == "check_ipc_version_support")
+    ns: dict[str, Any] = {"re": re, "version": version, "logger": logging.getLogger("verl-ipc")}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), "device.py", "exec"), ns)
+    return ns["check_ipc_version_support"]
+
+
+def test_ipc_decision_is_verls_on_every_version_pair() -> None:
+    if not verlcompose.available("0.9.1"):
+        pytest.skip("verl 0.9.1 not installed")
+    verl = _verls_ipc_check()
+    hdks = ["23.0.rc3", "24.1.0", "25.0.rc1.1", "25.2.1", "25.3.rc1", "25.3.rc1.2", "25.3.0", "25.5.t3.b001",
+            "25.5.0", "26.0.rc2"]
+    canns = ["8.0.rc3", "8.2.rc1", "8.3.rc1", "8.3.RC1", "8.3.0", "8.3.rc2", "8.5.0", "9.0.0"]
+    for hdk in hdks:
+        for cann in canns:
+            assert fc.IpcFacts(False, hdk, cann).supported() is verl(hdk.lower(), cann.lower()), (hdk, cann)
+
+
+def test_ipc_facts_come_from_npu_smi_and_the_image() -> None:
+    from verlctl.detect.check_probes import ImageVersions
+    from verlctl.detect.npu import parse_npu_smi_info
+
+    text = (Path(__file__).parent / "fixtures" / "npu-smi" / "info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
+    npu = parse_npu_smi_info(text.read_text(encoding="utf-8"))
+    image = ImageVersions(where="container c", stack={"cann": "8.3.RC1"})
+    facts = fc.IpcFacts.from_facts(npu, image)
+    assert facts == fc.IpcFacts(False, "25.0.rc1.1", "8.3.RC1") and facts.supported() is False
+    assert fc.IpcFacts.from_facts(None, None) == fc.IpcFacts() and fc.IpcFacts().supported() is None
+    assert fc.IpcFacts.from_facts(Unavailable(probe="npu", code="not_found", reason="no npu-smi"), image).supported() is None
+    # the chip name of `npu-smi info -t board` marks an A5; a table without its version line leaves the driver unknown
+    from verlctl.detect.npu_kv import NpuBoard
+
+    a5 = npu.model_copy(update={"boards": [NpuBoard(npu_id=0, chip_name="Ascend950PR")]})
+    assert fc.IpcFacts.from_facts(a5, None).supported() is True
+    blind = fc.IpcFacts.from_facts(npu.model_copy(update={"driver_version": None}), image)
+    assert blind.supported() is None and blind.unknown() == [
+        "the NPU driver (HDK) version and chip, from npu-smi on the training host"]
+    assert fc.IpcFacts(False, "25.3.rc1", None).read() == "HDK 25.3.rc1, not an A5 chip"
 
 
 def _need(what: str, ok: bool) -> None:

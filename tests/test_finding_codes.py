@@ -373,8 +373,9 @@ SPEC_ROWS = [
     spec_row("seed_rule_gen_tp", INFO, "train.rollout_tensor_parallel",
              {"train.rollout_tensor_parallel": 2}, {**FSDP, "train.rollout_tensor_parallel": 2},
              "FSDP has no training TP to compare with"),
-    spec_row("rollout_n", ERROR, "train.responses_per_prompt",
-             {"train.responses_per_prompt": 1}, {"train.responses_per_prompt": 2}),
+    spec_row("rollout_n", WARNING, "train.responses_per_prompt",
+             {"train.responses_per_prompt": 1}, {"train.responses_per_prompt": 2},
+             "verl runs a group of one (its advantage is its score)"),
     spec_row("mini_batch_size", ERROR, "train.mini_batch_size",
              {"train.mini_batch_size": 64}, {"train.mini_batch_size": 32}),
     spec_row("mini_batch_uneven", WARNING, "train.mini_batch_size",
@@ -533,6 +534,10 @@ def _with_table(tmp: Path, severity: str) -> list[Finding]:
 SEP = {**V091, **FSDP, "mode": "separate_async", "cluster.devices": list(range(8))}
 FA = {**V091, **FSDP, "mode": "fully_async", "cluster.devices": list(range(8))}
 SPEC_ROWS += [
+    spec_row("legacy_trainer_mode", WARNING, "mode", {**FA, "train.tensor_parallel": 2},
+             {**SEP, "train.tensor_parallel": 2}, "fully_async runs the legacy trainer; separate_async is V1"),
+    spec_row("legacy_trainer_mode", WARNING, "mode", {**V091, **OSO8, "train.tensor_parallel": 2},
+             {**OSO8, "train.tensor_parallel": 2}, "one-step-off: on 0.9.1 the legacy trainer, on 0.7.0 the recipe"),
     spec_row("mode_version", ERROR, "mode", {**FSDP, "mode": "separate_async"}, SEP),
     spec_row("mode_version", ERROR, "mode", {**FSDP, "mode": "fully_async", "verl_version": "0.7.0"}, FA),
     spec_row("mode_version", ERROR, "mode", {**FSDP, "mode": "colocate_async", "verl_version": "0.7.0"},
@@ -1230,8 +1235,13 @@ FIELD_ROWS = [
         "no npu-smi answer: device memory unknown"),
     Row("memory_estimate_skipped", INFO, "paths.model", memory(OFFLOAD, model=no_config), memory(OFFLOAD)),
     # field failures (reference/field-failures-and-scale-out.md §1)
-    Row("weight_bucket_too_small", ERROR, "extra_overrides", memory({"verl_version": "0.9.1"}),
-        memory({"verl_version": "0.9.1", "extra_overrides": [f"{BUCKET}=4096"]}), "the embedding in fp32: 2.3 GiB"),
+    Row("weight_bucket_too_small", ERROR, "extra_overrides", memory({"verl_version": "0.9.1", "strategy": "fsdp"}),
+        memory({"verl_version": "0.9.1", "strategy": "fsdp", "extra_overrides": [f"{BUCKET}=4096"]}),
+        "the FSDP embedding in fp32: 2.3 GiB; the capture's driver 25.0.rc1.1 has no IPC"),
+    Row("weight_bucket_ipc_unknown", WARNING, "extra_overrides",
+        memory({"verl_version": "0.9.1", "strategy": "fsdp"}, npu=None),
+        memory({"verl_version": "0.9.1", "strategy": "fsdp", "extra_overrides": [f"{BUCKET}=4096"]}, npu=None),
+        "no npu-smi and no image read: IPC unknown"),
     Row("shm_too_small", WARNING, None, shm(1.01 / 0.3), shm(0.99 / 0.3), "Ray wants 1 % more, 1 % less"),
     Row("dataset_smaller_than_batch", ERROR, "train.train_batch_size", dataset_rows(8), dataset_rows(32)),
     Row("hccl_ports_in_use", ERROR, "env", hccl_ports(held=True), hccl_ports(held=False)),

@@ -69,6 +69,7 @@ def test_verl_090_on_npu_breaks_hccl_weight_sync_in_every_disaggregated_mode(tmp
     f = known_defect_findings(spec(mode=mode), set(), bad)
     assert codes(f) == [(Severity.ERROR, "known defect verl_090_npu_hccl_weight_sync (verl 0.9.0 in container verl-test)")]
     assert "#7416" in f[0].message and "#7487" in f[0].message and "0.9.1" in (f[0].hint or "")
+    assert "#7488 on main" in f[0].message and "release/v0.9.0 only" not in f[0].message  # the fix is on both
     assert codes(known_defect_findings(spec(mode=mode), set(), good)) == []
     assert codes(known_defect_findings(spec(mode=mode, device="gpu"), set(), bad)) == []
     assert codes(known_defect_findings(spec(mode="sync"), set(), bad)) == []
@@ -89,8 +90,38 @@ def test_old_torch_npu_silently_loses_expandable_segments(tmp_path: Path) -> Non
     assert codes(f) == [(Severity.WARNING, "known defect torch_npu_expandable_segments_off (verl 0.9.1, torch_npu "
                                            "2.8.0.post2 in container verl-test)")]
     assert codes(known_defect_findings(spec(), set(), new)) == []
+    # The fix does not send the user into another defect: it no longer advises exporting expandable segments
+    # (vLLM-Ascend's sleep mode refuses it), and says so.
+    assert "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in (f[0].hint or "")
+    assert "Do not export" in (f[0].hint or "") and "sleep mode" in (f[0].hint or "")
+    assert "no longer sets PYTORCH_NPU_ALLOC_CONF" not in f[0].message  # no verl release ever set it
+    assert "set_allocator_settings" in f[0].message and "platform_npu.py:100-107" in f[0].message
     env = {"env": {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}}
-    assert codes(known_defect_findings(spec(**env), set(), old)) == []
+    assert codes(known_defect_findings(spec(**env), set(), old)) == [
+        (Severity.ERROR, "known defect vllm_ascend_sleep_mode_expandable_segments")]
+
+
+@pytest.mark.parametrize(("device", "name", "entry"), [
+    ("npu", "PYTORCH_NPU_ALLOC_CONF", "vllm_ascend_sleep_mode_expandable_segments"),
+    ("gpu", "PYTORCH_CUDA_ALLOC_CONF", "vllm_sleep_mode_expandable_segments"),
+])
+def test_expandable_segments_in_the_env_break_vllms_sleep_mode(device: str, name: str, entry: str) -> None:
+    """vLLM's (and vLLM-Ascend's) sleep-mode allocator asserts 'Expandable segments are not compatible with memory
+    pool'; verl turns sleep mode on by default. ``plan`` decides it (no version needed)."""
+    from verlctl.commands.check import spec_findings
+
+    def found(**flags):
+        resolved = load_spec(None, flags={**BASE_PATHS, "device": device, "strategy": "fsdp", **flags}, environ={})
+        return [f for f in spec_findings(resolved)[0] if f.code == "known_defect"]
+
+    bad = found(env={name: "max_split_size_mb:256,expandable_segments:True"})
+    assert [(f.severity, f.field) for f in bad] == [(Severity.ERROR, f"env.{name}")]
+    assert entry in bad[0].message and "memory pool" in bad[0].message and "enable_sleep_mode=False" in (bad[0].hint or "")
+    assert found(env={name: "expandable_segments:False"}) == []
+    assert found() == []
+    off = "actor_rollout_ref.rollout.enable_sleep_mode=False"
+    assert found(env={name: "expandable_segments:True"}, extra_overrides=[off]) == []
+    assert found(env={name: "expandable_segments:True"}, **{"train.rollout_engine": "sglang"}) == []
 
 
 def test_device_ids_out_of_order_are_refused_by_plan() -> None:
@@ -137,6 +168,10 @@ def test_a_new_entry_needs_no_code_change(tmp_path: Path, monkeypatch: pytest.Mo
     ("  - id: x\n    issue: i\n    effect: e\n    fix: f\n    severity: error\n    when: {cuda: '<12'}\n",
      "unknown condition 'cuda'"),
     ("  - id: x\n    effect: e\n    fix: f\n    severity: error\n", "'issue' is missing"),
+    ("  - id: x\n    issue: i\n    effect: e\n    fix: f\n    severity: error\n    when: {env_contains: A}\n",
+     "when.env_contains must be a mapping"),
+    ("  - id: x\n    issue: i\n    effect: e\n    fix: f\n    severity: error\n    when: {engine: vllm}\n",
+     "when.engine must be a list"),
 ])
 def test_a_malformed_table_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str,
                                               says: str) -> None:
@@ -150,7 +185,8 @@ def test_a_malformed_table_is_one_clear_line(tmp_path: Path, monkeypatch: pytest
 
 def test_the_packaged_table_is_valid_and_ships_with_the_package() -> None:
     ids = [d.id for d in known_defects.load()]
-    assert ids[:3] == ["verl_090_npu_hccl_weight_sync", "torch_npu_expandable_segments_off",
+    assert ids[:5] == ["verl_090_npu_hccl_weight_sync", "torch_npu_expandable_segments_off",
+                       "vllm_ascend_sleep_mode_expandable_segments", "vllm_sleep_mode_expandable_segments",
                        "ascend_visible_devices_not_ascending"]
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
     assert "verl/*.yaml" in pyproject

@@ -140,6 +140,7 @@ def _emitted_value(text: str) -> Any:
 def import_script(path: str | Path, version: str | None = None, environ: dict[str, str] | None = None) -> ImportResult:
     """Parse, map and reconcile a launch script. Raises ScriptError/ImportFailure with one line."""
     from verlctl.verl.compose import build_command
+    from verlctl.verl.modes import V1_SUCCESSOR, legacy_trainer_note
 
     parsed = parse_file(path, environ)
     mapped = map_script(parsed, version)
@@ -201,6 +202,9 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
     added = [line.text for line in final_command.overrides if line.key and line.key not in script_keys]
     declared = _declared(final_command, script_keys)
     notes += [f"verlctl sets {text} because {why} [{code}]" for code, text, why in declared]
+    legacy = legacy_trainer_note(final.spec.mode, final_command.version)
+    if legacy:
+        notes.append(f"{legacy} (verlctl plan --set mode={V1_SUCCESSOR} plans it)")
     for ov in unresolved:
         shown = ov.raw.replace(UNRESOLVED, "")
         notes.append(f"{ov.key} not imported: `{shown[:100]}` needs a command's output (verlctl runs nothing)")

@@ -35,14 +35,17 @@ def known_defect_findings(spec: RunSpec, features: set[str], versions: ImageVers
         table = [d for d in table if d.needs_versions]
     out: list[Finding] = []
     for d in matching(table, versions=stack, device=spec.device, mode=spec.mode, features=features,
-                      devices=list(spec.cluster.devices), env=dict(spec.env)):
+                      devices=list(spec.cluster.devices), env=dict(spec.env), engine=spec.train.rollout_engine,
+                      overrides=list(spec.extra_overrides)):
         read = ", ".join(f"{c} {stack[c]}" for c in COMPONENTS if c in d.when and stack.get(c))
         where = f" ({read} in {versions.where})" if read and versions is not None else ""
         make = error if d.severity == "error" else warning
         out.append(make(
             "known_defect",
             f"known defect {d.id}{where}: {d.effect} [{d.issue}]",
-            field if d.needs_versions else ("cluster.devices" if "devices_ascending" in d.when else "mode"),
+            field if d.needs_versions else ("cluster.devices" if "devices_ascending" in d.when else
+                                            f"env.{next(iter(d.when['env_contains']))}" if "env_contains" in d.when
+                                            else "mode"),
             d.fix,
         ))
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 
 from verlctl.checks.findings import Finding, error, info, warning
 from verlctl.checks.memory import BUCKET_DEFAULT_MB, BUCKET_KEY, Estimate, ModelShape
+from verlctl.verl.modes import is_disaggregated
 
 #: Ray's object store default: 30 % of the node's memory, at most 200 GB (ray_constants
 #: DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES); below that much /dev/shm Ray
@@ -34,12 +36,100 @@ def _extra(spec: Any) -> dict[str, str]:
     return out
 
 
-def check_weight_bucket(spec: Any, version: str, shape: ModelShape | None) -> list[Finding]:
-    """verl 0.9.1 vLLM rollout without CUDA IPC (NPU: ``use_shm = not is_support_ipc()``,
-    ``vllm_rollout.py:143``) asserts that every tensor fits the bucket
-    (``bucketed_weight_transfer.py:140-143``: "is too large to fit in the bucket"). The actor's tensors are
-    sent in fp32 (verl Ascend FAQ Q3: ``vocab x hidden x 4`` bytes). 0.7.0's key is read by the SGLang
-    rollout only (``sglang_rollout.py:174``), so nothing is checked there."""
+#: verl 0.9.1's IPC threshold on Ascend (``utils/device.py:296-330`` ``check_ipc_version_support``): the driver's
+#: "Software Version" (the HDK, ``npu-smi info -t board``) and the CANN toolkit in the image; A5 chips always
+#: have IPC (``plugin/platform/platform_npu.py:164-178``).
+IPC_MIN_HDK = "25.3.rc1"
+IPC_MIN_CANN = "8.3.rc1"
+_ASCEND_VERSION = re.compile(r"(\d+\.\d+(?=\.t))|(\d+\.\d+(?:\.(?:rc\d+|\d+))?)")
+
+
+def ascend_version_key(text: str | None) -> tuple[int, ...] | None:
+    """An Ascend version (``25.3.rc1.2``, ``25.5.0``, ``25.5.t3.b001``, ``8.3.RC1``) as a sortable key, cut to
+    the base verl compares (its regex), ordered as ``packaging.version`` orders it (``8.3.rc1`` < ``8.3.0``)."""
+    m = _ASCEND_VERSION.match((text or "").strip().lower())
+    if not m:
+        return None
+    parts = (m.group(1) or m.group(2)).split(".")
+    rc = parts[2][2:] if len(parts) == 3 and parts[2].startswith("rc") else None
+    release = [int(p) for p in (parts[:2] if rc is not None else parts)] + [0, 0]
+    return (*release[:3], 0 if rc is not None else 1, int(rc or 0))
+
+
+@dataclass(frozen=True)
+class IpcFacts:
+    """What decides whether verl 0.9.1's NPU rollout has IPC: the chip generation and the driver version (from
+    npu-smi on this host) and the CANN toolkit version (read inside the image). None: not known here."""
+
+    a5: bool | None = None
+    hdk: str | None = None
+    cann: str | None = None
+
+    @classmethod
+    def from_facts(cls, npu: Any, image_versions: Any) -> IpcFacts:
+        """From the parsed ``npu-smi`` output (``NpuInfo``, else not collected) and the ``ImageVersions``."""
+        from verlctl.detect.npu import NpuInfo
+
+        a5: bool | None = None
+        hdk: str | None = None
+        if isinstance(npu, NpuInfo) and npu.devices:
+            names = [d.name or "" for d in npu.devices] + [b.chip_name or "" for b in npu.boards]
+            a5 = any("950" in n or "910_95" in n for n in names)
+            hdk = next((b.software_version for b in npu.boards if b.software_version), None) or npu.driver_version
+        stack = getattr(image_versions, "stack", None) or {}
+        return cls(a5, hdk, stack.get("cann"))
+
+    def supported(self) -> bool | None:
+        """verl's ``is_ipc_supported`` on these facts; None where a fact it needs is unknown."""
+        if self.a5:
+            return True
+        hdk, cann = ascend_version_key(self.hdk), ascend_version_key(self.cann)
+        if self.a5 is None or hdk is None:
+            return None
+        if hdk < (ascend_version_key(IPC_MIN_HDK) or ()):
+            return False
+        if cann is None:
+            return None
+        return cann >= (ascend_version_key(IPC_MIN_CANN) or ())
+
+    def unknown(self) -> list[str]:
+        out = []
+        if self.a5 is None or self.hdk is None:
+            out.append("the NPU driver (HDK) version and chip, from npu-smi on the training host")
+        if self.cann is None:
+            out.append("the CANN toolkit version inside the image")
+        return out
+
+    def read(self) -> str:
+        got = [f"HDK {self.hdk}" if self.hdk else "", f"CANN {self.cann}" if self.cann else "",
+               "not an A5 chip" if self.a5 is False else ""]
+        return ", ".join(g for g in got if g)
+
+
+#: Where the actor's weights get the dtype the rollout receives them in (verl 0.9.1): the FSDP engine keeps fp32
+#: master weights (``trainer/config/engine/fsdp.yaml:33`` ``model_dtype: fp32``; its ``state_dict`` is synced as
+#: it is), the Megatron engine bf16 parameters (``engine/megatron.yaml:120`` ``dtype: bfloat16``).
+SYNC_DTYPE_KEY = {"megatron": "actor_rollout_ref.actor.megatron.dtype",
+                  "fsdp": "actor_rollout_ref.actor.fsdp_config.model_dtype",
+                  "fsdp2": "actor_rollout_ref.actor.fsdp_config.model_dtype"}
+SYNC_DTYPE_DEFAULT = {"megatron": "bfloat16", "fsdp": "fp32", "fsdp2": "fp32"}
+_DTYPE_BYTES = {"fp32": 4, "float32": 4, "float": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2}
+
+
+def synced_dtype(spec: Any) -> tuple[str, int]:
+    """The dtype the actor's weights are synced to the rollout in, and its size in bytes."""
+    name = _extra(spec).get(SYNC_DTYPE_KEY[spec.strategy], SYNC_DTYPE_DEFAULT[spec.strategy]).lower()
+    return name, _DTYPE_BYTES.get(name, 4)
+
+
+def check_weight_bucket(spec: Any, version: str, shape: ModelShape | None, ipc: IpcFacts | None = None) -> list[Finding]:
+    """verl 0.9.1's vLLM rollout without device IPC (``use_shm = not is_support_ipc()``, ``vllm_rollout.py:143``)
+    asserts that every synced tensor fits the bucket (``bucketed_weight_transfer.py:140-143``: "is too large to
+    fit in the bucket"); with IPC it sends a larger tensor directly (``_direct_send_large_weight``). The
+    disaggregated modes reassemble the HCCL chunks first (``checkpoint_engine/base.py`` ``merge_weight_chunks``)
+    and hit the same sender. The tensor's size is its synced dtype's (:func:`synced_dtype`). Without the IPC
+    facts (``plan``) a warning names them; with them (``check``: npu-smi and the image) the rule decides. 0.7.0's
+    key is read by the SGLang rollout only (``sglang_rollout.py:174``); CUDA always has IPC."""
     if shape is None or version != "0.9.1" or spec.train.rollout_engine != "vllm" or spec.device != "npu":
         return []
     key = BUCKET_KEY[version]
@@ -48,17 +138,42 @@ def check_weight_bucket(spec: Any, version: str, shape: ModelShape | None) -> li
         bucket_mb = int(raw) if raw is not None else BUCKET_DEFAULT_MB[version]
     except ValueError:
         return []
-    largest = shape.largest_tensor_numel * 4
+    dtype, size = synced_dtype(spec)
+    largest = shape.largest_tensor_numel * size
     if largest <= bucket_mb << 20:
         return []
+    ipc = ipc or IpcFacts()
+    supported = ipc.supported()
+    if supported:
+        return []
     want = 1 << max(0, int(largest * 1.25 - 1).bit_length() - 20)  # >= 1.25 x, a power of two, in MB
-    return [error(
-        "weight_bucket_too_small",
-        f"the largest tensor (embedding {shape.vocab} x {shape.hidden}, fp32: {largest / 2**20:.0f} MB) does not "
-        f"fit verl's weight-sync bucket ({bucket_mb} MB): verl 0.9.1 on NPU stops at the first weight sync with "
-        f"'too large to fit in the bucket'",
+    if is_disaggregated(spec.mode):
+        cost = (f"; in {spec.mode} the HCCL checkpoint engine holds two buffers of the bucket size on every trainer "
+                f"and rollout device (hccl_checkpoint_engine.py:139-140), so this costs 2 x {want} MB of device "
+                f"memory per device instead of 2 x {bucket_mb} MB")
+    else:
+        cost = f"; it costs {want} MB of host shared memory (/dev/shm) per rollout device for the bucket"
+    what = (f"the largest tensor (embedding {shape.vocab} x {shape.hidden}, {dtype} as the {spec.strategy} actor "
+            f"syncs it: {largest / 2**20:.0f} MB) does not fit verl's weight-sync bucket ({bucket_mb} MB)")
+    need = f"A5 chips, or HDK >= {IPC_MIN_HDK} with CANN >= {IPC_MIN_CANN}"
+    if supported is False:
+        return [error(
+            "weight_bucket_too_small",
+            f"{what}, and these NPUs have no IPC for the weight sync ({ipc.read()}; verl needs {need}, "
+            "platform_npu.py:164-178): verl 0.9.1 falls back to shared memory and stops at the first weight sync "
+            "with 'too large to fit in the bucket'",
+            "extra_overrides",
+            f"add extra_overrides: {key}={want}{cost}; or upgrade the driver to HDK >= {IPC_MIN_HDK} and the "
+            f"image's CANN to >= {IPC_MIN_CANN}",
+        )]
+    return [warning(
+        "weight_bucket_ipc_unknown",
+        f"{what}: verl 0.9.1 stops at the first weight sync with 'too large to fit in the bucket' if these NPUs "
+        f"have no IPC ({need}, platform_npu.py:164-178); not known here: {' and '.join(ipc.unknown())}"
+        + (f" (read: {ipc.read()})" if ipc.read() else ""),
         "extra_overrides",
-        f"add extra_overrides: {key}={want}",
+        f"verlctl check decides it from npu-smi and the image; to be safe regardless, add extra_overrides: "
+        f"{key}={want}{cost}",
     )]
 
 

@@ -44,7 +44,7 @@ def managed_keys(ctx: RuleCtx) -> dict[str, tuple[Callable[[RuleCtx], Any], str]
         "data.train_batch_size": (
             lambda c: 0 if c.spec.mode == "fully_async" else c.spec.train.train_batch_size, "train.train_batch_size"),
     }
-    if ctx.spec.train.steps is not None:
+    if ctx.spec.train.steps is not None and ctx.spec.mode != "fully_async":  # fully_async: unread (base.py)
         keys["trainer.total_training_steps"] = (lambda c: c.spec.train.steps, "train.steps")
     keys.update(_rollout_keys(ctx))
     return keys

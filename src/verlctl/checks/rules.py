@@ -16,10 +16,13 @@ from verlctl.checks.findings import Finding, Severity, error, info, warning
 from verlctl.spec.model import RunSpec
 from verlctl.spec.resolve import ResolvedSpec
 from verlctl.verl.compose import FeatureState
-from verlctl.verl.modes import is_disaggregated
+from verlctl.verl.modes import V1_SUCCESSOR, is_disaggregated, legacy_trainer_note
 
 V070 = "0.7.0"
 V091 = "0.9.1"
+#: The actor's Ulysses sequence-parallel size (both versions), and 0.9.1's engine copy of it.
+SP_KEY = "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
+SP_ENGINE_KEY = "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size"
 
 
 @dataclass(frozen=True)
@@ -108,10 +111,40 @@ class RuleCtx:
         return t.tensor_parallel * t.pipeline_parallel * t.context_parallel if self.spec.strategy == "megatron" else 1
 
     @cached_property
+    def sequence_parallel(self) -> int:
+        """The actor's Ulysses sequence-parallel size (FSDP only: Megatron's sequence parallelism is TP's):
+        ``actor.ulysses_sequence_parallel_size`` (both versions), else 0.9.1's engine key
+        ``actor.fsdp_config.ulysses_sequence_parallel_size``; 1 when unset or unreadable."""
+        if self.spec.strategy == "megatron":
+            return 1
+        keys = [f"{SP_KEY}"] + ([f"{SP_ENGINE_KEY}"] if self.version == V091 else [])
+        values: dict[str, str] = {}
+        for raw in self.spec.extra_overrides:
+            key, _, value = raw.partition("=")
+            values[key.lstrip("+~").strip()] = value.strip().strip("'\"")
+        for key in keys:
+            try:
+                sp = int(values.get(key, "1"))
+            except ValueError:
+                continue
+            if sp > 1:
+                return sp
+        return 1
+
+    @property
+    def dp_divisor(self) -> int:
+        """What the trainer's devices are divided by to get its data-parallel size, as verl divides them:
+        TP*PP*CP for Megatron (``mpu.get_data_parallel_world_size``), the Ulysses SP size for FSDP
+        (0.7.0 ``fsdp_workers.py:172`` ``dp = world_size // self.ulysses_sequence_parallel_size``; 0.9.1
+        ``engine/fsdp/transformer_impl.py:652``)."""
+        return self.model_parallel * self.sequence_parallel
+
+    @cached_property
     def dp(self) -> int:
-        """Data-parallel size of the trainer; 0 when TP*PP*CP does not divide the devices."""
-        mp = self.model_parallel
-        return self.total // mp if self.total % mp == 0 else 0
+        """Data-parallel size of the trainer (the one divisor every rule that divides by DP uses); 0 when
+        :attr:`dp_divisor` does not divide the devices."""
+        div = self.dp_divisor
+        return self.total // div if self.total % div == 0 else 0
 
     @property
     def mini(self) -> int:
@@ -219,11 +252,24 @@ def _device_split(ctx: RuleCtx) -> Iterable[Finding]:
     cites=(
         Cite(V070, "verl/utils/config.py", 96, "n_gpus % (model_parallel_size * config.actor_rollout_ref.actor.megatron"),
         Cite(V091, "verl/utils/config.py", 110, "n_gpus % (model_parallel_size * config.actor_rollout_ref.actor.megatron"),
+        Cite(V070, "verl/workers/fsdp_workers.py", 172, "dp = world_size // self.ulysses_sequence_parallel_size"),
+        Cite(V091, "verl/workers/engine/fsdp/transformer_impl.py", 652,
+             "return torch.distributed.get_world_size() // self.ulysses_sequence_parallel_size"),
     ),
 )
 def _parallel(ctx: RuleCtx) -> Iterable[Finding]:
-    """Megatron: the training devices are divisible by TP*PP*CP; the seed's per-node rule is not verl's."""
+    """Megatron: the training devices are divisible by TP*PP*CP; the seed's per-node rule is not verl's. FSDP:
+    by the Ulysses SP size (verl builds a (DP, SP) device mesh of them)."""
     if ctx.spec.strategy != "megatron":
+        sp = ctx.sequence_parallel
+        if ctx.total % sp:
+            yield error(
+                "parallel_divisibility",
+                f"{ctx.total} training devices are not divisible by the Ulysses sequence-parallel size {sp} "
+                f"(verl builds a (data-parallel, SP) device mesh of them){_cited(ctx, 'parallel_divisibility')}",
+                "extra_overrides",
+                f"set {SP_KEY} to one of {_divisors(ctx.total)}",
+            )
         return
     t = ctx.spec.train
     mp = ctx.model_parallel
@@ -329,17 +375,27 @@ def _vpp_mbridge(ctx: RuleCtx) -> Iterable[Finding]:
 # ------------------------------------------------------------------------------------------------ batches
 
 
-@rule("rollout_n", ("rollout_n",), Severity.ERROR)
+@rule(
+    "rollout_n",
+    ("rollout_n",),
+    Severity.WARNING,
+    cites=(
+        Cite(V070, "verl/trainer/ppo/core_algos.py", 312, "if len(id2score[idx]) == 1:"),
+        Cite(V091, "verl/trainer/ppo/core_algos.py", 315, "if len(id2score[idx]) == 1:"),
+    ),
+)
 def _rollout_n(ctx: RuleCtx) -> Iterable[Finding]:
-    """GRPO/DAPO need several responses per prompt (verlctl is stricter than verl here)."""
+    """One response per prompt: verl runs it (a group of one gets mean 0, std 1, so its advantage is its own
+    score; verl's NPU profiling CI runs GRPO so), but the advantage is no longer group-relative."""
     t = ctx.spec.train
     if t.responses_per_prompt < 2:
-        yield error(
+        yield warning(
             "rollout_n",
-            f"{ctx.spec.algorithm.upper()} needs responses_per_prompt > 1 (got {t.responses_per_prompt}): "
-            "group-relative advantages of a single response are zero",
+            f"{ctx.spec.algorithm.upper()} with responses_per_prompt {t.responses_per_prompt}: each group holds one "
+            "response, whose advantage verl takes as its raw score (mean 0, std 1 for a group of one"
+            f"{_cited(ctx, 'rollout_n')}): it runs, but nothing is compared within a group",
             "train.responses_per_prompt",
-            "use 4, 8 or 16",
+            "for training use 4, 8 or 16; one is fine for a profiling or smoke run",
         )
 
 
@@ -558,6 +614,35 @@ def _oso(ctx: RuleCtx) -> Iterable[Finding]:
             f"devices ({ctx.total}) (verl docs/advance/one_step_off.md)",
             "train.train_batch_size",
         )
+
+
+@rule(
+    "legacy_trainer",
+    ("legacy_trainer_mode",),
+    Severity.WARNING,
+    versions=(V091,),
+    cites=(
+        Cite(V091, "verl/trainer/ppo/ray_trainer.py", 285, "Legacy trainer is deprecated, and wil be removed"),
+        Cite(V091, "verl/experimental/separation/ray_trainer.py", 52, "class SeparateRayPPOTrainer(RayPPOTrainer):"),
+        Cite(V091, "verl/experimental/one_step_off_policy/ray_trainer.py", 49,
+             "class OneStepOffRayTrainer(SeparateRayPPOTrainer):"),
+        Cite(V091, "verl/experimental/fully_async_policy/fully_async_trainer.py", 54,
+             "class FullyAsyncTrainer(SeparateRayPPOTrainer):"),
+    ),
+)
+def _legacy_trainer(ctx: RuleCtx) -> Iterable[Finding]:
+    """0.9.1's one-step-off and fully-async trainers subclass the legacy RayPPOTrainer, which verl marks for
+    removal; the V1 trainer's separate_async is what verl points users to (verl/modes.py LEGACY_TRAINER)."""
+    note = legacy_trainer_note(ctx.spec.mode, ctx.version)
+    if note is None:
+        return
+    yield warning(
+        "legacy_trainer_mode",
+        f"{note}{_cited(ctx, 'legacy_trainer')}; a later verl may move this mode out of verl/experimental",
+        "mode",
+        f"mode: {V1_SUCCESSOR} (the V1 equivalent: a standalone rollout pool, weights synced every "
+        "train.parameter_sync_step steps); this mode still runs on verl 0.9.1",
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the rest

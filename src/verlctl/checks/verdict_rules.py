@@ -130,17 +130,24 @@ def _memory(ctx: VerdictCtx) -> Iterable[Finding]:
 
 
 @fact_rule(
-    "weight_bucket", ("weight_bucket_too_small",), needs=(MODEL,),
-    cites=("verl 0.9.1 verl/workers/rollout/.../bucketed_weight_transfer.py:140-143 'too large to fit in the bucket'",),
+    "weight_bucket", ("weight_bucket_too_small", "weight_bucket_ipc_unknown"), needs=(MODEL,),
+    cites=(Cite(V091, "verl/workers/rollout/vllm_rollout/bucketed_weight_transfer.py", 141, "assert not self.use_shm"),
+           Cite(V091, "verl/workers/rollout/vllm_rollout/vllm_rollout.py", 143, "self.use_shm = not is_support_ipc()"),
+           Cite(V091, "verl/plugin/platform/platform_npu.py", 176, "if hardware_version == AscendHardwareVersion.A5:"),
+           Cite(V091, "verl/utils/device.py", 342, 'if version.parse(software_base) >= version.parse("25.3.rc1"):'),
+           Cite(V091, "verl/trainer/config/engine/fsdp.yaml", 33, "model_dtype: fp32"),
+           Cite(V091, "verl/trainer/config/engine/megatron.yaml", 120, "dtype: bfloat16")),
 )
 def _bucket(ctx: VerdictCtx) -> Iterable[Finding]:
-    """verl 0.9.1 on NPU: the largest tensor fits the weight-sync bucket."""
-    from verlctl.checks.field_checks import check_weight_bucket
+    """verl 0.9.1 on NPU without IPC: the largest synced tensor fits the weight-sync bucket (decided from npu-smi
+    and the image's CANN where they were read, a warning naming them where not)."""
+    from verlctl.checks.field_checks import IpcFacts, check_weight_bucket
     from verlctl.checks.memory import ModelShape
 
     shape = ctx.memory.shape if ctx.memory else (
         ModelShape.from_model_dir(ctx.spec.paths.model) if ctx.spec.paths.model else None)
-    return check_weight_bucket(ctx.spec, ctx.version, shape)
+    ipc = IpcFacts.from_facts(ctx.facts.machine.npu, ctx.facts.image_versions)
+    return check_weight_bucket(ctx.spec, ctx.version, shape, ipc)
 
 
 # ------------------------------------------------------------------------------------------------ this host

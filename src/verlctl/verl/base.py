@@ -316,7 +316,9 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "trainer",
-        when(test=lambda c: c.spec.train.steps is not None),
+        # fully_async's trainer takes its step count from the rollouter (rollout.total_rollout_steps,
+        # fully_async_rollouter.py:498-501, pushed by fully_async_main.py:90-92): nothing reads this key there
+        when(test=lambda c: c.spec.train.steps is not None and c.spec.mode != "fully_async"),
         (Ov("trainer.total_training_steps", lambda c: c.spec.train.steps),),
     ),
     Row(

@@ -311,7 +311,8 @@ def build_command(resolved: ResolvedSpec, container_version: str | None = None) 
         findings.append(
             error(
                 "mode_version",
-                f"{problem} (verl 0.7.0 has no V1 trainer and no fully_async_policy; they ship in the 0.9.1 wheel)",
+                problem if MODES[mode].recipe_only else f"{problem} (verl 0.7.0 has no V1 trainer; it ships in the "
+                "0.9.1 wheel)",
                 "mode",
                 f"set verl_version: {MODES[mode].versions[-1]} (an image with that verl), or mode: sync / "
                 "one_step_off_policy",

@@ -94,7 +94,9 @@ ENV_ROWS: tuple[EnvRow, ...] = (
         "multi-node run, and each Slurm relaunch, took 30 s longer (older Rays ignore it)",
     ),
     EnvRow("HYDRA_FULL_ERROR", "1", when(), "full Hydra errors, for diagnosis (the doc)"),
-    EnvRow("VLLM_USE_V1", "1", when()),
+    # as verl's 0.7.0 scripts; vLLM 0.24 (the 0.9.1 stack) has no such variable and logs "Unknown vLLM environment
+    # variable detected: VLLM_USE_V1" (vllm/envs.py validate_environ; an error with fail_on_environ_validation)
+    EnvRow("VLLM_USE_V1", "1", when(versions={"0.7.0"})),
     EnvRow("VLLM_ASCEND_ENABLE_NZ", "0", when(devices=NPU, versions={"0.7.0"}), "as the 0.7.0 NPU scripts"),
 )
 

@@ -19,7 +19,8 @@ from verlctl.verl.requirements import version_tuple
 TABLE = Path(__file__).with_name("known_defects.yaml")
 #: The stack components a condition may name (the keys of the versions read in the image).
 COMPONENTS = ("verl", "vllm", "vllm_ascend", "torch", "torch_npu", "cann", "ray", "sglang")
-_CONDITIONS = {*COMPONENTS, "device", "modes", "features", "devices_ascending", "unless_env"}
+_CONDITIONS = {*COMPONENTS, "device", "modes", "engine", "features", "devices_ascending", "env_contains", "unless_env",
+               "unless_override"}
 _OPS = ("==", "!=", ">=", "<=", ">", "<")
 
 
@@ -103,6 +104,12 @@ def load(path: Path | None = None) -> list[Defect]:
         for c in COMPONENTS:
             if c in when:
                 _check_range(did, c, when[c])
+        for c in ("env_contains", "unless_env", "unless_override"):
+            if c in when and not isinstance(when[c], dict):
+                raise DefectTableError(f"known defect {did}: when.{c} must be a mapping such as {{NAME: value}}")
+        for c in ("device", "modes", "engine", "features"):
+            if c in when and not isinstance(when[c], list):
+                raise DefectTableError(f"known defect {did}: when.{c} must be a list such as [npu]")
         out.append(Defect(row["id"], row["issue"], " ".join(row["effect"].split()), row["fix"], row["severity"], when))
     ids = [d.id for d in out]
     if len(set(ids)) != len(ids):
@@ -114,9 +121,27 @@ def _ascending(devices: list[int]) -> bool:
     return all(a < b for a, b in itertools.pairwise(devices))
 
 
+def _override_values(overrides: list[str]) -> dict[str, str]:
+    """``key=value`` extra overrides as the value each key ends with (the last one wins, as in Hydra)."""
+    out: dict[str, str] = {}
+    for raw in overrides:
+        key, _, value = raw.partition("=")
+        out[key.lstrip("+~").strip()] = value.strip().strip("'\"")
+    return out
+
+
 def matches(d: Defect, *, versions: dict[str, str | None], device: str, mode: str, features: set[str],
-            devices: list[int], env: dict[str, str]) -> bool:  # fmt: skip
+            devices: list[int], env: dict[str, str], engine: str = "vllm",
+            overrides: list[str] | None = None) -> bool:  # fmt: skip
     w = d.when
+    if "engine" in w and engine not in w["engine"]:
+        return False
+    if "env_contains" in w and not all(str(v) in env.get(k, "") for k, v in w["env_contains"].items()):
+        return False
+    if "unless_override" in w:
+        given = _override_values(overrides or [])
+        if all(given.get(k, "").lower() == str(v).lower() for k, v in w["unless_override"].items()):
+            return False
     for c in COMPONENTS:
         if c in w:
             v = versions.get(c)

@@ -31,6 +31,8 @@ class ModeInfo:
     processes: tuple[str, ...] = ()
     log_prefixes: tuple[str, ...] = ()
     summary: str = ""
+    # (version, where) for the verl versions that ship the mode only as a recipe verlctl does not run
+    recipe_only: tuple[tuple[str, str], ...] = ()
 
 
 MODES: dict[str, ModeInfo] = {
@@ -67,6 +69,9 @@ MODES: dict[str, ModeInfo] = {
             processes=("FullyAsyncTaskRunner", "FullyAsyncRollouter", "FullyAsyncTrainer", "MessageQueue"),
             log_prefixes=("[ASYNC MAIN]", "[FullyAsyncRollouter]", "[FullyAsyncTrainer]", "[MessageQueue]"),
             summary="fully async: a rollouter streams samples through a message queue to the trainer",
+            # the v0.7.0 source tree ships recipe/fully_async_policy (fully_async_main.py, its configs and
+            # scripts); the wheel does not, and verlctl has no entry point or rules for that recipe
+            recipe_only=(("0.7.0", "recipe/fully_async_policy"),),
         ),
     )
 }
@@ -89,11 +94,34 @@ def supports(mode: str, version: str) -> bool:
     return bool(info and version in info.versions)
 
 
+#: The 0.9.1 modes whose trainer subclasses the legacy ``RayPPOTrainer`` (``experimental/separation/ray_trainer.py:52``
+#: ``SeparateRayPPOTrainer(RayPPOTrainer)``), which verl marks for removal (``trainer/ppo/ray_trainer.py:285``):
+#: mode -> its trainer class. verl's maintainers point to the V1 trainer's separate_async instead (PR #7567).
+LEGACY_TRAINER: dict[str, str] = {"one_step_off_policy": "OneStepOffRayTrainer", "fully_async": "FullyAsyncTrainer"}
+V1_SUCCESSOR = "separate_async"
+
+
+def legacy_trainer_note(mode: str, version: str) -> str | None:
+    """What a 0.9.1 plan (or import) of a mode on the legacy trainer says; None for any other mode/version."""
+    trainer = LEGACY_TRAINER.get(mode)
+    if trainer is None or version != "0.9.1":
+        return None
+    return (f"mode {mode} runs verl 0.9.1's {trainer}, a subclass of the legacy RayPPOTrainer that verl marks "
+            "deprecated and for removal ('Legacy trainer is deprecated, and wil be removed ... Please use "
+            "`trainer.use_v1=True`'); verl's maintainers point to the V1 trainer's separate_async instead "
+            f"(trainer.use_v1=True trainer.v1.trainer_mode=separate_async, verl PR #7567): mode: {V1_SUCCESSOR}")
+
+
 def version_problem(mode: str, version: str) -> str | None:
     """Why ``mode`` cannot run on verl ``version`` (None: it can)."""
     info = MODES.get(mode)
     if info is None or version in info.versions:
         return None
+    recipe = dict(info.recipe_only).get(version)
+    if recipe:
+        return (f"mode {mode} is not supported by verlctl on verl {version} (verl {version} ships it as its "
+                f"source tree's {recipe} recipe, which verlctl does not run); verlctl runs it on verl "
+                f"{', '.join(info.versions)}")
     return f"mode {mode} exists in verl {', '.join(info.versions)} only, not in verl {version}"
 
 
