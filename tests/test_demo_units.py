@@ -64,6 +64,18 @@ def test_find_python_takes_a_real_interpreter_in_range_and_names_what_it_saw(tmp
     assert found.version == sys.version_info[:2]
     assert seen == (f"{sys.executable} ({sys.version_info[0]}.{sys.version_info[1]})",)
     assert envmod.find_python([str(not_python)]) == (None, ())
+    # a Python outside 3.10-3.12 is seen and named, never taken (vLLM's CPU build and verl 0.9.1 pin that range)
+    newer = tmp_path / "python3.13"
+    newer.write_text("#!/bin/sh\necho 3.13\necho venv\n")
+    newer.chmod(0o755)
+    assert envmod.find_python([str(newer)]) == (None, (f"{newer} (3.13)",))
+    no_venv = tmp_path / "python3.10"
+    no_venv.write_text("#!/bin/sh\necho 3.10\necho no-venv\n")
+    no_venv.chmod(0o755)
+    found, _ = envmod.find_python([str(no_venv), sys.executable])
+    assert found is not None and found.path == sys.executable  # one that can make a venv is preferred
+    found, _ = envmod.find_python([str(no_venv)])
+    assert found == PythonFound(str(no_venv), (3, 10), False)  # else the one in range, to name what it lacks
 
 
 def test_the_environment_key_follows_the_pins_and_the_python() -> None:
