@@ -4,7 +4,9 @@ that failed again, the failing step, and the hint after the ladder was climbed."
 from __future__ import annotations
 
 import itertools
+import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -63,3 +65,125 @@ def test_the_give_up_reason_names_each_rung_and_why_it_was_not_climbed(tmp_path:
     spec2 = load_spec(None, flags={**BASE_PATHS, **flags, "features.disable": ["recompute"]}, environ={}).spec
     d2 = decide("device_oom", spec2, on, History(oom_retries=1, added=["offload"]))
     assert "recompute is disabled (features.disable)" in d2.reason, d2.reason
+
+
+# ---- status, list and report after the ladder gave up (real records, real host logs) ----------------------
+
+from test_run_state import cli, group, started, write_run  # noqa: E402,F401 - the same record helpers
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+EXIT1 = "[verlctl 08:20:00] start_verl.sh exits with status 1\n"
+ADVICE = ["shorten train.max_response_length from 8192 to 4096",
+          "lower train.rollout_memory_utilization from 0.6 to 0.5"]
+
+
+def _gave_up_run(state: Path, tmp_path: Path) -> str:
+    """OOM in step 2 on every attempt: offload added, recompute added, then the ladder gave up (U35)."""
+    run_id = "20261201-090000-oomgaveup-a1a1"
+    log = tmp_path / "logs" / f"verlctl-{run_id}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    parts = ["step:1 - critic/score/mean:0.1\n" + OOM + EXIT1, OOM + EXIT1, OOM + EXIT1]
+    log.write_text("".join(parts), encoding="utf-8")
+    offsets = [0, len(parts[0].encode()), len((parts[0] + parts[1]).encode())]
+
+    def alert(n: int) -> dict:
+        return {"event": "alert", "category": "device_oom", "message": "CUDA out of memory", "attempt": n,
+                "step": 1, "hint": "enable the `offload` feature, then `recompute` (the watcher's OOM ladder does "
+                "this: `verlctl launch --watch`, `verlctl watch`); or lower ..."}
+
+    write_run(state, run_id, log, attempts=3, offsets=offsets, events=[
+        started(1), alert(1),
+        {"event": "recovery", "category": "device_oom", "add_feature": "offload",
+         "resumed_from": "/ckpt/global_step_1"},
+        started(2), alert(2),
+        {"event": "recovery", "category": "device_oom", "add_feature": "recompute",
+         "resumed_from": "/ckpt/global_step_1"},
+        started(3), alert(3),
+        {"event": "gave_up", "category": "device_oom",
+         "reason": "gave up: out of memory after 2 recovery attempt(s): giving up", "advice": ADVICE}])
+    return run_id
+
+
+def test_after_a_give_up_status_says_restarted_and_leads_with_the_advice(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    run_id = _gave_up_run(state, tmp_path)
+    doc = json.loads(cli(state, "status", run_id, "--json").out)
+    assert doc["state"] == "failed" and doc["recovered"] == [], doc
+    assert [r["outcome"] for r in doc["restarts"]] == ["failed again", "failed again"], doc["restarts"]
+    # RV4-2c: the last finished step was 1; the OOM was in step 2
+    assert doc["restarts"][0]["words"] == ("attempt 2 added offload after out of memory in step 2, "
+                                           "resuming from global_step_1"), doc["restarts"]
+    # RV4-2b / U35: the hint is the advice, not the rungs already tried
+    hint = doc["last_error"]["hint"]
+    assert hint.startswith(ADVICE[0]) and "enable" not in hint, hint
+    out = cli(state, "status", run_id).out
+    assert "recovered:" not in out and "restarted: attempt 2 added offload" in out and "it failed again" in out
+    assert "enable the `offload`" not in out, out
+    assert out.index("advice: " + ADVICE[0]) < out.index("last error"), out  # the advice leads
+
+
+def test_after_a_give_up_the_report_leads_with_the_advice_and_calls_no_attempt_recovered(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    run_id = _gave_up_run(state, tmp_path)
+    page = tmp_path / "r.html"
+    res = cli(state, "report", run_id, "-o", str(page))
+    assert res.code == 0, res.err
+    html = page.read_text()
+    diagnosis = html[html.index("<h2>Diagnosis</h2>"):html.index("<h2>Attempts and restarts</h2>")]
+    assert '<li class="ok">' not in diagnosis and "recovered:" not in diagnosis, diagnosis
+    assert "restarted: attempt 3 added recompute" in diagnosis and "it failed again" in diagnosis, diagnosis
+    assert diagnosis.index("advice: " + ADVICE[0]) < diagnosis.index('id="findings"'), diagnosis
+    assert "enable the `offload`" not in diagnosis and "then `recompute`" not in diagnosis, diagnosis
+
+
+def test_a_restart_that_got_past_its_failure_is_recovered() -> None:
+    from verlctl.ops.runstate import restarts
+
+    base = [started(1), {"event": "alert", "category": "device_oom", "step": 4},
+            {"event": "recovery", "category": "device_oom", "add_feature": "offload"}, started(2)]
+    (r,) = restarts(base)
+    assert (r.outcome, r.failed_step) == ("running", 5) and r.line().startswith("restarted: "), r
+    (r,) = restarts([*base, {"event": "checkpoint_saved", "step": 4}])  # not past step 5 yet
+    assert r.outcome == "running", r
+    (r,) = restarts([*base, {"event": "checkpoint_saved", "step": 5}])
+    assert r.outcome == "recovered" and r.line().startswith("recovered: "), r
+    (r,) = restarts([*base, {"event": "finished"}])
+    assert r.outcome == "recovered", r
+    (r,) = restarts([*base, {"event": "alert", "category": "device_oom", "step": 4}])
+    assert r.outcome == "failed again" and r.line().endswith("; it failed again"), r
+
+
+def test_the_oom_hint_never_advises_a_rung_already_tried() -> None:
+    from verlctl.monitor.catalogue import oom_hint
+
+    assert "`offload` feature, then `recompute`" in oom_hint()
+    assert "offload" not in oom_hint(["offload"]).partition("(the OOM ladder")[0], oom_hint(["offload"])
+    assert "enable `recompute`" in oom_hint(["offload"])
+    both = oom_hint(["offload", "recompute"])
+    assert "enable" not in both and both.startswith("lower "), both
+    watching = oom_hint([], watching=True)  # U29: the watcher is doing it
+    assert watching.startswith("nothing to do yet: the watcher's OOM ladder restarts the run"), watching
+    assert oom_hint(["offload"], advice=["lower x from 2 to 1"]) == (
+        "lower x from 2 to 1 (the OOM ladder already tried offload)")
+
+
+def test_status_and_list_agree_on_a_stalled_run_the_watcher_gave_up_on(tmp_path: Path, group) -> None:  # type: ignore[no-untyped-def] # noqa: F811
+    # RV4-6: the watcher gave up on a stall and the run's processes still run: not "running" in status while
+    # list says failed; status names the command that frees the devices
+    state = tmp_path / "state"
+    marker = "20261201-091000-stall-b2b2.1.cafe"
+    pid, ticks = group(marker)
+    run_id = "20261201-091000-stall-b2b2"
+    d = write_run(state, run_id, events=[started(1), {"event": "stalled", "reason": "no progress for 242s"},
+                                         {"event": "gave_up", "category": "stalled",
+                                          "reason": "gave up: stalled: no automatic restart (recovery.restart_on)"}],
+                  status={"attempt": 1, "phase": "training", "step": 0, "updated_at": time.time()})
+    doc = json.loads((d / "run.json").read_text())
+    doc["pgid"] = pid
+    doc["attempts"][0].update(pgid=pid, marker=marker, leader_start=ticks)
+    (d / "run.json").write_text(json.dumps(doc))
+    status = json.loads(cli(state, "status", run_id, "--json").out)
+    listed = {r["run_id"]: r for r in json.loads(cli(state, "list", "--json").out)}[run_id]
+    assert status["alive"] is True, status
+    assert status["state"] == listed["state"] == "failed", (status["state"], listed["state"])
+    assert f"`verlctl stop {run_id}`" in status["state_why"], status["state_why"]

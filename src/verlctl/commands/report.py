@@ -98,6 +98,8 @@ def report(
     from verlctl.ops.inspect import run_states
 
     events = record.events()
+    for f in findings:  # what to do after what recovery did (not the rungs it tried; a give-up's advice)
+        f["hint"] = runstate.hint_after_recovery(str(f.get("category")), str(f.get("hint") or ""), events)
     run_state = run_states([record])[record.run_id]
     state = run_state.state
     facts = {
@@ -126,6 +128,8 @@ def report(
             generated_at=time.time(),
             markers=runstate.restart_markers(events),
             recovered=runstate.recoveries(events),
+            restarts=[r.as_dict() for r in runstate.restarts(events)],
+            gave_up=runstate.gave_up(events),
             smooth=smooth,
             log_read=data is not None,
         )

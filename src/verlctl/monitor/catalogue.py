@@ -102,11 +102,37 @@ def _sig(pattern: str, *anchors: str, examples: Iterable[str] = (), **kw: Any) -
     return Signature(pattern, tuple(anchors), tuple(examples), **kw)
 
 
-_OOM_HINT = (
-    "enable the `offload` feature, then `recompute` (the watcher's OOM ladder does this: `verlctl launch --watch`, `verlctl watch`); or lower "
-    "`train.micro_batch_size_per_device`, `train.max_response_length` or the rollout `gpu_memory_utilization` "
+#: The OOM ladder's rungs in the device OOM hint, in order (verlctl.verl.features.OOM_LADDER).
+_OOM_RUNGS = ("offload", "recompute")
+_OOM_LADDER_WORDS = "(the watcher's OOM ladder does this: `verlctl launch --watch`, `verlctl watch`)"
+_OOM_MANUAL_HINT = (
+    "lower `train.micro_batch_size_per_device`, `train.max_response_length` or the rollout `gpu_memory_utilization` "
     "(`train.rollout_memory_utilization`), or raise TP (`train.tensor_parallel` / `train.rollout_tensor_parallel`)"
 )
+_OOM_HINT = (
+    "enable the `offload` feature, then `recompute` " + _OOM_LADDER_WORDS + "; or " + _OOM_MANUAL_HINT
+)
+
+
+def oom_hint(tried: Iterable[str] = (), watching: bool = False, advice: Iterable[str] = ()) -> str:
+    """The device OOM hint as it stands after what recovery did: ``tried`` the ladder's features already on
+    (added by it, or the user's), ``watching`` a watcher is climbing the ladder now, ``advice`` the watcher's
+    advice when it gave up (then that leads, and no rung already tried is advised again)."""
+    tried = [f for f in tried if f in _OOM_RUNGS]
+    done = f" (the OOM ladder already tried {', '.join(tried)})" if tried else ""
+    advice = list(advice)
+    if advice:
+        return "; ".join(advice) + done
+    left = [f for f in _OOM_RUNGS if f not in tried]
+    if not left:
+        return _OOM_MANUAL_HINT + done
+    rungs = "`" + "`, then `".join(left) + "`"
+    if watching:
+        return (f"nothing to do yet: the watcher's OOM ladder restarts the run with {rungs}{done}; if it gives up: "
+                + _OOM_MANUAL_HINT)
+    if not tried:
+        return _OOM_HINT
+    return f"enable {rungs} {_OOM_LADDER_WORDS}{done}; or {_OOM_MANUAL_HINT}"
 
 #: The catalogue, root causes first (see the module docstring).
 CATALOGUE: tuple[Category, ...] = (

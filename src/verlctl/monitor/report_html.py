@@ -55,6 +55,10 @@ class ReportData:
     smooth: int = 0  # moving-average window drawn over each series (0: none)
     log_read: bool = True  # False: the log was not read (the diagnosis cannot say "no error")
     recovered: Sequence[str] = field(default_factory=list)  # "attempt 2 added offload after out of memory ..."
+    #: each automatic restart: {"line": "recovered: …" / "restarted: …; it failed again", "outcome": …}; when
+    #: given, it is shown instead of ``recovered``
+    restarts: Sequence[Mapping[str, Any]] | None = None
+    gave_up: Mapping[str, Any] | None = None  # the watcher's give-up of the current attempt (reason, advice)
 
 
 def _when(t: Any) -> str:
@@ -116,9 +120,17 @@ def render(data: ReportData) -> str:
             out.append(f"<p>step {escape(str(done))}" + (f" of {escape(str(total))}" if total else "") + "</p>")
 
     out.append("<h2>Diagnosis</h2>")
-    if data.recovered:
-        out.append('<ul id="recovered">' + "".join(f'<li class="ok">recovered: {escape(r)}</li>'
-                                                   for r in data.recovered) + "</ul>")
+    if data.gave_up:  # the watcher's last word leads: why it stopped trying, and what to do now
+        out.append(f'<p id="gave-up" class="bad">{escape(str(data.gave_up.get("reason") or "the watcher gave up"))}</p>')
+        advice = data.gave_up.get("advice") or []
+        if advice:
+            out.append('<ul id="advice">' + "".join(f"<li>advice: {escape(str(a))}</li>" for a in advice) + "</ul>")
+    restarts = data.restarts if data.restarts is not None else [
+        {"line": f"recovered: {r}", "outcome": "recovered"} for r in data.recovered]
+    if restarts:
+        out.append('<ul id="recovered">' + "".join(
+            f'<li class="{"ok" if r.get("outcome") == "recovered" else ""}">{escape(str(r.get("line")))}</li>'
+            for r in restarts) + "</ul>")
     if data.findings:
         out.append('<table id="findings"><tr><th>what</th><th>line</th><th>what to do</th><th>excerpt</th></tr>')
         for f in data.findings:
