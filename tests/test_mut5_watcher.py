@@ -609,6 +609,9 @@ def test_a_device_oom_is_recovered_by_a_relaunch_that_resumes_from_the_checkpoin
     assert code == 0, (out, kinds)
     alert = next(e for e in events if e["event"] == "alert")
     assert alert["category"] == "device_oom" and alert["attempt"] == 1 and alert["step"] == 1, alert
+    # the watcher's own hint says what it does next, not "enable offload (the watcher's OOM ladder does this)"
+    assert alert["hint"].startswith("nothing to do yet: this watcher restarts the run with `"), alert
+    assert "enable the `offload` feature" not in out, out
     recovery = next(e for e in events if e["event"] == "recovery")
     assert recovery["category"] == "device_oom" and recovery["add_feature"], recovery
     assert recovery["features_added"] == [recovery["add_feature"]], recovery

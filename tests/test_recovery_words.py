@@ -187,3 +187,43 @@ def test_status_and_list_agree_on_a_stalled_run_the_watcher_gave_up_on(tmp_path:
     assert status["alive"] is True, status
     assert status["state"] == listed["state"] == "failed", (status["state"], listed["state"])
     assert f"`verlctl stop {run_id}`" in status["state_why"], status["state_why"]
+
+
+# ---- a foreground watch ends with a line saying why (U29) -------------------------------------------------
+
+from test_recovery_host import HostRuns, _progress, host_runs  # noqa: E402,F401 - the fixture and its helper
+
+
+def test_a_foreground_watch_of_a_finished_run_ends_with_a_line_saying_so(host_runs: HostRuns) -> None:  # noqa: F811
+    record = host_runs.start(["Total training steps: 3"] + [_progress(i, 3) for i in range(4)], pause=0.05)
+    res = host_runs.watch(record)
+    assert res.code == 0, res.out + res.err
+    last = res.out.strip().splitlines()[-1]
+    assert last == "verlctl watch: the run finished at step 3 of 3 (attempt 1); the watch ends", res.out
+
+
+def test_a_foreground_watch_of_a_run_stopped_elsewhere_ends_with_a_line_saying_so(host_runs: HostRuns) -> None:  # noqa: F811
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    record = host_runs.start(["Total training steps: 400"] + [_progress(i, 400) for i in range(400)], pause=0.2)
+    watch = subprocess.Popen([sys.executable, "-m", "verlctl", "watch", record.run_id], env=host_runs.env(),
+                             cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(e["event"] == "watch_started" for e in host_runs.events(record)):
+            assert time.monotonic() < deadline and watch.poll() is None, host_runs.events(record)
+            time.sleep(0.2)
+        stop = cli(host_runs.state, "stop", record.run_id)
+        assert stop.code == 0, stop.out + stop.err
+        out, err = watch.communicate(timeout=120)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    last = out.strip().splitlines()[-1]
+    # either the watcher saw the stop mark first, or stop ended it with SIGTERM: a line says which
+    assert last in ("verlctl watch: the run was stopped with `verlctl stop`; the watch ends",
+                    "verlctl watch: ended by SIGTERM (`verlctl stop` ends the watcher so)"), out + err
