@@ -227,3 +227,27 @@ def test_a_foreground_watch_of_a_run_stopped_elsewhere_ends_with_a_line_saying_s
     # either the watcher saw the stop mark first, or stop ended it with SIGTERM: a line says which
     assert last in ("verlctl watch: the run was stopped with `verlctl stop`; the watch ends",
                     "verlctl watch: ended by SIGTERM (`verlctl stop` ends the watcher so)"), out + err
+
+
+# ---- a launch without a watcher says once that nothing recovers it (U30) ----------------------------------
+
+QUICK_TRAINER = """
+print("Total training steps: 1", flush=True)
+print("step:1 - actor/pg_loss:0.1 - training/global_step:1", flush=True)
+"""
+
+
+def test_a_launch_without_a_watcher_says_once_that_oom_recovery_is_off(tmp_path: Path) -> None:
+    from host_launch_support import host_launch
+
+    from conftest import run_cli
+
+    env, sets = host_launch(tmp_path, QUICK_TRAINER)
+    res = run_cli("launch", "--yes", *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")], env=env,
+                  timeout=300)
+    assert res.code == 0, res.out + res.err
+    run_id = re.search(r"training is running: run (\S+)", res.out)
+    assert run_id, res.out
+    out = " ".join(res.out.split())
+    assert out.count("no watcher: out-of-memory recovery") == 1, res.out
+    assert f"`verlctl watch {run_id.group(1)}`" in out, res.out
