@@ -9,7 +9,6 @@ from verlctl.errors import SpecError, VerlctlError
 from verlctl.wizard.flow import missing_message, stdin_is_terminal
 
 
-
 def no_watcher_line(run_id: str) -> str:
     """Said once by a launch without ``--watch``: nothing recovers the run (the spec's ``recovery`` settings
     are the watcher's), and how to start one."""
