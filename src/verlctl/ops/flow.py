@@ -15,6 +15,7 @@ def no_watcher_line(run_id: str) -> str:
     return (f"no watcher: out-of-memory recovery and the spec's `recovery` settings are off; turn them on with "
             f"`verlctl watch {run_id}` (or `verlctl launch --watch` next time)")
 
+
 def env_name_for(path: str) -> str:
     """The environment variable that sets spec ``path`` (a seed script's name when one maps to it)."""
     from verlctl.spec.sources import SEED_ENV
