@@ -323,6 +323,18 @@ def gave_up(events: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((e for e in reversed(current_events(events)) if e.get("event") == "gave_up"), None)
 
 
+def launch_failure(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A launch that failed before training, as a finding (``Finding.to_dict``'s keys) from its event: what
+    ``report`` and ``bundle`` diagnose when the log has no error (the launch stopped before verl wrote one)."""
+    failed = next((e for e in reversed(events) if e.get("event") == "launch_failed"), None)
+    if failed is None or any(e.get("event") == "started" for e in events[events.index(failed):]):
+        return None
+    error = str(failed.get("error") or "the launch failed")
+    return {"category": "launch_failed", "line": 0, "excerpt": _first_line(error, 300),
+            "message": f"the launch failed before training: {error}",
+            "hint": str(failed.get("hint") or "fix what the message names, then launch again"), "count": 1}
+
+
 def ladder_tried(events: list[dict[str, Any]]) -> list[str]:
     """The memory features the OOM ladder added, in order."""
     return [str(e["add_feature"]) for e in events if e.get("event") == "recovery" and e.get("add_feature")]
