@@ -81,3 +81,37 @@ def test_a_launch_failure_followed_by_an_attempt_is_not_the_diagnosis() -> None:
     assert launch_failure([failed, started(1)]) is None
 
 
+
+
+def test_the_report_timeline_is_sentences_not_raw_event_fields(tmp_path: Path) -> None:
+    # U28: rows were `stack: {"verl": "0.7.0", "vllm": null, …}`, `notify_cmd: false`, `teardown_s: 0.54`
+    state = tmp_path / "state"
+    run_id = "20261201-101000-timeline-c3c3"
+    log = tmp_path / "logs" / f"verlctl-{run_id}.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("step:1 - critic/score/mean:0.1\n" + OOM)
+    write_run(state, run_id, log, attempts=2, events=[
+        {"event": "launch", "actions": ["create container"]},
+        {"event": "known_defects", "stack": {"verl": "0.7.0", "vllm": None}, "findings": []},
+        {"event": "watcher_spawned", "pid": 4242, "notify_cmd": False},
+        started(1),
+        {"event": "checkpoint_saved", "step": 1},
+        {"event": "alert", "category": "device_oom", "message": "CUDA out of memory", "attempt": 1, "step": 1,
+         "hint": "nothing to do yet"},
+        {"event": "recovery", "category": "device_oom", "reason": "out of memory: restarting with offload added",
+         "add_feature": "offload", "resumed_from": "/ckpt/global_step_1", "teardown_s": 0.54,
+         "prepared_early": True, "features_added": ["offload"]},
+        started(2),
+        {"event": "finished", "attempt": 2}])
+    page = tmp_path / "r.html"
+    res = cli(state, "report", run_id, "-o", str(page))
+    assert res.code == 0, res.out + res.err
+    html = page.read_text()
+    timeline = html[html.index('id="timeline"'):html.index("<h2>Run spec")]
+    for raw in ("stack:", "notify_cmd", "teardown_s", "prepared_early", "{&quot;", "{\"", "features_added"):
+        assert raw not in timeline, (raw, timeline)
+    for sentence in ("attempt 1: device_oom after step 1: CUDA out of memory",
+                     "the watcher restarted the run: out of memory: restarting with offload added, resuming from "
+                     "global_step_1", "checkpoint of step 1 saved", "attempt 2 finished: training is complete",
+                     "a watcher was started (pid 4242)"):
+        assert sentence in timeline, (sentence, timeline)
