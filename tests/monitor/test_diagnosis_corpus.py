@@ -137,3 +137,28 @@ def test_chained_tracebacks_keep_the_first_exception() -> None:
              "(TaskRunner pid=1) RuntimeError: could not load the batch"]
     (root,) = classify_lines(lines)
     assert (root.line, root.excerpt) == (3, lines[2]), root
+
+
+def test_the_exception_a_wrapper_names_ranks_above_it_from_another_process() -> None:
+    # the driver's RayTaskError(ValueError); the ValueError ends the TaskRunner's own traceback
+    lines = ["(TaskRunner pid=1) Traceback (most recent call last):",
+             "(TaskRunner pid=1)   File \"x.py\", line 1, in f",
+             "(TaskRunner pid=1) ValueError: the reward function returned None",
+             *["(TaskRunner pid=1) INFO: shutting down"] * 20,
+             "ray.exceptions.RayTaskError(ValueError): ray::TaskRunner.run() (pid=1, ip=10.0.0.2)"]
+    root, wrapper = classify_lines(lines)
+    assert (root.category, root.line, root.excerpt) == ("python_exception", 3, lines[2]), root
+    assert wrapper.category == "ray_task_failed", wrapper
+
+
+def test_an_actor_that_died_in_its_creation_task_is_named_by_the_exception_it_carries() -> None:
+    # Ray's ActorDiedError carries the error raised in the actor's __init__ (no type in its own line)
+    lines = ["Traceback (most recent call last):",
+             "  File \"main_ppo.py\", line 96, in run_ppo",
+             "ray.exceptions.ActorDiedError: The actor died because of an error raised in its creation task, "
+             "ray::WorkerDict.__init__() (pid=1093, ip=172.17.0.2)",
+             "  File \"fsdp_workers.py\", line 120, in __init__",
+             "KeyError: 'actor_rollout_ref'"]
+    root, wrapper = classify_lines(lines)
+    assert (root.category, root.excerpt) == ("python_exception", lines[-1]), root
+    assert wrapper.category == "ray_actor_died", wrapper
