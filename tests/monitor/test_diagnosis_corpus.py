@@ -162,3 +162,12 @@ def test_an_actor_that_died_in_its_creation_task_is_named_by_the_exception_it_ca
     root, wrapper = classify_lines(lines)
     assert (root.category, root.excerpt) == ("python_exception", lines[-1]), root
     assert wrapper.category == "ray_actor_died", wrapper
+
+
+def test_an_exception_with_its_message_ranks_above_a_traceback_header_whose_exception_is_cut_off() -> None:
+    lines = ["(WorkerDict pid=2) Traceback (most recent call last):",  # its exception line never came
+             *["(TaskRunner pid=1) INFO: working"] * 20,
+             "(TaskRunner pid=1) KeyError: 'prompt'"]
+    root, header = classify_lines(lines)
+    assert (root.line, root.excerpt) == (22, lines[-1]), root
+    assert header.excerpt.endswith("Traceback (most recent call last):"), header
