@@ -228,7 +228,7 @@ def test_the_oom_ladder_offloads_the_side_that_ran_out() -> None:
                               "spread over more rollout devices)",
                               "shorten train.max_response_length from 8192 to 4096"]
     done = _oom("fully_async", "trainer", offload=True, recompute=True)
-    assert not done.restart and done.reason.startswith("out of memory and every memory feature")
+    assert not done.restart and done.reason.startswith("out of memory and the OOM ladder has no rung left")
 
 
 # checks/async_rules.py: its tables (Assert rows) read by one function; what each row says and cites.

@@ -193,6 +193,9 @@ def test_a_start_up_that_never_reaches_a_step_is_stalled_and_the_notify_command_
     assert "py-spy dump" in stalled["hint"], stalled
     gave_up = next(e for e in events if e["event"] == "gave_up")
     assert gave_up["category"] == "stalled", gave_up
+    # the stalled run still holds its devices: said, with the command that frees them (RV4-6)
+    assert f"left running (to inspect them, e.g. `py-spy dump`) and hold the devices: free them with " \
+           f"`verlctl stop {record.run_id}`" in out, out
     told = [json.loads(ln) for ln in heard.read_text().splitlines() if ln.strip()]
     assert [t["event"] for t in told] == ["stalled", "gave_up"], told
     assert told[0]["reason"] == stalled["reason"] and told[0]["run"] == record.run_id, told
@@ -609,6 +612,9 @@ def test_a_device_oom_is_recovered_by_a_relaunch_that_resumes_from_the_checkpoin
     assert code == 0, (out, kinds)
     alert = next(e for e in events if e["event"] == "alert")
     assert alert["category"] == "device_oom" and alert["attempt"] == 1 and alert["step"] == 1, alert
+    # the watcher's own hint says what it does next, not "enable offload (the watcher's OOM ladder does this)"
+    assert alert["hint"].startswith("nothing to do yet: this watcher restarts the run with `"), alert
+    assert "enable the `offload` feature" not in out, out
     recovery = next(e for e in events if e["event"] == "recovery")
     assert recovery["category"] == "device_oom" and recovery["add_feature"], recovery
     assert recovery["features_added"] == [recovery["add_feature"]], recovery

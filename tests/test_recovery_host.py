@@ -141,7 +141,8 @@ def test_watch_says_what_it_follows_and_stays_silent_while_healthy(host_runs: Ho
     res = host_runs.watch(record)
     assert res.code == 0, res.out + res.err
     out = [ln for ln in res.out.splitlines() if ln.strip()]
-    assert len(out) == 1, res.out  # the start line, then nothing while the run is healthy
+    # the start line, then nothing while the run is healthy, then the end
+    assert len(out) == 2 and out[1].startswith("verlctl watch: the run finished"), res.out
     assert f"watching run {record.run_id}" in out[0] and f"process group {record.pgid}" in out[0], out[0]
     assert record.run_log in out[0] and "Silent while healthy" in out[0], out[0]
     assert [e["event"] for e in host_runs.events(record)][-1] == "finished"

@@ -409,7 +409,7 @@ def test_the_report_draws_ticks_restart_markers_and_smoothing_in_chromium(tmp_pa
     assert dom.stdout.count('data-smooth="5"') == 4 and len(re.findall('data-axis="x"', dom.stdout)) >= 12
     assert '<span id="state" class="ok">finished</span>' in dom.stdout
     # the OOM of attempt 1 is what recovery dealt with: said as such, not as this run's diagnosis (U17)
-    assert "recovered: attempt 2 added offload after out of memory at step 20" in dom.stdout
+    assert "recovered: attempt 2 added offload after out of memory in step 21" in dom.stdout
     assert 'id="findings"' not in dom.stdout and "No error found in the log." in dom.stdout
     shot = tmp_path / "report.png"
     r = _chromium(f"--screenshot={shot}", "--window-size=1200,1400", "--hide-scrollbars", out.as_uri(),

@@ -84,13 +84,15 @@ def test_status_after_a_recovery_says_what_recovery_did_not_the_old_error(tmp_pa
     run_id = recovered_run(state, tmp_path)
     res = cli(state, "status", run_id)
     assert res.code == 0, res.err
-    assert "recovered: attempt 2 added offload after out of memory at step 3" in res.out, res.out
+    # the OOM was in step 4 (step 3 was the last to finish); attempt 2 finished: recovered
+    assert "recovered: attempt 2 added offload after out of memory in step 4" in res.out, res.out
     assert "last error" not in res.out and "enable the" not in res.out, res.out
     assert re.search(r": finished \(step 6/6, 2 attempts\)", res.out), res.out
     assert "/None" not in res.out  # a total the log does not give is not printed
     doc = json.loads(cli(state, "status", run_id, "--json").out)
     assert doc["state"] == "finished" and doc["last_error"] is None, doc
-    assert doc["recovered"] == ["attempt 2 added offload after out of memory at step 3, resuming from global_step_2"]
+    assert doc["recovered"] == ["attempt 2 added offload after out of memory in step 4, resuming from global_step_2"]
+    assert [r["outcome"] for r in doc["restarts"]] == ["recovered"]
     assert doc["log_read_from"] == "host" and doc["progress"]["step"] == 6
 
 
@@ -104,7 +106,12 @@ def test_status_during_the_next_attempt_shows_no_error_of_the_previous_one(tmp_p
         started(1), {"event": "alert", "category": "device_oom", "message": "NPU out of memory", "step": 2},
         {"event": "recovery", "category": "device_oom", "add_feature": "offload"}, started(2)])
     doc = json.loads(cli(state, "status", run_id, "--json").out)
-    assert doc["last_error"] is None and doc["recovered"] == ["attempt 2 added offload after out of memory at step 2"]
+    # attempt 2 has not got past the failure: restarted, not recovered
+    assert doc["last_error"] is None and doc["recovered"] == [], doc
+    assert doc["restarts"] == [{"attempt": 2, "outcome": "running",
+                                "words": "attempt 2 added offload after out of memory in step 3",
+                                "line": "restarted: attempt 2 added offload after out of memory in step 3 "
+                                        "(not past the failure yet)"}], doc
     # Nothing of attempt 2 runs (its recorded group is not alive), and its log says neither end.
     assert doc["state"] == "failed" and "neither" in doc["state_why"], doc
 

@@ -69,7 +69,7 @@ def test_a_traceback_that_ended_before_the_teardown_message_stays() -> None:
     run, final, teardown = _split()
     own = ["(TaskRunnerV1) Traceback (most recent call last):", "(TaskRunnerV1) ValueError: bad"]
     message = [ln for ln in teardown if "DataLoader worker" in ln]
-    at = len(run) + 2  # the head's line
+    at = len(run) + 3  # the exception's line (the finding states it, not the head)
     found = classify_lines(run + final + own + message)
     assert [(f.category, f.line) for f in found] == [("python_exception", at)]
 
@@ -84,10 +84,12 @@ def test_the_teardown_message_takes_back_its_own_process_traceback_only() -> Non
     # line, seen twice), holding the other's traceback too: it stays
     mixed = [*lines[:-1], *other, lines[-1]]
     (found,) = classify_lines(mixed)
-    assert (found.category, found.line, found.count) == ("python_exception", head + 1, 2), found
+    # (its line and excerpt are those of the exception that ends the other's traceback: the head has none)
+    assert (found.category, found.line, found.count) == ("python_exception", len(lines) - 1 + 3, 2), found
+    assert found.excerpt == other[-1], found
     # the other's after the message: the teardown's is taken back, the other's is a finding of its own
     (later,) = classify_lines([*lines, *other])
-    assert (later.category, later.line, later.count) == ("python_exception", len(lines) + 1, 1), later
+    assert (later.category, later.line, later.count) == ("python_exception", len(lines) + 3, 1), later
     # torch's [rankN]: prefix names the process too
     ranked = [re.sub(r"^\x1b\[36m\([^)]*\)\x1b\[0m ", "[rank0]: ", ln) for ln in lines]
     assert all(ln.startswith("[rank0]: ") for ln in ranked)
@@ -137,7 +139,7 @@ def test_a_traceback_before_the_end_is_not_taken_back_by_the_teardown_message() 
     run, final, teardown = _split()
     early = ["(TaskRunnerV1) Traceback (most recent call last):", "(TaskRunnerV1) ValueError: bad"]
     found = classify_lines(early + run + final + teardown)
-    assert [(f.category, f.line) for f in found] == [("python_exception", 1)]
+    assert [(f.category, f.line) for f in found] == [("python_exception", 2)]  # the exception's line
 
 
 def test_diagnose_calls_the_real_run_clean_and_the_mid_run_kill_a_failure(tmp_path: Path) -> None:
@@ -183,7 +185,8 @@ def test_an_unclassified_traceback_after_the_last_step_of_a_finished_run_is_a_no
     kinds = [e["event"] for e in host_runs.events(record)]
     assert kinds[-1] == "finished" and "alert" not in kinds, kinds
     out = " ".join(res.out.split())
-    assert f"note: after the last step, log line {len(run) + 2}: a Python traceback" in out, out
+    # the traceback's own exception, not its header
+    assert f"note: after the last step, log line {len(run) + 3}: ValueError: bad" in out, out
     assert "(the run finished: its teardown, not a failure)" in out, out
 
 
@@ -196,7 +199,8 @@ def test_the_same_traceback_after_the_last_step_of_a_failed_run_is_its_alert(
     assert res.code == 1, res.out + res.err
     events = host_runs.events(record)
     (alert,) = [e for e in events if e["event"] == "alert"]
-    assert alert["category"] == "python_exception" and alert["line"] == len(run) + 2, alert
+    assert alert["category"] == "python_exception" and alert["line"] == len(run) + 3, alert
+    assert alert["excerpt"] == _UNRELATED[-1], alert  # the exception, not the traceback's header
     assert "finished" not in [e["event"] for e in events] and "note:" not in res.out
 
 

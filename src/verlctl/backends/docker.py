@@ -74,11 +74,14 @@ class DockerBackend:
             return Watcher(record, ex, resolved, notify_cmd=notify_cmd, say=say, backend=self).run()
         except KeyboardInterrupt:
             record.event("watch_interrupted")
+            say(f"verlctl watch: interrupted: the run goes on without a watcher (no OOM recovery); watch it "
+                f"again with `verlctl watch {record.run_id}`")
             return 130
         except _Terminated:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the clean-up below is not cut short by a second one
             with contextlib.suppress(OSError):
                 record.event("watch_terminated")
+            say("verlctl watch: ended by SIGTERM (`verlctl stop` ends the watcher so)")
             return 143
         finally:
             with contextlib.suppress(ValueError, TypeError):

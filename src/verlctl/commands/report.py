@@ -98,6 +98,11 @@ def report(
     from verlctl.ops.inspect import run_states
 
     events = record.events()
+    failure = runstate.launch_failure(events)
+    if not findings and failure is not None:  # the launch stopped before verl wrote an error (or a log)
+        findings = [failure]
+    for f in findings:  # what to do after what recovery did (not the rungs it tried; a give-up's advice)
+        f["hint"] = runstate.hint_after_recovery(str(f.get("category")), str(f.get("hint") or ""), events)
     run_state = run_states([record])[record.run_id]
     state = run_state.state
     facts = {
@@ -126,6 +131,8 @@ def report(
             generated_at=time.time(),
             markers=runstate.restart_markers(events),
             recovered=runstate.recoveries(events),
+            restarts=[r.as_dict() for r in runstate.restarts(events)],
+            gave_up=runstate.gave_up(events),
             smooth=smooth,
             log_read=data is not None,
         )
@@ -179,7 +186,12 @@ def bundle(
             digest = (img.attrs.get("RepoDigests") or [img.id])[0]
         except Exception:  # docker.errors.ImageNotFound, an engine gone: recorded as unknown
             digest = None
-    data = b.collect(record, ex, container, digest)
+    from verlctl.ops import runstate
+
+    host = runstate.read_host_log(record, 0, b.LOG_TAIL_BYTES)  # the log on the host: also without a container
+    failure = runstate.launch_failure(record.events())
+    data = b.collect(record, ex, container, digest, host_log=None if host is None else host.encode(),
+                     event_findings=[failure] if failure else [])
     own = {} if keep_hosts else b.own_hosts(record, [data.files.get("log-tail.txt", "")])
     scrub = b.Scrubber.from_env(private, own=own)
     check_out_file(out, force, example="bundle.tar.gz")  # again: the collection took a while

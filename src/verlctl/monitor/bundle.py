@@ -173,8 +173,12 @@ def _probe(ex: Any, argv: list[str]) -> tuple[str | None, str]:
     return f"$ {' '.join(argv[:2])}  (exit {r.code})\n{text}", ""
 
 
-def collect(record: Any, ex: Any, container: dict[str, Any], image_digest: str | None) -> Bundle:
-    """Everything the bundle holds, unscrubbed (see :func:`write`)."""
+def collect(record: Any, ex: Any, container: dict[str, Any], image_digest: str | None,
+            host_log: bytes | None = None, event_findings: Iterable[dict[str, Any]] = ()) -> Bundle:
+    """Everything the bundle holds, unscrubbed (see :func:`write`). ``host_log``: the run's log read as a host
+    file (``paths.logs``): its tail and diagnosis are in the bundle also when the target is gone;
+    ``event_findings``: what the run's events say went wrong (a launch that failed before training), the
+    diagnosis when the log has no error."""
     import platform
 
     from verlctl import __version__
@@ -190,33 +194,42 @@ def collect(record: Any, ex: Any, container: dict[str, Any], image_digest: str |
     b.add("versions-verlctl.txt", "\n".join(local) + "\n")
     target = {**container, "image_digest": image_digest or "unknown"}
     b.add("target.json", json.dumps(target, indent=2, default=str) + "\n")
+    from_events = list(event_findings)
+
+    def diagnosis(findings: list[dict[str, Any]], progress: Any, start: int | None, source: str) -> None:
+        """``start``: the byte of the target's log the tail begins at (None: a host file's tail)."""
+        b.add("diagnosis.json", json.dumps({"findings": findings or from_events, "progress": progress,
+                                            "tail_from_byte": start, "log": source,
+                                            "from": "log" if findings or not from_events else "events"},
+                                           indent=2) + "\n")
+
     if ex is None:
         why = f"the run's target is {container.get('state', 'unreachable')}"
-        for name in ("versions-target.txt", "log-tail.txt", "diagnosis.json", *SHELL_PROBES):
+        for name in ("versions-target.txt", *SHELL_PROBES):
             b.add(name, None, why)
-        return b
-    out, why = _probe(ex, ["python3", "-c", VERSIONS_PY])
-    b.add("versions-target.txt", out, why)
-    for name, argv in SHELL_PROBES.items():
-        out, why = _probe(ex, argv)
-        b.add(name, out, why)
-    size = ex.file_size(record.run_log)
-    if size is None:
-        b.add("log-tail.txt", None, f"no log at {record.run_log}")
-        b.add("diagnosis.json", None, "no log")
-        return b
-    start = max(0, size - LOG_TAIL_BYTES)
-    data = ex.read_file(record.run_log, offset=start, max_bytes=LOG_TAIL_BYTES) or b""
+    else:
+        out, why = _probe(ex, ["python3", "-c", VERSIONS_PY])
+        b.add("versions-target.txt", out, why)
+        for name, argv in SHELL_PROBES.items():
+            out, why = _probe(ex, argv)
+            b.add(name, out, why)
+    if host_log is not None:  # a host file: read the same whether the target is there or not
+        start, data, source = None, host_log[-LOG_TAIL_BYTES:], "host"
+    else:
+        size = ex.file_size(record.run_log) if ex is not None else None
+        if size is None:
+            b.add("log-tail.txt", None, f"no log at {record.run_log}" if ex is not None else why)
+            if from_events:
+                diagnosis([], None, None, "none")
+            else:
+                b.add("diagnosis.json", None, "no log" if ex is not None else why)
+            return b
+        start = max(0, size - LOG_TAIL_BYTES)  # (int | None: a host file's tail has no offset here)
+        data = ex.read_file(record.run_log, offset=start, max_bytes=LOG_TAIL_BYTES) or b""
+        source = "target"
     b.add("log-tail.txt", data.decode("utf-8", errors="replace"))
     diag = diagnose_bytes(data)
-    b.add(
-        "diagnosis.json",
-        json.dumps(
-            {"findings": [f.to_dict() for f in diag.findings], "progress": diag.progress, "tail_from_byte": start},
-            indent=2,
-        )
-        + "\n",
-    )
+    diagnosis([f.to_dict() for f in diag.findings], diag.progress, start, source)
     return b
 
 

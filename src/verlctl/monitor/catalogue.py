@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from typing import Any
 
 from verlctl.monitor.events import REPEATED_RE, STEP_RE, literal_alternation, strip_ansi
 from verlctl.monitor.finding import Finding
@@ -40,6 +41,15 @@ _BOL = r"(?:^|\r|\) |\]: ?)[ \t]*"
 #: The process a line comes from: Ray's ``(Name pid=N, ip=A)`` or torch's ``[rankN]:`` prefix, then one space.
 _WHO_RE = re.compile(r"(?P<who>\([^()]*\)|\[rank\d+\]:) ?")
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
+#: A line that is an exception's message (``[pkg.]NameError[(Inner)]: text``), after a process prefix: what an
+#: excerpt should quote (not a traceback's header, nor a source line such as ``raise torch.OutOfMemoryError(``).
+_MESSAGE_RE = re.compile(r"(?:^|\) |\]: ?)[ \t]*(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))"
+                         r"(?:\([\w.]*\))?: \S")
+
+
+def is_message_line(text: str) -> bool:
+    """True when ``text`` (a line, or a finding's excerpt) states an exception: its type and its message."""
+    return _MESSAGE_RE.search(text) is not None
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,9 @@ class Signature:
     message: str | None = None  # str.format template over the named groups; default: the category's
     hint: str | None = None  # same, for the hint
     ere: str | None = None  # grep -E form, when the pattern is not expressible in POSIX ERE
+    #: a detail of the incident it joins (Ray's ``class_name:`` of a died actor): its message replaces the
+    #: incident's (and that of every earlier finding of the category that names no such detail yet)
+    detail: bool = False
 
     @cached_property
     def regex(self) -> re.Pattern[str]:
@@ -80,17 +93,46 @@ class Category:
     #: after such a line, a known teardown message: no finding, and it takes back the fallback traceback
     #: (``python_exception``) it ends, when that started after the mark within the fold window
     teardown_after_finish: bool = False
+    #: a wrapper (Ray's ``RayTaskError`` / ``ActorDiedError``, a driver's re-raise): the exception it carries,
+    #: the next exception line of the same process (or one of the type it names), is the root cause
+    wrapper: bool = False
 
 
-def _sig(pattern: str, *anchors: str, examples: Iterable[str] = (), **kw: str) -> Signature:
+def _sig(pattern: str, *anchors: str, examples: Iterable[str] = (), **kw: Any) -> Signature:
     return Signature(pattern, tuple(anchors), tuple(examples), **kw)
 
 
-_OOM_HINT = (
-    "enable the `offload` feature, then `recompute` (the watcher's OOM ladder does this: `verlctl launch --watch`, `verlctl watch`); or lower "
-    "`train.micro_batch_size_per_device`, `train.max_response_length` or the rollout `gpu_memory_utilization` "
+#: The OOM ladder's rungs in the device OOM hint, in order (verlctl.verl.features.OOM_LADDER).
+_OOM_RUNGS = ("offload", "recompute")
+_OOM_LADDER_WORDS = "(the watcher's OOM ladder does this: `verlctl launch --watch`, `verlctl watch`)"
+_OOM_MANUAL_HINT = (
+    "lower `train.micro_batch_size_per_device`, `train.max_response_length` or the rollout `gpu_memory_utilization` "
     "(`train.rollout_memory_utilization`), or raise TP (`train.tensor_parallel` / `train.rollout_tensor_parallel`)"
 )
+_OOM_HINT = (
+    "enable the `offload` feature, then `recompute` " + _OOM_LADDER_WORDS + "; or " + _OOM_MANUAL_HINT
+)
+
+
+def oom_hint(tried: Iterable[str] = (), watching: bool = False, advice: Iterable[str] = ()) -> str:
+    """The device OOM hint as it stands after what recovery did: ``tried`` the ladder's features already on
+    (added by it, or the user's), ``watching`` a watcher is climbing the ladder now, ``advice`` the watcher's
+    advice when it gave up (then that leads, and no rung already tried is advised again)."""
+    tried = [f for f in tried if f in _OOM_RUNGS]
+    done = f" (the OOM ladder already tried {', '.join(tried)})" if tried else ""
+    advice = list(advice)
+    if advice:
+        return "; ".join(advice) + done
+    left = [f for f in _OOM_RUNGS if f not in tried]
+    if not left:
+        return _OOM_MANUAL_HINT + done
+    rungs = "`" + "`, then `".join(left) + "`"
+    if watching:
+        return (f"nothing to do yet: the watcher's OOM ladder restarts the run with {rungs}{done}; if it gives up: "
+                + _OOM_MANUAL_HINT)
+    if not tried:
+        return _OOM_HINT
+    return f"enable {rungs} {_OOM_LADDER_WORDS}{done}; or {_OOM_MANUAL_HINT}"
 
 #: The catalogue, root causes first (see the module docstring).
 CATALOGUE: tuple[Category, ...] = (
@@ -1096,7 +1138,20 @@ CATALOGUE: tuple[Category, ...] = (
                     "error.",
                 ),
             ),
+            _sig(
+                # the class of the actor that died, in Ray's ActorDiedError details (a tab-indented field)
+                r"^\s*class_name: (?:[\w<>]+\.)*(?P<actor>\w+)\s*$",
+                "class_name: ",
+                examples=(
+                    "\tclass_name: SignalActor",
+                    "        class_name: create_colocated_worker_cls.<locals>.WorkerDict",
+                ),
+                message="the Ray actor {actor} died",
+                ere=r"^[[:space:]]*class_name: ([[:alnum:]_<>]+\.)*[[:alnum:]_]+[[:space:]]*$",
+                detail=True,
+            ),
         ),
+        wrapper=True,
     ),
     Category(
         "ray_task_failed",
@@ -1122,6 +1177,7 @@ CATALOGUE: tuple[Category, ...] = (
                 ),
             ),
         ),
+        wrapper=True,
     ),
     Category(
         "weight_bucket_too_small",
@@ -1184,15 +1240,16 @@ CATALOGUE: tuple[Category, ...] = (
                     "[rank0]: Traceback (most recent call last):",
                     "Traceback (most recent call last):",
                 ),
-                message="a Python traceback (its exception is not in the catalogue)",
+                message="a Python traceback whose exception line is not in the log (it may be cut off)",
                 ere=r"(^|\) |\]: ?)[[:space:]]*Traceback \(most recent call last\):",
             ),
             _sig(
-                _BOL + r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))(?:\([\w.]*\))?: \S",
+                _BOL + r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))(?:\([\w.]*\))?: "
+                r"(?P<text>\S.{0,159})",
                 "Error",
                 "Exception",
                 examples=("AssertionError: ppo_mini_batch_size must be set", "KeyError: 'prompt'"),
-                message="unclassified Python exception {exc}",
+                message="{exc}: {text} (an exception that is not in the catalogue)",
                 ere=r"(^|\) |\]: ?)[[:space:]]*([A-Za-z_][[:alnum:]_]*\.)*[A-Z][[:alnum:]_]*(Error|Exception)"
                 r"(\([[:alnum:]_.]*\))?: [^[:space:]]",
             ),
@@ -1436,6 +1493,7 @@ class Classifier:
     def __init__(self, matcher: Matcher | None = None) -> None:
         self.matcher = matcher or _default_matcher()
         self._fallback = {c.name: c.fallback for c in self.matcher.catalogue}
+        self._wrapper = {c.name: c.wrapper for c in self.matcher.catalogue}
         self._by_key: dict[tuple[str, str], Finding] = {}
         self._last_line: dict[str, tuple[int, Finding]] = {}
         self._order: list[Finding] = []
@@ -1449,6 +1507,16 @@ class Classifier:
         # when no other process's line went into that finding (repeats and folds are by text, not process).
         self._tb_open: dict[str, Finding] = {}
         self._tb_from: dict[int, set[str]] = {}  # id(finding) -> the processes whose lines it holds
+        # Each process's traceback whose exception line has not come yet (its head's finding, from the first
+        # line on): that line, however deep, completes it (the excerpt becomes the exception, not the header).
+        self._tb_head: dict[str, Finding] = {}
+        # A wrapper's line (RayTaskError, ActorDiedError) per process: the next exception line of that process
+        # is what it carries; those findings (ids) and the exception types the wrappers name rank above them.
+        self._carrying: dict[str, int] = {}
+        self._carried: set[int] = set()
+        self._inner_types: set[str] = set()
+        self._exc_type: dict[int, str] = {}  # id(fallback finding) -> its exception's type (last name)
+        self._detailed: set[int] = set()  # findings whose message a detail line (an actor's class) gave
 
     def feed_line(self, lineno: int, line: str) -> Finding | None:
         match, repeats = self.match_line(line)
@@ -1469,20 +1537,21 @@ class Classifier:
         if match.category.marks_finished:
             self.finished_at = lineno if self.finished_at is None else self.finished_at
             return None
+        m = _WHO_RE.match(match.text)
+        who = m.group("who") if m else ""
         if self.finished_at is None:
-            return self._add(lineno, match, repeats)
+            return self._add(lineno, match, repeats, who)
         # After the last step: follow each process's traceback (Ray's ``(Name pid=N)`` / torch's ``[rankN]:``
         # prefix). Its head opens it; the next matched line of that process ends it: a known teardown message
         # takes it back (the traceback of the teardown: seen live with 12 lines of frames between the two).
-        m = _WHO_RE.match(match.text)
-        who = m.group("who") if m else ""
         opened = self._tb_open.pop(who, None)
         if match.category.teardown_after_finish and lineno > self.finished_at:
             if opened is not None and opened.line > self.finished_at and self._tb_from[id(opened)] == {who}:
                 self._take_back(opened)
+            self._tb_head.pop(who, None)
             self.teardown_lines.append(lineno)
             return None
-        finding = self._add(lineno, match, repeats)
+        finding = self._add(lineno, match, repeats, who)
         last = self._last_line.get(match.category.name)
         if last is not None and last[0] == lineno:  # the finding this line made, repeats or folds into
             self._tb_from.setdefault(id(last[1]), set()).add(who)
@@ -1490,7 +1559,7 @@ class Classifier:
                 self._tb_open[who] = last[1]
         return finding
 
-    def _add(self, lineno: int, match: Match, repeats: int) -> Finding | None:
+    def _add(self, lineno: int, match: Match, repeats: int, who: str = "") -> Finding | None:
         name = match.category.name
         silence = match.category.silence
         if silence is not None:
@@ -1499,6 +1568,44 @@ class Classifier:
             return None
         if lineno <= self._silenced_until.get(name, 0):
             return None
+        category = match.category
+        exception = category.fallback and "exc" in match.groups  # an unclassified exception's own line
+        carried = False
+        if category.wrapper:
+            self._carrying[who] = lineno  # what this process says next (an exception line) is what it carries
+            if match.groups.get("inner"):
+                self._inner_types.add(match.groups["inner"])
+        elif exception:
+            carried = self._carrying.pop(who, None) is not None
+            head = self._tb_head.pop(who, None)
+            if head is not None and not is_message_line(head.excerpt):
+                # the exception that ends this process's traceback: the incident's excerpt and message
+                self._refine(head, match, lineno)
+                self._exc_type[id(head)] = match.groups["exc"].rpartition(".")[2]
+                if carried:
+                    self._carried.add(id(head))
+                self._last_line[name] = (lineno, head)
+                return None
+        elif not category.fallback:  # a specific error ends the process's traceback: it is what it raised
+            self._tb_head.pop(who, None)
+            self._carrying.pop(who, None)
+        finding = self._record(lineno, match, repeats)
+        into = self._last_line[name][1] if name in self._last_line else None
+        if into is not None and self._last_line[name][0] == lineno:
+            if exception:
+                self._exc_type.setdefault(id(into), match.groups["exc"].rpartition(".")[2])
+                if carried:
+                    self._carried.add(id(into))
+            elif category.fallback and _TRACEBACK_HEAD in match.text:
+                if is_message_line(into.excerpt):
+                    self._tb_head.pop(who, None)  # a chained traceback of an incident already stated
+                else:
+                    self._tb_head[who] = into
+        return finding
+
+    def _record(self, lineno: int, match: Match, repeats: int) -> Finding | None:
+        """Deduplicate and fold ``match`` into the findings; the new :class:`Finding`, or None."""
+        name = match.category.name
         key = match.key
         known = self._by_key.get(key)
         if known is not None:
@@ -1508,6 +1615,8 @@ class Classifier:
         last = self._last_line.get(name)
         if last is not None and 0 <= lineno - last[0] <= self.fold_window:
             self._last_line[name] = (lineno, last[1])  # another line of the same incident
+            if match.signature.detail or (not is_message_line(last[1].excerpt) and is_message_line(match.text)):
+                self._refine(last[1], match, lineno)  # the incident's message line (or detail) states it best
             return None
         if len(self._order) >= self.max_findings:
             self.dropped += 1
@@ -1516,13 +1625,27 @@ class Classifier:
         self._by_key[key] = finding
         self._last_line[name] = (lineno, finding)
         self._order.append(finding)
+        if match.signature.detail:
+            self._refine(finding, match, lineno)  # a detail names what the earlier findings of its category left open
         return finding
+
+    def _refine(self, finding: Finding, match: Match, lineno: int) -> None:
+        """``finding`` is stated by ``match``'s line: its line, excerpt and message (a detail: the message only, of
+        this finding and of every other one of its category that names no detail yet)."""
+        if not match.signature.detail:
+            finding.line, finding.excerpt, finding.message = lineno, match.excerpt(), match.message()
+            return
+        for f in [finding, *self._order]:
+            if f.category == finding.category and (f is finding or id(f) not in self._detailed):
+                f.message = match.message()
+                self._detailed.add(id(f))
 
     def _take_back(self, finding: Finding) -> None:
         """Drop a fallback traceback finding: the teardown's (it began after the finished mark)."""
         self._order.remove(finding)
         self._by_key = {k: f for k, f in self._by_key.items() if f is not finding}
         self._last_line = {k: v for k, v in self._last_line.items() if v[1] is not finding}
+        self._tb_head = {k: f for k, f in self._tb_head.items() if f is not finding}
 
     def in_teardown(self, finding: Finding) -> bool:
         """A fallback finding (an unclassified traceback) printed after the last step's line: the run's
@@ -1530,11 +1653,32 @@ class Classifier:
         return self._fallback[finding.category] and self.finished_at is not None \
             and finding.line > self.finished_at
 
+    def carried(self, finding: Finding) -> bool:
+        """An unclassified exception that a wrapper carries: the next exception line of the process that
+        printed the wrapper (Ray's remote traceback ends in it), or of the type the wrapper names
+        (``RayTaskError(ValueError)``)."""
+        return self._fallback.get(finding.category, False) and (
+            id(finding) in self._carried or self._exc_type.get(id(finding)) in self._inner_types)
+
+    def rank(self, finding: Finding) -> tuple[int, int, int]:
+        """The root-cause order (smaller first): a specific error (catalogue order); the exception a wrapper
+        carries; the wrappers; an unclassified exception (its type and message); a bare traceback header."""
+        if self.carried(finding):
+            tier = 1
+        elif self._fallback.get(finding.category, False):
+            tier = 3 if is_message_line(finding.excerpt) else 4
+        elif self._wrapper.get(finding.category, False):
+            tier = 2
+        else:
+            tier = 0
+        return tier, RANK.get(finding.category, len(RANK)), finding.line
+
     def findings(self) -> list[Finding]:
-        """Root cause first (catalogue order, then line); fallback categories only if nothing else."""
-        specific = [f for f in self._order if not self._fallback[f.category]]
+        """Root cause first (:meth:`rank`); unclassified exceptions only when nothing more specific was found,
+        or when a wrapper carries them (then they are the error, the wrapper its consequence)."""
+        specific = [f for f in self._order if not self._fallback[f.category] or self.carried(f)]
         chosen = specific or self._order
-        return sorted(chosen, key=lambda f: (RANK.get(f.category, len(RANK)), f.line))
+        return sorted(chosen, key=self.rank)
 
 
 _MATCHER: Matcher | None = None

@@ -73,6 +73,29 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
+def tick_labels(values: list[float]) -> list[str]:
+    """Labels for axis ticks: as :func:`_fmt` writes them, with more digits when two would read the same
+    (0.5 / 0.505 / 0.51, not 0.5 / 0.5; 1 / 1.0001, not 1 / 1)."""
+    labels = [_fmt(v) for v in values]
+    digits = 3
+    while len(set(labels)) < len(set(values)) and digits < 15:
+        digits += 1
+        labels = [_fmt(v) if v == 0 or abs(v) >= 1e5 or abs(v) < 1e-3 else f"{v:.{digits}g}" for v in values]
+    if len(set(labels)) < len(set(values)):  # large or tiny values: the exponent form, more digits
+        labels = [f"{v:.{digits}e}" for v in values]
+    return labels
+
+
+#: Width of one character of the restart labels (11 px system-ui), to fit them inside the chart.
+_LABEL_CHAR_PX = 6.2
+
+
+def fit_label(label: str, room_px: float) -> str:
+    """``label`` cut (with …) to what ``room_px`` pixels hold; whole when it fits."""
+    most = max(4, int(room_px / _LABEL_CHAR_PX))
+    return label if len(label) <= most else label[: most - 1].rstrip() + "…"
+
+
 def _bounds(values: list[float]) -> tuple[float, float]:
     lo, hi = min(values), max(values)
     if hi == lo:
@@ -157,11 +180,11 @@ def svg_chart(spec: ChartSpec, points: list[Point], width: int = 560, height: in
         return top + (1 - (y - y0) / (y1 - y0)) * ph
 
     parts.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="f"/>')
-    for t in nice_ticks(y0, y1):
-        if y0 <= t <= y1:
-            parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="g"/>'
-                         f'<text x="{left - 4}" y="{py(t) + 4:.1f}" text-anchor="end" class="a tick" '
-                         f'data-axis="y">{escape(_fmt(t))}</text>')
+    yticks = [t for t in nice_ticks(y0, y1) if y0 <= t <= y1]
+    for t, text in zip(yticks, tick_labels(yticks)):
+        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="g"/>'
+                     f'<text x="{left - 4}" y="{py(t) + 4:.1f}" text-anchor="end" class="a tick" '
+                     f'data-axis="y">{escape(text)}</text>')
     axis_y = top + ph
     for t in step_ticks(int(x0), int(x1)):
         parts.append(f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="{axis_y}" y2="{axis_y + 4}" class="k"/>'
@@ -175,7 +198,8 @@ def svg_chart(spec: ChartSpec, points: list[Point], width: int = 560, height: in
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{axis_y}" class="m" data-step="{step}"/>'
                      f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{axis_y + 20}" y2="{row - 11}" class="m"/>'
                      f'<text x="{x + (-3 if anchor == "end" else 3):.1f}" y="{row}" text-anchor="{anchor}" '
-                     f'class="mk">{escape(label)}</text>')
+                     f'class="mk"><title>{escape(label)}</title>'
+                     f'{escape(fit_label(label, (x - 3) if anchor == "end" else (width - x - 3)))}</text>')
     coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
     parts.append(f'<polyline points="{coords}" class="l"/>')
     if smooth > 1 and len(points) > 2:
@@ -212,14 +236,13 @@ def text_chart(spec: ChartSpec, points: list[Point], width: int = 60, height: in
     lo, hi = _bounds(buckets) if len(set(buckets)) > 1 else (min(buckets) - 1, max(buckets))
     levels = height * 8
     heights = [max(1, round((v - lo) / (hi - lo) * levels)) for v in buckets]
-    label_w = max(len(_fmt(hi)), len(_fmt(lo)))
     mid_row = height // 2 if height >= 3 else -1
-    mid = _fmt(lo + (hi - lo) * (mid_row + 0.5) / height)
-    label_w = max(label_w, len(mid) if mid_row >= 0 else 0)
+    hi_text, lo_text, mid = tick_labels([hi, lo, lo + (hi - lo) * (mid_row + 0.5) / height])
+    label_w = max(len(hi_text), len(lo_text), len(mid) if mid_row >= 0 else 0)
     rows = []
     for r in range(height - 1, -1, -1):
         line = "".join(_BLOCKS[min(8, max(0, h - r * 8))] for h in heights)
-        label = _fmt(hi) if r == height - 1 else _fmt(lo) if r == 0 else mid if r == mid_row else ""
+        label = hi_text if r == height - 1 else lo_text if r == 0 else mid if r == mid_row else ""
         rows.append(f"{label:>{label_w}} │{line}")
     last = points[-1]
     first_step, last_step = points[0][0], last[0]

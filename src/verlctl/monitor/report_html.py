@@ -55,6 +55,10 @@ class ReportData:
     smooth: int = 0  # moving-average window drawn over each series (0: none)
     log_read: bool = True  # False: the log was not read (the diagnosis cannot say "no error")
     recovered: Sequence[str] = field(default_factory=list)  # "attempt 2 added offload after out of memory ..."
+    #: each automatic restart: {"line": "recovered: …" / "restarted: …; it failed again", "outcome": …}; when
+    #: given, it is shown instead of ``recovered``
+    restarts: Sequence[Mapping[str, Any]] | None = None
+    gave_up: Mapping[str, Any] | None = None  # the watcher's give-up of the current attempt (reason, advice)
 
 
 def _when(t: Any) -> str:
@@ -64,17 +68,70 @@ def _when(t: Any) -> str:
         return ""
 
 
-def _event_detail(ev: Mapping[str, Any]) -> str:
-    skip = {"time", "run", "event"}
-    parts = []
-    for k, v in ev.items():
-        if k in skip:
-            continue
-        text = v if isinstance(v, str) else json.dumps(v, default=str)
-        if len(text) > 300:
-            text = text[:300] + "…"
-        parts.append(f"{k}: {text}")
-    return "; ".join(parts)
+def _short(v: Any, limit: int = 300) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, default=str)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _ckpt(path: Any) -> str:
+    return str(path).rstrip("/").rsplit("/", 1)[-1] if path else ""
+
+
+#: Event fields that are developer data on a user page (said by no sentence, never listed).
+_QUIET_FIELDS = frozenset({"time", "run", "event", "stack", "notify_cmd", "teardown_s", "prepared_early",
+                           "actions", "findings", "nodes", "features_added", "expected_checkpoint"})
+
+
+def event_sentence(ev: Mapping[str, Any]) -> str:
+    """One event of the run's timeline as a sentence (not its raw fields)."""
+    kind = str(ev.get("event") or "")
+    n = ev.get("attempt")
+    att = f"attempt {n}" if n is not None else "the attempt"
+    g = ev.get
+
+    def step_words() -> str:
+        return f" after step {g('step')}" if isinstance(g("step"), int) else ""
+
+    known: dict[str, Any] = {
+        "launch_failed": lambda: f"the launch failed: {_short(g('error'))}"
+        + (f" (hint: {_short(g('hint'))})" if g("hint") else ""),
+        "launch_interrupted": lambda: f"the launch was interrupted ({g('signal')})",
+        "verified": lambda: "the training started: its first log line was seen",
+        "started": lambda: f"{att} started" + (f" (process group {g('pgid')})" if g("pgid") else "")
+        + (f", resuming from {_ckpt(g('resumed_from'))}" if g("resumed_from") else "")
+        + (f", with {', '.join(map(str, g('features') or []))}" if g("features") else ""),
+        "watcher_spawned": lambda: f"a watcher was started (pid {g('pid')})",
+        "watch_started": lambda: "the watcher began following the run",
+        "alert": lambda: f"{att}: {g('category')}{step_words()}: {_short(g('message'))}"
+        + (f" — what to do: {_short(g('hint'))}" if g("hint") else ""),
+        "recovery": lambda: f"the watcher restarted the run: {_short(g('reason'))}"
+        + (f", resuming from {_ckpt(g('resumed_from'))}" if g("resumed_from") else ""),
+        "gave_up": lambda: f"the watcher {_short(g('reason'))}"
+        + ("; advice: " + "; ".join(map(str, g("advice") or [])) if g("advice") else ""),
+        "notice": lambda: str(g("message")),
+        "stalled": lambda: f"{att} stalled: {_short(g('reason'))}",
+        "checkpoint_saved": lambda: f"checkpoint of step {g('step')} saved",
+        "resume_check": lambda: f"resumed from {_ckpt(g('expected_checkpoint'))}: "
+        + (f"yes, first step {g('first_step_seen')}" if g("resumed") else "no: it started over"),
+        "resume_advanced": lambda: f"trained past the checkpoint {_ckpt(g('resumed_from'))} (step {g('step')})",
+        "resume_failed": lambda: f"the resume trained nothing: {_short(g('reason'))}",
+        "memory_released": lambda: "device memory was released before the restart",
+        "memory_release_timeout": lambda: "device memory was not seen released in time",
+        "finished": lambda: f"{att} finished: training is complete",
+        "stopped": lambda: "stopped" + (f" ({g('reason')})" if g("reason") else " with `verlctl stop`"),
+        "watch_stopped": lambda: f"the watcher ended: {g('detail') or 'the run was stopped'}",
+        "watch_terminated": lambda: "the watcher was ended by a signal",
+        "watch_interrupted": lambda: "the watcher was interrupted",
+        "failure": lambda: f"the run failed: {g('category')}: {_short(g('reason'))}",
+        "target_lost": lambda: f"{att}: the run's target stopped answering: {_short(g('error'))}",
+        "known_defects": lambda: "known defects of this stack were checked",
+    }
+    say = known.get(kind)
+    if say is not None:
+        return str(say())
+    rest = [f"{k.replace('_', ' ')} {_short(v, 120)}" for k, v in ev.items()
+            if k not in _QUIET_FIELDS and not isinstance(v, (dict, list))]
+    return kind.replace("_", " ") + (": " + ", ".join(rest) if rest else "")
 
 
 def _state_class(state: str) -> str:
@@ -116,9 +173,17 @@ def render(data: ReportData) -> str:
             out.append(f"<p>step {escape(str(done))}" + (f" of {escape(str(total))}" if total else "") + "</p>")
 
     out.append("<h2>Diagnosis</h2>")
-    if data.recovered:
-        out.append('<ul id="recovered">' + "".join(f'<li class="ok">recovered: {escape(r)}</li>'
-                                                   for r in data.recovered) + "</ul>")
+    if data.gave_up:  # the watcher's last word leads: why it stopped trying, and what to do now
+        out.append(f'<p id="gave-up" class="bad">{escape(str(data.gave_up.get("reason") or "the watcher gave up"))}</p>')
+        advice = data.gave_up.get("advice") or []
+        if advice:
+            out.append('<ul id="advice">' + "".join(f"<li>advice: {escape(str(a))}</li>" for a in advice) + "</ul>")
+    restarts = data.restarts if data.restarts is not None else [
+        {"line": f"recovered: {r}", "outcome": "recovered"} for r in data.recovered]
+    if restarts:
+        out.append('<ul id="recovered">' + "".join(
+            f'<li class="{"ok" if r.get("outcome") == "recovered" else ""}">{escape(str(r.get("line")))}</li>'
+            for r in restarts) + "</ul>")
     if data.findings:
         out.append('<table id="findings"><tr><th>what</th><th>line</th><th>what to do</th><th>excerpt</th></tr>')
         for f in data.findings:
@@ -153,7 +218,7 @@ def render(data: ReportData) -> str:
         out.append('<table id="timeline"><tr><th>time</th><th>event</th><th>details</th></tr>')
         out.extend(
             f"<tr><td>{escape(_when(ev.get('time')))}</td><td>{escape(str(ev.get('event', '')))}</td>"
-            f"<td>{escape(_event_detail(ev))}</td></tr>"
+            f"<td>{escape(event_sentence(ev))}</td></tr>"
             for ev in events
         )
         out.append("</table>")

@@ -9,6 +9,13 @@ from verlctl.errors import SpecError, VerlctlError
 from verlctl.wizard.flow import missing_message, stdin_is_terminal
 
 
+def no_watcher_line(run_id: str) -> str:
+    """Said once by a launch without ``--watch``: nothing recovers the run (the spec's ``recovery`` settings
+    are the watcher's), and how to start one."""
+    return (f"no watcher: out-of-memory recovery and the spec's `recovery` settings are off; turn them on with "
+            f"`verlctl watch {run_id}` (or `verlctl launch --watch` next time)")
+
+
 def env_name_for(path: str) -> str:
     """The environment variable that sets spec ``path`` (a seed script's name when one maps to it)."""
     from verlctl.spec.sources import SEED_ENV
@@ -129,6 +136,8 @@ def launch_flow(
     if record.swanlab_url:
         console.print(f"SwanLab: {record.swanlab_url} (experiment {record.experiment})", highlight=False)
     console.print("follow it with `verlctl status`, `verlctl logs -f`; stop it with `verlctl stop`", highlight=False)
+    if not watch:
+        console.print(no_watcher_line(record.run_id), highlight=False)
     if as_json:
         _print_json(_json_doc(launcher, record, pid))
     return 0
@@ -210,6 +219,8 @@ def launch_slurm_flow(config: Path | None, flags: dict[str, Any], names: dict[st
         console.print(f"watcher started (pid {pid}): it stays silent while training is healthy", highlight=False)
     console.print(f"[bold green]submitted[/bold green]: run [bold]{record.run_id}[/bold]", highlight=False)
     console.print("follow it with `verlctl status`, `verlctl logs -f`; stop it with `verlctl stop`", highlight=False)
+    if not watch:
+        console.print(no_watcher_line(record.run_id), highlight=False)
     if as_json:
         sys.stdout.write(json.dumps(doc(record, pid), indent=2, default=str) + "\n")
     return 0

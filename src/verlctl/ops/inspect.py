@@ -180,7 +180,8 @@ def run_status(run_id: str | None) -> dict[str, Any]:
         "last_step": None,
         "last_error": None,
         "last_line": None,
-        "recovered": runstate.recoveries(events),
+        "recovered": [r.words for r in runstate.restarts(events) if r.recovered],
+        "restarts": [r.as_dict() for r in runstate.restarts(events)],
         "log_read_from": None,
     }
     if record.workers:
@@ -211,6 +212,11 @@ def run_status(run_id: str | None) -> dict[str, Any]:
     if launch_failed and not doc["last_error"]:
         doc["last_error"] = {"category": "launch_failed", "message": launch_failed.get("error")}
     watcher_outcome(record, doc, events)
+    if doc["last_error"] and doc["last_error"].get("category"):
+        # what to do after what recovery did (a rung already tried is not advised again; a give-up's advice)
+        doc["last_error"]["hint"] = runstate.hint_after_recovery(
+            doc["last_error"]["category"], doc["last_error"].get("hint"), events,
+            watching=bool(doc["watcher"]["alive"]))
     # A removed or stopped container has no process left: the group has ended (unknown when unreachable).
     reachable = not str(container.get("state") or "").startswith("unreachable")
     probed = (alive if ex is not None else (False if reachable else None)) if ref is not None else None
@@ -307,8 +313,16 @@ def print_status(doc: dict[str, Any]) -> None:
         print_words(console, f"  {group}attempts {len(doc['attempts'])}, log {doc['run_log']}", 0, 4)
     if doc.get("identity") and not doc["alive"] and doc.get("state") not in ("finished", "failed", "stopped"):
         console.print(f"  process check: {doc['identity']}", highlight=False, markup=False)
-    for line in doc.get("recovered") or []:
-        print_words(console, f"  recovered: {line}", 0, 4)
+    restarts = doc.get("restarts")
+    if restarts is None:  # a document of an older verlctl
+        restarts = [{"line": f"recovered: {line}"} for line in doc.get("recovered") or []]
+    for r in restarts:
+        print_words(console, f"  {r['line']}", 0, 4)
+    advice = (doc.get("gave_up") or {}).get("advice") or []
+    if doc.get("gave_up"):  # the watcher's last word leads: what to do now
+        console.print(f"  [red]watcher[/red]: {escape(doc['gave_up']['reason'])}", highlight=False)
+        for a in advice:
+            console.print(f"    advice: {escape(str(a))}", highlight=False)
     if doc.get("progress"):
         p = doc["progress"]
         total = f"/{p['total']}" if p.get("total") else ""
@@ -323,12 +337,8 @@ def print_status(doc: dict[str, Any]) -> None:
         error = f"{e.get('category')}: {e.get('message') or e.get('reason')}"
         console.print(f"  [red]last error[/red]: {escape(error)}",
                       highlight=False)
-        if e.get("hint"):
+        if e.get("hint") and not advice:  # (after a give-up, its advice above is what to do)
             print_words(console, f"    hint: {e['hint']}", 0, 6)
-    if doc.get("gave_up"):
-        console.print(f"  [red]watcher[/red]: {escape(doc['gave_up']['reason'])}", highlight=False)
-        for a in doc["gave_up"]["advice"]:
-            console.print(f"    advice: {escape(str(a))}", highlight=False)
     w = doc["watcher"]
     if w.get("pid"):
         console.print(f"  watcher pid {w['pid']}: {'alive' if w['alive'] else 'not running'}", highlight=False, markup=False)

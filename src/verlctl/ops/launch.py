@@ -481,7 +481,7 @@ class Launcher:
                                    "launch is undone", hint="free space in the state dir (or set VERLCTL_STATE_DIR)")
             cleaned = self._clean_up_failed(record)
             with contextlib.suppress(OSError):  # the same full disk may refuse these too
-                record.event("launch_failed", error=exc.message, **cleaned)
+                record.event("launch_failed", error=exc.message, hint=exc.hint, **cleaned)
                 record.save()
             raise exc from None
         return record

@@ -154,6 +154,14 @@ def decide(record: RunRecord, events: list[dict[str, Any]], live: dict[str, Any]
         when = f" (launched {_ago(launched.get('time'), now)})" if launched else ""
         return RunState("never started", f"no attempt was recorded{when}: the launch may still be preparing, "
                         "or it was interrupted", "events")
+    given = by_kind.get("gave_up")
+    if alive is True and given is not None:
+        # The watcher gave up on this attempt, which still runs (a stall): one verdict with `list`, and why
+        # its devices are still held.
+        text = _first_line(given.get("reason"))
+        text = "the watcher gave up: " + text[len("gave up: "):] if text.startswith("gave up: ") else text
+        return RunState("failed", f"{text}; its processes still run and hold the devices: "
+                        f"`verlctl stop {record.run_id}`", "events")
     if alive is True:
         return RunState("running", _running_why(record, live, now), "process")
     # The watcher's and the launch's own last words on the current attempt.
@@ -232,19 +240,118 @@ def _restarts(events: list[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any
             yield attempt + 1, e, last_alert, what
 
 
-def recoveries(events: list[dict[str, Any]]) -> list[str]:
-    """One line per automatic restart, in order: "attempt 2 added offload after out of memory at step 3"."""
-    out: list[str] = []
+def failing_step(alert: dict[str, Any] | None) -> int | None:
+    """The step that failed: the one after the last step the alert saw finish (its ``step``: verl prints a
+    step's line, and its progress bar counts it, once the step is done, checkpoint and validation included);
+    1 when none had finished. None without an alert."""
+    if alert is None:
+        return None
+    step = alert.get("step")
+    return step + 1 if isinstance(step, int) else 1
+
+
+@dataclass
+class Restart:
+    """One automatic restart and what became of the attempt it started."""
+
+    attempt: int
+    words: str  # "attempt 2 added offload after out of memory in step 3, resuming from global_step_2"
+    outcome: str  # recovered (finished, or saved a checkpoint past the step that failed) / failed again / running
+    failed_step: int | None = None
+
+    @property
+    def recovered(self) -> bool:
+        return self.outcome == "recovered"
+
+    def line(self) -> str:
+        """``recovered: …`` only for an attempt that got past its failure; ``restarted: …`` otherwise."""
+        if self.recovered:
+            return f"recovered: {self.words}"
+        return f"restarted: {self.words}" + ("; it failed again" if self.outcome == "failed again"
+                                             else " (not past the failure yet)")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "outcome": self.outcome, "words": self.words, "line": self.line()}
+
+
+def _outcome(events: list[dict[str, Any]], attempt: int, failed_step: int | None) -> str:
+    """What became of ``attempt`` (from its own events: after its ``started``, before the next one)."""
+    mine = False
+    outcome = "running"
+    for e in events:
+        kind = e.get("event")
+        if kind == "started":
+            if mine:
+                break
+            mine = e.get("attempt") == attempt
+            continue
+        if not mine:
+            continue
+        if kind in ("alert", "failure", "recovery", "gave_up", "resume_failed"):
+            return "failed again"
+        past = kind == "checkpoint_saved" and failed_step is not None and isinstance(e.get("step"), int) \
+            and e["step"] >= failed_step  # a checkpoint of the step that failed: it got past it
+        if kind == "finished" or past:
+            outcome = "recovered"
+    return outcome
+
+
+def restarts(events: list[dict[str, Any]]) -> list[Restart]:
+    """Each automatic restart, in order, with what became of the attempt it started (status, report, --json)."""
+    out: list[Restart] = []
     for attempt, e, last_alert, what in _restarts(events):
         category = str(e.get("category") or "")
-        step = last_alert.get("step") if last_alert and last_alert.get("category") == category else None
-        at = f" at step {step}" if isinstance(step, int) else ""
+        alert = last_alert if last_alert and last_alert.get("category") == category else None
+        step = failing_step(alert)
+        at = f" in step {step}" if step is not None else ""
         added = e.get("add_feature")
         did = f"added {added}" if added else "restarted"
         resumed = e.get("resumed_from")
         tail = f", resuming from {str(resumed).rstrip('/').rsplit('/', 1)[-1]}" if resumed else ""
-        out.append(f"attempt {attempt} {did} after {what}{at}{tail}")
+        out.append(Restart(attempt, f"attempt {attempt} {did} after {what}{at}{tail}",
+                           _outcome(events, attempt, step), step))
     return out
+
+
+def recoveries(events: list[dict[str, Any]]) -> list[str]:
+    """One line per automatic restart, in order: "attempt 2 added offload after out of memory in step 3"."""
+    return [r.words for r in restarts(events)]
+
+
+def gave_up(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The watcher's give-up of the current attempt (None when it did not give up)."""
+    return next((e for e in reversed(current_events(events)) if e.get("event") == "gave_up"), None)
+
+
+def launch_failure(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A launch that failed before training, as a finding (``Finding.to_dict``'s keys) from its event: what
+    ``report`` and ``bundle`` diagnose when the log has no error (the launch stopped before verl wrote one)."""
+    failed = next((e for e in reversed(events) if e.get("event") == "launch_failed"), None)
+    if failed is None or any(e.get("event") == "started" for e in events[events.index(failed):]):
+        return None
+    error = str(failed.get("error") or "the launch failed")
+    return {"category": "launch_failed", "line": 0, "excerpt": _first_line(error, 300),
+            "message": f"the launch failed before training: {error}",
+            "hint": str(failed.get("hint") or "fix what the message names, then launch again"), "count": 1}
+
+
+def ladder_tried(events: list[dict[str, Any]]) -> list[str]:
+    """The memory features the OOM ladder added, in order."""
+    return [str(e["add_feature"]) for e in events if e.get("event") == "recovery" and e.get("add_feature")]
+
+
+def hint_after_recovery(category: str | None, hint: str | None, events: list[dict[str, Any]],
+                        watching: bool = False) -> str | None:
+    """What to do about a finding of the run, after what recovery did: a device OOM's hint drops the rungs the
+    ladder already tried and, after a give-up, is the watcher's advice; while a watcher climbs the ladder it
+    says so (nothing to do yet). Other findings keep their hint."""
+    if category != "device_oom":
+        return hint
+    from verlctl.monitor.catalogue import oom_hint
+
+    given = gave_up(events)
+    advice = (given.get("advice") or []) if given is not None else []
+    return oom_hint(ladder_tried(events), watching=watching and given is None, advice=advice)
 
 
 def restart_markers(events: list[dict[str, Any]]) -> list[tuple[int, str]]:

@@ -272,9 +272,14 @@ class Watcher:
                 self.emit("finished", attempt=len(self.record.attempts))
                 self._write_status({**(self.record.read_status() or {}), "phase": "finished"})
                 self._remove_key_files()  # no attempt of the run will read it again (it holds the secrets)
+                steps = (f" at step {outcome.max_step}" + (f" of {outcome.total}" if outcome.total else "")
+                         if outcome.max_step is not None else "")
+                self.say(f"verlctl watch: the run finished{steps} (attempt {len(self.record.attempts)}); "
+                         "the watch ends")
                 return 0
             if outcome.kind == "stopped":
                 self.emit("watch_stopped", detail=outcome.detail)
+                self.say(f"verlctl watch: {outcome.detail or 'the run was stopped'}; the watch ends")
                 return 0
             if outcome.kind == "lost":
                 self._give_up(Decision(False, f"gave up: {outcome.detail}"), outcome.finding.category
@@ -660,12 +665,32 @@ class Watcher:
         message = f"{f.message}: {who}" if who else f.message
         # A finding from a scan (the head's daemons gone, a SIGKILL with nothing in the log) has no log line.
         where = f" at log line {f.line}" if f.line > 0 else ""
+        hint = self._hint(f)
         self.say(f"verlctl watch: {f.category}{where}: {message}")
-        self.say(f"  hint: {f.hint}")
+        self.say(f"  hint: {hint}")
         proc = process_in(mode, f.excerpt)
         extra = {"process": proc.name, "role": proc.role} if proc is not None else {}
-        self.emit("alert", category=f.category, line=f.line, message=message, hint=f.hint, excerpt=f.excerpt,
+        self.emit("alert", category=f.category, line=f.line, message=message, hint=hint, excerpt=f.excerpt,
                   attempt=attempt, step=step, **extra)
+
+    def _hint(self, f: Finding) -> str:
+        """What to do about ``f`` with this watcher at work: for a device OOM, what its ladder does next (not
+        "enable offload" while it adds it), or its advice when it will give up."""
+        if f.category != "device_oom":
+            return f.hint
+        from verlctl.monitor.catalogue import oom_hint
+
+        try:
+            features_on = {n: s.on and s.applicable for n, s in self._features().items()}
+            d = decide("device_oom", self.resolved.spec, features_on, self.history, self._side(f))
+        except Exception:  # noqa: BLE001 - the hint is words; the decision itself is taken after the attempt
+            return f.hint
+        tried = [n for n, on in features_on.items() if on]
+        if d.restart and d.add_feature:
+            retries = self.resolved.spec.recovery.max_oom_retries
+            return (f"nothing to do yet: this watcher restarts the run with `{d.add_feature}` added (OOM retry "
+                    f"{self.history.oom_retries + 1} of {retries}); if the ladder gives up it says what to change")
+        return oom_hint(tried, advice=d.advice)
 
     def _side(self, f: Finding | None) -> str | None:
         """Whose devices a device OOM hit, where the run's mode gives trainer and rollout their own."""
@@ -752,6 +777,11 @@ class Watcher:
         self.say(f"verlctl watch: {reason}")
         for a in decision.advice:
             self.say(f"  advice: {a}")
+        ref = self.record.attempts[-1].ref if self.record.attempts else None
+        with contextlib.suppress(Exception):  # best effort: the words only
+            if ref is not None and self.ex.group_alive(ref):
+                self.say(f"verlctl watch: the run's processes are left running (to inspect them, e.g. `py-spy "
+                         f"dump`) and hold the devices: free them with `verlctl stop {self.record.run_id}`")
         self.emit("gave_up", category=category, reason=reason, advice=decision.advice)
         self._write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
         self._remove_key_files()  # no relaunch will read it again (it holds the secrets)
