@@ -31,6 +31,17 @@ Force = Annotated[
     typer.Option("--force", help="Replace what -o names when it exists (a file; for a directory: the files of the set)."),
 ]
 
+ForceFile = Annotated[bool, typer.Option("--force", help="Replace the file -o names when it exists.")]
+
+#: The one ``RUN`` argument of every command that acts on a recorded run (resolved by
+#: :func:`verlctl.runtime.records.resolve_run`).
+RunArg = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Argument(metavar="[RUN]", show_default=False,
+                   help="Run id, or a part only one id starts or ends with (its time stamp, or its random "
+                        "suffix such as 1a9f); default: the newest run."),
+]
+
 SpecFile = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs Optional on 3.10
     typer.Option("--config", "-c", help="Run spec YAML file.", show_default=False),

@@ -12,6 +12,7 @@ import typer
 from verlctl.commands.options import (
     Force,
     JsonOut,
+    RunArg,
     SpecFile,
     SpecFlags,
     Verbose,
@@ -19,8 +20,6 @@ from verlctl.commands.options import (
     out_path,
     with_spec_flags,
 )
-
-RunId = Annotated[Optional[str], typer.Argument(help="Run id or prefix (default: the newest run).")]  # noqa: UP045
 
 
 @with_spec_flags
@@ -131,7 +130,7 @@ def quickstart(
 
 
 def status(
-    run: RunId = None,
+    run: RunArg = None,
     as_json: JsonOut = False,
     plot: Annotated[
         bool, typer.Option("--plot", help="Also chart score, response length, throughput and step time over the steps.")
@@ -157,7 +156,7 @@ def status(
 
 
 def logs(
-    run: RunId = None,
+    run: RunArg = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
     lines: Annotated[int, typer.Option("--lines", "-n", help="Lines from the end (0: all).")] = 200,
 ) -> int:
@@ -171,7 +170,7 @@ def logs(
 
 
 def stop(
-    run: RunId = None,
+    run: RunArg = None,
     remove_container: Annotated[
         bool, typer.Option("--remove-container", help="Also remove the container, if this run created it.")
     ] = False,
@@ -203,9 +202,9 @@ def list_runs(
 
 
 def export_hf(
-    run: Annotated[str, typer.Argument(metavar="RUN", help="Run id or prefix.", show_default=False)],
     out: Annotated[Path, typer.Option("--out", "-o", help="New (or empty) directory for the Hugging Face model.",
                                       show_default=False, parser=out_path)],
+    run: RunArg = None,
     step: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option("--step", help="Training step of the checkpoint (default: the newest saved).", show_default=False),
