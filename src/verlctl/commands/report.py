@@ -162,9 +162,11 @@ def bundle(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the file, its files, what was "
                                                        "unavailable, which host names were replaced)."),
 ) -> None:
-    """Write a diagnostic bundle for a bug report: spec, scripts, versions, log tail, diagnosis, device and Ray
-    snapshots, events, image digest; secrets and home directories removed, and this host's and the run's host
-    names and addresses replaced (the manifest says which kinds were)."""
+    """Write a diagnostic bundle for a bug report, secrets and host names removed.
+
+    It holds the spec, scripts, versions, log tail, diagnosis, device and Ray snapshots, events and image digest;
+    secrets and home directories are removed, and this host's and the run's host names and addresses replaced
+    (the manifest says which kinds were)."""
     from verlctl.files import check_out_file
     from verlctl.monitor import bundle as b
     from verlctl.ops.inspect import target

@@ -120,9 +120,10 @@ def quickstart(
         bool, typer.Option("--json", help="Print one JSON object, as `launch --json` does. Progress goes to stderr.")
     ] = False,
 ) -> int:
-    """Launch in one command, asking nothing: every setting comes from environment variables (CONTAINER,
-    TRAIN_STEPS, MODEL_PATH, TRAIN_FILE, VAL_FILE, SWANLAB_HOST, SWANLAB_API_KEY, …), as a one-shot launch
-    script would take them; the same as `launch --yes` without a spec file."""
+    """Launch in one command, asking nothing: every setting comes from environment variables.
+
+    The variables are those a one-shot launch script takes (CONTAINER, TRAIN_STEPS, MODEL_PATH, TRAIN_FILE,
+    VAL_FILE, SWANLAB_HOST, SWANLAB_API_KEY, …); the same as `launch --yes` without a spec file."""
     from verlctl.ops.flow import launch_flow
 
     return launch_flow(None, {}, {}, yes=True, dry_run=dry_run, out=None, pull=pull, watch=watch, notify_cmd=None,
@@ -215,8 +216,9 @@ def export_hf(
                                           "stderr.")
     ] = False,
 ) -> int:
-    """Convert the run's checkpoint to a Hugging Face model with verl's own verl.model_merger, run inside the
-    run's container (FSDP or Megatron, from the run's spec)."""
+    """Convert the run's checkpoint to a Hugging Face model with verl's own verl.model_merger.
+
+    The merger runs inside the run's container (FSDP or Megatron, from the run's spec)."""
     from rich.console import Console
 
     from verlctl.errors import VerlctlError
