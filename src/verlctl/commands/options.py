@@ -56,11 +56,12 @@ Mask = Annotated[
 ]
 Features = Annotated[
     Optional[str],  # noqa: UP045
-    typer.Option("--features", help="Comma-separated features to turn on (see `verlctl features`)."),
+    typer.Option("--features", help="Comma-separated features to turn on, added to the spec's features.enable "
+                 "(see `verlctl features`)."),
 ]
 NoFeatures = Annotated[
     Optional[str],  # noqa: UP045
-    typer.Option("--disable", help="Comma-separated features to turn off."),
+    typer.Option("--disable", help="Comma-separated features to turn off, added to the spec's features.disable."),
 ]
 VerlVersion = Annotated[Optional[str], typer.Option("--verl-version", help="0.7.0, 0.9.1 or auto.")]  # noqa: UP045
 AlgorithmOpt = Annotated[Optional[str], typer.Option("--algorithm", help="dapo or grpo.")]  # noqa: UP045
