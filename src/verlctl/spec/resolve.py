@@ -96,6 +96,7 @@ def load_spec(
     flag_names: Mapping[str, str] | None = None,
     use_env: bool = True,
     recovery: Mapping[str, Any] | None = None,
+    typed_names: Mapping[str, str] | None = None,
 ) -> ResolvedSpec:
     """Build the spec from every source. ``flags``/``detected``/``typed`` map dotted paths to values."""
     layers: list[Layer] = []
@@ -113,7 +114,7 @@ def load_spec(
         items = merge_feature_flags(layers, flag_layer)
         layers.append(flag_layer)
     if typed:
-        layers.append(Layer.from_flat(Source.TYPED, typed))
+        layers.append(Layer.from_flat(Source.TYPED, typed, dict(typed_names or {})))
     if recovery:
         layers.append(Layer.from_flat(Source.RECOVERY, recovery, {k: "OOM recovery" for k in recovery}))
     merged, origins = merge_layers(layers)
