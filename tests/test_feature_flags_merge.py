@@ -75,3 +75,18 @@ def test_both_flags_naming_one_feature_is_still_refused(spec_file: Path) -> None
     flags, names = spec_flags(features="recompute", disable="recompute")
     plan = make_plan(load_spec(spec_file, flags=flags, flag_names=names, environ={}))
     assert "feature_enable_disable" in {f.code for f in plan.findings}
+
+
+def test_flags_without_feature_lists_leave_the_origins_alone(spec_file: Path) -> None:
+    flags, names = spec_flags(set_values=["train.steps=7"])
+    resolved = load_spec(spec_file, flags=flags, flag_names=names, environ={})
+    assert resolved.item_origins == {}
+    assert resolved.origin("features.enable").source.value == "file"
+    assert str(resolved.origin("train.steps")) == "flag (--set train.steps)"
+
+
+def test_a_list_the_flag_took_a_name_from_names_the_flag(spec_file: Path) -> None:
+    flags, names = spec_flags(features="swap_optimizer")  # the file disables it: it leaves that list
+    resolved = load_spec(spec_file, flags=flags, flag_names=names, environ={})
+    assert resolved.spec.features.disable == [] and resolved.spec.features.enable == ["offload", "swap_optimizer"]
+    assert str(resolved.origin("features.disable")) == "flag (--features)"
