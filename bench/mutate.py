@@ -11,7 +11,7 @@ the working tree you commit from. Score = killed / (killed + survived); read the
 Mutants: compare-op flip, and<->or, int +/-1, True<->False, if/while/ifexp negation,
 return X -> return None, delete a call statement (append/extend/... of findings etc.).
 Each mutant: whole module re-emitted with ast.unparse (line numbers recorded from the original).
-A benchmark of the tests, not a CI step (README, "Mutation benchmark"); the tool of the mutation review.
+A benchmark of the tests, not a CI step (docs/development/mutation.md); the tool of the mutation review.
 """
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ CPU_OVERRIDES = [
     "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=64",
 ]
 #: What a CPU user's spec says to keep the run's memory down (issue #20's budget: peak <= 8 GiB; each measured
-#: with bench/realverl_budget.py, README "Real-verl budgets"). Not a key the double changes.
+#: with bench/realverl_budget.py, docs/development/benchmarks.md). Not a key the double changes.
 MEMORY_OVERRIDES = [
     # vLLM's CPU KV cache: 64 MiB (the tiny model's 512 B/token: 131k tokens) instead of the 1 GiB that
     # VLLM_CPU_KVCACHE_SPACE allows at least (an int in GiB; when set it overrides kv_cache_memory_bytes,

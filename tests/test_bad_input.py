@@ -530,12 +530,17 @@ def test_ci_venv_step_repairs_a_venv_without_pip(tmp_path: Path) -> None:
     assert again.returncode == 0 and "no working pip" not in again.stdout
 
 
-def test_ci_run_uses_the_venv_step_and_the_readme_says_what_to_install() -> None:
+def test_ci_run_uses_the_venv_step_and_the_docs_say_what_to_install() -> None:
     run = (ROOT / ".ci" / "run").read_text()
     assert "source .ci/venv.sh" in run and 'step "venv (.[dev])" setup_venv' in run
     readme = (ROOT / "README.md").read_text().splitlines()
-    assert readme[3].startswith("python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'")
-    # (F4) marked as the developers' command, with what it installs and how long it takes
-    dev = " ".join(readme[:12])
-    assert "For developers only" in dev and "`bash .ci/run`" in dev and "minutes" in dev
-    assert any("apt-get install python3-venv" in line for line in readme[:16])
+    # the user's first command installs verlctl (no dev extra) and runs the demo; the second is the developers'
+    assert readme[2] == "```bash" and readme[3].startswith("python3 -m venv .venv && .venv/bin/pip install . && ")
+    assert readme[4].startswith("bash .ci/run") and "CONTRIBUTING.md" in readme[4]
+    # the fix for a python3 without venv, right below the command it breaks
+    assert any("apt-get install python3-venv" in line for line in readme[:12])
+    # CONTRIBUTING.md: the developers' set-up with the dev extra, and what `bash .ci/run` installs and how long it takes
+    contributing = (ROOT / "CONTRIBUTING.md").read_text()
+    setup = contributing.split("\n## ", 2)[1]
+    assert "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'" in setup and "bash .ci/run" in setup
+    assert "apt packages" in setup and "minutes" in setup

@@ -1,4 +1,4 @@
-"""checks/devices.py: what a mutation sample showed unguarded (README, "Mutation benchmark"): the hint of a missing
+"""checks/devices.py: what a mutation sample showed unguarded (docs/development/mutation.md): the hint of a missing
 nvidia-smi, and how many holders a busy device's hint names."""
 
 from __future__ import annotations

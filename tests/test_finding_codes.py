@@ -320,6 +320,7 @@ OSO8 = {"mode": "one_step_off_policy", "cluster.devices": list(range(8))}
 V091 = {"verl_version": "0.9.1"}
 FSDP = {"strategy": "fsdp"}
 TP1 = {"train.tensor_parallel": 1, "train.pipeline_parallel": 1}
+FSDP2_TP1 = {"strategy": "fsdp2", **TP1}
 SWAN = {"logging.swanlab.enabled": True, "logging.swanlab.host": "http://192.0.2.1:8000"}
 
 AR = "actor_rollout_ref"
@@ -1436,6 +1437,12 @@ VERDICT_ROWS = [
         verdict_rule("device_kind", machine_of(H100), device="gpu"), "U19: an 8 x H100 host (real nvidia-smi capture)"),
     Row("image_for_npu", WARNING, "container.image", plan(device="gpu"),
         plan(device="gpu", **{"container.image": "verlai/verl:app-verl0.6-vllm0.10"}), "U19"),
+    Row("cpu_device_runtime", ERROR, "container.runtime", plan(device="cpu", **V091, **FSDP2_TP1),
+        plan(device="cpu", **V091, **FSDP2_TP1, **{"container.runtime": "host"}), "the demo device layer"),
+    Row("cpu_device_version", ERROR, "verl_version", plan(device="cpu", **FSDP2_TP1, **{"container.runtime": "host"}),
+        plan(device="cpu", **V091, **FSDP2_TP1, **{"container.runtime": "host"}), "the demo device layer"),
+    Row("python_env_not_host", ERROR, "container.python_env", plan(**{"container.python_env": "/opt/env"}),
+        plan(**{"container.python_env": "/opt/env", "container.runtime": "host"}), "a host-runtime setting"),
     Row("ray_ports_in_use", ERROR, "cluster.ray_port", ray_ports(held=True), ray_ports(held=False), "U20"),
     Row("resume_past_steps", ERROR, "train.steps",
         lambda t: verdict_rule("resume_point", resume_probe, **{"train.steps": 60, "paths.checkpoints": str(t / "ck")})(t),

@@ -74,6 +74,33 @@ def test_operations_guide_lists_every_command_and_option() -> None:
                 assert f"`{', '.join([*p.opts, *p.secondary_opts])}`" in text, (name, p.opts)
 
 
+def test_spec_reference_lists_every_field_with_its_default() -> None:
+    """Every key of the run spec, nested sections included, has its row, and a default the model gives is in it."""
+    from pydantic import BaseModel
+
+    from verlctl.spec.model import DEFAULT_IMAGE, RunSpec
+
+    text = guides.spec_reference_md()
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `")}
+
+    def walk(prefix: str, model: type[BaseModel]) -> int:
+        count = 0
+        for name, field in model.model_fields.items():
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                assert f"\n## {prefix}{name}\n" in text, name
+                count += walk(f"{prefix}{name}.", ann)
+            else:
+                assert f"`{prefix}{name}`" in rows, f"{prefix}{name}"
+                count += 1
+        return count
+
+    assert walk("", RunSpec) == len(rows) > 80
+    assert f"`{DEFAULT_IMAGE}`" in rows["`container.image`"]
+    assert "| `6766` |" in rows["`cluster.ray_port`"] and "≤ 65535" in rows["`cluster.ray_port`"]
+    assert "`megatron` \\| `fsdp` \\| `fsdp2`" in rows["`strategy`"]
+
+
 def test_cell_escapes_table_breakers() -> None:
     assert guides._cell("a|b\nc") == "a\\|b c"
 

@@ -24,6 +24,7 @@ RANKS: dict[str, int] = {
     "verlctl.detect": 1,
     "verlctl.spec": 1,
     "verlctl.inputs": 1,  # readers of outside formats (launch scripts)
+    "verlctl.demo": 1,  # the demo's host checks, environment and spec (its device layer runs in that environment)
     "verlctl.verl": 2,
     "verlctl.checks": 3,
     "verlctl.render": 4,

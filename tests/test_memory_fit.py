@@ -86,7 +86,7 @@ class Row:
     scope: str = "all"
     fixture: tuple[Path, ...] = ()  # the stored source texts the row's facts are read from
     facts: tuple[str, ...] = ()  # exact strings of those texts: every value the flags take from them
-    ratio: float | None = None  # the estimate's peak need / device memory in scope, to 0.01 (the README's band)
+    ratio: float | None = None  # the estimate's peak need / device memory in scope, to 0.01 (the band of docs/memory-fit.md)
     measured_gib: float | None = None  # a peak the source measured (per device), for the band
     url: str = ""  # where the source is published
 
@@ -367,7 +367,7 @@ CALIBRATION: list[Row] = [
 
 #: Rows where the estimate and the report disagree, with the reason (checked: each listed row still disagrees,
 #: and no other row does, so a formula change that fixes or breaks one fails the test until this table and the
-#: README say so).
+#: memory guide (docs/memory-fit.md) say so).
 KNOWN_MISSES: dict[str, str] = {
     "Qwen2.5-Math-7B served on one 64 GB NPU at utilization 0.95: OOM": (
         "vllm-ascend 0.7.x (Feb 2025) used 9-10 GB of the device beyond gpu_memory_utilization x HBM (the report's own "
@@ -417,10 +417,10 @@ def test_calibration(tmp_path: Path, row: Row) -> None:
     assert est is not None, row.source
     fits, ratio, failing = row_verdict(est, row)
     if row.name in KNOWN_MISSES:
-        assert fits is not row.fits, f"{row.name} is no longer a known miss: update KNOWN_MISSES and the README"
+        assert fits is not row.fits, f"{row.name} is no longer a known miss: update KNOWN_MISSES and docs/memory-fit.md"
     else:
         assert fits is row.fits, (row.source, est.to_json())
-    if row.ratio is not None:  # the README's band is computed from these
+    if row.ratio is not None:  # the band of docs/memory-fit.md is computed from these
         assert ratio == pytest.approx(row.ratio, abs=0.006), (row.name, ratio)
     memory_errors = {f.code for f in p.findings if f.code.startswith("memory_") and f.severity is Severity.ERROR}
     if row.scope == "all" and fits:
@@ -447,22 +447,22 @@ def test_known_misses_are_exactly_the_rows_that_disagree(tmp_path: Path) -> None
     assert len(caught) >= 4, [r.name for r in caught]
 
 
-def test_readme_states_the_band_of_the_table() -> None:
-    """The README's error band is the table's: working rows (not known misses) from their lowest to their highest
+def test_the_memory_guide_states_the_band_of_the_table() -> None:
+    """docs/memory-fit.md's error band is the table's: working rows (not known misses) from their lowest to their highest
     peak need / HBM, and the OOM rows from their lowest up."""
     working = [r.ratio for r in CALIBRATION if r.fits and r.name not in KNOWN_MISSES and r.ratio is not None]
     oom_device = [r.ratio for r in CALIBRATION if not r.fits and r.name not in KNOWN_MISSES
                   and not r.name.startswith("counterfactual")
                   and r.ratio is not None and r.failing & {"rollout", "update", "reference"}]
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[1] / "docs" / "memory-fit.md").read_text(encoding="utf-8")
     assert f"{min(working):.2f}–{max(working):.2f}" in readme, (min(working), max(working))
     assert f"{min(oom_device):.2f}" in readme, min(oom_device)
     assert f"{len(CALIBRATION)} rows" in readme
-    for row in CALIBRATION:  # each known miss is named in the README by its source (e.g. "verl#224")
+    for row in CALIBRATION:  # each known miss is named in docs/memory-fit.md by its source (e.g. "verl#224")
         if row.name in KNOWN_MISSES:
             assert row.source.split()[0].split("/")[-1] in readme, row.source
     measured = [r for r in CALIBRATION if r.measured_gib]
-    assert measured  # the SAPO run's 29.22 GiB peak: the estimate's overstatement is stated in the README
+    assert measured  # the SAPO run's 29.22 GiB peak: the estimate's overstatement is stated in docs/memory-fit.md
 
 
 def test_shape_from_config_counts_qwen3_8b() -> None:

@@ -1,4 +1,4 @@
-"""checks/memory.py: the paths a mutation sample showed unguarded (README, "Mutation benchmark"): the MoE layer
+"""checks/memory.py: the paths a mutation sample showed unguarded (docs/development/mutation.md): the MoE layer
 pattern and top-k default, the config.json size bound, single-device FSDP, the tied root unit FSDP gathers, the
 logits of a one-stage Megatron run, and the KV figure of ``--json``."""
 

@@ -1,4 +1,4 @@
-"""checks/memory.py: the real gaps of the turn-4 mutation sample (seed 6061, README "Mutation benchmark"): which
+"""checks/memory.py: the real gaps of the turn-4 mutation sample (seed 6061, docs/development/mutation.md): which
 layers of a sparse-step MoE carry experts, the expert width of a MoE config that names none, and the advice that
 must not name a step that changes nothing (offload already on; uniform recompute when the recomputed layers
 already cover each stage). Each case is a config.json or a layout a user meets."""

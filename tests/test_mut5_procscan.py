@@ -1,4 +1,4 @@
-"""runtime/procscan.py: the real gap of the turn-5 mutation sample (seed 7451, README "Mutation benchmark"):
+"""runtime/procscan.py: the real gap of the turn-5 mutation sample (seed 7451, docs/development/mutation.md):
 the marked processes that `stop` names are listed with their command cut at 200 characters, not more, not
 less. Real processes of this test's own (a ``sleep`` carrying a marker); nothing else is touched."""
 

@@ -1,4 +1,4 @@
-"""ops/runstate.py: the gaps of the turn-5 mutation sample (seed 7389, README "Mutation benchmark"): `status`
+"""ops/runstate.py: the gaps of the turn-5 mutation sample (seed 7389, docs/development/mutation.md): `status`
 of a live run names the step its log shows when no watcher reports one, and says "starting" before any step."""
 
 from __future__ import annotations

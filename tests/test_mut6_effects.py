@@ -1,4 +1,4 @@
-"""verl/effects.py, turn 6 of the mutation benchmark (README, "Mutation benchmark"): seed 8742 (all 18 sites) left
+"""verl/effects.py, turn 6 of the mutation benchmark (docs/development/mutation.md): seed 8742 (all 18 sites) left
 only ``Reader``'s ``frozen=True``, which no test held."""
 
 from __future__ import annotations

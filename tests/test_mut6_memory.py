@@ -1,4 +1,4 @@
-"""checks/memory.py, turn 6 of the mutation benchmark (README, "Mutation benchmark"): the gaps its samples left."""
+"""checks/memory.py, turn 6 of the mutation benchmark (docs/development/mutation.md): the gaps its samples left."""
 
 from __future__ import annotations
 

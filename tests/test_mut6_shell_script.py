@@ -1,5 +1,5 @@
-"""inputs/shell_script.py against bash itself, for the gaps the turn-5 mutation sample left open (README,
-"Mutation benchmark", Turn 5): a script's own directory (``${BASH_SOURCE[0]}`` and ``$(cd DIR && pwd)``), the
+"""inputs/shell_script.py against bash itself, for the gaps the turn-5 mutation sample left open
+(docs/development/mutation.md): a script's own directory (``${BASH_SOURCE[0]}`` and ``$(cd DIR && pwd)``), the
 environment a followed ``bash other.sh`` gets, ``**`` with a zero exponent, a ``( subshell )``, control
 characters in the file, and an ``if`` that bash refuses to parse. Every expected value is what bash gives for the
 same file, run with a TEST DOUBLE for ``python3`` (an exported shell function that records its arguments)."""

@@ -1,4 +1,4 @@
-"""checks/nodes.py: what a mutation sample showed unguarded (README, "Mutation benchmark"): the messages name each
+"""checks/nodes.py: what a mutation sample showed unguarded (docs/development/mutation.md): the messages name each
 node with its value (an image id shortened), the marker rules without a head or a marker, the head's own route,
 which interface the message says a node has, and cluster.host_memory_gib over a node's RAM for /dev/shm."""
 

@@ -1,5 +1,5 @@
-"""Small bugs the tests did not notice, found by a fresh mutation sample (seed 8086, bench/mutate.py; README,
-"Mutation benchmark"): each test is a case a user meets whose answer the one-token change would alter. They go
+"""Small bugs the tests did not notice, found by a fresh mutation sample (seed 8086, bench/mutate.py;
+docs/development/mutation.md): each test is a case a user meets whose answer the one-token change would alter. They go
 through the public functions (layout_for, estimate, the CLI), never a private name."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The watcher's timings and bounds are the ones the README tells users ("What the watcher waits for"): a change
-to one of them in `ops/watcher.py` (or to the stop's default grace the table quotes) without the README fails here."""
+"""The watcher's timings and bounds are the ones docs/recovery.md tells users ("What the watcher waits for"): a
+change to one of them in `ops/watcher.py` (or to the stop's default grace the table quotes) without the guide fails
+here."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _table() -> dict[str, str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### What the watcher waits for", 1)[1].split("\n#", 1)[0]
+    text = (ROOT / "docs" / "recovery.md").read_text(encoding="utf-8")
+    section = text.split("\n## What the watcher waits for\n", 1)[1].split("\n#", 1)[0]
     rows = re.findall(r"^\| (.+?) \| ([^|]+?) \|$", section, flags=re.M)
     return {what: value for what, value in rows if what != "what" and not set(what) <= {"-"}}
 
@@ -25,7 +26,7 @@ def _row(starts: str) -> str:
     return found[0]
 
 
-def test_the_readme_table_is_the_watcher_s_values() -> None:
+def test_the_guide_s_table_is_the_watcher_s_values() -> None:
     assert _row("`--notify-cmd` is killed") == f"{watcher.NOTIFY_TIMEOUT_S} s"
     assert _row("an attempt whose Ray head died") == f"{watcher.HEAD_DIED_GRACE_S} s"
     assert _row("a failed attempt's Ray daemons") == f"{watcher.TEARDOWN_RAY_GRACE_S} s"

@@ -11,7 +11,7 @@ from typing import Any
 
 
 class ExitCode(enum.IntEnum):
-    """Every exit status of ``verlctl`` (the one table: the README, ``verlctl --help`` and
+    """Every exit status of ``verlctl`` (the one table: ``docs/scripting.md``, ``verlctl --help`` and
     ``docs/operations.md`` show :data:`EXIT_CODE_MEANINGS`; the commands return or raise these)."""
 
     OK = 0
@@ -37,7 +37,7 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
 
 
 def exit_code_table() -> str:
-    """The exit-code table as Markdown (README, docs/operations.md)."""
+    """The exit-code table as Markdown (docs/scripting.md, docs/operations.md)."""
     rows = ["| exit status | meaning |", "|---|---|"]
     rows += [f"| {int(code)} | {text} |" for code, text in EXIT_CODE_MEANINGS.items()]
     return "\n".join(rows) + "\n"

@@ -5,6 +5,8 @@
 - ``docs/troubleshooting.md``: the error catalogue (``verlctl.monitor.catalogue``), root causes first: what
   each failure looks like in a log, what it means and what to do.
 - ``docs/operations.md``: every command with its options, from the CLI itself.
+- ``docs/spec-reference.md``: every field of the run spec (``verlctl.spec.model.RunSpec``): its type, default and
+  meaning, from the model and its JSON schema (``verlctl schema``).
 
 ``python -m verlctl.guides [DIR]`` rewrites them (default ``docs``); ``--check`` exits 1 and names the stale
 files instead of writing. ``tests/test_guides.py`` fails when a committed guide is stale.
@@ -171,7 +173,7 @@ def operations_md() -> str:
     out = [HEADER, "# Operations\n"]
     out.append(
         "Every `verlctl` command and its options, as `verlctl COMMAND --help` prints them. The README's flow "
-        "table says which phase each command belongs to.\n"
+        "table says which phase each command belongs to; [scripting](scripting.md) says what `--json` prints.\n"
     )
     from verlctl.errors import exit_code_table
 
@@ -212,10 +214,104 @@ def operations_md() -> str:
     return _tidy(out)
 
 
+def _schema_type(prop: dict[str, Any]) -> str:
+    """A JSON-schema property in words: `a` | `b`, integer ≥ 1, list of string, … (or null)."""
+    if "anyOf" in prop:
+        kinds = [k for k in prop["anyOf"] if k.get("type") != "null"]
+        text = " or ".join(_schema_type(k) for k in kinds)
+        return text + (" (or null)" if len(kinds) < len(prop["anyOf"]) else "")
+    if "enum" in prop:
+        return " \\| ".join(f"`{v}`" for v in prop["enum"])
+    kind = prop.get("type", "any")
+    if kind == "array":
+        return "list of " + _schema_type(prop.get("items", {}))
+    if kind == "object":
+        return "map of name to " + _schema_type(prop.get("additionalProperties", {}))
+    bounds = []
+    for key, sign in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<")):
+        if key in prop and not (key == "maximum" and prop[key] >= 2**31 - 1):
+            bounds.append(f"{sign} {prop[key]:g}" if isinstance(prop[key], float) else f"{sign} {prop[key]}")
+    for key, word in (("minLength", "at least {} characters"), ("maxLength", "at most {} characters")):
+        if key in prop:
+            bounds.append(word.format(prop[key]))
+    return kind + (" " + ", ".join(bounds) if bounds else "")
+
+
+def _default_text(field: Any) -> str:
+    """A field's default as the spec reference shows it (``-`` for none)."""
+    value = field.get_default(call_default_factory=True)
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return _code(str(value).lower())
+    if isinstance(value, str):
+        return _code(value) if value else '`""`'
+    if isinstance(value, (list, dict)) and not value:
+        return _code("[]" if isinstance(value, list) else "{}")
+    return _code(str(value))
+
+
+def _spec_sections(prefix: str, model: Any, model_schema: dict[str, Any],
+                   defs: dict[str, Any]) -> list[tuple[str, Any, dict[str, Any]]]:
+    """(key prefix, model, its JSON schema) of ``model`` and of every section under it, depth first."""
+    from pydantic import BaseModel
+
+    found = [(prefix, model, model_schema)]
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            ref = model_schema.get("properties", {}).get(name, {}).get("$ref", "").rsplit("/", 1)[-1]
+            found += _spec_sections(f"{prefix}{name}.", ann, defs.get(ref, {}), defs)
+    return found
+
+
+def _anchor(title: str) -> str:
+    """GitHub's anchor of a heading made of lower-case words, dots and spaces."""
+    return title.replace(".", "").replace(" ", "-")
+
+
+def spec_reference_md() -> str:
+    from pydantic import BaseModel
+
+    from verlctl.spec.model import RunSpec, spec_json_schema
+
+    schema: dict[str, Any] = dict(spec_json_schema())
+    sections = _spec_sections("", RunSpec, schema, schema.get("$defs", {}))
+    out = [HEADER, "# Run spec reference\n"]
+    out.append(
+        "Every field of the run spec, as the code defines it (`verlctl schema` prints the same as a JSON schema). "
+        "A key is written with dots on the command line (`--set train.steps=10`) and nested in YAML. Unknown keys "
+        "are errors. Where each value comes from (flags, environment, the file, detection, defaults): "
+        "[the run spec](run-spec.md).\n"
+    )
+    out.append("| section | fields |")
+    out.append("|---|---|")
+    for prefix, model, _ in sections:
+        title = prefix.rstrip(".") or "top level"
+        out.append(f"| [{title}](#{_anchor(title)}) | {len(model.model_fields)} |")
+    out.append("")
+    for prefix, model, model_schema in sections:
+        title = prefix.rstrip(".") or "top level"
+        out.append(f"## {title}\n")
+        out.append("| key | type | default | meaning |")
+        out.append("|---|---|---|---|")
+        props = model_schema.get("properties", {})
+        for name, field in model.model_fields.items():
+            key = f"{prefix}{name}"
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                out.append(f"| [`{key}`](#{_anchor(key)}) | section | | {_cell(field.description or 'see below')} |")
+            else:
+                out.append(f"| `{key}` | {_schema_type(props.get(name, {}))} | {_default_text(field)} | "
+                           f"{_cell(field.description or '')} |")
+        out.append("")
+    return _tidy(out)
+
 GUIDES: dict[str, Callable[[], str]] = {
     "features.md": features_md,
     "troubleshooting.md": troubleshooting_md,
     "operations.md": operations_md,
+    "spec-reference.md": spec_reference_md,
 }
 
 

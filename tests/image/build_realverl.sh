@@ -36,6 +36,7 @@ SWANLAB_VERSION=0.10.3
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 IMAGE_DIR="$REPO_ROOT/tests/image"
 REALVERL_DIR="$REPO_ROOT/tests/realverl"
+DEMO_DIR="$REPO_ROOT/src/verlctl/demo"
 NVIDIA_SMI_FIXTURE="$REPO_ROOT/tests/fixtures/nvidia-smi/default-580-1gpu-h200-idle-verlctl-device-check.txt"
 WORK_TMP="${VERLCTL_TEST_IMAGE_TMPDIR:-/var/tmp}"
 # Its own lock: holding build.sh's lock for the ~30 min pip layer would stall every test session.
@@ -169,12 +170,17 @@ EOF
 # ---- layer 4: final (tests/realverl files, tiny artefacts) -------------------------------------------
 build_final() {
     local from=$1 tag=$2 alias=$3 hash=$4 ctx
-    [[ -f "$REALVERL_DIR/build_tiny.py" ]] || die "missing $REALVERL_DIR/build_tiny.py"
+    [[ -f "$DEMO_DIR/tiny.py" ]] || die "missing $DEMO_DIR/tiny.py"
     ctx="$(mktemp -d "$WORK_TMP/verlctl-realverl-ctx.XXXXXX")"
     # shellcheck disable=SC2064
     trap "rm -rf '$ctx'" EXIT
     cp -R "$REALVERL_DIR" "$ctx/realverl"
     find "$ctx/realverl" -name __pycache__ -prune -exec rm -rf {} +
+    # verlctl's demo device layer, tiny-artefact builder and reward (src/verlctl/demo/), under the names the
+    # tests use: the test double (verl_cpu_device_double.py) extends the layer with its knobs.
+    cp "$DEMO_DIR/device_layer.py" "$ctx/realverl/verlctl_demo_device.py"
+    cp "$DEMO_DIR/tiny.py" "$ctx/realverl/build_tiny.py"
+    cp "$DEMO_DIR/reward.py" "$ctx/realverl/digit_reward.py"
     cp "$IMAGE_DIR/nvidia-smi" "$ctx/nvidia-smi"
     cp "$NVIDIA_SMI_FIXTURE" "$ctx/nvidia-smi-default.txt"
     cat >"$ctx/Dockerfile" <<EOF
@@ -208,7 +214,7 @@ PIP_HASH="$(printf '%s\n' "$BASE_TAG" "$VERL_VERSION" "$TORCH_VERSION" "$TORCHVI
     "$RAY_VERSION" "$SWANLAB_VERSION" "$(declare -f pip_layer_script build_pip)" | sha)"
 SYS_HASH="$(printf '%s\n' "$PIP_HASH" "$SYS_PACKAGES" "$(declare -f build_sys)" | sha)"
 FINAL_HASH="$(printf '%s\n' "$SYS_HASH" "$(declare -f build_final)" \
-    "$(files_hash tests/realverl tests/image/nvidia-smi "${NVIDIA_SMI_FIXTURE#"$REPO_ROOT"/}")" | sha)"
+    "$(files_hash tests/realverl src/verlctl/demo/device_layer.py src/verlctl/demo/tiny.py src/verlctl/demo/reward.py tests/image/nvidia-smi "${NVIDIA_SMI_FIXTURE#"$REPO_ROOT"/}")" | sha)"
 PIP_TAG="verlctl-realverl-pip:$PIP_HASH"
 SYS_TAG="verlctl-realverl-sys:$SYS_HASH"
 FINAL_TAG="verlctl-realverl:$FINAL_HASH"

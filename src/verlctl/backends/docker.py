@@ -124,7 +124,7 @@ def executor_for(record: Any) -> Any:
     if record.runtime == "host":
         from verlctl.runtime.executor import HostExecutor
 
-        return HostExecutor()
+        return HostExecutor(record.python_env)
     ex, info = target(record)
     if ex is None:
         raise VerlctlError(f"the run's container is {info.get('state')}: nothing to watch")

@@ -98,6 +98,8 @@ def device_tool_findings(spec: RunSpec) -> list[Finding]:
     """The missing-tool finding of ``check`` for ``launch`` (which runs no other machine check)."""
     import shutil
 
+    if spec.device == "cpu":  # the demo device layer: no driver tool
+        return []
     tool = "npu-smi" if spec.device == "npu" else "nvidia-smi"
     if shutil.which(tool) is not None:
         return []
@@ -122,7 +124,7 @@ def _device_busy(kind: str, dev: int, procs: list[tuple[int, str]], holders: Map
 def busy_pids(spec: RunSpec, machine: MachineState) -> list[int]:
     """The pids the device tool shows on this machine (first seen first): whose they are is the fact
     :func:`check_devices` reports for a busy device (the caller collects it, see ``runtime.holders``)."""
-    result = machine.npu if spec.device == "npu" else machine.gpu
+    result = machine.npu if spec.device == "npu" else machine.gpu if spec.device == "gpu" else None
     if not isinstance(result, (NpuInfo, GpuInfo)):
         return []
     return list(dict.fromkeys(p.pid for p in result.processes))
@@ -130,7 +132,9 @@ def busy_pids(spec: RunSpec, machine: MachineState) -> list[int]:
 
 def check_devices(spec: RunSpec, machine: MachineState, holders: Mapping[int, str] | None = None) -> list[Finding]:
     """The chosen devices exist, are healthy (NPU health OK) and are not busy; ``holders``: pid -> who holds
-    it (one line each, for the busy ones)."""
+    it (one line each, for the busy ones). ``device: cpu`` (the demo device layer) has no devices to check."""
+    if spec.device == "cpu":
+        return []
     result: NpuInfo | GpuInfo | Unavailable | None = machine.npu if spec.device == "npu" else machine.gpu
     if result is None:
         return []

@@ -88,6 +88,8 @@ def machine_findings(resolved: ResolvedSpec, facts: CheckFacts, vpp_on: bool | N
 
 
 def _accelerator_summary(spec: RunSpec, machine: MachineState) -> dict[str, Any]:
+    if spec.device == "cpu":
+        return {"tool": None, "status": "not_applicable", "reason": "device: cpu (the demo device layer)"}
     result = machine.npu if spec.device == "npu" else machine.gpu
     tool = "npu-smi" if spec.device == "npu" else "nvidia-smi"
     if isinstance(result, Unavailable):

@@ -721,5 +721,30 @@ def _image_device(ctx: RuleCtx) -> Iterable[Finding]:
         )
 
 
+#: verl's version the demo device layer (src/verlctl/demo/device_layer.py) is written against: it registers a
+#: platform through verl 0.9.1's platform registry (verl/plugin/platform), which 0.7.0 does not have.
+CPU_LAYER_VERSIONS = ("0.9.1",)
+
+
+@rule("cpu_device", ("cpu_device_runtime", "cpu_device_version", "python_env_not_host"), Severity.ERROR)
+def _cpu_device(ctx: RuleCtx) -> Iterable[Finding]:
+    """``device: cpu`` is the demo device layer: it runs verl 0.9.1 on this host (no container, no scheduler);
+    ``container.python_env`` is a host-runtime setting."""
+    spec = ctx.spec
+    if spec.device == "cpu" and spec.container.runtime != "host":
+        yield error("cpu_device_runtime", "device: cpu (the demo device layer) runs on this host only, but "
+                    f"container.runtime is {spec.container.runtime}", "container.runtime",
+                    "set container.runtime: host and container.python_env to the environment `verlctl demo` made, "
+                    "or device: npu / gpu")
+    if spec.device == "cpu" and ctx.version not in CPU_LAYER_VERSIONS:
+        yield error("cpu_device_version", f"device: cpu (the demo device layer) needs verl "
+                    f"{', '.join(CPU_LAYER_VERSIONS)} (its platform registry), not {ctx.version}", "verl_version",
+                    f"set verl_version: {CPU_LAYER_VERSIONS[-1]}")
+    if spec.container.python_env and spec.container.runtime != "host":
+        yield error("python_env_not_host", "container.python_env is set but container.runtime is "
+                    f"{spec.container.runtime}: it names a Python environment on this host", "container.python_env",
+                    "remove container.python_env, or set container.runtime: host")
+
+
 def all_codes() -> set[str]:
     return {c for r in RULES for c in r.codes}

@@ -9,6 +9,7 @@ import typer
 
 def register(app: typer.Typer) -> None:
     from verlctl.commands import check as check_cmd
+    from verlctl.commands import demo as demo_cmd
     from verlctl.commands import detect as detect_cmd
     from verlctl.commands import diagnose as diagnose_cmd
     from verlctl.commands import export_slurm, import_cmd
@@ -24,6 +25,7 @@ def register(app: typer.Typer) -> None:
     def add(group: typer.Typer, name: str, fn: Any, path: str | None = None) -> None:
         group.command(name, epilog=epilog(path or name))(fn)
 
+    app.command("demo", help=demo_cmd.DEMO_HELP)(demo_cmd.demo)
     add(app, "detect", detect_cmd.detect)
     add(app, "init", init_cmd.init)
     add(app, "plan", plan_cmd.plan)

@@ -35,7 +35,7 @@ TAIL_BYTES = 4 * 1024 * 1024
 def target(record: RunRecord, client: Any = None) -> tuple[Executor | None, dict[str, Any]]:
     """The executor for a run's target and the container's state (None when it is gone / not running)."""
     if record.runtime == "host":
-        return HostExecutor(), {"runtime": "host"}
+        return HostExecutor(record.python_env), {"runtime": "host"}
     if client is None:
         client = _client_for(record, record.head_address)
     import docker

@@ -197,7 +197,7 @@ class Launcher:
         if self.workers:
             acts.append(Action(S.NODE_PREFLIGHT, "pre-flight on every node: the same image, Python and Ray; a marker the head writes to the "
                         "checkpoint directory read back on every node; the route to the head; HCCL ports; /dev/shm"))
-        acts.append(Action(S.READINESS, f"check readiness in {where}: python version, {'npu-smi info' if spec.device == 'npu' else 'nvidia-smi'}, installed verl version"))
+        acts.append(Action(S.READINESS, f"check readiness in {where}: python version, { {'npu': 'npu-smi info', 'gpu': 'nvidia-smi'}.get(spec.device, 'no device tool (device: cpu)') }, installed verl version"))
         acts.append(Action(S.COPY, f"copy {START_SCRIPT}, {TRAIN_SCRIPT} and {ENV_FILE} (mode 0600) to {where}:{scripts_dir}"))
         acts.append(Action(S.START_HEAD, f"start `bash {scripts_dir}/{START_SCRIPT}` in its own process group, output to {run_log}: "
                     "Ray starts; training waits until the checks below pass (else everything started is stopped)"))
@@ -456,6 +456,7 @@ class Launcher:
             verl_version=the_plan.command.version,
             container_name=spec.container.name if spec.container.runtime == "docker" else None,
             image=spec.container.image if spec.container.runtime == "docker" else None,
+            python_env=spec.container.python_env if spec.container.runtime == "host" else None,
         )
         self.record = record
         try:
@@ -628,8 +629,9 @@ class Launcher:
         if spec.container.runtime == "host":
             from verlctl.runtime.executor import HostExecutor
 
-            self.report.step("run on this host (container.runtime: host)")
-            return HostExecutor()
+            env = f", Python environment {spec.container.python_env}" if spec.container.python_env else ""
+            self.report.step(f"run on this host (container.runtime: host{env})")
+            return HostExecutor(spec.container.python_env)
         from verlctl.runtime import containers
         from verlctl.runtime.executor import DockerExecutor
 
@@ -729,14 +731,14 @@ class Launcher:
         spec = self.resolved.spec
         self.report.step(f"readiness of {ex.describe()}")
         r = Readiness()
-        tool = "npu-smi" if spec.device == "npu" else "nvidia-smi"
+        tool = {"npu": "npu-smi", "gpu": "nvidia-smi"}.get(spec.device, "")  # cpu: the demo layer, no tool
         # One round trip: python, the installed verl (metadata only, verl is not imported), the device tool.
         script = (
             'echo "@@python"; python3 --version 2>&1 || echo "@@fail $?"; '
             'echo "@@verl"; python3 -c "import importlib.metadata as m; print(m.version(\'verl\'))" 2>/dev/null; '
             'echo "@@tool"; "$@" 2>&1; echo "@@status $?"'
         )
-        argv = ["bash", "-c", script, "readiness", *([tool, "info"] if tool == "npu-smi" else [tool])]
+        argv = ["bash", "-c", script, "readiness", *([tool, "info"] if tool == "npu-smi" else [tool] if tool else [])]
         for _ in range(3):  # the script always prints "@@python" first: without it, its output was lost
             res = ex.run(argv, timeout=90)
             if "@@python" in res.out:
@@ -762,6 +764,9 @@ class Launcher:
                 f"{ex.describe()}: `{tool}` failed ({' '.join(tool_out.split())[:200] or 'exit ' + status})",
                 hint="check the device nodes and driver mounts of the container",
             )
+        if not tool:
+            self.report.note("device: cpu (the demo device layer): no device tool to ask")
+            return r
         res = type(res)(0, tool_out, "")
         r.device_tool = tool
         r.devices_seen = _count_devices(tool, res.out)

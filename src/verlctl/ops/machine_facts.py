@@ -204,8 +204,10 @@ def collect_versions(spec: RunSpec, docker: _Docker | None, timeout: float) -> I
         import subprocess
 
         try:
+            from verlctl.runtime.executor import HostExecutor
+
             res = subprocess.run(["python3", "-c", VERSIONS_SNIPPET], capture_output=True, text=True,
-                                 timeout=timeout, check=False)
+                                 timeout=timeout, check=False, env=HostExecutor(spec.container.python_env).environ())
         except (OSError, subprocess.TimeoutExpired):
             return None
         return parse_versions(res.stdout, "this host's python3") if res.returncode == 0 else None

@@ -206,9 +206,23 @@ def _detach_script(log_path: str) -> str:
 
 
 class HostExecutor(Executor):
-    """Runs on this machine (bare metal, conda); processes are started in their own session."""
+    """Runs on this machine (bare metal, conda); processes are started in their own session. With
+    ``python_env`` (a venv or conda env directory: ``container.python_env``), its ``bin/`` goes first on PATH for
+    every command run here, so ``python3`` and ``ray`` are that environment's."""
 
     kind = "host"
+
+    def __init__(self, python_env: str | None = None) -> None:
+        self.python_env = python_env
+
+    def environ(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """This process's environment, the environment's PATH first, then ``env``."""
+        full = dict(os.environ)
+        if self.python_env:
+            full["PATH"] = f"{self.python_env}/bin:{full.get('PATH', os.defpath)}"
+            full["VIRTUAL_ENV"] = self.python_env
+            full.pop("PYTHONHOME", None)
+        return {**full, **(env or {})}
 
     def run(
         self,
@@ -218,7 +232,7 @@ class HostExecutor(Executor):
         timeout: float | None = 120,
         stdin: bytes | None = None,
     ) -> ExecResult:
-        full_env = {**os.environ, **(env or {})}
+        full_env = self.environ(env)
         try:
             proc = subprocess.run(argv, input=stdin, capture_output=True, env=full_env, cwd=cwd, timeout=timeout)
         except FileNotFoundError:
@@ -246,7 +260,7 @@ class HostExecutor(Executor):
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=cwd,
-                env={**os.environ, **(env or {})},
+                env=self.environ(env),
                 start_new_session=True,
             )
         finally:

@@ -159,6 +159,7 @@ class RunRecord(BaseModel):
     swanlab_url: str | None = None
     spec_file: str = "spec.resolved.yaml"
     slurm_jobs: list[SlurmJobRef] = Field(default_factory=list)  # runtime "slurm": every submission, in order
+    python_env: str | None = None  # runtime "host": container.python_env (its bin/ first on PATH)
 
     @field_validator("run_id")
     @classmethod
@@ -174,6 +175,11 @@ class RunRecord(BaseModel):
         if not valid_run_id(v):
             raise ValueError(f"spec_file {v[:80]!r} is not a file name in the run's directory")
         return v
+
+    @field_validator("python_env")
+    @classmethod
+    def _python_env_is_a_plain_absolute_path(cls, v: str | None, info: Any) -> str | None:
+        return None if v is None else check_record_path(info.field_name, v)
 
     @field_validator("scripts_dir", "workdir")
     @classmethod

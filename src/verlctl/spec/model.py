@@ -30,7 +30,16 @@ Mode = Literal["sync", "one_step_off_policy", "colocate_async", "separate_async"
 #: this set is that table's.
 DISAGGREGATED_MODES = frozenset({"one_step_off_policy", "separate_async", "fully_async"})
 Strategy = Literal["megatron", "fsdp", "fsdp2"]
-Device = Literal["npu", "gpu"]
+Device = Literal["npu", "gpu", "cpu"]
+#: ``device: cpu`` is verlctl's demo device layer (src/verlctl/demo/device_layer.py): real verl on the CPU, for
+#: ``verlctl demo`` and trying verlctl without an accelerator. verl sees a CUDA-family device (trainer.device=cuda,
+#: its platform ``cpu`` registered by the layer), so verl knowledge treats it as ``gpu``: :func:`device_family`.
+
+
+def device_family(device: str) -> str:
+    """The device family verl's own code sees: ``npu`` or ``gpu`` (the demo's ``cpu`` runs verl's CUDA path)."""
+    return "npu" if device == "npu" else "gpu"
+
 Runtime = Literal["docker", "host"]
 SwanlabMode = Literal["cloud", "local", "offline", "disabled"]
 
@@ -362,6 +371,11 @@ class ContainerSpec(_Strict):
     )
     pull: bool = Field(default=False, description="Pull the image when it is not present locally.")
     proxy: ProxySpec = Field(default_factory=ProxySpec)
+    python_env: str | None = Field(
+        default=None,
+        description="runtime: host only: a Python environment (venv or conda env directory) whose bin/ goes first "
+        "on PATH for every command verlctl runs on this host (python3, ray). Default: the PATH verlctl runs with.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -386,6 +400,14 @@ class ContainerSpec(_Strict):
     def _abs_workdir(cls, v: str) -> str:
         if not v.startswith("/"):
             raise ValueError(f"must be an absolute path, got {v!r}")
+        return v
+
+    @field_validator("python_env")
+    @classmethod
+    def _abs_python_env(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("/") or "\n" in v or ":" in v):
+            shown = v if len(v) <= 80 else v[:80] + "..."
+            raise ValueError(f"must be an absolute directory path without ':' (it goes on PATH), got {shown!r}")
         return v
 
     @field_validator("shm_size")
@@ -667,7 +689,11 @@ class RunSpec(_Strict):
         "separate_async (V1 trainer, split devices), fully_async (split devices).",
     )
     strategy: Strategy = Field(default="megatron")
-    device: Device = Field(default="npu")
+    device: Device = Field(
+        default="npu",
+        description="npu (Ascend), gpu (NVIDIA), or cpu: the demo device layer (real verl on the CPU, for "
+        "`verlctl demo`; container.runtime: host only; it cannot show NPU/CUDA kernels, HBM fit, HCCL/NCCL or speed).",
+    )
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     paths: PathsSpec = Field(default_factory=PathsSpec)
     container: ContainerSpec = Field(default_factory=ContainerSpec)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from verlctl.spec.model import device_family
 from verlctl.verl.modes import is_disaggregated
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ class When:
         s = ctx.spec
         return (
             (self.strategies is None or s.strategy in self.strategies)
-            and (self.devices is None or s.device in self.devices)
+            and (self.devices is None or device_family(s.device) in self.devices)
             and (self.versions is None or ctx.version in self.versions)
             and (self.algorithms is None or s.algorithm in self.algorithms)
             and (self.modes is None or s.mode in self.modes)
