@@ -112,3 +112,28 @@ def test_no_offload_fix_where_host_ram_is_short(tmp_path: Path) -> None:
     assert "error memory_device_fit" in text
     assert not any("adds offload" in q for q in asked), [q for q in asked if "Fix" in q]
     assert "offload" not in resolved.spec.features.enable and (resolved.spec.features.mask or "0000000")[2] == "0"
+
+
+def test_the_mask_fix_keeps_what_the_mask_cannot_say(tmp_path: Path) -> None:
+    """U25: the fix saves a mask; of the spec's lists it keeps what a mask cannot say (a feature without a bit,
+    a default-off feature turned off explicitly), and drops what the mask now says (a bit feature turned on)."""
+    import yaml
+
+    from verlctl.ops.machine_facts import wizard_facts
+    from verlctl.wizard.answers import Answers
+    from verlctl.wizard.fixes import memory_fix
+
+    w = qwen3_8b_world(tmp_path, 2048)
+    spec = tmp_path / "run.yaml"
+    spec.write_text(yaml.safe_dump({
+        "paths": {"model": str(w.model), "train_files": [str(w.train)], "val_files": [str(w.val)]},
+        "features": {"enable": ["remove_padding", "chunked_prefill"], "disable": ["swap_optimizer", "vpp"]},
+    }))
+    answers = Answers(config=spec, environ={})
+    facts = wizard_facts(answers.resolve_for_checks(), w.machine)
+    errors = [f for f in answers.findings(answers.resolve_for_checks(), facts) if f.severity.value == "error"]
+    fix = memory_fix(answers, errors, facts)
+    assert fix is not None and fix.values["features.mask"] == "1110000", fix
+    assert fix.values["features.enable"] == ["chunked_prefill"]            # no bit: the mask cannot say it
+    assert fix.values["features.disable"] == ["swap_optimizer", "vpp"]     # default off: a 0 bit leaves verl's
+    assert fix.label == "the wizard's memory fix: adds offload"
