@@ -127,13 +127,14 @@ def test_the_mask_fix_keeps_what_the_mask_cannot_say(tmp_path: Path) -> None:
     spec = tmp_path / "run.yaml"
     spec.write_text(yaml.safe_dump({
         "paths": {"model": str(w.model), "train_files": [str(w.train)], "val_files": [str(w.val)]},
-        "features": {"enable": ["remove_padding", "chunked_prefill"], "disable": ["swap_optimizer", "vpp"]},
+        "features": {"enable": ["remove_padding", "prefix_cache", "chunked_prefill"],
+                     "disable": ["swap_optimizer", "vpp"]},
     }))
     answers = Answers(config=spec, environ={})
     facts = wizard_facts(answers.resolve_for_checks(), w.machine)
     errors = [f for f in answers.findings(answers.resolve_for_checks(), facts) if f.severity.value == "error"]
     fix = memory_fix(answers, errors, facts)
-    assert fix is not None and fix.values["features.mask"] == "1110000", fix
+    assert fix is not None and fix.values["features.mask"] == "1111000", fix  # prefix_cache's bit says it
     assert fix.values["features.enable"] == ["chunked_prefill"]            # no bit: the mask cannot say it
     assert fix.values["features.disable"] == ["swap_optimizer", "vpp"]     # default off: a 0 bit leaves verl's
     assert fix.label == "the wizard's memory fix: adds offload"
