@@ -313,9 +313,11 @@ def test_the_busy_rule_reads_who_holds_a_device_from_the_facts_and_never_looks_i
 def test_npus_not_in_the_output_are_errors_with_the_choices() -> None:
     state = npu_state("info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt")  # NPUs 1-6 elided
     findings = devices_findings(state, [0, 1, 2, 3, 4, 5, 6, 7])
-    missing = found(findings, "device_missing")
-    assert [f.message.split(" is ")[0] for f in missing] == [f"NPU {i}" for i in range(1, 7)]
-    assert missing[0].hint == "choose cluster.devices from: 0, 7"
+    # one finding for the six missing NPUs, not six
+    [missing] = found(findings, "device_missing")
+    assert missing.message == ("6 NPUs (1, 2, 3, 4, 5, 6) are not in the output of npu-smi info "
+                               "(it shows NPU 0, 7)")
+    assert missing.hint == "choose cluster.devices from: 0, 7"
 
 
 def test_an_npu_with_warning_health_is_an_error_naming_it() -> None:
@@ -521,3 +523,9 @@ def test_image_versions_findings_from_the_facts() -> None:
     f = next(f for f in machine_findings(resolved, CheckFacts(machine=MachineState(), image_versions=ImageVersions(
         where="this host's python3", python="3.9.2", ray="2.41.0"))) if f.code == "image_python_unsupported")
     assert f.field == "container.runtime" and "Python 3.9.2 in this host's python3" in f.message
+
+
+def test_many_missing_gpus_are_one_finding() -> None:
+    idle = MachineState(gpu=parse_nvidia_smi(fixture_text(FIXTURES / "nvidia-smi" / "default-580-1gpu-h200-idle-verlctl-device-check.txt")))
+    [f] = devices_findings(idle, [0, 1, 2, 3], "gpu")
+    assert f.code == "device_missing" and f.message.startswith("3 GPUs (1, 2, 3) are not in the output of nvidia-smi")

@@ -12,10 +12,12 @@ import sys
 import typer
 
 from verlctl.commands import registry
+from verlctl.commands.group import Commands
 from verlctl.errors import exit_code_lines
 
 app = typer.Typer(
     name="verlctl",
+    cls=Commands,
     help="From bare Ascend NPU / NVIDIA GPU servers to a running, monitored verl RL job.",
     no_args_is_help=True,
     add_completion=False,

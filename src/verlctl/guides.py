@@ -205,6 +205,12 @@ def operations_md() -> str:
             out.append("|---|---|")
             out.extend(rows)
             out.append("")
+        examples = (cmd.epilog or "").replace("\\[", "[").split("\n")
+        if examples[0] == "Examples:":
+            out.append("Examples:\n")
+            out.append("```text")
+            out.extend(line.removeprefix("  ") for line in examples[2:])
+            out.append("```\n")
     return _tidy(out)
 
 

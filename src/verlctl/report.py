@@ -87,6 +87,9 @@ def _json_value(value: Any) -> Any:
 def print_findings(console: Any, findings: list[Finding]) -> None:
     from rich.markup import escape
 
+    from verlctl.checks.findings import REASSURING
+
+    findings = [f for f in findings if f.code not in REASSURING]
     if not findings:
         console.print("[green]no findings[/green]")
         return

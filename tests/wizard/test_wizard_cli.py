@@ -57,7 +57,7 @@ def answer_every_round(child: pexpect.spawn, model: Path) -> None:
     # Round 2
     step(child, "Container: reuse one or create a new one", ENTER)  # a new container: the default
     step(child, "Name of the new container", CLEAR + "exp-tty" + ENTER)
-    step(child, "Image for the new container", DOWN + DOWN + ENTER)  # pull the default
+    step(child, "Image for the new container", ENTER)  # pull the default (listed first, U10)
     step(child, "http_proxy inside the container", ENTER)
     step(child, "https_proxy inside the container", ENTER)
     # Round 3

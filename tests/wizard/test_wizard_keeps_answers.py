@@ -250,7 +250,7 @@ def test_init_offers_to_continue_from_the_answers_of_an_interrupted_init(tmp_pat
         run_init(RUN + ENTER * 5 + "\x03", world.machine, out)
     kept = tmp_path / "state" / "wizard" / "interrupted.yaml"
     assert kept.exists() and "offers to continue" in info.value.message and not out.exists()
-    code, text, prompter = run_init("y" + ENTER * 14 + "y", world.machine, out)
+    code, text, prompter = run_init("y" + ENTER * 15 + "y", world.machine, out)  # the image is asked (U10: no local image pre-filled)
     assert code == 0, text
     assert prompter.asked[0].startswith("An earlier `verlctl init` was interrupted"), text[:3000]
     assert "removed" not in text, text[:2000]

@@ -14,7 +14,6 @@ from wizard_support import (
     ENTER,
     NPU_BUSY,
     NPU_WARNING,
-    OTHER_IMAGE,
     RUN,
     RUN_QUESTIONS,
     SPACE,
@@ -71,16 +70,19 @@ def test_accepting_every_prefill_creates_a_new_container_and_types_nothing(tmp_p
     assert spec.paths.model == str(w.model) and src(r, "paths.model") is Source.DETECTED
     assert spec.paths.train_files == [str(w.train)] and spec.paths.val_files == [str(w.val)]
     # A new container for this run, not the running one found on the host (someone else's, maybe).
-    assert spec.container.name == "verlctl" and spec.container.image == OTHER_IMAGE
-    assert src(r, "container.name") is Source.DEFAULT and src(r, "container.image") is Source.DETECTED
+    # U10: the seeds' verl image (pulled), not the first local tag (OTHER_IMAGE, listed after it)
+    assert spec.container.name == "verlctl" and spec.container.image == DEFAULT_IMAGE
+    assert spec.container.pull is True
+    assert src(r, "container.name") is Source.DEFAULT and src(r, "container.image") is Source.DEFAULT
     assert spec.cluster.socket_ifname == "eth0"
     assert spec.logging.swanlab.enabled is False
     # the answered mask is kept as answered (issue 24, U6), not folded back into "default features"
     assert spec.features.mask == "1100000" and spec.features.enable == []
     assert (spec.train.steps, spec.train.train_batch_size, spec.train.lr) == (4, 32, 1e-6)
     assert (spec.train.tensor_parallel, spec.train.pipeline_parallel, spec.train.responses_per_prompt) == (4, 2, 8)
-    # nothing typed but the mask, which the user confirmed at the mask prompt (saved as answered, U6)
-    assert [p for p, o in r.origins.items() if o.source is Source.TYPED] == ["features.mask"]
+    # nothing typed but the mask, which the user confirmed at the mask prompt (saved as answered, U6), and the
+    # choice to pull the default image (it is not local)
+    assert sorted(p for p, o in r.origins.items() if o.source is Source.TYPED) == ["container.pull", "features.mask"]
     assert make_plan(r).ok
     assert "Round 5/5" in d.text and "features on: remove_padding, dynamic_batch, flash_attn" in d.text
 
@@ -92,7 +94,7 @@ def test_new_container_pulling_the_default_image_swanlab_on_features_by_name(tmp
         + CLEAR + "/ckpt/exp1" + ENTER                               # checkpoints
         + ENTER                                                      # create a new container (the default)
         + CLEAR + "exp-1" + ENTER                                    # its name
-        + DOWN + DOWN + ENTER                                        # image: pull the default
+        + ENTER                                                      # image: pull the default (the first)
         + CLEAR + "http://proxy.local:3128" + ENTER + ENTER          # http_proxy; https_proxy = the same
         + ENTER                                                      # no_proxy: localhost,127.0.0.1
         + "y"                                                        # SwanLab on
@@ -110,7 +112,7 @@ def test_new_container_pulling_the_default_image_swanlab_on_features_by_name(tmp
 
     assert spec.container.name == "exp-1" and src(r, "container.name") is Source.TYPED
     assert spec.container.image == DEFAULT_IMAGE and spec.container.pull is True
-    assert src(r, "container.image") is Source.TYPED
+    assert src(r, "container.image") is Source.DEFAULT and src(r, "container.pull") is Source.TYPED
     assert spec.container.proxy.http == spec.container.proxy.https == "http://proxy.local:3128"
     # U5: no_proxy asked (localhost, 127.0.0.1 pre-filled), then the SwanLab host added to it
     assert "no_proxy inside the container (hosts reached directly, comma-separated)" in d.prompter.asked

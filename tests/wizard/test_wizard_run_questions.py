@@ -41,7 +41,7 @@ def test_grpo_fsdp_one_step_off_is_chosen_in_round_1_and_every_answer_is_saved(t
         + DOWN + ENTER                          # mode: one_step_off_policy
         + ENTER + ENTER + ENTER                 # single node, 8 NPUs, split 4 + 4
         + ENTER * 4                             # model, train, val, checkpoints
-        + ENTER * 5                             # new container, name, image, http/https proxy none
+        + ENTER * 2 + DOWN + ENTER + ENTER * 2  # new container, name, the local image, http/https proxy none
         + ENTER                                 # SwanLab off
         + ENTER + ENTER                         # features by mask, the mask
         + ENTER * 5                             # steps, batch, lr, TP, n (no PP for FSDP)
@@ -130,7 +130,9 @@ def image_with_verl_091(docker_engine: Any, test_image: str):  # type: ignore[no
 def test_the_verl_version_is_prefilled_from_the_verl_installed_in_the_image(tmp_path: Path,
                                                                             test_image: str) -> None:
     w = make_world(tmp_path)
-    d = drive(ENTER * 24, with_image(w.machine, test_image))
+    # the image is given (the default is the seeds' image, not a local one: U10), so round 1 reads its verl
+    d = drive(ENTER * 24, with_image(w.machine, test_image), flags={"container.image": test_image},
+              names={"container.image": "--set"})
     r = d.resolved
     assert r.spec.container.image == test_image
     assert r.spec.verl_version == "0.7.0" and src(r, "verl_version") is Source.DETECTED, d.text[:800]
@@ -144,7 +146,8 @@ def test_an_image_with_verl_0_9_1_prefills_0_9_1_and_its_modes(tmp_path: Path, i
     machine = with_image(w.machine, image_with_verl_091)
     # Enter at the version keeps the image's 0.9.1 (detected); then Down four times reaches fully_async (a
     # 0.9.1 mode, choosable because the version is 0.9.1) ... then the split and the rest as pre-filled.
-    d = drive(ENTER * 3 + DOWN * 4 + ENTER + ENTER * 40, machine)
+    d = drive(ENTER * 3 + DOWN * 4 + ENTER + ENTER * 40, machine, flags={"container.image": image_with_verl_091},
+              names={"container.image": "--set"})
     r = d.resolved
     assert r.spec.verl_version == "0.9.1" and src(r, "verl_version") is Source.DETECTED, d.text[:800]
     assert r.spec.mode == "fully_async" and SPLIT_Q in d.prompter.asked

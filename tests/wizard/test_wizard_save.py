@@ -12,7 +12,7 @@ import yaml
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
-from wizard_support import CLEAR, DOWN, ENTER, RUN, drive, make_world
+from wizard_support import CLEAR, ENTER, RUN, drive, make_world
 
 from verlctl.errors import VerlctlError
 from verlctl.plan import make_plan
@@ -26,7 +26,7 @@ KEY = "sk-never-in-files-0042"
 # New container "exp-1" pulling the default image, SwanLab cloud with a key, features by mask, TP 2.
 SWANLAB_RUN = (
     RUN + ENTER * 6
-    + ENTER + CLEAR + "exp-1" + ENTER + DOWN + DOWN + ENTER + ENTER + ENTER
+    + ENTER + CLEAR + "exp-1" + ENTER + ENTER + ENTER + ENTER  # the image: pull the default (listed first)
     + "y" + "http://10.0.0.5:8000" + ENTER + ENTER + KEY + ENTER + ENTER + ENTER + ENTER
     + ENTER + CLEAR + "1110000" + ENTER
     + ENTER * 3 + CLEAR + "2" + ENTER + ENTER * 2

@@ -46,10 +46,12 @@ def _npu_findings(spec: RunSpec, npu: NpuInfo, holders: Mapping[int, str]) -> li
     for d in npu.devices:
         by_id.setdefault(npu_logical_id(d), []).append(d)
     out: list[Finding] = []
+    missing = [dev for dev in spec.cluster.devices if dev not in by_id]
+    if missing:
+        out.append(_device_missing("NPU", "npu-smi info", missing, sorted(by_id)))
     for dev in spec.cluster.devices:
         chips = by_id.get(dev)
         if not chips:
-            out.append(_device_missing("NPU", "npu-smi info", dev, sorted(by_id)))
             continue
         for chip in chips:
             if chip.health is not None and chip.health != "OK":
@@ -69,9 +71,11 @@ def _npu_findings(spec: RunSpec, npu: NpuInfo, holders: Mapping[int, str]) -> li
 
 def _gpu_findings(spec: RunSpec, gpu: GpuInfo, holders: Mapping[int, str]) -> list[Finding]:
     out: list[Finding] = []
+    missing = [dev for dev in spec.cluster.devices if dev not in gpu.gpu_ids]
+    if missing:
+        out.append(_device_missing("GPU", "nvidia-smi", missing, gpu.gpu_ids))
     for dev in spec.cluster.devices:
         if dev not in gpu.gpu_ids:
-            out.append(_device_missing("GPU", "nvidia-smi", dev, gpu.gpu_ids))
             continue
         procs = [(p.pid, p.name) for p in gpu.processes if p.device == dev]
         if procs:
@@ -79,10 +83,12 @@ def _gpu_findings(spec: RunSpec, gpu: GpuInfo, holders: Mapping[int, str]) -> li
     return out
 
 
-def _device_missing(kind: str, tool: str, dev: int, present: list[int]) -> Finding:
+def _device_missing(kind: str, tool: str, missing: list[int], present: list[int]) -> Finding:
+    """One finding for every listed device the tool does not show (16 devices on an 8-device host: one)."""
+    what = f"{kind} {missing[0]} is" if len(missing) == 1 else f"{len(missing)} {kind}s ({id_list(missing)}) are"
     return error(
         "device_missing",
-        f"{kind} {dev} is not in the output of {tool} (it shows {kind} {id_list(present)})",
+        f"{what} not in the output of {tool} (it shows {kind} {id_list(present)})",
         "cluster.devices",
         f"choose cluster.devices from: {id_list(present)}",
     )

@@ -43,6 +43,11 @@ def info(code: str, message: str, field: str | None = None, hint: str | None = N
     return Finding(code=code, severity=Severity.INFO, field=field, message=message, hint=hint)
 
 
+#: Info findings that only say a value is fine although some launch scripts refuse it (verl does not): kept in
+#: ``--json`` and the plan, left out of the printed list, so that what a check prints is what needs a look.
+REASSURING = frozenset({"seed_rule_tp_pp_per_node", "seed_rule_gen_tp"})
+
+
 def has_errors(findings: Iterable[Finding]) -> bool:
     return any(f.severity is Severity.ERROR for f in findings)
 

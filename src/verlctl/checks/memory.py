@@ -804,12 +804,14 @@ def memory_findings(est: Estimate | None, reason: str | None = None) -> list[Fin
     return out
 
 
-def rung_can_help(spec: Any, features_on: Mapping[str, bool], rung: str, shape: ModelShape | None = None) -> bool:
+def rung_can_help(spec: Any, features_on: Mapping[str, bool], rung: str, shape: ModelShape | None = None,
+                  host_gib: float | None = None) -> bool:
     """Whether adding the OOM-ladder feature ``rung`` can help, by the estimate.
 
     False when it would not lower any phase's need (e.g. recompute when activations are already recomputed)
-    or, for offload, when host RAM (``cluster.host_memory_gib``, else this node's) would then be short. True
-    whenever the estimate cannot tell (no model config): the ladder then behaves as before.
+    or, for offload, when host RAM (``cluster.host_memory_gib``, else ``host_gib``, else this node's) would then
+    be short. True whenever the estimate cannot tell (no model config): the ladder then behaves as before. The
+    watcher's OOM ladder and the wizard's memory fix ask it the same way.
     """
     if shape is None and spec.paths.model:
         shape = ModelShape.from_model_dir(spec.paths.model)
@@ -817,7 +819,7 @@ def rung_can_help(spec: Any, features_on: Mapping[str, bool], rung: str, shape: 
         return True
     now = {k: bool(v) for k, v in features_on.items()}
     after = dict(now, **{rung: True})
-    hbm, host = spec.cluster.device_memory_gib, spec.cluster.host_memory_gib
+    hbm, host = spec.cluster.device_memory_gib, spec.cluster.host_memory_gib or host_gib
     if host is None:  # the watcher runs on the head node: its RAM
         import psutil
 

@@ -21,7 +21,7 @@ DEMO_HELP = "\n\n".join([
     "Examples:",
     "  verlctl demo                                  # DAPO, 2 steps, in ./demo",
     "  verlctl demo --algorithm grpo --steps 4 --yes",
-    "  verlctl launch -c demo/run.yaml --watch       # afterwards: resume (raise train.steps first)",
+    "  verlctl launch -c demo/run.yaml --watch       # resume it (more train.steps)",
 ])
 
 MARKER = ".verlctl-demo"

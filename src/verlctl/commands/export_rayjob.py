@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -38,6 +39,10 @@ def rayjob(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the manifest path and the kubectl command; write nothing.")
     ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object (the manifest written, the kubectl command, the "
+                                          "findings); the other lines go to stderr.")
+    ] = False,
 ) -> int:
     """Write the run as a KubeRay RayJob: head + worker pods, devices, /dev/shm, checkpoints on a PVC."""
     from verlctl.errors import VerlctlError
@@ -50,7 +55,7 @@ def rayjob(
                               ("kubernetes.pvc", pvc, "--pvc")):
         if value is not None:
             values[path], names[path] = value, flag
-    return _export(config, values, names, nodes, target, dry_run)
+    return _export(config, values, names, nodes, target, dry_run, as_json)
 
 
 def _check_target(out: Path, force: bool = False) -> Path:
@@ -62,7 +67,7 @@ def _check_target(out: Path, force: bool = False) -> Path:
 
 
 def _export(config: Path | None, values: dict[str, Any], names: dict[str, str], nodes: int | None,
-            target: Path, dry_run: bool) -> int:
+            target: Path, dry_run: bool, as_json: bool = False) -> int:
     """Through the KubeRay backend (``backends/kuberay.py``): prepare the manifest, then write it."""
     import shlex
 
@@ -75,21 +80,34 @@ def _export(config: Path | None, values: dict[str, Any], names: dict[str, str], 
     resolved, nodes = resolve(config, values, names, nodes)
     backend = KubeRayBackend()
     request = backend.prepare(resolved, KubeRayExport(target, nodes, dry_run))
-    console = Console()
+    console = Console(stderr=as_json)
+    findings = [f.model_dump(mode="json") for f in backend.findings]
     if request.blocked:
         print_findings(console, backend.findings)
+        if as_json:
+            from verlctl.errors import VerlctlError
+
+            exc = VerlctlError("the spec has errors (listed above); nothing was written")
+            exc.details = {"written": None, "findings": findings}
+            raise exc
         sys.stderr.write("error: the spec has errors (listed above); nothing was written\n")
         return 2
     spec, opts, kinds, apply = (backend.extra[k] for k in ("spec", "opts", "kinds", "apply"))
     print_findings(console, backend.findings)
-    say = _say  # plain lines: the commands in them must survive copy and paste (no wrapping)
+    # plain lines: the commands in them must survive copy and paste (no wrapping); on stderr with --json
+    say = _say_err if as_json else _say
     say(request.plan[0].text)
+    doc = {"written": None, "manifest": str(target), "kinds": kinds, "apply": apply, "dry_run": dry_run,
+           "findings": findings}
     if dry_run:
         say(f"would write {target} ({kinds})")
         say(f"would run: {apply}")
         say("dry run: nothing written")
+        if as_json:
+            _say(json.dumps(doc, indent=2))
         return 0
     backend.submit(request)
+    doc["written"] = str(target)
     say(f"wrote {target} ({kinds})")
     say(f"apply it with: {apply}")
     sw = spec.logging.swanlab
@@ -100,8 +118,14 @@ def _export(config: Path | None, values: dict[str, Any], names: dict[str, str], 
             f"--from-file={rayjob.SECRET_KEY}=/dev/stdin")
     say("the pods read paths.model, paths.train_files and paths.val_files: they must exist in the image or on a "
         "volume you add")
+    if as_json:
+        _say(json.dumps(doc, indent=2))
     return 0
 
 
 def _say(line: str) -> None:
     sys.stdout.write(line + "\n")
+
+
+def _say_err(line: str) -> None:
+    sys.stderr.write(line + "\n")

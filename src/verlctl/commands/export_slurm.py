@@ -44,6 +44,10 @@ def export_slurm(
         Optional[str],  # noqa: UP045
         typer.Option("--output", help="The job's output file (sbatch --output; %j is the job id)."),
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object (the file written, or the script when no -o; "
+                                          "the notes and findings).")
+    ] = False,
 ) -> int:
     """Write an sbatch script that runs the plan's two scripts on a Slurm allocation (Ray head, then workers)."""
     from verlctl.checks.findings import has_errors
@@ -67,10 +71,15 @@ def export_slurm(
     spec = resolved.spec
     check_options(opts, spec.device)
     the_plan = make_plan(resolved)
+    findings = [f.model_dump(mode="json") for f in the_plan.findings]
     if has_errors(the_plan.findings):
         from rich.console import Console
 
         print_findings(Console(stderr=True), the_plan.findings)
+        if as_json:
+            exc = VerlctlError("the spec has errors (listed above); nothing was written")
+            exc.details = {"written": None, "findings": findings}
+            raise exc
         sys.stderr.write("error: the spec has errors (listed above); nothing was written\n")
         return 2
     c = spec.cluster
@@ -91,10 +100,17 @@ def export_slurm(
         image=spec.container.image if docker else None,
         driver_mounts=docker_step_driver_mounts(spec) if docker else None,
     )
+    if out is not None:
+        write_script(out, job.script, force)
+    if as_json:
+        import json
+
+        doc = {"written": str(out) if out is not None else None, "script": None if out is not None else job.script,
+               "nodes": c.node_count, "notes": list(job.notes), "findings": findings}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return 0
     if out is None:
         sys.stdout.write(job.script)
-    else:
-        write_script(out, job.script, force)
     for note in job.notes:
         sys.stderr.write(f"note: {note}\n")
     if out is not None:

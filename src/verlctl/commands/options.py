@@ -31,6 +31,17 @@ Force = Annotated[
     typer.Option("--force", help="Replace what -o names when it exists (a file; for a directory: the files of the set)."),
 ]
 
+ForceFile = Annotated[bool, typer.Option("--force", help="Replace the file -o names when it exists.")]
+
+#: The one ``RUN`` argument of every command that acts on a recorded run (resolved by
+#: :func:`verlctl.runtime.records.resolve_run`).
+RunArg = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Argument(metavar="[RUN]", show_default=False,
+                   help="Run id, or a part only one id starts or ends with (its time stamp, or its random "
+                        "suffix such as 1a9f); default: the newest run."),
+]
+
 SpecFile = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs Optional on 3.10
     typer.Option("--config", "-c", help="Run spec YAML file.", show_default=False),
@@ -45,11 +56,12 @@ Mask = Annotated[
 ]
 Features = Annotated[
     Optional[str],  # noqa: UP045
-    typer.Option("--features", help="Comma-separated features to turn on (see `verlctl features`)."),
+    typer.Option("--features", help="Comma-separated features to turn on, added to the spec's features.enable "
+                 "(see `verlctl features`)."),
 ]
 NoFeatures = Annotated[
     Optional[str],  # noqa: UP045
-    typer.Option("--disable", help="Comma-separated features to turn off."),
+    typer.Option("--disable", help="Comma-separated features to turn off, added to the spec's features.disable."),
 ]
 VerlVersion = Annotated[Optional[str], typer.Option("--verl-version", help="0.7.0, 0.9.1 or auto.")]  # noqa: UP045
 AlgorithmOpt = Annotated[Optional[str], typer.Option("--algorithm", help="dapo or grpo.")]  # noqa: UP045

@@ -80,7 +80,7 @@ def features(
 ) -> int:
     """List the acceleration features (mask bits, categories, defaults); explain a mask."""
     from verlctl.errors import SpecError
-    from verlctl.verl.features import FEATURES, mask_legend
+    from verlctl.verl.features import FEATURES, exclusion_notes, mask_legend
 
     bits: dict[str, bool] = {}
     if mask is not None:
@@ -93,6 +93,7 @@ def features(
         except ValidationError as exc:
             raise SpecError(exc.errors()[0]["msg"].removeprefix("Value error, "), field="--mask") from None
         bits = {f.name: mask[f.bit] == "1" for f in FEATURES if f.bit is not None}
+    notes = exclusion_notes(n for n, on in bits.items() if on)
     rows = [
         {
             "name": f.name,
@@ -109,6 +110,7 @@ def features(
         doc: dict[str, object] = {"features": rows, "mask_legend": mask_legend()}
         if mask is not None:
             doc["mask"] = mask
+            doc["notes"] = notes
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0
     from rich.console import Console
@@ -128,6 +130,13 @@ def features(
     console = Console()
     console.print(table)
     console.print(f"mask legend (leftmost = bit 0): {mask_legend()}", highlight=False)
+    if mask is not None:
+        from rich.markup import escape
+
+        console.print(f"mask {mask}: " + ("what its features exclude or need:" if notes else
+                                          "no feature of it excludes or needs another"), highlight=False)
+        for note in notes:
+            console.print(f"  - {escape(note)}", highlight=False)
     return 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 
@@ -16,28 +18,32 @@ def register(app: typer.Typer) -> None:
     from verlctl.commands import report as report_cmd
     from verlctl.commands import run as run_cmd
     from verlctl.commands import watch as watch_cmd
+    from verlctl.commands.examples import epilog
     from verlctl.commands.export import export_app
     from verlctl.commands.export_rayjob import rayjob as export_rayjob
 
+    def add(group: typer.Typer, name: str, fn: Any, path: str | None = None) -> None:
+        group.command(name, epilog=epilog(path or name))(fn)
+
     app.command("demo", help=demo_cmd.DEMO_HELP)(demo_cmd.demo)
-    app.command("detect")(detect_cmd.detect)
-    app.command("init")(init_cmd.init)
-    app.command("plan")(plan_cmd.plan)
-    app.command("check")(check_cmd.check)
-    app.command("launch")(run_cmd.launch)
-    app.command("quickstart")(run_cmd.quickstart)
-    app.command("status")(run_cmd.status)
-    app.command("logs")(run_cmd.logs)
-    app.command("stop")(run_cmd.stop)
-    app.command("list")(run_cmd.list_runs)
-    app.command("watch")(watch_cmd.watch)
-    app.command("diagnose")(diagnose_cmd.diagnose)
-    app.command("report")(report_cmd.report)
-    app.command("bundle")(report_cmd.bundle)
-    app.command("export-hf")(run_cmd.export_hf)
-    app.command("features")(plan_cmd.features)
-    app.command("schema")(plan_cmd.schema)
-    app.command("import")(import_cmd.import_script)
-    export_app.command("rayjob")(export_rayjob)
-    export_app.command("slurm")(export_slurm.export_slurm)
+    add(app, "detect", detect_cmd.detect)
+    add(app, "init", init_cmd.init)
+    add(app, "plan", plan_cmd.plan)
+    add(app, "check", check_cmd.check)
+    add(app, "launch", run_cmd.launch)
+    add(app, "quickstart", run_cmd.quickstart)
+    add(app, "status", run_cmd.status)
+    add(app, "logs", run_cmd.logs)
+    add(app, "stop", run_cmd.stop)
+    add(app, "list", run_cmd.list_runs)
+    add(app, "watch", watch_cmd.watch)
+    add(app, "diagnose", diagnose_cmd.diagnose)
+    add(app, "report", report_cmd.report)
+    add(app, "bundle", report_cmd.bundle)
+    add(app, "export-hf", run_cmd.export_hf)
+    add(app, "features", plan_cmd.features)
+    add(app, "schema", plan_cmd.schema)
+    add(app, "import", import_cmd.import_script)
+    add(export_app, "rayjob", export_rayjob, "export rayjob")
+    add(export_app, "slurm", export_slurm.export_slurm, "export slurm")
     app.add_typer(export_app, name="export")

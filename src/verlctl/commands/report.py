@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from verlctl.commands.options import Force, out_path
+from verlctl.commands.options import ForceFile, RunArg, out_path
 from verlctl.errors import VerlctlError
 
 #: The most of a run's log that the report reads (the newest part).
@@ -54,10 +54,12 @@ def _write_atomic(path: Path, text: str, force: bool) -> None:
 
 
 def report(
-    run_id: str = typer.Argument(None, help="Run id (or a unique prefix); default: the newest run."),
-    out: Path = typer.Option(..., "--out", "-o", help="HTML file to write (one self-contained page).", parser=out_path),
+    run: RunArg = None,
+    out: Path = typer.Option(None, "--out", "-o", help="HTML file to write (one self-contained page); default: "
+                                                       "verlctl-report-RUN.html in this directory, RUN being the "
+                                                       "run's id.", parser=out_path, show_default=False),
     log: Path = typer.Option(None, "--log", help="Read the run's log from this file instead of its target."),
-    force: Force = False,
+    force: ForceFile = False,
     smooth: int = typer.Option(0, "--smooth", help="Also draw the moving average over this many steps (0: none)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the file written, its state, "
                                                        "steps charted, findings)."),
@@ -71,8 +73,12 @@ def report(
 
     if smooth < 0:
         raise VerlctlError(f"--smooth {smooth}: give a number of steps, 0 for none")
-    check_out_file(out, force, example="report.html")  # before any work: an existing file is kept
-    record = resolve_run(run_id)
+    if out is not None:
+        check_out_file(out, force, example="report.html")  # before any work: an existing file is kept
+    record = resolve_run(run)
+    if out is None:
+        out = Path(f"verlctl-report-{record.run_id}.html")
+        check_out_file(out, force, example="report.html")
     try:  # a plain file of the run's own directory, never through a symlink (the record is input)
         spec_yaml = record.read_file(record.spec_file, SPEC_CAP_BYTES).decode("utf-8", errors="replace")
     except (OSError, ValueError) as exc:
@@ -151,28 +157,30 @@ def report(
 
 
 def bundle(
-    run_id: str = typer.Argument(None, help="Run id (or a unique prefix); default: the newest run."),
+    run: RunArg = None,
     out: Path = typer.Option(..., "--out", "-o", help="Archive to write (.tar.gz).", parser=out_path),
     private: list[str] = typer.Option(
         [], "--private", help="Another host name or address to replace with <private-host-N> (repeatable); "
                               "this host's and the run's own names and addresses are replaced already."
     ),
-    force: Force = False,
+    force: ForceFile = False,
     keep_hosts: bool = typer.Option(False, "--keep-host-names", help="Do not replace this host's and the run's "
                                                                      "own names and addresses."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the file, its files, what was "
                                                        "unavailable, which host names were replaced)."),
 ) -> None:
-    """Write a diagnostic bundle for a bug report: spec, scripts, versions, log tail, diagnosis, device and Ray
-    snapshots, events, image digest; secrets and home directories removed, and this host's and the run's host
-    names and addresses replaced (the manifest says which kinds were)."""
+    """Write a diagnostic bundle for a bug report, secrets and host names removed.
+
+    It holds the spec, scripts, versions, log tail, diagnosis, device and Ray snapshots, events and image digest;
+    secrets and home directories are removed, and this host's and the run's host names and addresses replaced
+    (the manifest says which kinds were)."""
     from verlctl.files import check_out_file
     from verlctl.monitor import bundle as b
     from verlctl.ops.inspect import target
     from verlctl.runtime.records import resolve_run
 
     check_out_file(out, force, example="bundle.tar.gz")
-    record = resolve_run(run_id)
+    record = resolve_run(run)
     try:
         ex, container = target(record)
     except VerlctlError as exc:

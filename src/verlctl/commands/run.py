@@ -12,6 +12,7 @@ import typer
 from verlctl.commands.options import (
     Force,
     JsonOut,
+    RunArg,
     SpecFile,
     SpecFlags,
     Verbose,
@@ -19,8 +20,6 @@ from verlctl.commands.options import (
     out_path,
     with_spec_flags,
 )
-
-RunId = Annotated[Optional[str], typer.Argument(help="Run id or prefix (default: the newest run).")]  # noqa: UP045
 
 
 @with_spec_flags
@@ -121,9 +120,10 @@ def quickstart(
         bool, typer.Option("--json", help="Print one JSON object, as `launch --json` does. Progress goes to stderr.")
     ] = False,
 ) -> int:
-    """Launch in one command, asking nothing: every setting comes from environment variables (CONTAINER,
-    TRAIN_STEPS, MODEL_PATH, TRAIN_FILE, VAL_FILE, SWANLAB_HOST, SWANLAB_API_KEY, …), as a one-shot launch
-    script would take them; the same as `launch --yes` without a spec file."""
+    """Launch in one command, asking nothing: every setting comes from environment variables.
+
+    The variables are those a one-shot launch script takes (CONTAINER, TRAIN_STEPS, MODEL_PATH, TRAIN_FILE,
+    VAL_FILE, SWANLAB_HOST, SWANLAB_API_KEY, …); the same as `launch --yes` without a spec file."""
     from verlctl.ops.flow import launch_flow
 
     return launch_flow(None, {}, {}, yes=True, dry_run=dry_run, out=None, pull=pull, watch=watch, notify_cmd=None,
@@ -131,7 +131,7 @@ def quickstart(
 
 
 def status(
-    run: RunId = None,
+    run: RunArg = None,
     as_json: JsonOut = False,
     plot: Annotated[
         bool, typer.Option("--plot", help="Also chart score, response length, throughput and step time over the steps.")
@@ -157,7 +157,7 @@ def status(
 
 
 def logs(
-    run: RunId = None,
+    run: RunArg = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
     lines: Annotated[int, typer.Option("--lines", "-n", help="Lines from the end (0: all).")] = 200,
 ) -> int:
@@ -171,7 +171,7 @@ def logs(
 
 
 def stop(
-    run: RunId = None,
+    run: RunArg = None,
     remove_container: Annotated[
         bool, typer.Option("--remove-container", help="Also remove the container, if this run created it.")
     ] = False,
@@ -203,9 +203,9 @@ def list_runs(
 
 
 def export_hf(
-    run: Annotated[str, typer.Argument(metavar="RUN", help="Run id or prefix.", show_default=False)],
     out: Annotated[Path, typer.Option("--out", "-o", help="New (or empty) directory for the Hugging Face model.",
                                       show_default=False, parser=out_path)],
+    run: RunArg = None,
     step: Annotated[
         Optional[int],  # noqa: UP045
         typer.Option("--step", help="Training step of the checkpoint (default: the newest saved).", show_default=False),
@@ -216,8 +216,9 @@ def export_hf(
                                           "stderr.")
     ] = False,
 ) -> int:
-    """Convert the run's checkpoint to a Hugging Face model with verl's own verl.model_merger, run inside the
-    run's container (FSDP or Megatron, from the run's spec)."""
+    """Convert the run's checkpoint to a Hugging Face model with verl's own verl.model_merger.
+
+    The merger runs inside the run's container (FSDP or Megatron, from the run's spec)."""
     from rich.console import Console
 
     from verlctl.errors import VerlctlError

@@ -6,11 +6,11 @@ from typing import Annotated, Optional
 
 import typer
 
-RunId = Annotated[Optional[str], typer.Argument(help="Run id or prefix (default: the newest run).")]  # noqa: UP045
+from verlctl.commands.options import RunArg
 
 
 def watch(
-    run: RunId = None,
+    run: RunArg = None,
     notify_cmd: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option("--notify-cmd", help="Command run with each alert event as JSON on stdin."),

@@ -432,8 +432,16 @@ def all_runs() -> list[RunRecord]:
     return scan_runs()[0]
 
 
+def run_id_matches(run_id: str, given: str) -> bool:
+    """Whether ``given`` names ``run_id``: the whole id, its start (the time stamp) or its end (the random
+    suffix, with or without its dash)."""
+    return bool(given) and (run_id.startswith(given) or run_id.endswith(given))
+
+
 def resolve_run(run_id: str | None) -> RunRecord:
-    """A run by id (or unique prefix); the newest run when none is given. A damaged record is named."""
+    """A run by id, or by a part that only one run's id starts or ends with (``20261206-1043`` or the random
+    suffix ``1a9f``); the newest run when none is given. A damaged record is named. Every command's ``RUN``
+    argument is resolved here."""
     runs, damaged = scan_runs()
     if not runs and not damaged:
         raise VerlctlError(f"no runs recorded under {runs_dir()}: start one with `verlctl launch`")
@@ -447,8 +455,8 @@ def resolve_run(run_id: str | None) -> RunRecord:
     bad_exact = [d for d in damaged if d.run_id == run_id]
     if bad_exact:
         raise VerlctlError(bad_exact[0].message, hint=bad_exact[0].hint)
-    matches = [r.run_id for r in runs if r.run_id.startswith(run_id)]
-    bad = [d for d in damaged if d.run_id.startswith(run_id)]
+    matches = [r.run_id for r in runs if run_id_matches(r.run_id, run_id)]
+    bad = [d for d in damaged if run_id_matches(d.run_id, run_id)]
     if len(matches) == 1 and not bad:
         return next(r for r in runs if r.run_id == matches[0])
     if len(bad) == 1 and not matches:

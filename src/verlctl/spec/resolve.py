@@ -24,6 +24,7 @@ from verlctl.spec.sources import (
     load_yaml_layer,
     merge_layers,
     origin_index,
+    set_path,
 )
 
 REQUIRED_PATHS = {
@@ -41,8 +42,13 @@ class ResolvedSpec:
     origins: dict[str, Origin] = field(default_factory=dict)
     #: Paths a person answered (the wizard): a saved spec keeps them even when they equal a default.
     answered: set[str] = field(default_factory=set)
+    #: Where each name of a merged feature list came from (``features.enable.offload`` -> the file), when
+    #: ``--features``/``--disable`` added to the spec's lists (:func:`merge_feature_flags`).
+    item_origins: dict[str, Origin] = field(default_factory=dict)
 
     def origin(self, path: str) -> Origin:
+        if path in self.item_origins:
+            return self.item_origins[path]
         if path in self.origins:
             return self.origins[path]
         # A leaf inside a list/dict field: use the nearest recorded parent.
@@ -90,6 +96,7 @@ def load_spec(
     flag_names: Mapping[str, str] | None = None,
     use_env: bool = True,
     recovery: Mapping[str, Any] | None = None,
+    typed_names: Mapping[str, str] | None = None,
 ) -> ResolvedSpec:
     """Build the spec from every source. ``flags``/``detected``/``typed`` map dotted paths to values."""
     layers: list[Layer] = []
@@ -101,17 +108,68 @@ def load_spec(
         layers.append(layer)
     if use_env:
         layers.append(load_env_layer(environ, RunSpec.model_fields.keys()))
+    items: dict[str, Origin] = {}
     if flags:
-        layers.append(Layer.from_flat(Source.FLAG, flags, dict(flag_names or {})))
+        flag_layer = Layer.from_flat(Source.FLAG, flags, dict(flag_names or {}))
+        items = merge_feature_flags(layers, flag_layer)
+        layers.append(flag_layer)
     if typed:
-        layers.append(Layer.from_flat(Source.TYPED, typed))
+        layers.append(Layer.from_flat(Source.TYPED, typed, dict(typed_names or {})))
     if recovery:
         layers.append(Layer.from_flat(Source.RECOVERY, recovery, {k: "OOM recovery" for k in recovery}))
     merged, origins = merge_layers(layers)
     spec = validate_tree(merged, origins)
-    resolved = ResolvedSpec(spec, _full_origins(spec, origins))
+    resolved = ResolvedSpec(spec, _full_origins(spec, origins), item_origins=items)
     derive(resolved)
     return resolved
+
+
+FEATURE_LISTS = ("enable", "disable")
+
+
+def merge_feature_flags(lower: list[Layer], flag: Layer) -> dict[str, Origin]:
+    """``--features``/``--disable`` add names to the spec's ``features.enable``/``features.disable`` instead of
+    replacing the lists: a feature the spec file (or the wizard's fix saved in it) turned on stays on. A name
+    given by a flag leaves the other list (the flag wins). Rewrites ``flag``'s lists to the merged ones and
+    returns where each name came from (``features.enable.NAME`` -> its origin), for the plan's reasons."""
+    given = {kind: _names(get_path(flag.values, f"features.{kind}")) for kind in FEATURE_LISTS
+             if get_path(flag.values, f"features.{kind}") is not None}
+    if not given:
+        return {}
+    merged, origins = merge_layers(lower)
+    lookup = origin_index(origins)
+    lists: dict[str, list[str]] = {}
+    items: dict[str, Origin] = {}
+    for kind in FEATURE_LISTS:
+        lists[kind] = _names(get_path(merged, f"features.{kind}"))
+        below = lookup(f"features.{kind}") or Origin(Source.DEFAULT)
+        items.update({f"features.{kind}.{n}": below for n in lists[kind]})
+    for kind, names in given.items():
+        other = FEATURE_LISTS[1 - FEATURE_LISTS.index(kind)]
+        detail = flag.details.get(f"features.{kind}")
+        also = {n.lower() for n in given.get(other, [])}  # both flags name it: the plan refuses that
+        for name in names:
+            kept = [n for n in lists[other] if n.lower() != name.lower() or n.lower() in also]
+            if kept != lists[other]:  # the flag takes the name out of the spec's other list
+                lists[other] = kept
+                items = {p: o for p, o in items.items() if p.lower() != f"features.{other}.{name}".lower()}
+                set_path(flag.values, f"features.{other}", kept)
+                if detail:
+                    flag.details.setdefault(f"features.{other}", detail)
+            if name.lower() not in (n.lower() for n in lists[kind]):
+                lists[kind].append(name)
+            items[f"features.{kind}.{name}"] = Origin(Source.FLAG, detail)
+        set_path(flag.values, f"features.{kind}", lists[kind])
+    return items
+
+
+def _names(value: Any) -> list[str]:
+    """A feature list as given: a list, or comma-separated text (``--features offload,recompute``)."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [p.strip() for p in str(value).split(",") if p.strip()]
 
 
 def validate_tree(tree: Mapping[str, Any], origins: Mapping[str, Origin] | None = None) -> RunSpec:

@@ -175,10 +175,10 @@ def resolve_features(resolved: ResolvedSpec, version: str) -> tuple[dict[str, Fe
         if name not in enabled and name not in disabled:
             src = resolved.origin("features.verl_default")
             states[name] = FeatureState(name, False, f"verl's default, nothing written ({src})")
-    for name in enabled:
-        src = resolved.origin("features.enable")
+    for name, raw in zip(enabled, [r for r in fs.enable if canonical_name(r) is not None]):
+        src = resolved.origin(f"features.enable.{raw}")
         states[name] = FeatureState(name, True, f"enabled ({src})", explicit_on=True)
-    for name in disabled:
+    for name, raw in zip(disabled, [r for r in fs.disable if canonical_name(r) is not None]):
         st = states[name]
         if fs.mask is not None and BY_NAME[name].bit is not None and st.explicit_on and name not in enabled:
             findings.append(
@@ -189,7 +189,7 @@ def resolve_features(resolved: ResolvedSpec, version: str) -> tuple[dict[str, Fe
                     "make the mask bit 0 or remove the name from features.disable",
                 )
             )
-        src = resolved.origin("features.disable")
+        src = resolved.origin(f"features.disable.{raw}")
         states[name] = FeatureState(name, False, f"disabled ({src})", explicit_off=True)
 
     ctx = Ctx(spec, version, {n: s.on for n, s in states.items()})

@@ -10,6 +10,7 @@ Where a seed's key is wrong for a verl version the table does what verl needs an
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -413,6 +414,26 @@ def canonical_name(name: str) -> str | None:
         if key in f.aliases:
             return f.name
     return None
+
+
+def exclusion_notes(on: Iterable[str]) -> list[str]:
+    """What features turned on together exclude or need, without a spec to check them against (``features
+    --mask``): each conflict's notice when both are on, each key an on feature turns off (and where), and each
+    prerequisite of an on feature."""
+    names = set(on)
+    notes = [c.notice for c in CONFLICTS if set(c.features) <= names]
+    for f in FEATURES:
+        if f.name not in names:
+            continue
+        for e in f.emits:
+            offs = [o.key for o in e.overrides if o.value is False] if True in e.states else []
+            if offs:
+                where = ", ".join([*sorted(e.when.strategies or ()), *sorted(e.when.devices or ()),
+                                   *(f"verl {v}" for v in sorted(e.when.versions or ()))])
+                notes.append(f"{f.name} turns off {', '.join(offs)}" + (f" ({where})" if where else "")
+                             + (f": {e.note}" if e.note else ""))
+        notes += [r.message if r.message.startswith(f.name) else f"{f.name}: {r.message}" for r in f.requires]
+    return notes
 
 
 def mask_legend() -> str:

@@ -83,6 +83,8 @@ class Answers:
     environ: Mapping[str, str] | None = None  # None: os.environ
     detected: dict[str, Any] = field(default_factory=dict)
     typed: dict[str, Any] = field(default_factory=dict)
+    #: Who set a typed value when not the person's own answer (a fix the wizard offered): its origin's detail.
+    typed_names: dict[str, str] = field(default_factory=dict)
     ask_all: bool = False
     models: dict[str, ModelInfo] = field(default_factory=dict)  # detected models by path
     answered: set[str] = field(default_factory=set)  # every path a question set (saved even when a default)
@@ -93,7 +95,7 @@ class Answers:
     def resolve(self, extra: Mapping[str, Any] | None = None) -> ResolvedSpec:
         typed = {**self.typed, **(extra or {})}
         return load_spec(self.config, flags=self.flags, environ=self.environ, detected=self.detected,
-                         typed=typed, flag_names=self.names)
+                         typed=typed, flag_names=self.names, typed_names=self.typed_names)
 
     @property
     def current(self) -> ResolvedSpec:
@@ -117,13 +119,18 @@ class Answers:
         """Record an answer (typed only when it differs from the current value, see the module doc)."""
         self.set_many({path: value})
 
-    def set_many(self, values: Mapping[str, Any]) -> None:
+    def set_many(self, values: Mapping[str, Any], label: str | None = None) -> None:
+        """Record answers; ``label`` names who set them when not the person (``the wizard's memory fix``)."""
         candidate = self.resolve(values)  # raises SpecError for a value the model refuses
         self.answered.update(values)
         changed = False
         for path, value in values.items():
             if self.value(path, candidate) != self.value(path):
                 self.typed[path] = value
+                if label:
+                    self.typed_names[path] = label
+                else:
+                    self.typed_names.pop(path, None)
                 changed = True
         if changed:
             self._current = None
@@ -140,6 +147,7 @@ class Answers:
 
     def forget(self, path: str) -> None:
         """Drop an earlier typed answer, so that the question is pre-filled from the other sources again."""
+        self.typed_names.pop(path, None)
         if self.typed.pop(path, None) is not None:
             self._current = None
 

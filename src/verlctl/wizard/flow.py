@@ -186,7 +186,7 @@ def _offer_fixes(console: Any, prompter: Prompter, answers: Any, errors: list[An
             if f.code in fix.codes:
                 print_words(console, f"error {f.code}: {f.message}")
         if prompter.confirm(f"Fix it: {fix.text}?", default=True):
-            answers.set_many(fix.values)
+            answers.set_many(fix.values, label=fix.label)
             applied = True
     return applied
 def _interrupted(answers: Any) -> WizardInterrupted:

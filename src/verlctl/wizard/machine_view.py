@@ -16,7 +16,6 @@ from verlctl.detect.machine import MachineState
 from verlctl.detect.models import ModelInfo
 from verlctl.detect.network import NetworkInfo
 from verlctl.detect.npu import NpuInfo
-from verlctl.spec.model import DEFAULT_IMAGE
 
 _VAL_NAME = re.compile(r"(val|valid|test|eval|aime|dev)", re.I)
 _TRAIN_NAME = re.compile(r"(train|dapo)", re.I)
@@ -172,9 +171,9 @@ def prefill(machine: MachineState) -> dict[str, Any]:
         out["paths.val_files"] = [val]
     # No container is pre-filled: the default is a new container created for this run. Reusing an existing
     # one (possibly a colleague's) is an explicit choice in round 2, which shows who created it.
-    tags = image_tags(machine)
-    if tags and DEFAULT_IMAGE not in tags:
-        out["container.image"] = tags[0]
+    # No image is pre-filled either: the default stays the seeds' verl image (DEFAULT_IMAGE), whatever other
+    # images this host holds (a local tag that sorts first may hold no verl at all); round 2 lists the local
+    # ones after it.
     return out
 
 

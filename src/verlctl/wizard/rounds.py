@@ -651,12 +651,15 @@ def _ask_image(ctx: RoundContext) -> None:
     a, p = ctx.answers, ctx.prompter
     local = mv.image_tags(ctx.machine)
     current = a.value("container.image")
-    opts: list[Option | Heading] = [Option(f"{tag}  (local)", f"i:{tag}") for tag in local]
-    opts.append(Option("Type an image reference…", TYPE))
-    # The default image is Ascend's (910B): never the default on a GPU host, which must name its own.
+    # The default image (the seeds' verl image) comes first; the other local images follow, then a typed one.
+    # It is Ascend's (910B): never the default on a GPU host, which must name its own.
     gpu = a.value("device") == "gpu"
-    if DEFAULT_IMAGE not in local and not gpu:
-        opts.append(Option(f"Pull the default: {DEFAULT_IMAGE}", "pull"))
+    opts: list[Option | Heading] = []
+    if not gpu:
+        opts.append(Option(f"{DEFAULT_IMAGE}  (local; the default)", f"i:{DEFAULT_IMAGE}") if DEFAULT_IMAGE in local
+                    else Option(f"Pull the default: {DEFAULT_IMAGE}", "pull"))
+    opts += [Option(f"{tag}  (local)", f"i:{tag}") for tag in local if gpu or tag != DEFAULT_IMAGE]
+    opts.append(Option("Type an image reference…", TYPE))
     if gpu and current == DEFAULT_IMAGE:
         ctx.note("a GPU host: the default image is Ascend's; give an image with verl for your GPUs "
                  "(e.g. one of verl's own verlai/verl images)")

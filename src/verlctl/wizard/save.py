@@ -21,7 +21,7 @@ from pydantic import SecretStr
 
 from verlctl.errors import VerlctlError
 from verlctl.spec.resolve import ResolvedSpec
-from verlctl.spec.sources import Source, set_path
+from verlctl.spec.sources import Source, get_path, set_path
 
 SECRET_PATHS = frozenset({"logging.swanlab.api_key"})
 PROXY_PATHS = frozenset({"container.proxy.http", "container.proxy.https", "container.proxy.no_proxy"})
@@ -87,6 +87,12 @@ def spec_yaml(resolved: ResolvedSpec, target: Path | None = None) -> tuple[str, 
         "# Every answer is listed (also one equal to a default), and what the run is (verl version, algorithm,",
         "# mode, strategy, device, logs); other defaults are not: `verlctl plan -c FILE --verbose` shows every value.",
     ]
+    by_fix: dict[str, list[str]] = {}  # the values a fix the wizard offered set, not the person's own answers
+    for path in resolved.leaves():
+        origin = resolved.origin(path)
+        if origin.source is Source.TYPED and origin.detail and get_path(doc, path) is not None:
+            by_fix.setdefault(origin.detail, []).append(path)
+    header += [f"# set by {label}: {', '.join(paths)}" for label, paths in by_fix.items()]
     header += [f"# note: {n}" for n in notes]
     body = yaml.dump(doc, Dumper=dumper_cls, sort_keys=False, default_flow_style=False, allow_unicode=True) if doc else "{}\n"
     return "\n".join(header) + "\n" + body, notes
