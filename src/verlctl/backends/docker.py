@@ -90,10 +90,8 @@ class DockerBackend:
         from rich.console import Console
 
         from verlctl.ops.launch import Launcher, LaunchOptions
-        from verlctl.spec.resolve import load_spec
 
-        resolved = load_spec(handle.dir / "spec.resolved.yaml", use_env=False,
-                             recovery={"features.enable": list(change.enable)} if change.enable else None)
+        resolved = handle.load_spec(recovery={"features.enable": list(change.enable)} if change.enable else None)
         launcher = Launcher(resolved, LaunchOptions(yes=True), Console(stderr=True, quiet=True))
         return resolved, launcher, launcher.prepare_relaunch(ex, handle)
 

@@ -82,8 +82,6 @@ class SlurmBackend:
     def relaunch(self, handle: Any, change: Change) -> Any:
         """Resubmit the run's job with ``change`` (the watcher's recovery: ``SlurmWatcher._resubmit``)."""
         from verlctl.ops.slurm_run import load_options, submit_job
-        from verlctl.spec.resolve import load_spec
 
-        resolved = load_spec(handle.dir / "spec.resolved.yaml", use_env=False,
-                             recovery={"features.enable": list(change.enable)} if change.enable else None)
+        resolved = handle.load_spec(recovery={"features.enable": list(change.enable)} if change.enable else None)
         return submit_job(handle, resolved, load_options(handle), change.reason, change.resumed_from)

@@ -917,10 +917,9 @@ class Launcher:
 
         def start_head() -> None:
             the_plan, rendered = done[0]
-            attempt_dir = record.dir / f"attempt-{len(record.attempts) + 1}"
-            attempt_dir.mkdir(parents=True, exist_ok=True)
+            attempt = f"attempt-{len(record.attempts) + 1}"
             for name, text in rendered.files.items():
-                (attempt_dir / name).write_text(text, encoding="utf-8")
+                record.write_file(f"{attempt}/{name}", text.encode("utf-8"))
             self.start(ex, record, the_plan, reason=reason, resumed_from=resumed_from)
 
         walk(RELAUNCH_STAGES, {S.PREFLIGHT: preflight, S.COPY: copy, S.START_WORKERS: start_workers,
@@ -928,10 +927,8 @@ class Launcher:
         return done[0][0]
 
     def _write_record_files(self, record: RunRecord, rendered: Rendered) -> None:
-        from verlctl.files import write_file
-
         for name, text in rendered.files.items():  # atomic: never a torn copy (a full state dir: OSError)
-            write_file(record.dir / name, text.encode("utf-8"), 0o644)
+            record.write_file(name, text.encode("utf-8"))
 
     # ------------------------------------------------------------------------ start and verify
 

@@ -82,10 +82,9 @@ def submit_job(record: RunRecord, resolved: ResolvedSpec, opts: SlurmOptions, re
     script_path = write_file(job_dir / f"job-{n}.sbatch", script.encode(), 0o755)
     if n == 1:  # a resubmission keeps it: the recorded spec has no secrets to render it again from
         write_file(job_dir / "verlctl.env", rendered.env_file.encode(), 0o600)  # secrets: 0600 from the start
-    attempt_dir = record.dir if n == 1 else record.dir / f"attempt-{n}"
-    attempt_dir.mkdir(parents=True, exist_ok=True)
+    prefix = "" if n == 1 else f"attempt-{n}/"
     for name, text in {**rendered.files, JOB_SCRIPT: script}.items():
-        (attempt_dir / name).write_text(text, encoding="utf-8")
+        record.write_file(prefix + name, text.encode("utf-8"))
     # sbatch hands the submitting environment to the job (and slurmctld keeps it in its state): what the 0600
     # env file carries, the SwanLab key above all, is left out of it.
     private = {*rendered.command.env_file, *SECRET_ENV}
@@ -214,14 +213,14 @@ def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any
 def _save_options(record: RunRecord, opts: SlurmOptions) -> None:
     import json
 
-    (record.dir / "slurm-options.json").write_text(json.dumps(opts.__dict__), encoding="utf-8")
+    record.write_file("slurm-options.json", json.dumps(opts.__dict__).encode("utf-8"))
 
 
 def load_options(record: RunRecord) -> SlurmOptions:
     import json
 
     try:
-        data = json.loads((record.dir / "slurm-options.json").read_text(encoding="utf-8"))
+        data = json.loads(record.read_file("slurm-options.json").decode("utf-8"))
     except (OSError, ValueError):
         return SlurmOptions()
     return SlurmOptions(**{k: v for k, v in data.items() if k in SlurmOptions.__dataclass_fields__})
@@ -532,13 +531,11 @@ class SlurmWatcher:
 
     def _resubmit(self, decision: Any, category: str | None) -> None:
         from verlctl.ops.resume import resume_point
-        from verlctl.spec.resolve import load_spec
 
         added = [*self.history.added, decision.add_feature] if decision.add_feature else list(self.history.added)
         enable = list(self.resolved.spec.features.enable) + [f for f in added
                                                              if f not in self.resolved.spec.features.enable]
-        resolved = load_spec(self.record.dir / "spec.resolved.yaml", use_env=False,
-                             recovery={"features.enable": enable} if added else None)
+        resolved = self.record.load_spec(recovery={"features.enable": enable} if added else None)
         if decision.add_feature:
             self.history.oom_retries += 1
             self.history.added.append(decision.add_feature)

@@ -90,13 +90,15 @@ def load_spec(
     flag_names: Mapping[str, str] | None = None,
     use_env: bool = True,
     recovery: Mapping[str, Any] | None = None,
+    file_text: str | None = None,
 ) -> ResolvedSpec:
-    """Build the spec from every source. ``flags``/``detected``/``typed`` map dotted paths to values."""
+    """Build the spec from every source. ``flags``/``detected``/``typed`` map dotted paths to values;
+    ``file_text``: the content of ``file`` when the caller read it already."""
     layers: list[Layer] = []
     if detected:
         layers.append(Layer.from_flat(Source.DETECTED, detected))
     if file is not None:
-        layer = load_yaml_layer(file)
+        layer = load_yaml_layer(file, file_text)
         refuse_secrets_in_file(layer)
         layers.append(layer)
     if use_env:

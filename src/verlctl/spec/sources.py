@@ -294,11 +294,14 @@ def unique_key_loader() -> Any:
     return UniqueKeyLoader
 
 
-def load_yaml_layer(path: str | Path) -> Layer:
+def load_yaml_layer(path: str | Path, text: str | None = None) -> Layer:
+    """The spec file ``path`` as a layer (``text``: its content, already read by the caller, e.g. a run
+    record's own spec read through the record's owner check); aliases, size and depth bounded."""
     import yaml
 
     p = Path(path)
-    text = read_spec_text(p)
+    if text is None:
+        text = read_spec_text(p)
     too_deep = f"spec file {p}: nesting too deep (more than {MAX_SPEC_DEPTH} levels of mappings or lists)"
     try:
         data = yaml.load(text, Loader=unique_key_loader())  # noqa: S506 - a SafeLoader subclass
