@@ -33,6 +33,12 @@ class DockerBackend:
             raise ValueError("submit() takes the request this backend prepared")  # a programming error
         return self.launcher.run()
 
+    def abort(self, what: str) -> str:
+        """The failed-launch clean-up of this backend's launch (ops/interrupts.py: launch_guard)."""
+        if self.launcher is None:
+            return f"interrupted ({what}) before anything was started: nothing changed"
+        return str(self.launcher.abort(what))
+
     # ----------------------------------------------------------------------------- a recorded run
 
     def status(self, handle: Any) -> dict[str, Any]:

@@ -139,7 +139,10 @@ def prepare_slurm(resolved: ResolvedSpec, opts: SlurmOptions, *, dry_run: bool,
 
 def launch_slurm(resolved: ResolvedSpec, opts: SlurmOptions, console: Any, *, yes: bool, dry_run: bool,
                  verify_timeout: float, actions_out: list[str] | None = None,
-                 request: LaunchRequest | None = None) -> RunRecord | None:
+                 request: LaunchRequest | None = None, started: list[RunRecord] | None = None) -> RunRecord | None:
+    """Write, submit and verify the run's job (``started``: the record is appended to it as soon as it is made,
+    for the launch guard's clean-up); None for a dry run."""
+    from verlctl.ops.interrupts import launch_guard
     from verlctl.ops.resume import resume_point
 
     spec = resolved.spec
@@ -164,19 +167,44 @@ def launch_slurm(resolved: ResolvedSpec, opts: SlurmOptions, console: Any, *, ye
         experiment=spec.logging.experiment or "", verl_version="",
         image=spec.container.image if spec.container.runtime == "docker" else None,
     )
-    record.save()
-    record.event("launch", actions=actions, backend="slurm")
-    _save_options(record, opts)
-    try:
-        ref = submit_job(record, resolved, opts, "launch", resume_point(spec.paths.checkpoints, spec))
-    except VerlctlError as exc:
-        _remove_env_file(record)
-        record.event("launch_failed", error=exc.message)
-        raise
-    console.print(f"submitted Slurm job {ref.job_id} ({ref.job_name}); output {ref.output}", highlight=False,
-                  markup=False)
-    verify_job(record, ref, verify_timeout, console, resolved, opts)
+    if started is not None:
+        started.append(record)
+    with launch_guard(lambda what: abort_slurm_launch(record, what)):
+        record.save()
+        record.event("launch", actions=actions, backend="slurm")
+        _save_options(record, opts)
+        try:
+            ref = submit_job(record, resolved, opts, "launch", resume_point(spec.paths.checkpoints, spec))
+        except VerlctlError as exc:
+            _remove_env_file(record)
+            record.event("launch_failed", error=exc.message)
+            raise
+        console.print(f"submitted Slurm job {ref.job_id} ({ref.job_name}); output {ref.output}", highlight=False,
+                      markup=False)
+        verify_job(record, ref, verify_timeout, console, resolved, opts)
     return record
+
+
+def abort_slurm_launch(record: RunRecord, what: str) -> str:
+    """The failed-launch clean-up of a Slurm launch: every job of the run that Slurm still names as the run's
+    is cancelled (its id, checked against its name), the key file removed, the run marked stopped; one line."""
+    cancelled, unsure = [], []
+    for ref in record.slurm_jobs:
+        try:
+            if slurm.cancel(ref.job_id, ref.job_name):
+                cancelled.append(ref.job_id)
+        except Exception:  # noqa: BLE001 - the controller did not answer: named, for `verlctl stop` or scancel
+            unsure.append(ref.job_id)
+    _remove_env_file(record)
+    record.stopped = True
+    with contextlib.suppress(OSError):
+        record.event("launch_interrupted", signal=what, cancelled_jobs=cancelled, unsure_jobs=unsure)
+    with contextlib.suppress(OSError):
+        record.save()
+    done = [f"Slurm job {j} cancelled" for j in cancelled] + [
+        f"Slurm job {j} could not be cancelled (run `verlctl stop {record.run_id}` or `scancel {j}`)" for j in unsure]
+    return (f"interrupted ({what}) during launch of run {record.run_id}: "
+            + (", ".join(done) if done else "no Slurm job was running") + "; the run is marked stopped")
 
 
 def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any, resolved: ResolvedSpec,
