@@ -226,8 +226,16 @@ def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any
         record.event("ray_start_retry", category=category, attempt=ref.number, job_id=ref.job_id)
         # Never two jobs of one run: one that timed out still RUNNING (a worker's Ray retrying to join) goes first
         # (scancel of this job id, after Slurm still names it as this run's; a job that ended is left as it is).
-        if slurm.cancel(ref.job_id, ref.job_name):
-            record.event("stopped", job_id=ref.job_id, reason=f"retry after {category}")
+        # The next job is submitted only once this one is known to have ended: a state Slurm does not give (a
+        # busy slurmctld) is asked again, and then stops the launch naming the job (slurm.cancel).
+        try:
+            if slurm.cancel(ref.job_id, ref.job_name):
+                record.event("stopped", job_id=ref.job_id, reason=f"retry after {category}")
+                _await_end(ref)
+        except RuntimeFailure as exc:
+            _remove_env_file(record)
+            record.event("launch_failed", error=exc.message, job_id=ref.job_id)
+            raise RuntimeFailure(f"not submitting Slurm job {ref.job_id} again: {exc.message}", hint=exc.hint) from None
         ref = submit_job(record, resolved, opts, f"retry after {category}", ref.resumed_from)
         console.print(f"submitted Slurm job {ref.job_id} ({ref.job_name}); output {ref.output}", highlight=False,
                       markup=False)
@@ -236,6 +244,25 @@ def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any
             return
         text, why = ended
     _fail(record, ref, text, why)
+
+
+#: How long a cancelled job may take to end (Slurm's KillWait, then its epilog) before a resubmission gives up.
+CANCEL_END_S = 90.0
+
+
+def _await_end(ref: SlurmJobRef, timeout: float = CANCEL_END_S) -> None:
+    """Wait until the cancelled job ``ref`` is known to have ended; a RuntimeFailure naming it else."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = slurm.known_state(ref.job_id)
+        if st.answered and not st.live:
+            return
+        if time.monotonic() >= deadline:
+            how = f"Slurm still reports it {st.state}" if st.answered else "Slurm did not say whether it ended"
+            raise RuntimeFailure(f"Slurm job {ref.job_id} was cancelled but {how} after {timeout:.0f}s",
+                                 hint=f"check it with `squeue --jobs={ref.job_id}`; cancel it with "
+                                      f"`scancel {ref.job_id}`")
+        time.sleep(1.0)
 
 
 def _save_options(record: RunRecord, opts: SlurmOptions) -> None:
@@ -402,6 +429,19 @@ def slurm_stop(record: RunRecord, grace: float, console: Any, watching: bool) ->
     result: dict[str, Any] = {"run_id": record.run_id, "watcher_stopped": None, "signalled": [],
                               "not_signalled": None, "containers": [], "warnings": [], "slurm_job": None}
     result["watcher_stopped"] = stop_watcher(record, watching, console)  # first: it never resubmits a stopped run
+    # Every earlier job of the run that Slurm still names as live goes too (a start-up retry or a recovery
+    # whose first job did not end), then the current one below.
+    result["earlier_jobs_cancelled"] = []
+    for earlier in record.slurm_jobs[:-1]:
+        try:
+            if slurm.cancel(earlier.job_id, earlier.job_name):
+                result["earlier_jobs_cancelled"].append(earlier.job_id)
+                record.event("stop", job_id=earlier.job_id, cancelled=True)
+                console.print(f"cancelled earlier Slurm job {earlier.job_id} of the run", highlight=False,
+                              markup=False)
+        except RuntimeFailure as exc:
+            result["warnings"].append(exc.message)
+            console.print(f"warning: {exc.message}", highlight=False, markup=False)
     ref = record.slurm_jobs[-1] if record.slurm_jobs else None
     if ref is None:
         result["not_signalled"] = "no Slurm job was recorded for this run"
