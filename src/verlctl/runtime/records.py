@@ -256,12 +256,12 @@ class RunRecord(BaseModel):
         return ev
 
     def open_file(self, name: str, how: str) -> int:
-        """The one way a file of the run's own directory is opened for writing (``how``: "append" or "write",
-        which empties it): ``name`` a plain name or ``attempt-N/name``; every directory on the way is this
+        """The one way a file of the run's own directory is opened for writing (``how``: "append", "write",
+        which empties it, or "lock": read-write, kept as it is): ``name`` a plain name or ``attempt-N/name``; every directory on the way is this
         user's (created 0700), the file is never reached through a symlink, is a regular file of this user's
         (or root's), and is created 0600. An OSError naming the file else. The caller closes the descriptor."""
         path = self._own_path(name)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        flags = (os.O_RDWR if how == "lock" else os.O_WRONLY) | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         flags |= os.O_APPEND if how == "append" else 0
         try:
             fd = os.open(path, flags, 0o600)
@@ -648,9 +648,11 @@ WATCH_LOCK = "watcher.lock"
 RECORD_LOCK = "record.lock"
 
 
-def _lock_fd(path: Path) -> int:
-    """A lock file in a run's directory, opened without following a planted symlink."""
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+def _lock_fd(record: RunRecord, name: str) -> int:
+    """A lock file in a run's directory, through the one helper (no planted symlink followed, this user's)."""
+    fd = record.open_file(name, "lock")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def hold_watch_lock(record: RunRecord) -> int:
@@ -661,9 +663,9 @@ def hold_watch_lock(record: RunRecord) -> int:
 
     path = record.dir / WATCH_LOCK
     try:
-        fd = _lock_fd(path)
-    except OSError as exc:
-        raise VerlctlError(f"cannot open {path} ({exc.strerror or exc}): not watching") from None
+        fd = _lock_fd(record, WATCH_LOCK)
+    except (OSError, ValueError) as exc:
+        raise VerlctlError(f"cannot open {path} ({getattr(exc, 'strerror', None) or exc}): not watching") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -690,9 +692,9 @@ def record_lock(record: RunRecord, timeout: float = 120.0) -> Any:
 
     path = record.dir / RECORD_LOCK
     try:
-        fd = _lock_fd(path)
-    except OSError as exc:
-        raise VerlctlError(f"cannot open {path} ({exc.strerror or exc})") from None
+        fd = _lock_fd(record, RECORD_LOCK)
+    except (OSError, ValueError) as exc:
+        raise VerlctlError(f"cannot open {path} ({getattr(exc, 'strerror', None) or exc})") from None
     try:
         deadline = time.monotonic() + timeout
         while True:
