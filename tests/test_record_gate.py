@@ -427,3 +427,22 @@ def test_a_new_run_dir_is_private_whatever_the_umask(tmp_path: Path, monkeypatch
         os.umask(old)
     assert rec.dir.stat().st_mode & 0o777 == 0o700  # type: ignore[attr-defined]
     assert (rec.dir / "run.json").stat().st_mode & 0o777 == 0o600  # type: ignore[attr-defined]
+
+
+def test_a_group_writable_run_dir_of_this_users_is_used_with_a_warning(shared_root: Path) -> None:
+    # umask 002: a run dir of this user's that its group can write is not refused (each file in it is still
+    # read only when it is this user's); `stop` says the group could change it.
+    from verlctl.runtime.records import RunRecord
+
+    state = shared_root / "state"
+    env = clean_env(VERLCTL_STATE_DIR=str(state), COLUMNS="250")
+    os.environ["VERLCTL_STATE_DIR"] = str(state)
+    try:
+        RunRecord.model_validate(_record_doc(shared_root, run_log=str(shared_root / "run.log"))).save()
+    finally:
+        del os.environ["VERLCTL_STATE_DIR"]
+    (state / "runs" / RUN).chmod(0o2770)
+    status, stop = run_cli_many([["status", RUN], ["stop", RUN, "--grace", "1"]], env=env)
+    assert status.code == 0 and "not trusted" not in status.err, status.err
+    assert stop.code == 0, stop.err
+    assert "writable by its group" in stop.out + stop.err, stop.out + stop.err

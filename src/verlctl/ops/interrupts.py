@@ -83,7 +83,8 @@ def launch_guard(abort: Callable[[str], str]) -> Iterator[None]:
     if main and _installed == 0:
         for sig in LAUNCH_SIGNALS:
             with contextlib.suppress(ValueError, OSError):
-                previous[sig] = signal.signal(sig, _on_signal)
+                # SIGINT keeps Python's own handler (KeyboardInterrupt, which prompts and followers expect)
+                previous[sig] = signal.getsignal(sig) if sig == signal.SIGINT else signal.signal(sig, _on_signal)
     if main:
         _installed += 1
     try:
