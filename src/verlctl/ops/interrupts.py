@@ -49,11 +49,14 @@ def _on_signal(signum: int, _frame: object) -> None:
 def _detach_terminal() -> None:
     """The terminal is gone (SIGHUP): writes to it would fail (EIO) and cut the clean-up short; they go to
     /dev/null instead (the run's events say what was done). A pipe or a file keeps its output."""
+    import stat
+
     with contextlib.suppress(OSError):
         null = os.open(os.devnull, os.O_WRONLY)
         for fd in (0, 1, 2):
             with contextlib.suppress(OSError):
-                if os.isatty(fd):
+                # a terminal: a character device (isatty() is False on one already hung up)
+                if stat.S_ISCHR(os.fstat(fd).st_mode):
                     os.dup2(null, fd)
         os.close(null)
 
