@@ -84,7 +84,7 @@ def test_a1_a_record_planted_by_nobody_in_a_shared_state_dir_is_refused(procs) -
         assert (shared / "runs" / RUN / "run.json").stat().st_uid == NOBODY
         res = cli(shared, "stop", "--grace", "2")
         assert res.code != 0, res.out
-        assert "belongs to uid 65534" in res.err and "not stopped" in res.err, res.err
+        assert "belongs to uid 65534" in res.err and "not trusted" in res.err, res.err
         assert "Traceback" not in res.err and len(res.err.strip().splitlines()) <= 3, res.err
         assert json.loads((shared / "runs" / RUN / "run.json").read_text()).get("stopped") is not True
         time.sleep(0.3)

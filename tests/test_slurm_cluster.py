@@ -309,3 +309,92 @@ def test_a_job_whose_ray_start_up_times_out_is_submitted_once_more(slurm_cluster
         assert not (Path(json.loads(verlctl(cl, root, "list", "--json").stdout)[0]["scripts_dir"])
                     / "verlctl.env").exists()  # the secrets' file goes with the launch that gave up
     wait_for("no Ray process left on the nodes", lambda: no_ray_left(cl), timeout=120)
+
+
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGTERM"])
+def test_a_signal_during_a_slurm_launch_cancels_its_job(slurm_cluster: slurm_support.SlurmCluster,
+                                                        monkeypatch: pytest.MonkeyPatch, sig: str) -> None:
+    """The launch guard (ops/interrupts.py) for the Slurm backend: the terminal closing (SIGHUP) or a `kill`
+    while `launch --backend slurm` waits for the job's first step cancels the job it submitted, removes the key
+    file and marks the run stopped, with one line (exit 130). Before, the launch died and the job ran on."""
+    import os
+    import signal
+
+    cl = slurm_cluster
+    cl.wait_idle()
+    root, spec = make_run(cl, f"interrupted-{sig.lower()}", steps=400, step_s=1.0)
+    proc = subprocess.Popen([sys.executable, "-m", "verlctl", "launch", "-c", str(spec), "--nodes", "2",
+                             "--backend", "slurm", "--yes", "--verify-timeout", "420"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=cli_env(cl, root), cwd=root)
+    seen: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+            if "submitted Slurm job" in line:
+                break
+        assert any("submitted Slurm job" in ln for ln in seen), "".join(seen)
+        time.sleep(1.0)
+        os.kill(proc.pid, getattr(signal, sig))  # the launch this test started
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    job = next(ln for ln in seen if "submitted Slurm job" in ln).split("submitted Slurm job ", 1)[1].split()[0]
+    monkeypatch.setenv("SLURM_CONF", str(cl.conf))
+    from verlctl.runtime import slurm
+
+    try:
+        assert proc.returncode == 130, (proc.returncode, "".join(seen) + out, err)
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert lines and f"interrupted ({sig}) during launch of run" in lines[0], err
+        assert f"Slurm job {job} cancelled" in lines[0], err
+        wait_for("the job ends", lambda: not slurm.state(job).live, timeout=120, every=1)
+        doc = json.loads(verlctl(cl, root, "list", "--json").stdout)[0]
+        assert doc["stopped"] is True and doc["state"] == "stopped", doc
+        assert not (Path(doc["scripts_dir"]) / "verlctl.env").exists()
+        assert "launch_interrupted" in [e["event"] for e in events(root)]
+    finally:
+        cl.run("scancel", "--", job)
+    wait_for("no Ray process left on the nodes", lambda: no_ray_left(cl), timeout=120)
+
+
+def test_stop_cancels_every_live_job_of_the_run(slurm_cluster: slurm_support.SlurmCluster,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose first job did not end before its resubmission (review N8): `stop` cancels every job of the
+    run that Slurm still names as the run's, not only the last; a bystander's job is left alone."""
+    cl = slurm_cluster
+    cl.wait_idle()
+    root = cl.shared / "two-jobs"
+    (root / "job").mkdir(parents=True)
+
+    def submit(name: str) -> str:
+        res = subprocess.run(["sbatch", "--parsable", f"--job-name={name}", f"--output={root}/{name}-%j.out",
+                              "--wrap=sleep 600"], capture_output=True, text=True, env=cli_env(cl, root), timeout=60)
+        assert res.returncode == 0, res.stderr
+        return res.stdout.strip().split(";")[0]
+
+    jobs = [submit("verlctl-two-jobs"), submit("verlctl-two-jobs")]
+    bystander = submit("bystander")
+    monkeypatch.setenv("SLURM_CONF", str(cl.conf))
+    monkeypatch.setenv("VERLCTL_STATE_DIR", str(root / "state"))
+    from verlctl.runtime import slurm
+    from verlctl.runtime.records import RunRecord, SlurmJobRef
+
+    try:
+        wait_for("both jobs run", lambda: all(slurm.state(j).live for j in jobs), timeout=60)
+        RunRecord(run_id="two-jobs", created_at=time.time(), runtime="slurm", workdir=str(root),
+                  scripts_dir=str(root / "job"), run_log=f"{root}/verlctl-two-jobs-{jobs[-1]}.out", train_log="",
+                  checkpoints="", experiment="exp", verl_version="0.7.0",
+                  slurm_jobs=[SlurmJobRef(number=i + 1, job_id=j, job_name="verlctl-two-jobs", submitted_at=time.time(),
+                                          output=f"{root}/verlctl-two-jobs-{j}.out") for i, j in enumerate(jobs)]).save()
+        res = verlctl(cl, root, "stop", "two-jobs")
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert f"cancelled earlier Slurm job {jobs[0]}" in res.stdout and f"cancelled Slurm job {jobs[1]}" in res.stdout, \
+            res.stdout
+        wait_for("both jobs end", lambda: not any(slurm.state(j).live for j in jobs), timeout=120)
+        assert slurm.state(bystander).live
+    finally:
+        for j in [*jobs, bystander]:
+            cl.run("scancel", "--", j)

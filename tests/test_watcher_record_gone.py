@@ -10,10 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from test_recovery_host import HostRuns, _progress
 
 
-def test_the_watcher_survives_its_run_dir_being_moved_away(tmp_path: Path) -> None:
+def test_the_watcher_survives_its_run_dir_being_moved_away(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # HostRuns points VERLCTL_STATE_DIR of this process at its state dir: put back after the test
+    monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
     runs = HostRuns(tmp_path)
     lines = ["Total training steps: 60"] + [_progress(n, 60) for n in range(60)]
     record = runs.start(lines, pause=0.5)

@@ -33,6 +33,12 @@ class DockerBackend:
             raise ValueError("submit() takes the request this backend prepared")  # a programming error
         return self.launcher.run()
 
+    def abort(self, what: str) -> str:
+        """The failed-launch clean-up of this backend's launch (ops/interrupts.py: launch_guard)."""
+        if self.launcher is None:
+            return f"interrupted ({what}) before anything was started: nothing changed"
+        return str(self.launcher.abort(what))
+
     # ----------------------------------------------------------------------------- a recorded run
 
     def status(self, handle: Any) -> dict[str, Any]:
@@ -93,10 +99,8 @@ class DockerBackend:
         from rich.console import Console
 
         from verlctl.ops.launch import Launcher, LaunchOptions
-        from verlctl.spec.resolve import load_spec
 
-        resolved = load_spec(handle.dir / "spec.resolved.yaml", use_env=False,
-                             recovery={"features.enable": list(change.enable)} if change.enable else None)
+        resolved = handle.load_spec(recovery={"features.enable": list(change.enable)} if change.enable else None)
         launcher = Launcher(resolved, LaunchOptions(yes=True), Console(stderr=True, quiet=True))
         return resolved, launcher, launcher.prepare_relaunch(ex, handle)
 

@@ -31,6 +31,7 @@ class SlurmBackend:
         self.resolved: Any = None
         self.options: SlurmLaunch | None = None
         self.request: LaunchRequest | None = None
+        self.started: list[Any] = []  # the run record once launch_slurm made it (abort's handle)
 
     def prepare(self, resolved: Any, options: Any, confirm: Any = None) -> LaunchRequest:
         from verlctl.ops.slurm_run import prepare_slurm
@@ -48,7 +49,16 @@ class SlurmBackend:
             raise ValueError("submit() takes the request this backend prepared")  # a programming error
         o = self.options
         return launch_slurm(self.resolved, o.slurm, self.console, yes=o.yes, dry_run=o.dry_run,
-                            verify_timeout=o.verify_timeout, request=request)
+                            verify_timeout=o.verify_timeout, request=request, started=self.started)
+
+    def abort(self, what: str) -> str:
+        """The failed-launch clean-up of this backend's launch (ops/interrupts.py: launch_guard): every job the
+        run submitted is cancelled, the key file removed, the run marked stopped."""
+        from verlctl.ops.slurm_run import abort_slurm_launch
+
+        if not self.started:
+            return f"interrupted ({what}) before anything was started: nothing changed"
+        return abort_slurm_launch(self.started[-1], what)
 
     def status(self, handle: Any) -> dict[str, Any]:
         from verlctl.ops.slurm_run import slurm_status
@@ -82,8 +92,6 @@ class SlurmBackend:
     def relaunch(self, handle: Any, change: Change) -> Any:
         """Resubmit the run's job with ``change`` (the watcher's recovery: ``SlurmWatcher._resubmit``)."""
         from verlctl.ops.slurm_run import load_options, submit_job
-        from verlctl.spec.resolve import load_spec
 
-        resolved = load_spec(handle.dir / "spec.resolved.yaml", use_env=False,
-                             recovery={"features.enable": list(change.enable)} if change.enable else None)
+        resolved = handle.load_spec(recovery={"features.enable": list(change.enable)} if change.enable else None)
         return submit_job(handle, resolved, load_options(handle), change.reason, change.resumed_from)

@@ -136,13 +136,13 @@ def spec_flags(
         names[path] = flag
 
     for item in set_values or []:
-        if "=" not in item:
-            raise SpecError(f"--set expects KEY=VALUE, got {item!r}")
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            from verlctl.spec.resolve import shown as cut
+
+            raise SpecError(f"--set expects KEY=VALUE, got {cut(item)}")
         key, value = item.split("=", 1)
         key = key.strip()
-        if not key:
-            raise SpecError(f"--set expects KEY=VALUE, got {item!r}")
-        parsed = _parse_scalar(value)
+        parsed = _parse_scalar(value, key)
         if key.split(".", 1)[0] in ("env",) and "." in key and isinstance(parsed, (bool, int, float)):
             parsed = value.strip()  # a string map: `--set env.TASK_QUEUE_ENABLE=2` means the text "2"
         put(key, parsed, f"--set {key}")
@@ -171,20 +171,31 @@ def spec_flags(
     return flags, names
 
 
-def _parse_scalar(text: str) -> Any:
-    """``--set`` values are YAML scalars/lists (``4``, ``1e-5``, ``true``, ``[0,1]``); masks stay strings."""
+def _parse_scalar(text: str, key: str = "") -> Any:
+    """``--set`` values are YAML scalars/lists (``4``, ``1e-5``, ``true``, ``[0,1]``); masks stay strings.
+    Read by the spec file's own reader (spec/sources.py: load_bounded_yaml: aliases, depth, size bounded);
+    a value that is not UTF-8 is refused here, naming its field."""
     import re
 
+    from verlctl.spec.sources import YamlSyntaxError, load_bounded_yaml, refuse_undecodable
+
+    what = f"--set {key}" if key else "--set"
+    refuse_undecodable(key, what)
+    refuse_undecodable(text, what, key or None)
     if re.fullmatch(r"[01]{7}", text) or re.search(r"[\x00-\x08\x0a-\x1f\x7f]", text):
         # A mask keeps its leading zeros; a value with a control character (a newline) stays as given,
         # so that the spec's validators reject it instead of YAML folding it into a space.
         return text
-    import yaml
+    from verlctl.errors import SpecError
 
     try:
-        value = yaml.safe_load(text) if text.strip() else text
-    except (yaml.YAMLError, ValueError):  # ValueError: an integer longer than Python converts (4300 digits)
+        value = load_bounded_yaml(text, what) if text.strip() else text
+    except YamlSyntaxError:
         return text
+    except SpecError as exc:
+        if "digits" in exc.message:  # an integer longer than Python converts (4300 digits): the text, as before
+            return text
+        raise
     # A path such as "/a: b" must not turn into a mapping.
     return text if isinstance(value, dict) or (value is None and text.strip() not in ("null", "~")) else value
 

@@ -20,10 +20,9 @@ def watch(
     import sys
 
     from verlctl.runtime.records import resolve_run
-    from verlctl.spec.resolve import load_spec
 
     record = resolve_run(run)
-    resolved = load_spec(record.dir / "spec.resolved.yaml", use_env=False)
+    resolved = record.load_spec()
     from verlctl.ops.watcher import become_watcher
 
     _watch_lock = become_watcher(record)  # one watcher per run; held until this process ends

@@ -70,6 +70,7 @@ def launch_flow(
 
     from verlctl.backends.docker import DockerBackend
     from verlctl.errors import ExitCode
+    from verlctl.ops.interrupts import launch_guard
     from verlctl.ops.launch import LaunchOptions
     from verlctl.spec.resolve import load_spec
 
@@ -114,10 +115,14 @@ def launch_flow(
                             canary=canary, canary_timeout=canary_timeout, out_force=force)
     backend = DockerBackend(console)
     try:
-        record = backend.submit(backend.prepare(resolved, options, confirm))
+        # One guard from the first change to the watcher's start: a launch that ends in between by a signal
+        # or an unexpected error is cleaned up (ops/interrupts.py); past it, the run is recorded and watched.
+        with launch_guard(backend.abort):
+            record = backend.submit(backend.prepare(resolved, options, confirm))
+            pid = _start_watcher(record, notify_cmd) if record is not None and watch else None
     except VerlctlError as exc:
         launcher = backend.launcher
-        if as_json and exc.details is None:
+        if as_json and exc.details is None and launcher is not None:
             exc.details = {**_json_doc(launcher, None, None), "outcome": "error"}
         raise
     launcher = backend.launcher
@@ -126,11 +131,7 @@ def launch_flow(
             _print_json(_json_doc(launcher, None, None))
         # Declined at "Launch with these settings?": nothing changed, and a script can tell.
         return ExitCode.DECLINED if launcher.declined else ExitCode.OK
-    pid = None
-    if watch:
-        from verlctl.ops.watcher_process import spawn_watcher
-
-        pid = spawn_watcher(record, notify_cmd)
+    if pid is not None:
         console.print(f"watcher started (pid {pid}): it stays silent while training is healthy", highlight=False)
     console.print(f"[bold green]training is running[/bold green]: run [bold]{record.run_id}[/bold]", highlight=False)
     if record.swanlab_url:
@@ -141,6 +142,14 @@ def launch_flow(
     if as_json:
         _print_json(_json_doc(launcher, record, pid))
     return 0
+
+
+def _start_watcher(record: Any, notify_cmd: str | None) -> int:
+    """The detached watcher of ``launch --watch`` (inside the launch guard: if it cannot start, the run is
+    stopped rather than left training unwatched)."""
+    from verlctl.ops.watcher_process import spawn_watcher
+
+    return spawn_watcher(record, notify_cmd)
 
 
 def _json_doc(launcher: Any, record: Any, watcher_pid: int | None) -> dict[str, Any]:
@@ -197,12 +206,16 @@ def launch_slurm_flow(config: Path | None, flags: dict[str, Any], names: dict[st
                 "request": backend.request.to_json() if backend.request is not None else None}
 
     from verlctl.backends.slurm import SlurmBackend, SlurmLaunch
+    from verlctl.ops.interrupts import launch_guard
 
     backend = SlurmBackend(console)
     try:
-        request = backend.prepare(resolved, SlurmLaunch(opts, yes=yes, dry_run=dry_run, verify_timeout=verify_timeout))
-        actions.extend(request.actions())
-        record = backend.submit(request)
+        with launch_guard(backend.abort):  # as for a local launch: every way it ends cleans up, watcher included
+            request = backend.prepare(resolved, SlurmLaunch(opts, yes=yes, dry_run=dry_run,
+                                                            verify_timeout=verify_timeout))
+            actions.extend(request.actions())
+            record = backend.submit(request)
+            pid = _start_watcher(record, notify_cmd) if record is not None and watch else None
     except VerlctlError as exc:
         if as_json and exc.details is None:
             exc.details = {**doc(None, None), "outcome": "error"}
@@ -211,11 +224,7 @@ def launch_slurm_flow(config: Path | None, flags: dict[str, Any], names: dict[st
         if as_json:
             sys.stdout.write(json.dumps(doc(None, None), indent=2, default=str) + "\n")
         return 0
-    pid = None
-    if watch:
-        from verlctl.ops.watcher_process import spawn_watcher
-
-        pid = spawn_watcher(record, notify_cmd)
+    if pid is not None:
         console.print(f"watcher started (pid {pid}): it stays silent while training is healthy", highlight=False)
     console.print(f"[bold green]submitted[/bold green]: run [bold]{record.run_id}[/bold]", highlight=False)
     console.print("follow it with `verlctl status`, `verlctl logs -f`; stop it with `verlctl stop`", highlight=False)

@@ -28,7 +28,7 @@ from verlctl.backends.base import (
 )
 from verlctl.backends.base import Stage as S
 from verlctl.checks.findings import Finding, Severity, has_errors
-from verlctl.errors import EXIT_FAILURE, ExitCode, RuntimeFailure, VerlctlError
+from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
 from verlctl.ops import preflight
 from verlctl.ops.markers import RAY_START_FAILURES, TRAINING_MARKER, has_progress
 from verlctl.ops.resume import resume_action, resume_point
@@ -125,10 +125,6 @@ def _target_paths(resolved: ResolvedSpec, run_id: str) -> tuple[str, str, str]:
     scripts_dir = f"{workdir}/.verlctl/runs/{run_id}"
     run_log = f"{(spec.paths.logs or workdir + '/logs').rstrip('/')}/verlctl-{run_id}.log"
     return workdir, scripts_dir, run_log
-
-
-class LaunchInterrupted(BaseException):
-    """SIGTERM during `launch`: handled like Ctrl-C (the failed-launch clean-up)."""
 
 
 class Launcher:
@@ -356,35 +352,22 @@ class Launcher:
         return self._execute_interruptible(the_plan, run_id)
 
     def _execute_interruptible(self, the_plan: Plan, run_id: str) -> RunRecord:
-        """:meth:`_execute`; on Ctrl-C (KeyboardInterrupt) or SIGTERM, the failed-launch clean-up: the gate
-        is closed (``gate.fail``: the script stops what it started), the attempt is stopped (verified), the
-        key file and the container this launch created are removed, the run is marked stopped, and one line
-        says so (exit 130)."""
-        import signal
-        import threading
+        """:meth:`_execute` under the launch guard (ops/interrupts.py): on a signal (SIGINT, SIGTERM, SIGHUP,
+        SIGQUIT) or an exception that is not a VerlctlError, :meth:`abort` (the failed-launch clean-up), then
+        one line (exit 130 for a signal)."""
+        from verlctl.ops.interrupts import launch_guard
 
-        def on_term(signum: int, _frame: Any) -> None:
-            raise LaunchInterrupted(signum)
-
-        main = threading.current_thread() is threading.main_thread()
-        previous_int = signal.getsignal(signal.SIGINT)
-        previous = signal.signal(signal.SIGTERM, on_term) if main else None
-        try:
+        with launch_guard(self.abort):
             return self._execute(the_plan, run_id)
-        except (KeyboardInterrupt, LaunchInterrupted) as exc:
-            what = "SIGTERM" if isinstance(exc, LaunchInterrupted) else "Ctrl-C"
-            if self.record is None:
-                raise VerlctlError(f"interrupted ({what}) before anything was started: nothing changed",
-                                   code=ExitCode.INTERRUPTED) from None
-            if main:  # the clean-up itself is not interrupted again
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            message = self._clean_up_interrupted(self.record, what)
-            raise VerlctlError(message, code=ExitCode.INTERRUPTED) from None
-        finally:
-            if main:
-                signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-                signal.signal(signal.SIGINT, previous_int if previous_int is not None else signal.default_int_handler)
+
+    def abort(self, what: str) -> str:
+        """The failed-launch clean-up for a launch that ended by ``what`` (a signal, an unexpected error): the
+        gate is closed (``gate.fail``: the script stops what it started), the attempt is stopped (verified), the
+        key file and the container this launch created are removed, the run is marked stopped. The one line
+        that says so. Also after a finished launch whose watcher could not be started (the flow's guard)."""
+        if self.record is None:
+            return f"interrupted ({what}) before anything was started: nothing changed"
+        return self._clean_up_interrupted(self.record, what)
 
     def _clean_up_interrupted(self, record: RunRecord, what: str) -> str:
         """The failed-launch clean-up after an interrupt; the one line that says what was done."""
@@ -922,10 +905,9 @@ class Launcher:
 
         def start_head() -> None:
             the_plan, rendered = done[0]
-            attempt_dir = record.dir / f"attempt-{len(record.attempts) + 1}"
-            attempt_dir.mkdir(parents=True, exist_ok=True)
+            attempt = f"attempt-{len(record.attempts) + 1}"
             for name, text in rendered.files.items():
-                (attempt_dir / name).write_text(text, encoding="utf-8")
+                record.write_file(f"{attempt}/{name}", text.encode("utf-8"))
             self.start(ex, record, the_plan, reason=reason, resumed_from=resumed_from)
 
         walk(RELAUNCH_STAGES, {S.PREFLIGHT: preflight, S.COPY: copy, S.START_WORKERS: start_workers,
@@ -933,10 +915,8 @@ class Launcher:
         return done[0][0]
 
     def _write_record_files(self, record: RunRecord, rendered: Rendered) -> None:
-        from verlctl.files import write_file
-
         for name, text in rendered.files.items():  # atomic: never a torn copy (a full state dir: OSError)
-            write_file(record.dir / name, text.encode("utf-8"), 0o644)
+            record.write_file(name, text.encode("utf-8"))
 
     # ------------------------------------------------------------------------ start and verify
 

@@ -82,10 +82,9 @@ def submit_job(record: RunRecord, resolved: ResolvedSpec, opts: SlurmOptions, re
     script_path = write_file(job_dir / f"job-{n}.sbatch", script.encode(), 0o755)
     if n == 1:  # a resubmission keeps it: the recorded spec has no secrets to render it again from
         write_file(job_dir / "verlctl.env", rendered.env_file.encode(), 0o600)  # secrets: 0600 from the start
-    attempt_dir = record.dir if n == 1 else record.dir / f"attempt-{n}"
-    attempt_dir.mkdir(parents=True, exist_ok=True)
+    prefix = "" if n == 1 else f"attempt-{n}/"
     for name, text in {**rendered.files, JOB_SCRIPT: script}.items():
-        (attempt_dir / name).write_text(text, encoding="utf-8")
+        record.write_file(prefix + name, text.encode("utf-8"))
     # sbatch hands the submitting environment to the job (and slurmctld keeps it in its state): what the 0600
     # env file carries, the SwanLab key above all, is left out of it.
     private = {*rendered.command.env_file, *SECRET_ENV}
@@ -140,7 +139,10 @@ def prepare_slurm(resolved: ResolvedSpec, opts: SlurmOptions, *, dry_run: bool,
 
 def launch_slurm(resolved: ResolvedSpec, opts: SlurmOptions, console: Any, *, yes: bool, dry_run: bool,
                  verify_timeout: float, actions_out: list[str] | None = None,
-                 request: LaunchRequest | None = None) -> RunRecord | None:
+                 request: LaunchRequest | None = None, started: list[RunRecord] | None = None) -> RunRecord | None:
+    """Write, submit and verify the run's job (``started``: the record is appended to it as soon as it is made,
+    for the launch guard's clean-up); None for a dry run."""
+    from verlctl.ops.interrupts import launch_guard
     from verlctl.ops.resume import resume_point
 
     spec = resolved.spec
@@ -165,19 +167,44 @@ def launch_slurm(resolved: ResolvedSpec, opts: SlurmOptions, console: Any, *, ye
         experiment=spec.logging.experiment or "", verl_version="",
         image=spec.container.image if spec.container.runtime == "docker" else None,
     )
-    record.save()
-    record.event("launch", actions=actions, backend="slurm")
-    _save_options(record, opts)
-    try:
-        ref = submit_job(record, resolved, opts, "launch", resume_point(spec.paths.checkpoints, spec))
-    except VerlctlError as exc:
-        _remove_env_file(record)
-        record.event("launch_failed", error=exc.message)
-        raise
-    console.print(f"submitted Slurm job {ref.job_id} ({ref.job_name}); output {ref.output}", highlight=False,
-                  markup=False)
-    verify_job(record, ref, verify_timeout, console, resolved, opts)
+    if started is not None:
+        started.append(record)
+    with launch_guard(lambda what: abort_slurm_launch(record, what)):
+        record.save()
+        record.event("launch", actions=actions, backend="slurm")
+        _save_options(record, opts)
+        try:
+            ref = submit_job(record, resolved, opts, "launch", resume_point(spec.paths.checkpoints, spec))
+        except VerlctlError as exc:
+            _remove_env_file(record)
+            record.event("launch_failed", error=exc.message)
+            raise
+        console.print(f"submitted Slurm job {ref.job_id} ({ref.job_name}); output {ref.output}", highlight=False,
+                      markup=False)
+        verify_job(record, ref, verify_timeout, console, resolved, opts)
     return record
+
+
+def abort_slurm_launch(record: RunRecord, what: str) -> str:
+    """The failed-launch clean-up of a Slurm launch: every job of the run that Slurm still names as the run's
+    is cancelled (its id, checked against its name), the key file removed, the run marked stopped; one line."""
+    cancelled, unsure = [], []
+    for ref in record.slurm_jobs:
+        try:
+            if slurm.cancel(ref.job_id, ref.job_name):
+                cancelled.append(ref.job_id)
+        except Exception:  # noqa: BLE001 - the controller did not answer: named, for `verlctl stop` or scancel
+            unsure.append(ref.job_id)
+    _remove_env_file(record)
+    record.stopped = True
+    with contextlib.suppress(OSError):
+        record.event("launch_interrupted", signal=what, cancelled_jobs=cancelled, unsure_jobs=unsure)
+    with contextlib.suppress(OSError):
+        record.save()
+    done = [f"Slurm job {j} cancelled" for j in cancelled] + [
+        f"Slurm job {j} could not be cancelled (run `verlctl stop {record.run_id}` or `scancel {j}`)" for j in unsure]
+    return (f"interrupted ({what}) during launch of run {record.run_id}: "
+            + (", ".join(done) if done else "no Slurm job was running") + "; the run is marked stopped")
 
 
 def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any, resolved: ResolvedSpec,
@@ -199,8 +226,16 @@ def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any
         record.event("ray_start_retry", category=category, attempt=ref.number, job_id=ref.job_id)
         # Never two jobs of one run: one that timed out still RUNNING (a worker's Ray retrying to join) goes first
         # (scancel of this job id, after Slurm still names it as this run's; a job that ended is left as it is).
-        if slurm.cancel(ref.job_id, ref.job_name):
-            record.event("stopped", job_id=ref.job_id, reason=f"retry after {category}")
+        # The next job is submitted only once this one is known to have ended: a state Slurm does not give (a
+        # busy slurmctld) is asked again, and then stops the launch naming the job (slurm.cancel).
+        try:
+            if slurm.cancel(ref.job_id, ref.job_name):
+                record.event("stopped", job_id=ref.job_id, reason=f"retry after {category}")
+                _await_end(ref)
+        except RuntimeFailure as exc:
+            _remove_env_file(record)
+            record.event("launch_failed", error=exc.message, job_id=ref.job_id)
+            raise RuntimeFailure(f"not submitting Slurm job {ref.job_id} again: {exc.message}", hint=exc.hint) from None
         ref = submit_job(record, resolved, opts, f"retry after {category}", ref.resumed_from)
         console.print(f"submitted Slurm job {ref.job_id} ({ref.job_name}); output {ref.output}", highlight=False,
                       markup=False)
@@ -211,17 +246,36 @@ def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any
     _fail(record, ref, text, why)
 
 
+#: How long a cancelled job may take to end (Slurm's KillWait, then its epilog) before a resubmission gives up.
+CANCEL_END_S = 90.0
+
+
+def _await_end(ref: SlurmJobRef, timeout: float = CANCEL_END_S) -> None:
+    """Wait until the cancelled job ``ref`` is known to have ended; a RuntimeFailure naming it else."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = slurm.known_state(ref.job_id)
+        if st.answered and not st.live:
+            return
+        if time.monotonic() >= deadline:
+            how = f"Slurm still reports it {st.state}" if st.answered else "Slurm did not say whether it ended"
+            raise RuntimeFailure(f"Slurm job {ref.job_id} was cancelled but {how} after {timeout:.0f}s",
+                                 hint=f"check it with `squeue --jobs={ref.job_id}`; cancel it with "
+                                      f"`scancel {ref.job_id}`")
+        time.sleep(1.0)
+
+
 def _save_options(record: RunRecord, opts: SlurmOptions) -> None:
     import json
 
-    (record.dir / "slurm-options.json").write_text(json.dumps(opts.__dict__), encoding="utf-8")
+    record.write_file("slurm-options.json", json.dumps(opts.__dict__).encode("utf-8"))
 
 
 def load_options(record: RunRecord) -> SlurmOptions:
     import json
 
     try:
-        data = json.loads((record.dir / "slurm-options.json").read_text(encoding="utf-8"))
+        data = json.loads(record.read_file("slurm-options.json").decode("utf-8"))
     except (OSError, ValueError):
         return SlurmOptions()
     return SlurmOptions(**{k: v for k, v in data.items() if k in SlurmOptions.__dataclass_fields__})
@@ -375,6 +429,19 @@ def slurm_stop(record: RunRecord, grace: float, console: Any, watching: bool) ->
     result: dict[str, Any] = {"run_id": record.run_id, "watcher_stopped": None, "signalled": [],
                               "not_signalled": None, "containers": [], "warnings": [], "slurm_job": None}
     result["watcher_stopped"] = stop_watcher(record, watching, console)  # first: it never resubmits a stopped run
+    # Every earlier job of the run that Slurm still names as live goes too (a start-up retry or a recovery
+    # whose first job did not end), then the current one below.
+    result["earlier_jobs_cancelled"] = []
+    for earlier in record.slurm_jobs[:-1]:
+        try:
+            if slurm.cancel(earlier.job_id, earlier.job_name):
+                result["earlier_jobs_cancelled"].append(earlier.job_id)
+                record.event("stop", job_id=earlier.job_id, cancelled=True)
+                console.print(f"cancelled earlier Slurm job {earlier.job_id} of the run", highlight=False,
+                              markup=False)
+        except RuntimeFailure as exc:
+            result["warnings"].append(exc.message)
+            console.print(f"warning: {exc.message}", highlight=False, markup=False)
     ref = record.slurm_jobs[-1] if record.slurm_jobs else None
     if ref is None:
         result["not_signalled"] = "no Slurm job was recorded for this run"
@@ -532,13 +599,11 @@ class SlurmWatcher:
 
     def _resubmit(self, decision: Any, category: str | None) -> None:
         from verlctl.ops.resume import resume_point
-        from verlctl.spec.resolve import load_spec
 
         added = [*self.history.added, decision.add_feature] if decision.add_feature else list(self.history.added)
         enable = list(self.resolved.spec.features.enable) + [f for f in added
                                                              if f not in self.resolved.spec.features.enable]
-        resolved = load_spec(self.record.dir / "spec.resolved.yaml", use_env=False,
-                             recovery={"features.enable": enable} if added else None)
+        resolved = self.record.load_spec(recovery={"features.enable": enable} if added else None)
         if decision.add_feature:
             self.history.oom_retries += 1
             self.history.added.append(decision.add_feature)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ def spawn_watcher(record: RunRecord, notify_cmd: str | None) -> int:
     argv = [sys.executable, "-m", "verlctl", "watch", record.run_id]
     if notify_cmd:
         argv += ["--notify-cmd", notify_cmd]
-    log = open(record.dir / "watcher.log", "ab")  # noqa: SIM115 - handed to the child
+    log = os.fdopen(record.open_file("watcher.log", "append"), "ab")  # handed to the child; never through a link
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,

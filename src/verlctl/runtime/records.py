@@ -31,7 +31,10 @@ from verlctl.errors import VerlctlError
 from verlctl.runtime.procscan import PID_MAX_LIMIT
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from verlctl.runtime.executor import GroupRef
+    from verlctl.spec.resolve import ResolvedSpec
 
 RUN_ID_RE = re.compile(r"[A-Za-z0-9_.-]+")
 MAX_RECORD_BYTES = 4 * 1024 * 1024  # a run.json is a few kB: anything larger is damaged, not read
@@ -42,6 +45,33 @@ Pgid = Annotated[int, Field(gt=1, le=PID_MAX_LIMIT)]
 #: The names a run's log file may end with (``verlctl-<run>.log``, the trainer's ``<experiment>.log``,
 #: a Slurm job's ``slurm-<job>.out``).
 LOG_SUFFIXES = (".log", ".out")
+
+
+def trusted_uids() -> frozenset[int]:
+    """Whose files a record may be made of: this user's, and root's (who can change anything anyway)."""
+    return frozenset({os.geteuid(), 0})
+
+
+class ForeignFile(PermissionError):
+    """A file of a run's directory that is another user's: never read as the record's, never written."""
+
+
+def own_run_dir(d: Path, create: bool = True) -> Path:
+    """``d`` (a run's directory, or one inside it) as a directory this user may keep a record in: created 0700
+    (whatever the umask) when missing and ``create``; else not a symlink, this user's (or root's), writable by
+    no other user. An OSError naming it otherwise (FileNotFoundError: missing, not created)."""
+    if create:
+        with contextlib.suppress(FileExistsError):
+            d.mkdir(mode=0o700, parents=True)
+    st = os.lstat(d)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise OSError(errno.ENOTDIR, "it is a symbolic link or not a directory: refused to write into it", str(d))
+    if st.st_uid not in trusted_uids():
+        raise ForeignFile(errno.EPERM, f"it belongs to {owner_name(st.st_uid)}: refused to write into it", str(d))
+    if st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_uid != os.geteuid()):
+        raise ForeignFile(errno.EPERM, f"other users can write it (mode {stat.S_IMODE(st.st_mode):o}): refused to "
+                          "write into it", str(d))
+    return d
 
 
 def check_record_path(field: str, v: str, absolute: bool = True) -> str:
@@ -218,38 +248,73 @@ class RunRecord(BaseModel):
         return runs_dir() / self.run_id
 
     def save(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".run.json.", dir=self.dir)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(self.model_dump_json(indent=2))
-            os.replace(tmp, self.dir / "run.json")
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        self.write_file("run.json", self.model_dump_json(indent=2).encode("utf-8"))
 
     def event(self, kind: str, **data: Any) -> dict[str, Any]:
         """Append one event to events.jsonl (never rewritten, never through a symlink planted there)."""
         ev = {"time": time.time(), "run": self.run_id, "event": kind, **data}
-        self.dir.mkdir(parents=True, exist_ok=True)
         line = (json.dumps(ev, default=str) + "\n").encode("utf-8")
+        fd = self.open_file("events.jsonl", "append")
         try:
-            fd = os.open(self.dir / "events.jsonl",
-                         os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:  # an OSError like any other write failure: callers warn and go on
-                raise OSError(errno.ELOOP, "it is a symbolic link: refused to write through it",
-                              str(self.dir / "events.jsonl")) from None
-            raise
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(errno.EINVAL, "it is not a regular file: refused to write to it",
-                              str(self.dir / "events.jsonl"))
             os.write(fd, line)
         finally:
             os.close(fd)
         return ev
+
+    def open_file(self, name: str, how: str) -> int:
+        """The one way a file of the run's own directory is opened for writing (``how``: "append", "write",
+        which empties it, or "lock": read-write, kept as it is): ``name`` a plain name or ``attempt-N/name``; every directory on the way is this
+        user's (created 0700), the file is never reached through a symlink, is a regular file of this user's
+        (or root's), and is created 0600. An OSError naming the file else. The caller closes the descriptor."""
+        path = self._own_path(name)
+        flags = (os.O_RDWR if how == "lock" else os.O_WRONLY) | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        flags |= os.O_APPEND if how == "append" else 0
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # an OSError like any other write failure: callers warn and go on
+                raise OSError(errno.ELOOP, "it is a symbolic link: refused to write through it", str(path)) from None
+            raise
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.EINVAL, "it is not a regular file: refused to write to it", str(path))
+            if st.st_uid not in trusted_uids():
+                raise ForeignFile(errno.EPERM, f"it belongs to {owner_name(st.st_uid)}: refused to write to it",
+                                  str(path))
+            if how == "write":
+                os.ftruncate(fd, 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def write_file(self, name: str, data: bytes) -> Path:
+        """Replace the run-directory file ``name`` (a plain name or ``attempt-N/name``) with ``data`` as one
+        step: a new 0600 file (``O_EXCL``: never a planted link or file) in a directory of this user's (see
+        :meth:`open_file`), renamed over the old name; never a torn copy (a full disk: OSError, the old kept)."""
+        path = self._own_path(name)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # O_CREAT|O_EXCL, 0600
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return path
+
+    def _own_path(self, name: str) -> Path:
+        """Where ``name`` is written; the run's directory is made only by :meth:`save` (a watcher whose directory
+        was removed under it is told so by the OSError, and writes the record again: ops/watcher.py)."""
+        parts = name.split("/")
+        if not 1 <= len(parts) <= 2 or not all(valid_run_id(x) for x in parts):
+            raise ValueError(f"{name[:80]!r} is not a file name in the run's directory")
+        d = own_run_dir(self.dir, create=name == "run.json")
+        for sub in parts[:-1]:
+            d = own_run_dir(d / sub)
+        return d / parts[-1]
 
     def read_file(self, name: str, limit: int = MAX_RECORD_BYTES) -> bytes:
         """One plain file of the run's own directory (``name`` a plain name; never through a symlink, never a
@@ -257,6 +322,30 @@ class RunRecord(BaseModel):
         if not valid_run_id(name):
             raise ValueError(f"{name[:80]!r} is not a file name in the run's directory")
         return _read_bounded(self.dir / name, limit)
+
+    def load_spec(self, recovery: Mapping[str, Any] | None = None) -> ResolvedSpec:
+        """The run's resolved spec (``spec.resolved.yaml``), read through :meth:`read_file` (this user's file,
+        never through a link): what a watch or a relaunch runs. A VerlctlError when it cannot be read so."""
+        from verlctl.spec.resolve import load_spec
+        from verlctl.spec.sources import MAX_SPEC_BYTES
+
+        refusal, _warnings = record_trust(self)  # the record as it is now: its directory may have changed
+        if refusal is not None:
+            raise VerlctlError(f"run record {self.dir} is not trusted: {refusal}: nothing was run",
+                               hint=DamagedRecord(self.run_id, refusal, refused=True).hint)
+        path = self.dir / self.spec_file
+        try:
+            raw = self.read_file(self.spec_file, MAX_SPEC_BYTES)
+        except FileNotFoundError:
+            raise VerlctlError(f"spec file not found: {path}") from None
+        except (OSError, ValueError) as exc:
+            why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+            raise VerlctlError(f"cannot read the run's spec {path}: {why}: nothing was run") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise VerlctlError(f"the run's spec {path} is not UTF-8 text: nothing was run") from None
+        return load_spec(path, use_env=False, recovery=recovery, file_text=text)
 
     def events(self) -> list[dict[str, Any]]:
         try:
@@ -272,20 +361,11 @@ class RunRecord(BaseModel):
         return out
 
     def write_status(self, status: dict[str, Any]) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=".status.json.", dir=self.dir)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(json.dumps(status, default=str))
-            os.replace(tmp, self.dir / "status.json")
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        self.write_file("status.json", json.dumps(status, default=str).encode("utf-8"))
 
     def read_status(self) -> dict[str, Any] | None:
-        p = self.dir / "status.json"
         try:
-            data = json.loads(_read_bounded(p).decode("utf-8", errors="replace"))
+            data = json.loads(self.read_file("status.json").decode("utf-8", errors="replace"))
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) else None
@@ -298,9 +378,13 @@ class DamagedRecord:
     run_id: str  # the directory name
     reason: str
     owner: str | None = None  # set when the record is another user's, unreadable by this one: not damaged
+    refused: bool = False  # not trusted (record_refusal): another user's files, or a place others can write
 
     @property
     def message(self) -> str:
+        if self.refused:
+            return (f"run record {runs_dir() / self.run_id} is not trusted: {self.reason}: nothing was read from it "
+                    "or run")
         if self.owner is not None:
             return f"run record {runs_dir() / self.run_id / 'run.json'} belongs to {self.owner}: not readable by you"
         return f"run record {runs_dir() / self.run_id / 'run.json'} is damaged: {self.reason}"
@@ -308,10 +392,16 @@ class DamagedRecord:
     @property
     def summary(self) -> str:
         """The record's state in one cell of `verlctl list`."""
+        if self.refused:
+            return f"not trusted: {self.reason}"
         return f"{self.owner}'s: not readable by you" if self.owner is not None else f"damaged: {self.reason}"
 
     @property
     def hint(self) -> str:
+        if self.refused:
+            return ("a record is used only when this user (or root) owns it, its directory and the paths it names, "
+                    "and no other user can write where it is kept: run verlctl as that record's owner, or keep "
+                    "your runs in a state dir of your own (VERLCTL_STATE_DIR)")
         if self.owner is not None:
             return "run verlctl as that user, or use your own state dir (VERLCTL_STATE_DIR)"
         return "repair or remove that directory"
@@ -340,12 +430,15 @@ def _foreign_owner(p: Path) -> str | None:
 
 
 def _read_bounded(p: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
-    """A regular file's bytes (never through a symlink, never more than ``limit``); OSError/ValueError else."""
+    """A regular file's bytes (never through a symlink, never more than ``limit``, never another user's: a
+    :class:`ForeignFile`); OSError/ValueError else."""
     fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ValueError("not a regular file")
+        if st.st_uid not in trusted_uids():
+            raise ForeignFile(errno.EPERM, f"it belongs to {owner_name(st.st_uid)}, not to this user", str(p))
         if st.st_size > limit:
             raise ValueError(f"larger than {limit // (1024 * 1024)} MiB")
         chunks = []
@@ -368,10 +461,15 @@ def _load_dir(d: Path) -> RunRecord | DamagedRecord:
     if not valid_run_id(name):
         return DamagedRecord(name, "the directory name is not a plain run id")
     p = d / "run.json"
+    refusal, _warnings = place_trust(d)
+    if refusal is not None:
+        return DamagedRecord(name, refusal, refused=True)
     try:
         raw = _read_bounded(p)
     except FileNotFoundError:
         return DamagedRecord(name, "run.json is missing")
+    except ForeignFile as exc:
+        return DamagedRecord(name, f"run.json {exc.strerror}", refused=True)
     except OSError as exc:
         why = "a symlink" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
         owner = _foreign_owner(p) if exc.errno in (errno.EACCES, errno.EPERM) else None
@@ -392,6 +490,9 @@ def _load_dir(d: Path) -> RunRecord | DamagedRecord:
         return DamagedRecord(name, f"run.json is invalid: {detail[:200]}")
     if record.run_id != name:
         return DamagedRecord(name, f"run.json names run {record.run_id!r}, not its directory {name!r}")
+    refusal = path_refusal(record)
+    if refusal is not None:
+        return DamagedRecord(name, refusal, refused=True)
     return record
 
 
@@ -408,6 +509,9 @@ def scan_runs() -> tuple[list[RunRecord], list[DamagedRecord]]:
     bad: list[DamagedRecord] = []
     for e in entries:
         try:
+            if e.is_symlink() and e.is_dir():  # listed as refused: never taken for a record, never silently left
+                bad.append(DamagedRecord(e.name, f"the run's directory {e.path} is a symlink", refused=True))
+                continue
             if not e.is_dir(follow_symlinks=False):
                 continue
         except OSError:
@@ -447,7 +551,7 @@ def resolve_run(run_id: str | None) -> RunRecord:
         raise VerlctlError(f"no runs recorded under {runs_dir()}: start one with `verlctl launch`")
     if run_id is None:
         if not runs:
-            raise VerlctlError(damaged[-1].message, hint="see `verlctl list`")
+            raise VerlctlError(damaged[-1].message, hint=damaged[-1].hint if damaged[-1].refused else "see `verlctl list`")
         return runs[-1]
     exact = [r for r in runs if r.run_id == run_id]
     if exact:
@@ -467,47 +571,89 @@ def resolve_run(run_id: str | None) -> RunRecord:
     raise VerlctlError(f"run id {run_id!r} is ambiguous: {', '.join(names[:5])}")
 
 
-# ------------------------------------------------------------------ whose record is it (A1)
+# ------------------------------------------------------------------ whose record is it (A1, the one gate)
+#
+# Every record is read through _load_dir (load_run, resolve_run, scan_runs, all_runs: status, logs, stop,
+# watch and its relaunch, report, bundle, export-hf, list, launch's checks of other runs), and _load_dir refuses
+# a record that is not trusted: nothing of it is read further, nothing it names is run or signalled.
 
 
-def _owner_name(uid: int) -> str:
-    try:
-        import pwd
+def place_trust(d: Path) -> tuple[str | None, list[str]]:
+    """Whether the run directory ``d`` is a place this user may take a record from: (why not, or None;
+    warnings). Refused: the runs directory writable by every user without the sticky bit, or by a group of a
+    directory this user does not own; the run's directory a symlink, another user's, writable by every user,
+    or by a group when it is not this user's. A group-writable run directory of this user's is a warning
+    (each file in it is still read only when it is this user's)."""
+    me = os.geteuid()
+    warnings: list[str] = []
+    for path, what, is_run_dir in ((d.parent, "the runs directory", False), (d, "the run's directory", True)):
+        try:
+            st = os.lstat(path) if is_run_dir else os.stat(path)
+        except OSError as exc:
+            return f"{what} {path} cannot be checked ({exc.strerror or exc})", warnings
+        mode = stat.S_IMODE(st.st_mode)
+        if stat.S_ISLNK(st.st_mode):
+            return f"{what} {path} is a symlink", warnings
+        if is_run_dir and st.st_uid not in trusted_uids():
+            return f"{what} {path} belongs to {owner_name(st.st_uid)}, not to this user", warnings
+        sticky = not is_run_dir and st.st_mode & stat.S_ISVTX
+        if st.st_mode & stat.S_IWOTH and not sticky:
+            return f"{what} {path} is writable by every user (mode {mode:o})", warnings
+        if st.st_mode & stat.S_IWGRP and not sticky:
+            if st.st_uid != me:
+                return (f"{what} {path} is writable by its group and belongs to {owner_name(st.st_uid)} "
+                        f"(mode {mode:o})"), warnings
+            warnings.append(f"{what} {path} is writable by its group (mode {mode:o}): anyone in that group "
+                            "could change the record (only this user's files in it are read)")
+    return None, warnings
 
-        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
-    except (KeyError, OSError, ImportError):
-        return f"uid {uid}"
+
+#: The paths of a record that name files on this host, by runtime (a container's paths are inside it; its
+#: logs may be read from this host once the container is gone).
+HOST_PATH_FIELDS = {"host": ("workdir", "scripts_dir", "run_log", "train_log"),
+                    "slurm": ("workdir", "scripts_dir", "run_log", "train_log")}
+DEFAULT_HOST_PATH_FIELDS = ("run_log", "train_log")
+
+
+def _foreign_path(p: Path) -> str | None:
+    """Why ``p`` is another user's (it, or the nearest directory above it that exists), else None."""
+    q = p
+    while True:
+        try:
+            uid = os.lstat(q).st_uid
+        except OSError:
+            if q.parent == q:
+                return None
+            q = q.parent
+            continue
+        if uid not in trusted_uids():
+            return f"{q} belongs to {owner_name(uid)}" if q == p else f"its directory {q} belongs to {owner_name(uid)}"
+        return None
+
+
+def path_refusal(record: RunRecord) -> str | None:
+    """Why a record's paths are not this user's to act on: a ``..`` component (a path that leaves the
+    directory it names), or a path on this host (workdir, scripts_dir, run_log, train_log; a container's
+    paths only for its logs) that belongs to another user. None when every one is fine."""
+    for field in HOST_PATH_FIELDS.get(record.runtime, DEFAULT_HOST_PATH_FIELDS):
+        value = getattr(record, field)
+        if not value:
+            continue
+        if ".." in value.split("/"):
+            return f"its {field} {value[:120]} leaves its directory (a '..' component)"
+        if not value.startswith("/"):
+            continue
+        why = _foreign_path(Path(value))
+        if why is not None:
+            return f"its {field}: {why[:200]}, not to this user"
+    return None
 
 
 def record_trust(record: RunRecord) -> tuple[str | None, list[str]]:
-    """Whether this user may act on the processes a record names: (why not, or None; warnings).
-
-    A record is only as trustworthy as the files it is read from: one owned by another user, or kept where
-    another user can write (a world-writable run directory, or a world-writable runs directory without the
-    sticky bit), may name any process (pid and start time are world-readable). Such records are refused.
-    A group-writable place is a warning (with a private user group it is harmless)."""
-    me = os.geteuid()
-    trusted = {me, 0}
-    warnings: list[str] = []
-    d = runs_dir() / record.run_id
-    checks = [(runs_dir(), "the runs directory", True), (d, "the run's directory", False),
-              (d / "run.json", "run.json", False)]
-    for path, what, sticky_ok in checks:
-        try:
-            st = os.lstat(path)
-        except OSError as exc:
-            return f"{what} {path} cannot be checked ({exc.strerror or exc})", warnings
-        if stat.S_ISLNK(st.st_mode):
-            return f"{what} {path} is a symlink", warnings
-        if st.st_uid not in trusted:
-            return f"{what} {path} belongs to {_owner_name(st.st_uid)}, not to this user", warnings
-        shared = st.st_mode & stat.S_IWOTH
-        if shared and not (sticky_ok and st.st_mode & stat.S_ISVTX):
-            return f"{what} {path} is writable by every user (mode {stat.S_IMODE(st.st_mode):o})", warnings
-        if st.st_mode & stat.S_IWGRP and not (sticky_ok and st.st_mode & stat.S_ISVTX):
-            warnings.append(f"{what} {path} is writable by its group (mode {stat.S_IMODE(st.st_mode):o}): "
-                            "anyone in that group could change the record")
-    return None, warnings
+    """The gate once more, on a record already loaded (it may have changed since): (why not, or None;
+    warnings to show, e.g. a group-writable run directory of this user's)."""
+    refusal, warnings = place_trust(record.dir)
+    return refusal or path_refusal(record), warnings
 
 
 # ------------------------------------------------------------------ one watcher, one writer (A7)
@@ -516,9 +662,11 @@ WATCH_LOCK = "watcher.lock"
 RECORD_LOCK = "record.lock"
 
 
-def _lock_fd(path: Path) -> int:
-    """A lock file in a run's directory, opened without following a planted symlink."""
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+def _lock_fd(record: RunRecord, name: str) -> int:
+    """A lock file in a run's directory, through the one helper (no planted symlink followed, this user's)."""
+    fd = record.open_file(name, "lock")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def hold_watch_lock(record: RunRecord) -> int:
@@ -529,9 +677,9 @@ def hold_watch_lock(record: RunRecord) -> int:
 
     path = record.dir / WATCH_LOCK
     try:
-        fd = _lock_fd(path)
-    except OSError as exc:
-        raise VerlctlError(f"cannot open {path} ({exc.strerror or exc}): not watching") from None
+        fd = _lock_fd(record, WATCH_LOCK)
+    except (OSError, ValueError) as exc:
+        raise VerlctlError(f"cannot open {path} ({getattr(exc, 'strerror', None) or exc}): not watching") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -558,9 +706,9 @@ def record_lock(record: RunRecord, timeout: float = 120.0) -> Any:
 
     path = record.dir / RECORD_LOCK
     try:
-        fd = _lock_fd(path)
-    except OSError as exc:
-        raise VerlctlError(f"cannot open {path} ({exc.strerror or exc})") from None
+        fd = _lock_fd(record, RECORD_LOCK)
+    except (OSError, ValueError) as exc:
+        raise VerlctlError(f"cannot open {path} ({getattr(exc, 'strerror', None) or exc})") from None
     try:
         deadline = time.monotonic() + timeout
         while True:

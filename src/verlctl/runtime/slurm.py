@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -73,6 +74,7 @@ class JobState:
     exit_code: str = ""  # "status:signal" once ended
     nodes: str = ""
     name: str = ""
+    answered: bool = True  # False: no Slurm tool answered (a busy or unreachable slurmctld): the job may be live
 
     @property
     def live(self) -> bool:
@@ -116,14 +118,26 @@ def state(job_id: str) -> JobState:
     MinJobAge seconds after the end), then ``sacct`` (when accounting is configured); else UNKNOWN."""
     if not _JOB_ID.fullmatch(job_id):
         raise RuntimeFailure(f"{job_id!r} is not a Slurm job id")
-    res = _tool(["squeue", "--noheader", f"--jobs={job_id}", "--format=%T|%r|%N|%j"])
-    if res.returncode == 0:
+    answered = False  # whether slurmctld answered at all (an unknown job id is an answer; a time-out is not)
+
+    def ask(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
+        nonlocal answered
+        try:
+            res = _tool(argv)
+        except RuntimeFailure:
+            return None
+        if res.returncode == 0 or "invalid job id" in (res.stderr + res.stdout).lower():
+            answered = True
+        return res
+
+    res = ask(["squeue", "--noheader", f"--jobs={job_id}", "--format=%T|%r|%N|%j"])
+    if res is not None and res.returncode == 0:
         for line in res.stdout.splitlines():
             parts = line.strip().split("|")
             if len(parts) == 4:
                 return JobState(job_id, parts[0], parts[1] if parts[1] != "None" else "", "", parts[2], parts[3])
-    res = _tool(["scontrol", "show", "job", "--oneliner", job_id])
-    if res.returncode == 0 and "JobState=" in res.stdout:
+    res = ask(["scontrol", "show", "job", "--oneliner", job_id])
+    if res is not None and res.returncode == 0 and "JobState=" in res.stdout:
         fields = dict(re.findall(r"(\w+)=(\S*)", res.stdout))
         return JobState(job_id, fields.get("JobState", "UNKNOWN"), "" if fields.get("Reason") == "None"
                         else fields.get("Reason", ""), fields.get("ExitCode", ""), fields.get("NodeList", ""),
@@ -132,18 +146,38 @@ def state(job_id: str) -> JobState:
         res = _tool(["sacct", "--noheader", "--parsable2", f"--jobs={job_id}", "--format=State,ExitCode,NodeList,JobName",
                      "--allocations"])
     except RuntimeFailure:
-        return JobState(job_id, "UNKNOWN")
+        return JobState(job_id, "UNKNOWN", answered=answered)
     if res.returncode == 0 and res.stdout.strip():
         parts = res.stdout.splitlines()[0].split("|")
         if len(parts) == 4:
             return JobState(job_id, parts[0].split()[0], "", parts[1], parts[2], parts[3])
-    return JobState(job_id, "UNKNOWN")
+    return JobState(job_id, "UNKNOWN", answered=answered)
+
+
+#: How often, and how far apart, a job's state is asked again while slurmctld does not answer.
+STATE_TRIES = 4
+STATE_RETRY_S = 2.0
+
+
+def known_state(job_id: str, tries: int = STATE_TRIES, pause: float = STATE_RETRY_S) -> JobState:
+    """:func:`state`, asked again (``tries`` times, ``pause`` apart) while no Slurm tool answers; the last one."""
+    current = state(job_id)
+    for _ in range(tries - 1):
+        if current.answered:
+            break
+        time.sleep(pause)
+        current = state(job_id)
+    return current
 
 
 def cancel(job_id: str, job_name: str) -> bool:
     """``scancel`` this job id only, and only while Slurm still names it as ours (its job name): a job id
     reused by the cluster later is never cancelled. True when a cancel was sent."""
-    current = state(job_id)
+    current = known_state(job_id)
+    if not current.answered:  # never taken for "ended": a busy slurmctld says nothing of a job that still runs
+        raise RuntimeFailure(f"Slurm did not answer about job {job_id} (squeue and scontrol failed or timed out): "
+                             f"it may still be running; nothing was cancelled", hint=f"once Slurm answers, "
+                             f"cancel it with `scancel {job_id}` (or `verlctl stop`)")
     if not current.live:
         return False
     if current.name != job_name:

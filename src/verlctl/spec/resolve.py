@@ -97,13 +97,15 @@ def load_spec(
     use_env: bool = True,
     recovery: Mapping[str, Any] | None = None,
     typed_names: Mapping[str, str] | None = None,
+    file_text: str | None = None,
 ) -> ResolvedSpec:
-    """Build the spec from every source. ``flags``/``detected``/``typed`` map dotted paths to values."""
+    """Build the spec from every source. ``flags``/``detected``/``typed`` map dotted paths to values;
+    ``file_text``: the content of ``file`` when the caller read it already."""
     layers: list[Layer] = []
     if detected:
         layers.append(Layer.from_flat(Source.DETECTED, detected))
     if file is not None:
-        layer = load_yaml_layer(file)
+        layer = load_yaml_layer(file, file_text)
         refuse_secrets_in_file(layer)
         layers.append(layer)
     if use_env:
@@ -222,11 +224,29 @@ MAX_SHOWN = 80
 
 
 def shown(value: Any) -> str:
-    """``repr(value)``, cut to MAX_SHOWN characters (a 5000-digit number is not echoed whole)."""
-    text = repr(value)
-    if len(text) <= MAX_SHOWN:
-        return text
-    return f"{text[:MAX_SHOWN]}… ({len(str(value))} characters)"
+    """``repr(value)``, cut to MAX_SHOWN characters; built from a bounded part of the value only (a list of
+    a million items, a 5000-digit number is never formatted whole)."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 3, 8, 8, 8, 8
+    r.maxstring = r.maxother = r.maxlong = MAX_SHOWN + 8
+    if isinstance(value, str):
+        text, size = repr(value[: MAX_SHOWN + 2]), f"{len(value)} characters"
+        if len(value) <= MAX_SHOWN + 2 and len(text) <= MAX_SHOWN:
+            return text
+    elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * MAX_SHOWN:
+        return f"a number of about {int(value.bit_length() * 0.30103) + 1} digits"
+    else:
+        try:
+            text = r.repr(value)
+        except Exception:  # noqa: BLE001 - a value whose repr fails: its type is enough
+            text = f"<{type(value).__name__}>"
+        many = isinstance(value, (list, tuple, dict, set)) and len(value) > r.maxlist
+        size = f"{len(value)} items" if isinstance(value, (list, tuple, dict, set)) else f"{len(text)} characters"
+        if len(text) <= MAX_SHOWN:
+            return f"{text} ({size})" if many else text
+    return f"{text[:MAX_SHOWN]}… ({size})"
 
 
 #: Spec paths that hold a secret. An error at such a path or above it (a secret-bearing path, where a key

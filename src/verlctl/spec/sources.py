@@ -294,36 +294,69 @@ def unique_key_loader() -> Any:
     return UniqueKeyLoader
 
 
-def load_yaml_layer(path: str | Path) -> Layer:
+class YamlSyntaxError(SpecError):
+    """Text that is not YAML (a ``--set`` value then stays the text it is)."""
+
+
+def load_bounded_yaml(text: str, what: str, source: str | None = None) -> Any:
+    """The one YAML reader of verlctl's input (a spec file, a ``--set`` value): duplicate keys refused, and
+    the loaded tree bounded (at most MAX_SPEC_DEPTH levels, no alias that contains itself, aliases adding
+    at most MAX_ALIAS_EXPANSION values): everything after the load walks the expanded tree. ``what`` names
+    the input in messages (``spec file x.yaml``, ``--set train.lr``); ``source`` the place for a syntax
+    error (``x.yaml``). A SpecError (YamlSyntaxError for text that is not YAML) else."""
     import yaml
 
-    p = Path(path)
-    text = read_spec_text(p)
-    too_deep = f"spec file {p}: nesting too deep (more than {MAX_SPEC_DEPTH} levels of mappings or lists)"
+    if len(text) > MAX_SPEC_BYTES:
+        raise SpecError(f"{what}: larger than {MAX_SPEC_BYTES // (1024 * 1024)} MiB")
+    too_deep = f"{what}: nesting too deep (more than {MAX_SPEC_DEPTH} levels of mappings or lists)"
     try:
         data = yaml.load(text, Loader=unique_key_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(f"malformed YAML in {p}{where}: {problem}") from None
+        raise YamlSyntaxError(f"malformed YAML in {source or what}{where}: {problem}") from None
     except RecursionError:
         raise SpecError(too_deep) from None
     except ValueError as exc:  # an integer of more than sys.get_int_max_str_digits() digits
-        raise SpecError(f"spec file {p}: {short_int_error(exc)}") from None
+        raise SpecError(f"{what}: {short_int_error(exc)}") from None
+    shape = _shape(data)
+    if shape is None:
+        raise SpecError(f"{what}: nesting too deep (a YAML alias, *name, contains itself): write the values out "
+                        "instead")
+    if shape[0] > MAX_SPEC_DEPTH:
+        raise SpecError(too_deep)
+    written = 2 * len(text) + 1  # more values than the text could hold without aliases
+    if shape[1] > written + MAX_ALIAS_EXPANSION:
+        raise SpecError(
+            f"{what}: its YAML aliases (*name) expand to more than {MAX_ALIAS_EXPANSION} values: "
+            "write the values out instead of nesting aliases"
+        )
+    return data
+
+
+def refuse_undecodable(value: str, what: str, field: str | None = None) -> str:
+    """``value`` when it is text; a SpecError naming ``what`` when it carries bytes that are not UTF-8 (Python
+    hands such argv and environment bytes over as lone surrogates: they would fail every writer later)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SpecError(f"{what}: the value is not UTF-8 text (it holds a byte that is not a character, e.g. a "
+                        "path in a legacy encoding): give it in UTF-8, or rename the path", field=field) from None
+    return value
+
+
+def load_yaml_layer(path: str | Path, text: str | None = None) -> Layer:
+    """The spec file ``path`` as a layer (``text``: its content, already read by the caller, e.g. a run
+    record's own spec read through the record's owner check); aliases, size and depth bounded."""
+    p = Path(path)
+    if text is None:
+        text = read_spec_text(p)
+    data = load_bounded_yaml(text, f"spec file {p}", str(p))
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise SpecError(f"spec file {p} must hold a mapping of settings, not {type(data).__name__}")
-    shape = _shape(data)
-    if shape is None or shape[0] > MAX_SPEC_DEPTH:
-        raise SpecError(too_deep)
-    written = 2 * len(text) + 1  # more values than the file could hold without aliases
-    if shape[1] > written + MAX_ALIAS_EXPANSION:
-        raise SpecError(
-            f"spec file {p}: its YAML aliases (*name) expand to more than {MAX_ALIAS_EXPANSION} values: "
-            "write the values out instead of nesting aliases"
-        )
     detail = str(p)
     return Layer(Source.FILE, data, {k: detail for k in flatten(data)})
 
@@ -384,6 +417,7 @@ def load_env_layer(environ: Mapping[str, str] | None = None, top_fields: Iterabl
         value = env.get(name)
         if value is None or value == "":
             continue
+        refuse_undecodable(value, f"environment variable {name} ({path})", path)
         if path.startswith("container.proxy.") and value.strip().lower() in {"none", "无"}:
             continue
         if name == "FRAMEWORK" and value.strip().lower() == "fsdp":
@@ -411,7 +445,7 @@ def load_env_layer(environ: Mapping[str, str] | None = None, top_fields: Iterabl
                     f"unknown spec field {top!r} in environment variable {name}; did you mean VERLCTL_{close[0].upper()}?"
                 )
             continue
-        flat[path] = value
+        flat[path] = refuse_undecodable(value, f"environment variable {name} ({path})", path)
         details[path] = name
     return Layer.from_flat(Source.ENV, flat, details)
 
