@@ -58,6 +58,7 @@ NO_RECORD: dict[str, str] = {
     "check": "a spec; other runs only through all_runs()",
     "launch": "writes a new record; other runs only through all_runs()",
     "quickstart": "a launch",
+    "demo": "a launch (verlctl launch as a subprocess); its own runs only through scan_runs(), the gated loader",
     "diagnose": "a log file named on the command line",
     "features": "verl's features",
     "schema": "the spec's schema",

@@ -19,7 +19,6 @@ import os
 import re
 import secrets
 import stat
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,17 +292,9 @@ class RunRecord(BaseModel):
         """Replace the run-directory file ``name`` (a plain name or ``attempt-N/name``) with ``data`` as one
         step: a new 0600 file (``O_EXCL``: never a planted link or file) in a directory of this user's (see
         :meth:`open_file`), renamed over the old name; never a torn copy (a full disk: OSError, the old kept)."""
-        path = self._own_path(name)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # O_CREAT|O_EXCL, 0600
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return path
+        from verlctl.files import write_file
+
+        return write_file(self._own_path(name), data, 0o600)
 
     def _own_path(self, name: str) -> Path:
         """Where ``name`` is written; the run's directory is made only by :meth:`save` (a watcher whose directory
