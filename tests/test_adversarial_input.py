@@ -150,6 +150,6 @@ def test_a14_a_flag_error_is_one_error_line_naming_the_flag(argv: list[str], tmp
     line = one_line_error(res)
     assert res.code == 2 and "Usage:" not in res.err, res.err
     assert "--help`)" in line, line
-    named = {"logs": "'--lines' / '-n'", "status": "-x", "export-hf": "'RUN'", "stop": "'--grace'",
+    named = {"logs": "'--lines' / '-n'", "status": "-x", "export-hf": "'--out' / '-o'", "stop": "'--grace'",
              "bogus-command": "'bogus-command'", "launch": "'--verify-timeout'"}[argv[0]]
     assert named in line, line
