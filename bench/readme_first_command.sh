@@ -24,13 +24,14 @@ case "$FIRST" in *"verlctl demo"*) ;; *) echo "the README's first command does n
 mkdir -p "$EXTRA"
 python3 -m pip download -q -d "$EXTRA" "$SRC" pip wheel 'setuptools>=68' >/dev/null
 WORK="$(mktemp -d /var/tmp/verlctl-readme-bench.XXXXXX)"
-git -C "$SRC" archive --format=tar HEAD | tar -x -C "$WORK" -f - --one-top-level=src
+mkdir "$WORK/checkout"
+git -C "$SRC" archive --format=tar HEAD | tar -x -C "$WORK/checkout" -f -
 echo "fresh machine: $BASE; command: $FIRST --yes --steps $STEPS"
 PIPENV=(-e PIP_NO_INDEX=1 -e "PIP_FIND_LINKS=/wheelhouse /extra")
 if [[ "${BENCH_INDEX:-0}" == 1 ]]; then PIPENV=(); fi
 T0=$SECONDS
 docker run --rm --name "verlctl-readme-bench-$$" --network host --shm-size 4g \
-  -v "$WORK/src:/home/user/verlctl" -v "$WHEELHOUSE:/wheelhouse:ro" -v "$EXTRA:/extra:ro" \
+  -v "$WORK/checkout:/home/user/verlctl" -v "$WHEELHOUSE:/wheelhouse:ro" -v "$EXTRA:/extra:ro" \
   "${PIPENV[@]}" -e VERLCTL_CACHE_DIR=/home/user/cache -w /home/user/verlctl "$BASE" \
   bash -c 'set -e; test ! -S /var/run/docker.sock; command -v dockerd >/dev/null && exit 9 || true
            python3 --version; t=$SECONDS; '"$FIRST"' --yes --steps '"$STEPS"' 2>&1 | tail -n 25
