@@ -7,7 +7,8 @@
 # empty cache dir. pip installs from the real-verl image's wheelhouse (tests/image/build_realverl.sh, the same
 # pins) with PIP_NO_INDEX=1, so no index is asked; set BENCH_INDEX=1 to let pip use its index instead. The command
 # is read from the README's first code block (not retyped here) and run with `--yes` appended (no terminal to
-# answer the checklist). Prints the wall time of each part and the demo's last lines.
+# answer the checklist), after `apt-get install libnuma1`, which the README names (BENCH_NO_LIBNUMA=1 leaves it out:
+# the demo must then refuse in one line). Prints the wall time and the demo's last lines.
 #
 #   bench/readme_first_command.sh [--steps N]
 set -euo pipefail
@@ -32,8 +33,11 @@ if [[ "${BENCH_INDEX:-0}" == 1 ]]; then PIPENV=(); fi
 T0=$SECONDS
 docker run --rm --name "verlctl-readme-bench-$$" --network host --shm-size 4g \
   -v "$WORK/checkout:/home/user/verlctl" -v "$WHEELHOUSE:/wheelhouse:ro" -v "$EXTRA:/extra:ro" \
-  "${PIPENV[@]}" -e VERLCTL_CACHE_DIR=/home/user/cache -w /home/user/verlctl "$BASE" \
+  "${PIPENV[@]}" -e "BENCH_NO_LIBNUMA=${BENCH_NO_LIBNUMA:-0}" -e VERLCTL_CACHE_DIR=/home/user/cache -w /home/user/verlctl "$BASE" \
   bash -c 'set -e; test ! -S /var/run/docker.sock; command -v dockerd >/dev/null && exit 9 || true
-           python3 --version; t=$SECONDS; '"$FIRST"' --yes --steps '"$STEPS"' 2>&1 | tail -n 25
+           python3 --version; t=$SECONDS
+           if [ "${BENCH_NO_LIBNUMA:-0}" != 1 ]; then  # the README names it: the demo needs it
+             apt-get update -qq && apt-get install -y -qq --no-install-recommends libnuma1 >/dev/null; fi
+           '"$FIRST"' --yes --steps '"$STEPS"' 2>&1 | tail -n 25
            echo "in-container wall: $((SECONDS - t)) s"'
 echo "total wall: $((SECONDS - T0)) s (work dir $WORK)"

@@ -34,6 +34,7 @@ def test_a_fit_machine_has_no_problem() -> None:
     ({"system": "Darwin", "machine": "arm64"}, "runs on Linux x86-64", "Linux x86-64 machine"),
     ({"machine": "aarch64"}, "this is Linux aarch64", "Linux x86-64 machine"),
     ({"cpu_flags": frozenset({"sse2", "avx"})}, "no AVX2", "newer x86-64 CPU"),
+    ({"libnuma": False}, "libnuma (libnuma.so.1) is not installed", "apt-get install libnuma1"),
     ({"ram_available": int(9.9 * GIB)}, "9.9 GiB of memory is available", "more memory"),
     ({"disk_free": int(9.5 * GIB)}, "9.5 GiB is free for the cache dir", "VERLCTL_CACHE_DIR"),
     ({"disk_free": int(0.5 * GIB), "env_ready": True}, "0.5 GiB is free for the demo folder", "--dir"),
@@ -286,6 +287,9 @@ def test_read_host_reads_this_machine(tmp_path: Path) -> None:
     after = envmod.read_host(cache, Path("/"), env_ready=True)
     assert abs(after.disk_free - sh.disk_usage("/").free) < GIB and after.env_ready
     assert facts.system == os.uname().sysname
+    import ctypes.util
+
+    assert facts.libnuma == (ctypes.util.find_library("numa") is not None)  # the loader's cache, asked another way
 
 
 def test_the_layer_is_installed_into_the_environment_as_its_module(tmp_path: Path) -> None:

@@ -88,6 +88,7 @@ class HostFacts:
     env_ready: bool
     python: PythonFound | None
     pythons_seen: tuple[str, ...] = ()
+    libnuma: bool = True  # libnuma.so.1, which vLLM's CPU kernels link (without it: no init_cpu_memory_env)
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,17 @@ def find_python(candidates: Iterable[str] | None = None) -> tuple[PythonFound | 
     return in_range, tuple(seen)
 
 
+def has_libnuma() -> bool:
+    """Whether the dynamic loader finds libnuma.so.1 (vLLM's CPU kernels link it)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnuma.so.1")
+    except OSError:
+        return False
+    return True
+
+
 def read_host(cache: Path, out_dir: Path, env_ready: bool) -> HostFacts:
     import psutil
 
@@ -151,7 +163,7 @@ def read_host(cache: Path, out_dir: Path, env_ready: bool) -> HostFacts:
     return HostFacts(
         system=platform.system(), machine=platform.machine(), cpu_flags=_cpu_flags(),
         ram_available=int(psutil.virtual_memory().available), disk_free=shutil.disk_usage(probe).free,
-        env_ready=env_ready, python=python, pythons_seen=seen,
+        env_ready=env_ready, python=python, pythons_seen=seen, libnuma=has_libnuma(),
     )
 
 
@@ -164,6 +176,9 @@ def host_problem(facts: HostFacts) -> VerlctlError | None:
     if facts.cpu_flags is not None and "avx2" not in facts.cpu_flags:
         return VerlctlError("this CPU has no AVX2, which vLLM's CPU build needs (x86-64-v3: Intel Haswell / AMD "
                             "Zen or newer)", hint="run `verlctl demo` on a newer x86-64 CPU")
+    if not facts.libnuma:
+        return VerlctlError("libnuma (libnuma.so.1) is not installed; vLLM's CPU build loads it for its kernels",
+                            hint="install it: apt-get install libnuma1 (Debian/Ubuntu) or dnf install numactl-libs")
     if facts.ram_available < MIN_RAM_GIB * GIB:
         return VerlctlError(
             f"{facts.ram_available / GIB:.1f} GiB of memory is available; the demo's run needs {MIN_RAM_GIB:.0f} GiB "
