@@ -14,6 +14,9 @@ LAYER_ENV = {
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     "OMP_NUM_THREADS": "1",
     "HF_HUB_OFFLINE": "1",
+    # vLLM's CPU sampler and verl's helpers call torch.compile, whose CPU backend builds C++ with g++ and the
+    # Python headers; eager mode needs neither (the demo's model is tiny: nothing to gain from compiling)
+    "TORCHDYNAMO_DISABLE": "1",
 }
 
 
