@@ -295,4 +295,7 @@ def test_contributing_has_the_ci_test_command() -> None:
     m = re.search(r"^TEST_CMD=\((.+)\)$", run, flags=re.M)
     assert m, "TEST_CMD in .ci/run"
     assert m.group(1) in (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    # the README names the same command beside `bash .ci/run`, which runs it
+    _, block = _blocks(README.read_text(encoding="utf-8"))[0]
+    assert " ".join(m.group(1).split()) in block[1], block[1]
     assert "CONTRIBUTING.md" in run[: run.index("TEST_CMD=")]
