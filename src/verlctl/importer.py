@@ -137,18 +137,35 @@ def _emitted_value(text: str) -> Any:
     return None if ov is None else parse_value(ov.value_text)
 
 
-def import_script(path: str | Path, version: str | None = None, environ: dict[str, str] | None = None) -> ImportResult:
-    """Parse, map and reconcile a launch script. Raises ScriptError/ImportFailure with one line."""
+def _commands(resolved: Any) -> list[Any]:
+    """verlctl's command for the spec on each verl it may run on: its version, or (``auto``) every supported
+    version that has its mode, since the image decides at check/launch time (F4-8)."""
+    from verlctl.verl.compose import build_command
+    from verlctl.verl.entrypoints import SUPPORTED_VERSIONS
+    from verlctl.verl.modes import MODES
+
+    if resolved.spec.verl_version != "auto":
+        return [build_command(resolved)]
+    mode = MODES.get(resolved.spec.mode)
+    return [build_command(resolved, v) for v in SUPPORTED_VERSIONS if mode is None or v in mode.versions]
+
+
+def import_script(path: str | Path, version: str | None = None, environ: dict[str, str] | None = None,
+                  device: str | None = None) -> ImportResult:
+    """Parse, map and reconcile a launch script. Raises ScriptError/ImportFailure with one line.
+
+    ``device`` (npu / gpu) is the user's answer where the script does not show its device."""
     from verlctl.verl.compose import build_command
     from verlctl.verl.modes import V1_SUCCESSOR, legacy_trainer_note
 
     parsed = parse_file(path, environ)
-    mapped = map_script(parsed, version)
+    mapped = map_script(parsed, version, device)
     _leave_default_features(mapped)
     _spec_defaults_from_verl(mapped)
     resolved = _validated(mapped)
-    command = build_command(resolved)
-    emitted = {line.key: line for line in command.overrides if line.key}
+    commands = _commands(resolved)
+    # An override counts as reproduced only where every command the spec may run emits it with that value.
+    per_command = [{line.key: line for line in c.overrides if line.key} for c in commands]
 
     covered: list[ScriptOverride] = []
     extras: list[str] = []
@@ -170,8 +187,9 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
         if ov.raw in mapped.dropped:
             notes.append(f"{ov.raw} not imported: {mapped.dropped[ov.raw]}")
             continue
-        line = emitted.get(ov.key)
-        if line is not None and same_value(_emitted_value(line.text), parse_value(ov.value_text)):
+        lines = [e.get(ov.key) for e in per_command]
+        if all(line is not None and same_value(_emitted_value(line.text), parse_value(ov.value_text))
+               for line in lines):
             covered.append(ov)
             continue
         if "\n" in ov.raw:
@@ -181,13 +199,13 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
     env_kept: dict[str, str] = {}
     env_covered: list[str] = []
     for name, value in mapped.env.items():
-        if command.env.get(name) == value:
+        if all(c.env.get(name) == value for c in commands):
             env_covered.append(name)
         else:
             env_kept[name] = value
 
     document = dict(mapped.tree)
-    left = _left_to_verl(command, {o.key for o in mapped.overrides})
+    left = sorted({k for c in commands for k in _left_to_verl(c, {o.key for o in mapped.overrides})})
     if left:
         document["verl_defaults"] = left
         mapped.sources["verl_defaults"] = "the script does not set them: verl's defaults stand"
@@ -199,8 +217,10 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
                               notes, mapped.sources))
     final_command = build_command(final)
     script_keys = {o.key for o in mapped.overrides}
-    added = [line.text for line in final_command.overrides if line.key and line.key not in script_keys]
-    declared = _declared(final_command, script_keys)
+    finals = _commands(final)
+    added = list(dict.fromkeys(line.text for c in finals for line in c.overrides
+                               if line.key and line.key not in script_keys))
+    declared = list(dict.fromkeys(d for c in finals for d in _declared(c, script_keys)))
     notes += [f"verlctl sets {text} because {why} [{code}]" for code, text, why in declared]
     legacy = legacy_trainer_note(final.spec.mode, final_command.version)
     if legacy:

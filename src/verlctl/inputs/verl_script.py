@@ -275,7 +275,119 @@ def _whole_node_split(per_node: int, rollout_per_node: int, nnodes: Any, rollout
     return train_nodes, roll_nodes
 
 
-def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
+#: Exported variables only an Ascend (NPU) or only a CUDA (GPU) stack reads: a script that sets them was written for
+#: that device (prefixes, or names holding the marker).
+NPU_ENV_HINTS = ("ASCEND_", "HCCL_", "VLLM_ASCEND_", "PYTORCH_NPU_", "TORCH_NPU_", "NPU_")
+GPU_ENV_HINTS = ("NCCL_", "PYTORCH_CUDA_", "CUDA_VISIBLE_DEVICES", "VLLM_ATTENTION_BACKEND")
+#: The script's own variable naming its device (verl's 0.9 examples: DEVICE=npu|gpu, see examples/grpo_trainer).
+DEVICE_VARIABLES = ("DEVICE", "device")
+_DEVICE_WORDS = {"npu": "npu", "ascend": "npu", "gpu": "gpu", "cuda": "gpu"}
+
+
+def script_device(parsed: ParsedScript, value_of: Any, exported: dict[str, str], given: str | None,
+                  notes: list[str]) -> tuple[str, str]:
+    """(device, what says so): ``--device``, else the strongest evidence in the script: ``trainer.device=`` or the
+    script's ``DEVICE`` variable, then which of ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES it exports, then
+    variables and values only an Ascend (vllm-ascend, HCCL, CANN) or a CUDA stack reads. A script without any, or
+    whose evidence disagrees, is refused: the user says which (verl itself runs such a script on either)."""
+    levels: list[list[tuple[str, str]]] = [[], [], [], []]
+    td = value_of("trainer.device")
+    if isinstance(td, str) and td.lower() in _DEVICE_WORDS:
+        levels[0].append((_DEVICE_WORDS[td.lower()], f"trainer.device={td}"))
+    for var in DEVICE_VARIABLES:
+        v = parsed.variables.get(var)
+        if isinstance(v, str) and UNRESOLVED not in v and v.strip().lower() in _DEVICE_WORDS:
+            levels[0].append((_DEVICE_WORDS[v.strip().lower()], f"the script's {var}={v.strip()}"))
+    for name in exported:
+        if name == "ASCEND_RT_VISIBLE_DEVICES":
+            levels[1].append(("npu", f"export {name}"))
+        elif name == "CUDA_VISIBLE_DEVICES":
+            levels[1].append(("gpu", f"export {name}"))
+        elif name.startswith(NPU_ENV_HINTS) or "ASCEND" in name:
+            levels[2].append(("npu", f"export {name}"))
+        elif name.startswith(GPU_ENV_HINTS) or name.endswith("CUDA_VISIBLE_DEVICES"):
+            levels[2].append(("gpu", f"export {name}"))
+    for raw in parsed.command.overrides:
+        ov = split_override(raw)
+        if ov is None:
+            continue
+        value = parse_value(ov.value_text)
+        if (ov.key.endswith("attention_backend") and value == "ascend") or (
+                ov.key.endswith("profiler.tool") and value == "npu") or ".tool_config.npu." in ov.key:
+            levels[2].append(("npu", ov.raw))  # vllm-ascend / sglang's Ascend backend, the NPU profiler
+    # Weakest: the script's own name and folders (verl's run_*_npu.sh, tests/special_npu/, ascend_extras/).
+    for part in reversed(parsed.name.replace("\\", "/").split("/")[-3:]):
+        words = set(re.split(r"[^a-z0-9]+", part.lower()))
+        if words & {"npu", "ascend"}:
+            levels[3].append(("npu", f"the script's path ({part})"))
+        if words & {"gpu", "cuda", "nvidia"}:
+            levels[3].append(("gpu", f"the script's path ({part})"))
+    if given is not None:
+        against = [why for level in levels for d, why in level if d != given]
+        if against:
+            notes.append(f"device {given} (--device), although the script says otherwise: {', '.join(against[:3])}")
+        return given, "--device"
+    for level in levels:
+        if not level:
+            continue
+        found = {d for d, _ in level}
+        if len(found) == 1:
+            return level[0][0], ", ".join(dict.fromkeys(why for _, why in level))
+        shown = "; ".join(f"{why} ({d})" for d, why in level[:4])
+        raise ImportFailure(f"{parsed.name}: the script names both devices ({shown}): pass --device npu or "
+                            "--device gpu")
+    raise ImportFailure(
+        f"{parsed.name}: the device is not evident from the script (no trainer.device, DEVICE variable, "
+        "ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES, or Ascend / CUDA settings; verl runs it on either): "
+        "pass --device npu or --device gpu"
+    )
+
+
+def _keep_entry(name: str, module: str, algorithm: str, mode: str, strategy: str, version: str,
+                notes: list[str]) -> str:
+    """The algorithm whose verlctl entry point is the script's own on every verl the spec may run on (the version,
+    or each supported one for ``auto``): an import never moves a script to another entry point, config and work
+    dir. DAPO's reward manager on ``verl.trainer.main_ppo`` (verl's PPO trainer, without the recipe's dynamic
+    sampling) stays there as ``grpo`` with the script's DAPO overrides; another mismatch is refused."""
+    from verlctl.verl.entrypoints import SUPPORTED_VERSIONS, entry_for
+
+    versions = SUPPORTED_VERSIONS if version == "auto" else (version,)
+
+    def modules(alg: str) -> set[str]:
+        out: set[str] = set()
+        for v in versions:
+            try:
+                out.add(entry_for(v, alg, mode, strategy).module)
+            except ValueError:
+                continue  # the mode does not exist on that version: the plan says so
+        return out
+
+    ours = modules(algorithm)
+    if ours <= {module}:
+        return algorithm
+    if module == "recipe.dapo.main_dapo" and version == "0.9.1":
+        notes.append(
+            "recipe.dapo.main_dapo is not part of verl 0.9.1 (recipe/ moved to the verl-recipe repository): the "
+            "plan runs DAPO on verl.trainer.main_ppo, whose core trainer does DAPO's dynamic sampling "
+            "(algorithm.filter_groups); its config is ppo_trainer, not dapo_trainer"
+        )
+        return algorithm
+    if algorithm == "dapo" and module == "verl.trainer.main_ppo" and modules("grpo") <= {module}:
+        notes.append(
+            "the script runs DAPO's reward manager on verl.trainer.main_ppo (verl's PPO trainer with its "
+            "ppo_trainer config; no dynamic sampling): imported as algorithm grpo so that the plan keeps that entry "
+            f"point (verlctl's dapo would run {', '.join(sorted(ours - {module}))}: another entry point, config "
+            "and work dir); the script's DAPO settings (reward manager, clip ratios, overlong buffer) stay its "
+            "own overrides"
+        )
+        return "grpo"
+    raise ImportFailure(
+        f"{name}: verlctl would run this {algorithm} / {mode} / {strategy} script on {', '.join(sorted(ours))}, "
+        f"not on its own {module}: not imported"
+    )
+
+
+def map_script(parsed: ParsedScript, version: str | None = None, given_device: str | None = None) -> Mapped:
     """The spec values a script's command and exports mean. Raises ImportFailure for runs verlctl cannot
     describe (another algorithm, entry point or training engine)."""
     cmd = parsed.command
@@ -351,9 +463,15 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
         elif module.startswith("recipe."):
             version = "0.7.0"
         else:
-            version = "0.7.0"
-            notes.append("verl version not evident from the script: 0.7.0 assumed (pass --verl-version)")
-    if version not in versions and not (module == "recipe.dapo.main_dapo" and version == "0.9.1"):
+            # F4-8: main_ppo is in every verl; nothing in the script says which one it was written for. The spec
+            # then takes the version installed in the image (check and launch read it), never a silent guess.
+            version = "auto"
+            notes.append(
+                "verl version not evident from the script: verl_version is auto (check and launch take the verl "
+                "installed in the image; plan warns until then); pass --verl-version 0.7.0 or 0.9.1 to fix it"
+            )
+    if version != "auto" and version not in versions \
+            and not (module == "recipe.dapo.main_dapo" and version == "0.9.1"):
         raise ImportFailure(
             f"{parsed.name}: {module} is not an entry point of verl {version} "
             f"(it is in verl {', '.join(versions)}): pass --verl-version {versions[0]}"
@@ -364,6 +482,7 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
         if module == "recipe.dapo.main_dapo" or reward_dapo or value_of("algorithm.filter_groups.enable") is True
         else "grpo"
     )
+    algorithm = _keep_entry(parsed.name, module, algorithm, mode, strategy, version, notes)
 
     v1_mode = value_of("trainer.v1.trainer_mode")
     if module == "verl.trainer.main_ppo" and v1_mode in ("colocate_async", "separate_async") \
@@ -379,10 +498,7 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
     # Devices and the rest of the environment.
     env: dict[str, str] = {}
     exported = {**parsed.exports, **cmd.env}
-    device = None
-    trainer_device = value_of("trainer.device")
-    if trainer_device in ("npu", "cuda"):
-        device = "npu" if trainer_device == "npu" else "gpu"
+    device, device_source = script_device(parsed, value_of, exported, given_device, notes)
     for name, value in exported.items():
         if UNRESOLVED in value:
             notes.append(f"env {name} not imported: its value needs a command the import does not run")
@@ -394,7 +510,6 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
             ids = [int(x) for x in value.split(",")]
             if len(set(ids)) == len(ids):
                 put("cluster.devices", ids, f"export {name}")
-                device = device or ("npu" if name.startswith("ASCEND") else "gpu")
                 continue
         if name in ENV_FIELDS:
             if "@" in value.split("://", 1)[-1].split("/", 1)[0]:
@@ -403,11 +518,7 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
                 put(ENV_FIELDS[name], value, f"export {name}")
             continue
         env[name] = value
-    if device is None:
-        device = "npu"
-        if not any(k.startswith("ASCEND") or k.startswith("HCCL") for k in exported):
-            notes.append("device not evident from the script: npu assumed")
-    put("device", device, "trainer.device" if trainer_device else "the script's environment")
+    put("device", device, device_source)
 
     enable: list[str] = []
     disable: list[str] = []
