@@ -184,6 +184,10 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
             continue
         if ov.key in absent:
             mapped.dropped[ov.raw] = absent[ov.key]
+        elif mapped.version == "auto":
+            for v, why in _absent_elsewhere(ov.key, mapped.module):
+                notes.append(f"{ov.raw} kept (verl_version auto), but {why}: on an image with verl {v} the launch's "
+                             f"compose check stops there; import with --verl-version {v} to leave it out")
         if ov.raw in mapped.dropped:
             notes.append(f"{ov.raw} not imported: {mapped.dropped[ov.raw]}")
             continue
@@ -232,6 +236,18 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
         parsed, mapped, document, covered, extras, unresolved, env_kept, env_covered, added, notes,
         final_command.argv(), final_command.entry.config_dir, declared,
     )
+
+
+def _absent_elsewhere(key: str, module: str) -> list[tuple[str, str]]:
+    """(version, why) for each supported verl whose config lacks a key the script sets (``auto`` keeps it)."""
+    from verlctl.verl.entrypoints import SUPPORTED_VERSIONS
+
+    out = []
+    for v in SUPPORTED_VERSIONS:
+        gone = {**ABSENT.get(v, {}), **ABSENT_IN_ENTRY.get((v, module), {})}
+        if key in gone:
+            out.append((v, gone[key]))
+    return out
 
 
 def _left_to_verl(command: Any, script_keys: set[str]) -> list[str]:
