@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-import verlcompose
 from verlctl.importer import import_script
+
+import verlcompose
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("bench_import_parity", ROOT / "bench" / "bench_import_parity.py")

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
 from verlctl.importer import import_script
 from verlctl.inputs.verl_script import ImportFailure
+
+from conftest import run_cli
 
 OFFICIAL = Path(__file__).resolve().parent / "fixtures" / "official-scripts"
 GPU_SCRIPT = "0.7.0/recipe/dapo/test_dapo_7b_math.sh"  # verl's own GPU script: no device word anywhere
@@ -30,7 +31,7 @@ def _variant(tmp_path: Path, first_lines: str, rel: str = GPU_SCRIPT, name: str 
 
 
 def test_a_gpu_script_that_does_not_say_its_device_is_not_assumed_to_be_npu(tmp_path: Path) -> None:
-    with pytest.raises(ImportFailure, match="the device is not evident from the script .* pass --device npu or "
+    with pytest.raises(ImportFailure, match=r"the device is not evident from the script .* pass --device npu or "
                                             "--device gpu"):
         import_script(OFFICIAL / GPU_SCRIPT, "0.7.0", dict(ENVIRON))
     out = tmp_path / "run.yaml"

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-import verlcompose
 from verlctl.importer import import_script, spec_text
 from verlctl.plan import make_plan
 from verlctl.spec.resolve import load_spec
 from verlctl.verl.compose import build_command
+
+import verlcompose
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFICIAL = ROOT / "tests" / "fixtures" / "official-scripts"

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-import verlcompose
 from verlctl.checks.findings import Severity
 from verlctl.checks.verdict import decide, image_verl, spec_facts
 from verlctl.detect.check_probes import ImageVersions
@@ -20,6 +19,8 @@ from verlctl.inputs.verl_script import split_override
 from verlctl.plan import make_plan
 from verlctl.spec.resolve import load_spec
 from verlctl.verl.compose import build_command
+
+import verlcompose
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFICIAL = ROOT / "tests" / "fixtures" / "official-scripts"

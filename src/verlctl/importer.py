@@ -137,6 +137,50 @@ def _emitted_value(text: str) -> Any:
     return None if ov is None else parse_value(ov.value_text)
 
 
+def keep_entry(name: str, module: str, algorithm: str, mode: str, strategy: str, version: str,
+                notes: list[str]) -> str:
+    """The algorithm whose verlctl entry point is the script's own on every verl the spec may run on (the version,
+    or each supported one for ``auto``): an import never moves a script to another entry point, config and work
+    dir. DAPO's reward manager on ``verl.trainer.main_ppo`` (verl's PPO trainer, without the recipe's dynamic
+    sampling) stays there as ``grpo`` with the script's DAPO overrides; another mismatch is refused."""
+    from verlctl.verl.entrypoints import SUPPORTED_VERSIONS, entry_for
+
+    versions = SUPPORTED_VERSIONS if version == "auto" else (version,)
+
+    def modules(alg: str) -> set[str]:
+        out: set[str] = set()
+        for v in versions:
+            try:
+                out.add(entry_for(v, alg, mode, strategy).module)
+            except ValueError:
+                continue  # the mode does not exist on that version: the plan says so
+        return out
+
+    ours = modules(algorithm)
+    if ours <= {module}:
+        return algorithm
+    if module == "recipe.dapo.main_dapo" and version == "0.9.1":
+        notes.append(
+            "recipe.dapo.main_dapo is not part of verl 0.9.1 (recipe/ moved to the verl-recipe repository): the "
+            "plan runs DAPO on verl.trainer.main_ppo, whose core trainer does DAPO's dynamic sampling "
+            "(algorithm.filter_groups); its config is ppo_trainer, not dapo_trainer"
+        )
+        return algorithm
+    if algorithm == "dapo" and module == "verl.trainer.main_ppo" and modules("grpo") <= {module}:
+        notes.append(
+            "the script runs DAPO's reward manager on verl.trainer.main_ppo (verl's PPO trainer with its "
+            "ppo_trainer config; no dynamic sampling): imported as algorithm grpo so that the plan keeps that entry "
+            f"point (verlctl's dapo would run {', '.join(sorted(ours - {module}))}: another entry point, config "
+            "and work dir); the script's DAPO settings (reward manager, clip ratios, overlong buffer) stay its "
+            "own overrides"
+        )
+        return "grpo"
+    raise ImportFailure(
+        f"{name}: verlctl would run this {algorithm} / {mode} / {strategy} script on {', '.join(sorted(ours))}, "
+        f"not on its own {module}: not imported"
+    )
+
+
 def _commands(resolved: Any) -> list[Any]:
     """verlctl's command for the spec on each verl it may run on: its version, or (``auto``) every supported
     version that has its mode, since the image decides at check/launch time (F4-8)."""
@@ -160,6 +204,9 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
 
     parsed = parse_file(path, environ)
     mapped = map_script(parsed, version, device)
+    tree = mapped.tree
+    tree["algorithm"] = keep_entry(parsed.name, mapped.module, tree["algorithm"], tree["mode"], tree["strategy"],
+                                   mapped.version, mapped.notes)
     _leave_default_features(mapped)
     _spec_defaults_from_verl(mapped)
     resolved = _validated(mapped)

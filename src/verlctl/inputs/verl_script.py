@@ -343,50 +343,6 @@ def script_device(parsed: ParsedScript, value_of: Any, exported: dict[str, str],
     )
 
 
-def _keep_entry(name: str, module: str, algorithm: str, mode: str, strategy: str, version: str,
-                notes: list[str]) -> str:
-    """The algorithm whose verlctl entry point is the script's own on every verl the spec may run on (the version,
-    or each supported one for ``auto``): an import never moves a script to another entry point, config and work
-    dir. DAPO's reward manager on ``verl.trainer.main_ppo`` (verl's PPO trainer, without the recipe's dynamic
-    sampling) stays there as ``grpo`` with the script's DAPO overrides; another mismatch is refused."""
-    from verlctl.verl.entrypoints import SUPPORTED_VERSIONS, entry_for
-
-    versions = SUPPORTED_VERSIONS if version == "auto" else (version,)
-
-    def modules(alg: str) -> set[str]:
-        out: set[str] = set()
-        for v in versions:
-            try:
-                out.add(entry_for(v, alg, mode, strategy).module)
-            except ValueError:
-                continue  # the mode does not exist on that version: the plan says so
-        return out
-
-    ours = modules(algorithm)
-    if ours <= {module}:
-        return algorithm
-    if module == "recipe.dapo.main_dapo" and version == "0.9.1":
-        notes.append(
-            "recipe.dapo.main_dapo is not part of verl 0.9.1 (recipe/ moved to the verl-recipe repository): the "
-            "plan runs DAPO on verl.trainer.main_ppo, whose core trainer does DAPO's dynamic sampling "
-            "(algorithm.filter_groups); its config is ppo_trainer, not dapo_trainer"
-        )
-        return algorithm
-    if algorithm == "dapo" and module == "verl.trainer.main_ppo" and modules("grpo") <= {module}:
-        notes.append(
-            "the script runs DAPO's reward manager on verl.trainer.main_ppo (verl's PPO trainer with its "
-            "ppo_trainer config; no dynamic sampling): imported as algorithm grpo so that the plan keeps that entry "
-            f"point (verlctl's dapo would run {', '.join(sorted(ours - {module}))}: another entry point, config "
-            "and work dir); the script's DAPO settings (reward manager, clip ratios, overlong buffer) stay its "
-            "own overrides"
-        )
-        return "grpo"
-    raise ImportFailure(
-        f"{name}: verlctl would run this {algorithm} / {mode} / {strategy} script on {', '.join(sorted(ours))}, "
-        f"not on its own {module}: not imported"
-    )
-
-
 def map_script(parsed: ParsedScript, version: str | None = None, given_device: str | None = None) -> Mapped:
     """The spec values a script's command and exports mean. Raises ImportFailure for runs verlctl cannot
     describe (another algorithm, entry point or training engine)."""
@@ -482,7 +438,6 @@ def map_script(parsed: ParsedScript, version: str | None = None, given_device: s
         if module == "recipe.dapo.main_dapo" or reward_dapo or value_of("algorithm.filter_groups.enable") is True
         else "grpo"
     )
-    algorithm = _keep_entry(parsed.name, module, algorithm, mode, strategy, version, notes)
 
     v1_mode = value_of("trainer.v1.trainer_mode")
     if module == "verl.trainer.main_ppo" and v1_mode in ("colocate_async", "separate_async") \
