@@ -109,3 +109,11 @@ def test_verls_npu_scripts_without_device_settings_are_npu_by_their_name(tmp_pat
     shutil.copyfile(OFFICIAL / rel, plain)
     with pytest.raises(ImportFailure, match="the device is not evident"):
         import_script(plain, "0.7.0", dict(ENVIRON))
+
+
+def test_a_gpu_models_name_in_the_script_name_says_gpu() -> None:
+    """tests/fixtures/memory/qwen2-70b_grpo_32_h800_fsdp_vllm.sh (verl's H800 example) used to import as NPU."""
+    r = import_script(Path(__file__).resolve().parent / "fixtures" / "memory" / "qwen2-70b_grpo_32_h800_fsdp_vllm.sh",
+                      "0.7.0", dict(ENVIRON))
+    assert r.document["device"] == "gpu"
+    assert r.mapped.sources["device"] == "the script's path (qwen2-70b_grpo_32_h800_fsdp_vllm.sh)"

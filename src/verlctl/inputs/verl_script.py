@@ -282,6 +282,11 @@ GPU_ENV_HINTS = ("NCCL_", "PYTORCH_CUDA_", "CUDA_VISIBLE_DEVICES", "VLLM_ATTENTI
 #: The script's own variable naming its device (verl's 0.9 examples: DEVICE=npu|gpu, see examples/grpo_trainer).
 DEVICE_VARIABLES = ("DEVICE", "device")
 _DEVICE_WORDS = {"npu": "npu", "ascend": "npu", "gpu": "gpu", "cuda": "gpu"}
+#: Words of a script's name or folders that name a device family (verl's run_*_npu.sh, *_h800_*.sh, special_npu/).
+PATH_WORDS = {
+    "npu": frozenset({"npu", "ascend", "910b", "910c"}),
+    "gpu": frozenset({"gpu", "cuda", "nvidia", "a100", "a800", "h100", "h800", "h20", "h200", "b200", "gb200"}),
+}
 
 
 def script_device(parsed: ParsedScript, value_of: Any, exported: dict[str, str], given: str | None,
@@ -318,9 +323,9 @@ def script_device(parsed: ParsedScript, value_of: Any, exported: dict[str, str],
     # Weakest: the script's own name and folders (verl's run_*_npu.sh, tests/special_npu/, ascend_extras/).
     for part in reversed(parsed.name.replace("\\", "/").split("/")[-3:]):
         words = set(re.split(r"[^a-z0-9]+", part.lower()))
-        if words & {"npu", "ascend"}:
+        if words & PATH_WORDS["npu"]:
             levels[3].append(("npu", f"the script's path ({part})"))
-        if words & {"gpu", "cuda", "nvidia"}:
+        if words & PATH_WORDS["gpu"]:
             levels[3].append(("gpu", f"the script's path ({part})"))
     if given is not None:
         against = [why for level in levels for d, why in level if d != given]
