@@ -56,6 +56,8 @@ def test_a_gpu_script_that_does_not_say_its_device_is_not_assumed_to_be_npu(tmp_
         ("export NCCL_DEBUG=INFO", "gpu", "export NCCL_DEBUG"),
         ("export HCCL_CONNECT_TIMEOUT=1500", "npu", "export HCCL_CONNECT_TIMEOUT"),
         ("export VLLM_ASCEND_ENABLE_NZ=0", "npu", "export VLLM_ASCEND_ENABLE_NZ"),
+        ("source /usr/local/Ascend/ascend-toolkit/set_env.sh", "npu",
+         "source /usr/local/Ascend/ascend-toolkit/set_env.sh"),
         # the stronger evidence decides: the DEVICE variable over an exported hint
         ("DEVICE=gpu\nexport HCCL_CONNECT_TIMEOUT=1500", "gpu", "the script's DEVICE=gpu"),
         ("export CUDA_VISIBLE_DEVICES=0,1\nexport HCCL_CONNECT_TIMEOUT=1500", "gpu", "export CUDA_VISIBLE_DEVICES"),

@@ -655,6 +655,7 @@ class ParsedScript:
     command: PythonCommand
     notes: list[str]
     unset: list[str]  # variables read but never set (expanded empty, as bash does)
+    sourced: list[str] = field(default_factory=list)  # files `source`d (never followed), e.g. CANN's set_env.sh
 
 
 MAX_FOLLOW = 2  # `bash other.sh` / `exec bash other.sh` followed this many scripts deep
@@ -683,6 +684,7 @@ class _Interp:
         self.reads: set[str] = set()  # unknown variables read since the current command began
         self.assigned_line: dict[str, int] = {}
         self.functions: dict[str, tuple[set[str], str]] = {}  # function -> (names its body sets, its lines)
+        self.sourced: list[str] = []
         self.skip_why = ""  # why the block being skipped is not evaluated ("function": a definition)
         self.block_exports: dict[str, str] = {}  # exported in a block not evaluated: name -> that block
 
@@ -1664,6 +1666,8 @@ class _Interp:
         if first == "exit" and not chained:
             return False
         if first in ("source", "."):
+            if len(words) > 1:
+                self.sourced.append(self.join(words[1]))
             self.note(f"line {words[0].line}: `{first} {self.join(words[1]) if len(words) > 1 else ''}` not followed")
             return True
         if first in ("cd", "pushd", "popd"):
@@ -1714,6 +1718,7 @@ class _Interp:
         for text_ in child.notes:
             self.note(text_)
         self.commands += child.commands
+        self.sourced += child.sourced
 
     def _declare(self, builtin: str, args: Sequence[Word | ArrayAssign]) -> None:
         export = builtin == "export"
@@ -2019,7 +2024,7 @@ def parse_script(text: str, name: str = "script", environ: dict[str, str] | None
         others = ", ".join(c.module for c in interp.commands[1:])
         interp.note(f"further python -m commands ignored: {others}")
     unset = [u for u in interp.unset if u not in (environ or {})]
-    return ParsedScript(name, interp.vars, interp.exports(), command, interp.notes, unset)
+    return ParsedScript(name, interp.vars, interp.exports(), command, interp.notes, unset, interp.sourced)
 
 
 def refuse_unknown(name: str, command: PythonCommand) -> None:

@@ -312,6 +312,9 @@ def script_device(parsed: ParsedScript, value_of: Any, exported: dict[str, str],
             levels[2].append(("npu", f"export {name}"))
         elif name.startswith(GPU_ENV_HINTS) or name.endswith("CUDA_VISIBLE_DEVICES"):
             levels[2].append(("gpu", f"export {name}"))
+    for path in parsed.sourced:  # CANN's environment (/usr/local/Ascend/ascend-toolkit/set_env.sh) is Ascend's
+        if "ascend" in path.lower():
+            levels[2].append(("npu", f"source {path}"))
     for raw in parsed.command.overrides:
         ov = split_override(raw)
         if ov is None:
