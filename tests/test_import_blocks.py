@@ -123,3 +123,16 @@ def test_a_function_refuses_only_where_the_script_calls_it() -> None:
     assert parse_script(f"V=0\n{body}{ENTRY} v=$V\n", "t.sh", {}).command.overrides == ["v=0"]
     with pytest.raises(ScriptError, match=r"uses V, which the function setv \(lines 2-4\), called at line 5"):
         parse_script(f"V=0\n{body}setv\n{ENTRY} v=$V\n", "t.sh", {})
+
+
+def test_an_export_in_a_block_not_evaluated_is_refused_naming_it() -> None:
+    """The training runs with what the script exports: an export inside a block that was not evaluated (the NPU
+    branch's HCCL settings) leaves its environment unknown."""
+    text = f'if [ "$DEV" = npu ]; then\n  export HCCL_CONNECT_TIMEOUT=1500\nfi\n{ENTRY} a=1\n'
+    with pytest.raises(ScriptError, match=r"HCCL_CONNECT_TIMEOUT is exported in the `if` block at lines 1-3, "
+                                          r"which import did not evaluate: it tests DEV"):
+        parse_script(text, "t.sh", {})
+    assert parse_script(text, "t.sh", {"DEV": "npu"}).exports == {"HCCL_CONNECT_TIMEOUT": "1500"}
+    assert parse_script(text, "t.sh", {"DEV": "gpu"}).exports == {}
+    assert parse_script(text.replace("fi\n", "fi\nexport HCCL_CONNECT_TIMEOUT=9\n"), "t.sh", {}).exports == {
+        "HCCL_CONNECT_TIMEOUT": "9"}

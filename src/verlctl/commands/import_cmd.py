@@ -66,7 +66,9 @@ def import_script(
         return 0
     d = result.document
     w = sys.stdout.write
-    w(f"imported {script}: verl {result.mapped.version}, {d['algorithm']} / {d['mode']} / {d['strategy']} / "
+    version = "auto (the image's, read by check and launch)" if result.mapped.version == "auto" \
+        else result.mapped.version
+    w(f"imported {script}: verl {version}, {d['algorithm']} / {d['mode']} / {d['strategy']} / "
       f"{d['device']} ({result.mapped.module})\n")
     w(f"reproduced from spec fields: {len(result.covered)} of {len(result.mapped.overrides)} overrides\n")
     if result.extras:

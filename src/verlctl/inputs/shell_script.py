@@ -2020,6 +2020,13 @@ def parse_script(text: str, name: str = "script", environ: dict[str, str] | None
         )
     command = interp.commands[0]
     refuse_unknown(name, command)
+    if interp.block_exports:  # the training's environment: exported by a block nobody evaluated
+        var, why = next(iter(sorted(interp.block_exports.items())))
+        raise ScriptError(
+            f"{name}: line {command.line}: the training runs with the variables the script exports, and {var} "
+            f"is exported in {why.replace(' may set and import', ', which import')}; verlctl import does not guess it: give the variables "
+            "that block tests with --var NAME=VALUE, or export it outside the block"
+        )
     if len(interp.commands) > 1:
         others = ", ".join(c.module for c in interp.commands[1:])
         interp.note(f"further python -m commands ignored: {others}")
