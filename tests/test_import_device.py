@@ -89,6 +89,11 @@ def test_trainer_device_in_the_command_wins(tmp_path: Path) -> None:
                  encoding="utf-8")
     r = import_script(p, "0.9.1", {})
     assert r.document["device"] == "gpu" and r.mapped.sources["device"] == "trainer.device=cuda"
+    # over the visible-devices variable too (what verl reads decides)
+    p.write_text(p.read_text(encoding="utf-8").replace("export HCCL_CONNECT_TIMEOUT=1500",
+                                                       "export ASCEND_RT_VISIBLE_DEVICES=0,1"), encoding="utf-8")
+    r = import_script(p, "0.9.1", {})
+    assert r.document["device"] == "gpu" and r.mapped.sources["device"] == "trainer.device=cuda"
 
 
 def test_the_device_case_script_takes_its_device_from_its_DEVICE_variable() -> None:
