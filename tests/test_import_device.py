@@ -124,3 +124,30 @@ def test_a_gpu_models_name_in_the_script_name_says_gpu() -> None:
                       "0.7.0", dict(ENVIRON))
     assert r.document["device"] == "gpu"
     assert r.mapped.sources["device"] == "the script's path (qwen2-70b_grpo_32_h800_fsdp_vllm.sh)"
+
+
+@pytest.mark.parametrize(
+    ("override", "device"),
+    [("+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=ascend", "npu"),
+     ("global_profiler.tool=npu", "npu"),
+     ("actor_rollout_ref.actor.profiler.tool_config.npu.level=level0", "npu"),
+     ("+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=flashinfer", None)],
+)
+def test_values_only_an_ascend_stack_reads_say_npu(tmp_path: Path, override: str, device: str | None) -> None:
+    (tmp_path / "jobs" / "rl").mkdir(parents=True)
+    p = tmp_path / "jobs" / "rl" / "train.sh"
+    p.write_text(f"python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo {override} "
+                 "actor_rollout_ref.model.path=/m trainer.n_gpus_per_node=8\n", encoding="utf-8")
+    if device is None:
+        with pytest.raises(ImportFailure, match="the device is not evident"):
+            import_script(p, "0.9.1", {})
+        return
+    r = import_script(p, "0.9.1", {})
+    assert (r.document["device"], r.mapped.sources["device"]) == (device, override)
+
+
+def test_the_source_names_at_most_three_pieces_of_evidence() -> None:
+    r = import_script(OFFICIAL / "0.9.0/tests/special_npu/run_qwen3_8b_grpo_profiling.sh", "0.9.1", dict(ENVIRON))
+    assert r.document["device"] == "npu"
+    assert r.mapped.sources["device"].startswith("actor_rollout_ref.actor.profiler.tool_config.npu.discrete=True, ")
+    assert r.mapped.sources["device"].endswith(" (and 6 more)")

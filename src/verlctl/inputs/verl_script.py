@@ -340,7 +340,8 @@ def script_device(parsed: ParsedScript, value_of: Any, exported: dict[str, str],
             continue
         found = {d for d, _ in level}
         if len(found) == 1:
-            return level[0][0], ", ".join(dict.fromkeys(why for _, why in level))
+            whys = list(dict.fromkeys(why for _, why in level))
+            return level[0][0], ", ".join(whys[:3]) + (f" (and {len(whys) - 3} more)" if len(whys) > 3 else "")
         shown = "; ".join(f"{why} ({d})" for d, why in level[:4])
         raise ImportFailure(f"{parsed.name}: the script names both devices ({shown}): pass --device npu or "
                             "--device gpu")
