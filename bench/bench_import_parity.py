@@ -116,8 +116,13 @@ def run_one(rel: str) -> Outcome:
     t0 = time.perf_counter()
     folder = rel.split("/", 1)[0]
     tree = TREE[folder]
+    # What the user gives where the script reads it from its environment (parity.yaml `vars`: e.g. a variable
+    # an `if` tests that the script never sets; import refuses rather than guess it).
+    # `device`: the user's --device for a script that does not show its device (import asks rather than guess).
+    recorded = load_expectations()["in_scope"].get(rel) or {}
+    given = recorded.get("vars") or {}
     try:
-        result = import_script(FIXTURES / rel, tree, dict(ENVIRON))
+        result = import_script(FIXTURES / rel, tree, {**ENVIRON, **given}, recorded.get("device"))
     except VerlctlError as exc:
         return Outcome(rel, "cannot_import", exc.message.replace(str(FIXTURES / rel) + ": ", ""),
                        seconds=time.perf_counter() - t0)

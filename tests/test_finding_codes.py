@@ -474,7 +474,7 @@ SPEC_ROWS = [
              {"extra_overrides": ["ray_kwargs.ray_init.num_cpus=16"]},
              {"extra_overrides": ["ray_kwargs.ray_init.num_cpus=null"]}),
     # feature resolution (verl/compose.py)
-    spec_row("verl_version_auto", INFO, "verl_version", {"verl_version": "auto"}, {"verl_version": "0.9.1"}),
+    spec_row("verl_version_auto", WARNING, "verl_version", {"verl_version": "auto"}, {"verl_version": "0.9.1"}),
     spec_row("unknown_feature", ERROR, "features.enable", {"features.enable": ["vppp"]}, {"features.enable": ["vpp"]}),
     spec_row("unknown_feature", ERROR, "features.disable", {"features.disable": ["ofload"]},
              {"features.disable": ["offload"]}),

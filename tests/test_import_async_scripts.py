@@ -80,7 +80,7 @@ def test_the_key_stays_for_a_fully_async_run_whose_config_has_it(tmp_path: Path)
         "    data.train_batch_size=0 trainer.n_gpus_per_node=4 rollout.n_gpus_per_node=4\n",
         encoding="utf-8",
     )
-    result = import_script(script, None, dict(ENVIRON))
+    result = import_script(script, None, dict(ENVIRON), device="npu")
     assert "actor_rollout_ref.actor.use_rollout_log_probs=False" in result.extras, result.notes
 
 
@@ -166,18 +166,22 @@ def test_the_reader_evaluates_single_bracket_string_tests(test: str, value: str 
         f"if {test}; then\n    raw=True\nfi\n"
         "python3 -m verl.trainer.main_ppo data.return_raw_chat=${raw}\n"
     )
+    if value is None:  # not evaluated: the block may set raw, which the command reads (refused, not guessed)
+        from verlctl.inputs.shell_script import ScriptError
+
+        with pytest.raises(ScriptError, match=r"uses raw, which the `if` block at lines 4-6 may set"):
+            parse_script(text, "t.sh", {})
+        return
     parsed = parse_script(text, "t.sh", {})
-    expected = value if value is not None else "False"
-    assert parsed.command.overrides == [f"data.return_raw_chat={expected}"]
-    evaluated = any("`if` evaluated" in n for n in parsed.notes)
-    assert evaluated is (value is not None), parsed.notes
+    assert parsed.command.overrides == [f"data.return_raw_chat={value}"]
+    assert any("`if` evaluated" in n for n in parsed.notes), parsed.notes
 
 
 def _fully_async(tmp_path: Path, *words: str) -> Any:
     script = tmp_path / "fa.sh"
     script.write_text("python3 -m verl.experimental.fully_async_policy.fully_async_main \\\n    "
                       + " \\\n    ".join(words) + "\n", encoding="utf-8")
-    return import_script(script, None, dict(ENVIRON))
+    return import_script(script, None, dict(ENVIRON), device="npu")
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from verlctl.inputs.shell_script import UNRESOLVED, parse_script
+from verlctl.inputs.shell_script import UNRESOLVED, ScriptError, parse_script
 
 ENTRY = "python3 -m verl.trainer.main_ppo"
 
@@ -324,9 +324,13 @@ def test_an_if_on_the_scripts_own_values_takes_the_branch_bash_takes(setup: str,
         "if [ -f /etc/hosts ]; then Y=a; else Y=b; fi",  # a file test
     ],
 )
-def test_an_if_that_needs_more_than_the_scripts_values_is_reported_not_evaluated(setup: str) -> None:
-    words, notes = ours(setup, "${Y:-unread}")
-    assert words == ["unread"]
+def test_an_if_that_needs_more_than_the_scripts_values_is_refused_where_the_command_uses_its_value(setup: str) -> None:
+    """Not evaluated, the block may set Y: a command that reads Y is refused, naming Y and the block (it used to
+    read the value as if no branch ran); a command that does not read it is imported with the block reported."""
+    with pytest.raises(ScriptError, match=r"uses Y, which the `if` block at lines \d+-\d+ may set"):
+        ours(setup, "${Y:-unread}")
+    words, notes = ours(setup, "kept")
+    assert words == ["kept"]
     assert any("'if' block not evaluated" in n for n in notes), notes
 
 

@@ -146,8 +146,10 @@ def test_an_if_bash_refuses_to_parse_takes_no_branch(block: str) -> None:
     """bash runs nothing of a script it cannot parse: the import takes no branch of such an ``if`` either (it
     reports the block, where it used to be one mistake away from reading a branch or a traceback)."""
     assert subprocess.run(["bash", "-n", "-c", block], capture_output=True).returncode != 0
-    p = parse_script(f"{block}\n{ENTRY} a=${{Y:-unread}}\n", "t.sh", None)
-    assert p.command.argv[3:] == ["a=unread"]
+    with pytest.raises(ScriptError, match="uses Y, which the `if` block at lines 1-1 may set"):
+        parse_script(f"{block}\n{ENTRY} a=${{Y:-unread}}\n", "t.sh", None)
+    p = parse_script(f"{block}\n{ENTRY} a=kept\n", "t.sh", None)
+    assert p.command.argv[3:] == ["a=kept"]
     assert any("'if' block not evaluated" in n for n in p.notes), p.notes
 
 

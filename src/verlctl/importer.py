@@ -137,18 +137,82 @@ def _emitted_value(text: str) -> Any:
     return None if ov is None else parse_value(ov.value_text)
 
 
-def import_script(path: str | Path, version: str | None = None, environ: dict[str, str] | None = None) -> ImportResult:
-    """Parse, map and reconcile a launch script. Raises ScriptError/ImportFailure with one line."""
+def keep_entry(name: str, module: str, algorithm: str, mode: str, strategy: str, version: str,
+                notes: list[str]) -> str:
+    """The algorithm whose verlctl entry point is the script's own on every verl the spec may run on (the version,
+    or each supported one for ``auto``): an import never moves a script to another entry point, config and work
+    dir. DAPO's reward manager on ``verl.trainer.main_ppo`` (verl's PPO trainer, without the recipe's dynamic
+    sampling) stays there as ``grpo`` with the script's DAPO overrides; another mismatch is refused."""
+    from verlctl.verl.entrypoints import SUPPORTED_VERSIONS, entry_for
+
+    versions = SUPPORTED_VERSIONS if version == "auto" else (version,)
+
+    def modules(alg: str) -> set[str]:
+        out: set[str] = set()
+        for v in versions:
+            try:
+                out.add(entry_for(v, alg, mode, strategy).module)
+            except ValueError:
+                continue  # the mode does not exist on that version: the plan says so
+        return out
+
+    ours = modules(algorithm)
+    if ours <= {module}:
+        return algorithm
+    if module == "recipe.dapo.main_dapo" and version == "0.9.1":
+        notes.append(
+            "recipe.dapo.main_dapo is not part of verl 0.9.1 (recipe/ moved to the verl-recipe repository): the "
+            "plan runs DAPO on verl.trainer.main_ppo, whose core trainer does DAPO's dynamic sampling "
+            "(algorithm.filter_groups); its config is ppo_trainer, not dapo_trainer"
+        )
+        return algorithm
+    if algorithm == "dapo" and module == "verl.trainer.main_ppo" and modules("grpo") <= {module}:
+        notes.append(
+            "the script runs DAPO's reward manager on verl.trainer.main_ppo (verl's PPO trainer with its "
+            "ppo_trainer config; no dynamic sampling): imported as algorithm grpo so that the plan keeps that entry "
+            f"point (verlctl's dapo would run {', '.join(sorted(ours - {module}))}: another entry point, config "
+            "and work dir); the script's DAPO settings (reward manager, clip ratios, overlong buffer) stay its "
+            "own overrides"
+        )
+        return "grpo"
+    raise ImportFailure(
+        f"{name}: verlctl would run this {algorithm} / {mode} / {strategy} script on {', '.join(sorted(ours))}, "
+        f"not on its own {module}: not imported"
+    )
+
+
+def _commands(resolved: Any) -> list[Any]:
+    """verlctl's command for the spec on each verl it may run on: its version, or (``auto``) every supported
+    version that has its mode, since the image decides at check/launch time (F4-8)."""
+    from verlctl.verl.compose import build_command
+    from verlctl.verl.entrypoints import SUPPORTED_VERSIONS
+    from verlctl.verl.modes import MODES
+
+    if resolved.spec.verl_version != "auto":
+        return [build_command(resolved)]
+    mode = MODES.get(resolved.spec.mode)
+    return [build_command(resolved, v) for v in SUPPORTED_VERSIONS if mode is None or v in mode.versions]
+
+
+def import_script(path: str | Path, version: str | None = None, environ: dict[str, str] | None = None,
+                  device: str | None = None) -> ImportResult:
+    """Parse, map and reconcile a launch script. Raises ScriptError/ImportFailure with one line.
+
+    ``device`` (npu / gpu) is the user's answer where the script does not show its device."""
     from verlctl.verl.compose import build_command
     from verlctl.verl.modes import V1_SUCCESSOR, legacy_trainer_note
 
     parsed = parse_file(path, environ)
-    mapped = map_script(parsed, version)
+    mapped = map_script(parsed, version, device)
+    tree = mapped.tree
+    tree["algorithm"] = keep_entry(parsed.name, mapped.module, tree["algorithm"], tree["mode"], tree["strategy"],
+                                   mapped.version, mapped.notes)
     _leave_default_features(mapped)
     _spec_defaults_from_verl(mapped)
     resolved = _validated(mapped)
-    command = build_command(resolved)
-    emitted = {line.key: line for line in command.overrides if line.key}
+    commands = _commands(resolved)
+    # An override counts as reproduced only where every command the spec may run emits it with that value.
+    per_command = [{line.key: line for line in c.overrides if line.key} for c in commands]
 
     covered: list[ScriptOverride] = []
     extras: list[str] = []
@@ -167,11 +231,16 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
             continue
         if ov.key in absent:
             mapped.dropped[ov.raw] = absent[ov.key]
+        elif mapped.version == "auto":
+            for v, why in _absent_elsewhere(ov.key, mapped.module):
+                notes.append(f"{ov.raw} kept (verl_version auto), but {why}: on an image with verl {v} the launch's "
+                             f"compose check stops there; import with --verl-version {v} to leave it out")
         if ov.raw in mapped.dropped:
             notes.append(f"{ov.raw} not imported: {mapped.dropped[ov.raw]}")
             continue
-        line = emitted.get(ov.key)
-        if line is not None and same_value(_emitted_value(line.text), parse_value(ov.value_text)):
+        lines = [e.get(ov.key) for e in per_command]
+        if all(line is not None and same_value(_emitted_value(line.text), parse_value(ov.value_text))
+               for line in lines):
             covered.append(ov)
             continue
         if "\n" in ov.raw:
@@ -181,13 +250,13 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
     env_kept: dict[str, str] = {}
     env_covered: list[str] = []
     for name, value in mapped.env.items():
-        if command.env.get(name) == value:
+        if all(c.env.get(name) == value for c in commands):
             env_covered.append(name)
         else:
             env_kept[name] = value
 
     document = dict(mapped.tree)
-    left = _left_to_verl(command, {o.key for o in mapped.overrides})
+    left = sorted({k for c in commands for k in _left_to_verl(c, {o.key for o in mapped.overrides})})
     if left:
         document["verl_defaults"] = left
         mapped.sources["verl_defaults"] = "the script does not set them: verl's defaults stand"
@@ -199,8 +268,10 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
                               notes, mapped.sources))
     final_command = build_command(final)
     script_keys = {o.key for o in mapped.overrides}
-    added = [line.text for line in final_command.overrides if line.key and line.key not in script_keys]
-    declared = _declared(final_command, script_keys)
+    finals = _commands(final)
+    added = list(dict.fromkeys(line.text for c in finals for line in c.overrides
+                               if line.key and line.key not in script_keys))
+    declared = list(dict.fromkeys(d for c in finals for d in _declared(c, script_keys)))
     notes += [f"verlctl sets {text} because {why} [{code}]" for code, text, why in declared]
     legacy = legacy_trainer_note(final.spec.mode, final_command.version)
     if legacy:
@@ -212,6 +283,18 @@ def import_script(path: str | Path, version: str | None = None, environ: dict[st
         parsed, mapped, document, covered, extras, unresolved, env_kept, env_covered, added, notes,
         final_command.argv(), final_command.entry.config_dir, declared,
     )
+
+
+def _absent_elsewhere(key: str, module: str) -> list[tuple[str, str]]:
+    """(version, why) for each supported verl whose config lacks a key the script sets (``auto`` keeps it)."""
+    from verlctl.verl.entrypoints import SUPPORTED_VERSIONS
+
+    out = []
+    for v in SUPPORTED_VERSIONS:
+        gone = {**ABSENT.get(v, {}), **ABSENT_IN_ENTRY.get((v, module), {})}
+        if key in gone:
+            out.append((v, gone[key]))
+    return out
 
 
 def _left_to_verl(command: Any, script_keys: set[str]) -> list[str]:

@@ -204,6 +204,8 @@ def decide(resolved: ResolvedSpec, facts: CheckFacts, command: TrainingCommand |
     from verlctl.verl.compose import build_command
 
     if command is None:
+        if container_version is None:
+            container_version = image_verl(resolved, facts)
         command = build_command(resolved, container_version)
     found = [
         error("required_path", f"{path} is not set", path, f"set {path} in the spec file, or pass {REQUIRED_PATHS[path]}")
@@ -216,6 +218,18 @@ def decide(resolved: ResolvedSpec, facts: CheckFacts, command: TrainingCommand |
     result.findings = sorted_findings(found + result.findings)
     result.ran = [r.name for r in RULES if r.applies(command.version)] + result.ran
     return result
+
+
+def image_verl(resolved: ResolvedSpec, facts: CheckFacts) -> str | None:
+    """``verl_version: auto``: the supported verl version installed in the image, as ``check`` read it (None
+    where it was not read, or is no version verlctl supports: the plan then warns and launch refuses)."""
+    from verlctl.verl.entrypoints import SUPPORTED_VERSIONS
+
+    if resolved.spec.verl_version != "auto" or facts.image_versions is None:
+        return None
+    installed = facts.image_versions.stack.get("verl")
+    base = ".".join(installed.split(".")[:3]) if installed else None
+    return base if base in SUPPORTED_VERSIONS else None
 
 
 # ------------------------------------------------------------------------------------------------ facts

@@ -17,7 +17,13 @@ def import_script(
     out: Annotated[Path, typer.Option("--out", "-o", help="Spec file to write.", parser=out_path)] = Path("run.yaml"),
     verl_version: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--verl-version", help="0.7.0 or 0.9.1 (default: from the entry point, else 0.7.0)."),
+        typer.Option("--verl-version", help="0.7.0 or 0.9.1 (default: what the script shows, else auto: the "
+                     "image's verl, read by check and launch)."),
+    ] = None,
+    device: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--device", help="npu or gpu, where the script does not show its device (default: the "
+                     "script's trainer.device, DEVICE, visible-devices variable or Ascend/CUDA settings)."),
     ] = None,
     var: Annotated[
         Optional[list[str]],  # noqa: UP045
@@ -34,13 +40,15 @@ def import_script(
 
     if verl_version is not None and verl_version not in ("0.7.0", "0.9.1"):
         raise VerlctlError(f"--verl-version: invalid value {verl_version!r}: use 0.7.0 or 0.9.1")
+    if device is not None and device not in ("npu", "gpu"):
+        raise VerlctlError(f"--device: invalid value {device!r}: use npu or gpu")
     environ: dict[str, str] = {}
     for item in var or []:
         name, eq, value = item.partition("=")
         if not eq or not name.isidentifier() or not name.isascii():
             raise VerlctlError(f"--var expects NAME=VALUE, got {item!r}")
         environ[name] = value
-    result = do_import(script, verl_version, environ)
+    result = do_import(script, verl_version, environ, device)
     write_atomic(out, spec_text(result, str(script)), force)
     if as_json:
         doc = {
@@ -58,7 +66,9 @@ def import_script(
         return 0
     d = result.document
     w = sys.stdout.write
-    w(f"imported {script}: verl {result.mapped.version}, {d['algorithm']} / {d['mode']} / {d['strategy']} / "
+    version = "auto (the image's, read by check and launch)" if result.mapped.version == "auto" \
+        else result.mapped.version
+    w(f"imported {script}: verl {version}, {d['algorithm']} / {d['mode']} / {d['strategy']} / "
       f"{d['device']} ({result.mapped.module})\n")
     w(f"reproduced from spec fields: {len(result.covered)} of {len(result.mapped.overrides)} overrides\n")
     if result.extras:

@@ -17,6 +17,7 @@ number of tokens are capped, so a hostile file costs bounded time and memory.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import posixpath
 import re
@@ -642,6 +643,8 @@ class PythonCommand:
     env: dict[str, str] = field(default_factory=dict)  # NAME=value prefixes of the command itself
     other_args: list[str] = field(default_factory=list)
     argv: list[str] = field(default_factory=list)  # the expanded words from "python" on
+    # Variables the command reads whose value a block import did not evaluate decides: name -> that block.
+    unknown: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -652,6 +655,7 @@ class ParsedScript:
     command: PythonCommand
     notes: list[str]
     unset: list[str]  # variables read but never set (expanded empty, as bash does)
+    sourced: list[str] = field(default_factory=list)  # files `source`d (never followed), e.g. CANN's set_env.sh
 
 
 MAX_FOLLOW = 2  # `bash other.sh` / `exec bash other.sh` followed this many scripts deep
@@ -674,6 +678,15 @@ class _Interp:
         self.commands: list[PythonCommand] = []
         self.work = 0
         self.line = 0  # of the word being expanded
+        # Variables a block that was not evaluated (if/case/loop, a called function) may set: name -> why their
+        # value is unknown. Read by the training command, they make the import refuse (a value it cannot know).
+        self.unknown: dict[str, str] = {}
+        self.reads: set[str] = set()  # unknown variables read since the current command began
+        self.assigned_line: dict[str, int] = {}
+        self.functions: dict[str, tuple[set[str], str]] = {}  # function -> (names its body sets, its lines)
+        self.sourced: list[str] = []
+        self.skip_why = ""  # why the block being skipped is not evaluated ("function": a definition)
+        self.block_exports: dict[str, str] = {}  # exported in a block not evaluated: name -> that block
 
     def step(self, line: int = 0) -> None:
         self.work += 1
@@ -688,6 +701,8 @@ class _Interp:
 
     def get(self, name: str) -> Value | None:
         if name in ("@", "*"):
+            if "@" in self.unknown:
+                self.reads.add("@")
             return list(self.args)  # none for the script itself; a followed script's are its caller's words
         if name == "#":
             return str(len(self.args))
@@ -696,6 +711,8 @@ class _Interp:
             return self.name if n == 0 else (self.args[n - 1] if n <= len(self.args) else None)
         if name in ("?", "$", "!", "-"):
             return UNRESOLVED + "$" + name + UNRESOLVED
+        if name in self.unknown:
+            self.reads.add(name)
         return self.vars.get(name)
 
     def scalar(self, v: Value | None) -> str:
@@ -1148,14 +1165,19 @@ class _Interp:
                     and isinstance(tokens[i + 2], Op)
                     and tokens[i + 2].text == ")"  # type: ignore[union-attr]
                 ) or kw == "function":
-                    if kw == "if" and prev_op not in ("&&", "||", "|"):
-                        evaluated = self.if_block(tokens, i)
+                    if kw in ("if", "case") and prev_op not in ("&&", "||", "|"):
+                        self.skip_why = ""
+                        evaluated = self.if_block(tokens, i) if kw == "if" else self.case_block(tokens, i)
                         if evaluated is not None:
                             i, went_on = evaluated
                             if not went_on:
                                 return False
                             prev_op = "\n"
                             continue
+                    elif kw not in _OPENERS:
+                        self.skip_why = "function"
+                    else:
+                        self.skip_why = ""
                     i = self.skip_compound(tokens, i)
                     prev_op = "\n"
                     continue
@@ -1245,10 +1267,11 @@ class _Interp:
             j += 1
         else:
             return None
-        tests = [self.test(c) for c, _ in clauses]
         chosen: list[Token] | None = other
-        for verdict, (_, body) in zip(tests, clauses):
+        for cond_tokens, body in clauses:
+            verdict = self.condition(cond_tokens)
             if verdict is None:
+                self.skip_why = self._tested(cond_tokens)
                 return None
             if verdict:
                 chosen = body
@@ -1262,6 +1285,204 @@ class _Interp:
         finally:
             self.if_depth -= 1
         return j + 1, went_on
+
+    def condition(self, cond: list[Token]) -> bool | None:
+        """An ``if`` condition: tests joined by ``&&`` / ``||`` (bash: left to right, equal precedence), each
+        one :meth:`test` can decide on values no unevaluated block sets; None otherwise."""
+        parts: list[list[Token]] = [[]]
+        ops: list[str] = []
+        for t in cond:
+            if isinstance(t, Op) and t.text in ("&&", "||"):
+                ops.append(t.text)
+                parts.append([])
+            else:
+                parts[-1].append(t)
+        self.reads = set()
+        verdicts = [self.test(p) for p in parts]
+        if any(v is None for v in verdicts) or self.reads:
+            return None
+        value = bool(verdicts[0])
+        for op, v in zip(ops, verdicts[1:]):
+            value = (value and bool(v)) if op == "&&" else (value or bool(v))
+        return value
+
+    def _tested(self, words: list[Token]) -> str:
+        """Why a block's test or subject cannot be decided here: the variables it reads, and what each lacks."""
+        shown: list[str] = []
+        for w in words:
+            if not isinstance(w, Word):
+                continue
+            for part in w.parts:
+                if part.kind in ("cmd", "special"):
+                    shown.append(f"a command's output (line {w.line})")
+                    continue
+                m = re.match(r"#?([A-Za-z_][A-Za-z0-9_]*)", part.text) if part.kind == "param" else None
+                if m is None:
+                    continue
+                name = m.group(1)
+                value = self.vars.get(name)
+                if name in self.unknown:
+                    shown.append(f"{name} ({self.unknown[name]})")
+                elif value is None:
+                    shown.append(f"{name} (not set by the script: give it with --var {name}=VALUE)")
+                elif UNRESOLVED in self.scalar(value):
+                    at = self.assigned_line.get(name)
+                    where = f"line {at}: " if at else ""
+                    shown.append(f"{name} ({where}its value needs a command's output: give it with --var {name}=VALUE)")
+                else:
+                    shown.append(name)
+        shown = list(dict.fromkeys(shown))
+        return f"it tests {', '.join(shown[:4])}" if shown else "its test is not a plain comparison of values"
+
+    def case_block(self, tokens: list[Token], i: int) -> tuple[int, bool] | None:
+        """``case WORD in PATTERN[|PATTERN]) ... ;; esac`` whose word and patterns are the script's own values:
+        run the clause bash would take. (index after ``esac``, False when it exits), or None to skip the block."""
+        n = len(tokens)
+        j = i + 1
+        subject = tokens[j] if j < n else None
+        if not isinstance(subject, Word) or j + 1 >= n or not (isinstance(tokens[j + 1], Word)
+                                                                 and tokens[j + 1].literal() == "in"):  # type: ignore[union-attr]
+            return None
+        j += 2
+        clauses: list[tuple[list[Word], list[Token]]] = []
+        while True:
+            while j < n and isinstance(tokens[j], Op) and tokens[j].text in ("\n", ";"):  # type: ignore[union-attr]
+                j += 1
+            if j >= n:
+                return None
+            t = tokens[j]
+            if isinstance(t, Word) and t.literal() == "esac":
+                end = j + 1
+                break
+            if isinstance(t, Op) and t.text == "(":
+                j += 1
+            pats: list[Word] = []
+            while j < n:
+                t = tokens[j]
+                j += 1
+                if isinstance(t, Word):
+                    pats.append(t)
+                elif isinstance(t, Op) and t.text == ")":
+                    break
+                elif not (isinstance(t, Op) and t.text == "|"):
+                    return None
+            if not pats:
+                return None
+            body: list[Token] = []
+            depth = 0
+            at_cmd = True
+            while j < n:
+                t = tokens[j]
+                if isinstance(t, Op):
+                    if depth == 0 and t.text in (";;", ";&", ";;&"):
+                        if t.text != ";;":
+                            return None  # fall-through clauses are not read
+                        j += 1
+                        break
+                    at_cmd = t.text in ("\n", ";", "&", "&&", "||", "|", ";;", "(", ")", "{")
+                    body.append(t)
+                    j += 1
+                    continue
+                w = t.literal() if isinstance(t, Word) else None
+                if at_cmd and depth == 0 and w == "esac":
+                    break  # the last clause may end without ;;
+                if at_cmd and w in _OPENERS:
+                    depth += 1
+                elif at_cmd and w in _CLOSERS:
+                    depth -= 1
+                body.append(t)
+                at_cmd = w in ("then", "do", "else", "elif", "if", "while", "until", "!", "time", "{")
+                j += 1
+            else:
+                return None
+            clauses.append((pats, body))
+        self.reads = set()
+        value = self._case_word(subject)
+        if value is None or self.reads:
+            self.skip_why = self._tested([subject])
+            return None
+        chosen: list[Token] | None = None
+        for pats, body in clauses:
+            globs = [self._case_pattern(p) for p in pats]
+            if any(g is None for g in globs) or self.reads:
+                self.skip_why = self._tested(list(pats))
+                return None
+            if any(fnmatch.fnmatchcase(value, g) for g in globs if g is not None):
+                chosen = body
+                break
+        if self.if_depth >= MAX_DEPTH:
+            return None
+        self.note(f"line {tokens[i].line}: `case` evaluated (its word and patterns are the script's own values)")
+        self.if_depth += 1
+        try:
+            went_on = self.run(chosen) if chosen else True
+        finally:
+            self.if_depth -= 1
+        return end, went_on
+
+    def _case_word(self, w: Word) -> str | None:
+        for part in w.parts:
+            m = re.match(r"#?([A-Za-z_][A-Za-z0-9_]*)", part.text) if part.kind == "param" else None
+            if part.kind in ("cmd", "arith", "special") or (m is not None and m.group(1) not in self.vars
+                                                             and not re.match(r"#?\w+:?[-=]", part.text)):
+                return None
+        v = self.join(w)
+        return None if UNRESOLVED in v else v
+
+    def _case_pattern(self, w: Word) -> str | None:
+        """A case pattern as an fnmatch glob: quoted text matches itself, unquoted ``* ? [...]`` are globs."""
+        out: list[str] = []
+        for part in w.parts:
+            if part.kind == "lit":
+                text = part.text
+            elif part.kind == "param":
+                v = self.param(part.text, w.line, 1, quoted=part.quoted)
+                text = " ".join(v) if isinstance(v, list) else v
+            else:
+                return None
+            if UNRESOLVED in text:
+                return None
+            out.append("".join(f"[{c}]" if c in "*?[" else c for c in text) if part.quoted else text)
+        return "".join(out)
+
+    def _assigned_in(self, toks: list[Token]) -> tuple[set[str], set[str]]:
+        """(names a block's commands may set, the ones among them it exports): assignments, array assignments,
+        ``export``/``declare``/``local``/``readonly`` operands, ``read`` / ``unset`` / ``for`` names."""
+        names: set[str] = set()
+        exported: set[str] = set()
+        at_cmd = True
+        takes: str | None = None  # the builtin whose operands are names ("export", "declare", "read", ...)
+        for t in toks:
+            if isinstance(t, Op):
+                at_cmd = t.text in ("\n", ";", "&", "&&", "||", "|", ";;", "(", ")", "{")
+                takes = None
+                continue
+            if isinstance(t, ArrayAssign):
+                names.add(t.name)
+                if takes == "export":
+                    exported.add(t.name)
+                continue
+            if not isinstance(t, Word):
+                continue
+            first = t.parts[0] if t.parts else None
+            m = _ASSIGN.match(first.text) if first is not None and first.kind == "lit" and not first.quoted else None
+            lit = t.literal()
+            if takes is not None:
+                name = m.group(1) if m else (lit if lit and _NAME.fullmatch(lit) else None)
+                if name:
+                    names.add(name)
+                    if takes == "export":
+                        exported.add(name)
+                if takes == "for":
+                    takes = None
+                continue
+            if at_cmd and m:
+                names.add(m.group(1))
+                continue  # NAME=value, and a command may follow
+            if at_cmd and lit in (*_DECLARERS, "read", "unset", "for", "select", "mapfile", "readarray"):
+                takes = "for" if lit == "select" else lit
+            at_cmd = lit in ("then", "do", "else", "elif", "if", "while", "until", "!", "time", "{")
+        return names, exported
 
     def test(self, cond: list[Token]) -> bool | None:
         """The value of an ``if`` test on the script's own values, None when it needs more (a command, a file,
@@ -1349,7 +1570,24 @@ class _Interp:
         end_line = tokens[j - 1].line if j - 1 < n else line
         what = "function" if kw not in _OPENERS else f"{kw!r} block"
         self.note(f"lines {line}-{end_line}: {what} not evaluated (verlctl import runs nothing)")
+        names, exported = self._assigned_in(tokens[i:j])
+        if kw not in _OPENERS:  # a definition: its body runs (unevaluated) where the script calls it
+            nxt = tokens[i + 1] if i + 1 < n else None
+            fname = (nxt.literal() if isinstance(nxt, Word) else None) if kw == "function" else kw
+            if fname:
+                self.functions[fname] = (names | exported, f"lines {line}-{end_line}")
+            return j
+        why = f"the `{kw}` block at lines {line}-{end_line} may set and import did not evaluate"
+        if self.skip_why:
+            why += f": {self.skip_why}"
+        self._mark_unknown(names, exported, why)
         return j
+
+    def _mark_unknown(self, names: set[str], exported: set[str], why: str) -> None:
+        for name in names:
+            self.unknown[name] = why
+        for name in exported:
+            self.block_exports[name] = why
 
     def skip_subshell(self, tokens: list[Token], i: int) -> int:
         depth = 0
@@ -1370,6 +1608,7 @@ class _Interp:
         words: list[Word] = []
         assigns: list[tuple[str, Value, bool]] = []
         skip_next = False
+        self.reads = set()
         for tok in cmd:
             if skip_next:
                 skip_next = False
@@ -1396,16 +1635,23 @@ class _Interp:
         if not words:
             if chained:
                 if assigns:
-                    self.note(f"line {cmd[0].line}: conditional assignment ({' && '.join(a[0] for a in assigns)}) "
-                              "not evaluated")
+                    shown = " && ".join(a[0] for a in assigns)
+                    self.note(f"line {cmd[0].line}: conditional assignment ({shown}) not evaluated")
+                    self._mark_unknown({a[0] for a in assigns}, set(),
+                                       f"the conditional assignment at line {cmd[0].line} may set (not evaluated)")
                 return True
             for name, value, append in assigns:
                 self.set_var(name, value, append)
+                self._assigned(name, cmd[0].line)
             return True
         first = words[0].literal()
         if first in _DECLARERS and not chained:
             self._declare(first, words[1:])
             return True
+        if first in self.functions:
+            names, lines = self.functions[first]
+            self._mark_unknown(names, set(), f"the function {first} ({lines}), called at line {words[0].line}, may "
+                                             "set (not evaluated)")
         if any(isinstance(w, ArrayAssign) for w in words):
             return True  # a chained `declare -a A=(...)`: not evaluated, as other chained assignments
         if first == "unset" and not chained:
@@ -1414,10 +1660,14 @@ class _Interp:
                 if not name.startswith("-"):
                     self.vars.pop(name, None)
                     self.exported.discard(name)
+                    self.unknown.pop(name, None)
+                    self.block_exports.pop(name, None)
             return True
         if first == "exit" and not chained:
             return False
         if first in ("source", "."):
+            if len(words) > 1:
+                self.sourced.append(self.join(words[1]))
             self.note(f"line {words[0].line}: `{first} {self.join(words[1]) if len(words) > 1 else ''}` not followed")
             return True
         if first in ("cd", "pushd", "popd"):
@@ -1457,6 +1707,10 @@ class _Interp:
         text = read_script(target)
         env = {k: self.scalar(v) for k, v in self.vars.items() if k in self.exported or k in self.inherited}
         child = _Interp(target, env, args, self.depth + 1)
+        child.unknown = {k: v for k, v in self.unknown.items() if k in env}
+        passed = sorted(r for r in self.reads if r in self.unknown)
+        if passed:
+            child.unknown["@"] = self.unknown[passed[0]]  # its arguments carry a value no one evaluated
         child.work = self.work
         child.run(tokenize(text, target))
         self.work = child.work
@@ -1464,6 +1718,7 @@ class _Interp:
         for text_ in child.notes:
             self.note(text_)
         self.commands += child.commands
+        self.sourced += child.sourced
 
     def _declare(self, builtin: str, args: Sequence[Word | ArrayAssign]) -> None:
         export = builtin == "export"
@@ -1475,6 +1730,7 @@ class _Interp:
                 self.set_var(w.name, self._array_value(w), w.append)
                 if export:
                     self.exported.add(w.name)
+                self._assigned(w.name, w.line)
                 continue
             lit = w.literal()
             if lit is not None and lit.startswith("-"):
@@ -1493,6 +1749,7 @@ class _Interp:
                 self.set_var(name, value, append)
                 if export:
                     self.exported.add(name)
+                self._assigned(name, w.line)
                 continue
             name = self.join(w)
             if _NAME.fullmatch(name):
@@ -1500,6 +1757,16 @@ class _Interp:
                     self.exported.add(name)
                 elif name not in self.vars:
                     self.vars[name] = ""
+
+    def _assigned(self, name: str, line: int) -> None:
+        """``name`` was just set at top level: its value is unknown only if it was computed from one that is."""
+        self.assigned_line[name] = line
+        read = sorted(r for r in self.reads if r in self.unknown and r != name)
+        if read:
+            self.unknown[name] = self.unknown[read[0]]
+        elif name not in self.reads:
+            self.unknown.pop(name, None)  # `A+=x` / `A=${A:-x}` of an unknown A stays unknown
+            self.block_exports.pop(name, None)
 
     def _maybe_python(self, argv: list[str], prefix_env: dict[str, str], line: int) -> None:
         for k, word in enumerate(argv):
@@ -1509,7 +1776,9 @@ class _Interp:
             while j < len(argv) and argv[j].startswith("-") and argv[j] != "-m":
                 j += 2 if argv[j] in ("-X", "-W") else 1
             if j + 1 < len(argv) and argv[j] == "-m":
-                self.commands.append(_python_command(argv[k:], j - k, prefix_env, line))
+                command = _python_command(argv[k:], j - k, prefix_env, line)
+                command.unknown = {r: self.unknown[r] for r in sorted(self.reads) if r in self.unknown}
+                self.commands.append(command)
             return
 
     def exports(self) -> dict[str, str]:
@@ -1709,7 +1978,7 @@ class _Arith:
             return _number(text)
         if kind == "name":
             self.interp.step()
-            raw = self.interp.scalar(self.interp.vars.get(text))
+            raw = self.interp.scalar(self.interp.get(text))
             if not raw.strip():
                 return 0
             if UNRESOLVED in raw:
@@ -1750,11 +2019,37 @@ def parse_script(text: str, name: str = "script", environ: dict[str, str] | None
             f"{name}: no `python3 -m <entry>` command at the top level of the script (nothing to import)"
         )
     command = interp.commands[0]
+    refuse_unknown(name, command)
+    if interp.block_exports:  # the training's environment: exported by a block nobody evaluated
+        var, why = next(iter(sorted(interp.block_exports.items())))
+        raise ScriptError(
+            f"{name}: line {command.line}: the training runs with the variables the script exports, and {var} "
+            f"is exported in {why.replace(' may set and import', ', which import')}; verlctl import does not guess it: give the variables "
+            "that block tests with --var NAME=VALUE, or export it outside the block"
+        )
     if len(interp.commands) > 1:
         others = ", ".join(c.module for c in interp.commands[1:])
         interp.note(f"further python -m commands ignored: {others}")
     unset = [u for u in interp.unset if u not in (environ or {})]
-    return ParsedScript(name, interp.vars, interp.exports(), command, interp.notes, unset)
+    return ParsedScript(name, interp.vars, interp.exports(), command, interp.notes, unset, interp.sourced)
+
+
+def refuse_unknown(name: str, command: PythonCommand) -> None:
+    """The training command reads a variable that a block import did not evaluate may set (an ``if``/``case``
+    whose test needs a command's output or an unset variable, a loop, a called function): its value, and so
+    the run, is not known. One line naming the variables and the block; nothing is guessed."""
+    if not command.unknown:
+        return
+    by_why: dict[str, list[str]] = {}
+    for var, why in command.unknown.items():
+        by_why.setdefault(why, []).append("$@" if var == "@" else var)
+    why, names = next(iter(by_why.items()))
+    more = f" (and {len(by_why) - 1} more block(s))" if len(by_why) > 1 else ""
+    raise ScriptError(
+        f"{name}: line {command.line}: the training command uses {', '.join(names[:6])}, which {why}{more}; "
+        "verlctl import does not guess such a value: give the variables that block tests with --var NAME=VALUE, "
+        "or set the values in the script"
+    )
 
 
 def _not_python(text: str, name: str) -> None:

@@ -275,7 +275,84 @@ def _whole_node_split(per_node: int, rollout_per_node: int, nnodes: Any, rollout
     return train_nodes, roll_nodes
 
 
-def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
+#: Exported variables only an Ascend (NPU) or only a CUDA (GPU) stack reads: a script that sets them was written for
+#: that device (prefixes, or names holding the marker).
+NPU_ENV_HINTS = ("ASCEND_", "HCCL_", "VLLM_ASCEND_", "PYTORCH_NPU_", "TORCH_NPU_", "NPU_")
+GPU_ENV_HINTS = ("NCCL_", "PYTORCH_CUDA_", "CUDA_VISIBLE_DEVICES", "VLLM_ATTENTION_BACKEND")
+#: The script's own variable naming its device (verl's 0.9 examples: DEVICE=npu|gpu, see examples/grpo_trainer).
+DEVICE_VARIABLES = ("DEVICE", "device")
+_DEVICE_WORDS = {"npu": "npu", "ascend": "npu", "gpu": "gpu", "cuda": "gpu"}
+#: Words of a script's name or folders that name a device family (verl's run_*_npu.sh, *_h800_*.sh, special_npu/).
+PATH_WORDS = {
+    "npu": frozenset({"npu", "ascend", "910b", "910c"}),
+    "gpu": frozenset({"gpu", "cuda", "nvidia", "a100", "a800", "h100", "h800", "h20", "h200", "b200", "gb200"}),
+}
+
+
+def script_device(parsed: ParsedScript, value_of: Any, exported: dict[str, str], given: str | None,
+                  notes: list[str]) -> tuple[str, str]:
+    """(device, what says so): ``--device``, else the strongest evidence in the script: ``trainer.device=`` or the
+    script's ``DEVICE`` variable, then which of ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES it exports, then
+    variables and values only an Ascend (vllm-ascend, HCCL, CANN) or a CUDA stack reads. A script without any, or
+    whose evidence disagrees, is refused: the user says which (verl itself runs such a script on either)."""
+    levels: list[list[tuple[str, str]]] = [[], [], [], []]
+    td = value_of("trainer.device")
+    if isinstance(td, str) and td.lower() in _DEVICE_WORDS:
+        levels[0].append((_DEVICE_WORDS[td.lower()], f"trainer.device={td}"))
+    for var in DEVICE_VARIABLES:
+        v = parsed.variables.get(var)
+        if isinstance(v, str) and UNRESOLVED not in v and v.strip().lower() in _DEVICE_WORDS:
+            levels[0].append((_DEVICE_WORDS[v.strip().lower()], f"the script's {var}={v.strip()}"))
+    for name in exported:
+        if name == "ASCEND_RT_VISIBLE_DEVICES":
+            levels[1].append(("npu", f"export {name}"))
+        elif name == "CUDA_VISIBLE_DEVICES":
+            levels[1].append(("gpu", f"export {name}"))
+        elif name.startswith(NPU_ENV_HINTS) or "ASCEND" in name:
+            levels[2].append(("npu", f"export {name}"))
+        elif name.startswith(GPU_ENV_HINTS) or name.endswith("CUDA_VISIBLE_DEVICES"):
+            levels[2].append(("gpu", f"export {name}"))
+    for path in parsed.sourced:  # CANN's environment (/usr/local/Ascend/ascend-toolkit/set_env.sh) is Ascend's
+        if "ascend" in path.lower():
+            levels[2].append(("npu", f"source {path}"))
+    for raw in parsed.command.overrides:
+        ov = split_override(raw)
+        if ov is None:
+            continue
+        value = parse_value(ov.value_text)
+        if (ov.key.endswith("attention_backend") and value == "ascend") or (
+                ov.key.endswith("profiler.tool") and value == "npu") or ".tool_config.npu." in ov.key:
+            levels[2].append(("npu", ov.raw))  # vllm-ascend / sglang's Ascend backend, the NPU profiler
+    # Weakest: the script's own name and folders (verl's run_*_npu.sh, tests/special_npu/, ascend_extras/).
+    for part in reversed(parsed.name.replace("\\", "/").split("/")[-3:]):
+        words = set(re.split(r"[^a-z0-9]+", part.lower()))
+        if words & PATH_WORDS["npu"]:
+            levels[3].append(("npu", f"the script's path ({part})"))
+        if words & PATH_WORDS["gpu"]:
+            levels[3].append(("gpu", f"the script's path ({part})"))
+    if given is not None:
+        against = [why for level in levels for d, why in level if d != given]
+        if against:
+            notes.append(f"device {given} (--device), although the script says otherwise: {', '.join(against[:3])}")
+        return given, "--device"
+    for level in levels:
+        if not level:
+            continue
+        found = {d for d, _ in level}
+        if len(found) == 1:
+            whys = list(dict.fromkeys(why for _, why in level))
+            return level[0][0], ", ".join(whys[:3]) + (f" (and {len(whys) - 3} more)" if len(whys) > 3 else "")
+        shown = "; ".join(f"{why} ({d})" for d, why in level[:4])
+        raise ImportFailure(f"{parsed.name}: the script names both devices ({shown}): pass --device npu or "
+                            "--device gpu")
+    raise ImportFailure(
+        f"{parsed.name}: the device is not evident from the script (no trainer.device, DEVICE variable, "
+        "ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES, or Ascend / CUDA settings; verl runs it on either): "
+        "pass --device npu or --device gpu"
+    )
+
+
+def map_script(parsed: ParsedScript, version: str | None = None, given_device: str | None = None) -> Mapped:
     """The spec values a script's command and exports mean. Raises ImportFailure for runs verlctl cannot
     describe (another algorithm, entry point or training engine)."""
     cmd = parsed.command
@@ -351,9 +428,15 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
         elif module.startswith("recipe."):
             version = "0.7.0"
         else:
-            version = "0.7.0"
-            notes.append("verl version not evident from the script: 0.7.0 assumed (pass --verl-version)")
-    if version not in versions and not (module == "recipe.dapo.main_dapo" and version == "0.9.1"):
+            # F4-8: main_ppo is in every verl; nothing in the script says which one it was written for. The spec
+            # then takes the version installed in the image (check and launch read it), never a silent guess.
+            version = "auto"
+            notes.append(
+                "verl version not evident from the script: verl_version is auto (check and launch take the verl "
+                "installed in the image; plan warns until then); pass --verl-version 0.7.0 or 0.9.1 to fix it"
+            )
+    if version != "auto" and version not in versions \
+            and not (module == "recipe.dapo.main_dapo" and version == "0.9.1"):
         raise ImportFailure(
             f"{parsed.name}: {module} is not an entry point of verl {version} "
             f"(it is in verl {', '.join(versions)}): pass --verl-version {versions[0]}"
@@ -379,10 +462,7 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
     # Devices and the rest of the environment.
     env: dict[str, str] = {}
     exported = {**parsed.exports, **cmd.env}
-    device = None
-    trainer_device = value_of("trainer.device")
-    if trainer_device in ("npu", "cuda"):
-        device = "npu" if trainer_device == "npu" else "gpu"
+    device, device_source = script_device(parsed, value_of, exported, given_device, notes)
     for name, value in exported.items():
         if UNRESOLVED in value:
             notes.append(f"env {name} not imported: its value needs a command the import does not run")
@@ -394,7 +474,6 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
             ids = [int(x) for x in value.split(",")]
             if len(set(ids)) == len(ids):
                 put("cluster.devices", ids, f"export {name}")
-                device = device or ("npu" if name.startswith("ASCEND") else "gpu")
                 continue
         if name in ENV_FIELDS:
             if "@" in value.split("://", 1)[-1].split("/", 1)[0]:
@@ -403,11 +482,7 @@ def map_script(parsed: ParsedScript, version: str | None = None) -> Mapped:
                 put(ENV_FIELDS[name], value, f"export {name}")
             continue
         env[name] = value
-    if device is None:
-        device = "npu"
-        if not any(k.startswith("ASCEND") or k.startswith("HCCL") for k in exported):
-            notes.append("device not evident from the script: npu assumed")
-    put("device", device, "trainer.device" if trainer_device else "the script's environment")
+    put("device", device, device_source)
 
     enable: list[str] = []
     disable: list[str] = []

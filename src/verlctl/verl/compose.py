@@ -88,27 +88,24 @@ class TrainingCommand:
 
 
 def effective_version(resolved: ResolvedSpec, container_version: str | None = None) -> tuple[str, list[Finding]]:
+    """The verl version the command is built for: the spec's, or for ``auto`` the one installed in the image
+    (``container_version``, read by check and launch). Without it, ``auto`` plans for a default and warns: the
+    image decides, and its verl may compose the command differently (F4-8)."""
     v = resolved.spec.verl_version
     if v != "auto":
         return v, []
     if container_version:
         return container_version, []
     mode = MODES.get(resolved.spec.mode)
-    if mode is not None and DEFAULT_VERSION not in mode.versions:
-        planned = mode.versions[-1]
-        return planned, [
-            info(
-                "verl_version_auto",
-                f"verl_version is auto: planned for {planned} (mode {mode.name} exists there only); launch uses "
-                "the version installed in the container",
-                "verl_version",
-            )
-        ]
-    return DEFAULT_VERSION, [
-        info(
+    planned = mode.versions[-1] if mode is not None and DEFAULT_VERSION not in mode.versions else DEFAULT_VERSION
+    why = f" (mode {mode.name} exists there only)" if planned != DEFAULT_VERSION and mode is not None else ""
+    return planned, [
+        warning(
             "verl_version_auto",
-            f"verl_version is auto: planned for {DEFAULT_VERSION}; launch uses the version installed in the container",
+            f"verl_version is auto and the image's verl is not known here: planned for {planned}{why}; check "
+            "and launch take the version installed in the image",
             "verl_version",
+            "run verlctl check (it reads the image's verl), or set verl_version: 0.7.0 or 0.9.1",
         )
     ]
 
