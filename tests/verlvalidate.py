@@ -394,7 +394,7 @@ def _first_update(cfg: Any, mode: str, update: dict[str, Any], to_dc: Any, open_
     mpu = types.SimpleNamespace(get_data_parallel_world_size=lambda: dp)  # DEVICE DOUBLE of megatron-core's mpu
     env: dict[str, Any] = {"world_size": world, "device_name": "npu", "init_device_mesh": mesh.init_device_mesh,
                            "mpu": mpu}
-    for c, path, qualname in rows:
+    for c, _path, qualname in rows:
         if qualname == "ActorRolloutRefWorker.__init__":
             env["self"] = worker
         elif qualname == "DataProto.chunk":
