@@ -66,3 +66,24 @@ def test_the_iterator_finding_names_the_share_and_the_fix() -> None:
     assert "each of the 8 data-parallel ranks gets 48 sequences, not a whole number of mini batches of 32" in f.message
     assert "tensordict_utils.py:588" in f.message and f.field == "train.mini_batch_size"
     assert f.hint is not None and "1, 2, 3, 4, 6, 8, 12, 16, 24, 48" in f.hint
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    ({"verl_version": "0.7.0", "strategy": "megatron", **UNEVEN},
+     ("verl 0.7.0's Megatron actor asserts it", "protocol.py:827")),
+    ({"verl_version": "0.7.0", "strategy": "megatron", **OVER},
+     ("verl 0.7.0's Megatron actor asserts it", "'make_iterator ... % mini_batch_size == 0'")),
+    ({"verl_version": "0.9.1", "strategy": "fsdp", **OVER},
+     ("verl 0.9.1's engine workers assert it", "'make_iterator ... % mini_batch_size == 0'")),
+    ({"verl_version": "0.7.0", "strategy": "fsdp", "algorithm": "grpo", **OVER, **NO_DYN},
+     ("verl validate_config: 'train_batch_size ... must be >= actor.ppo_mini_batch_size'",)),
+    ({"verl_version": "0.7.0", "strategy": "fsdp", "algorithm": "grpo", **OVER},
+     ("updates once per step on the whole batch", "each update is 32/64 of a full one", "dp_actor.py:465")),
+])
+def test_each_verdict_names_the_verl_code_that_decides_it(flags: dict[str, Any], says: tuple[str, ...]) -> None:
+    plan = make_plan(load_spec(None, flags={**BASE_PATHS, "cluster.devices": list(range(8)), **flags}, environ={}))
+    f = next(f for f in plan.findings if f.code.startswith("mini_batch"))
+    for text in says:
+        assert text in f.message, (text, f.message)
+    other = "verl 0.9.1's engine workers" if "0.7.0" in flags["verl_version"] else "Megatron actor"
+    assert other not in f.message
