@@ -24,7 +24,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "official-scripts"
 
 #: The rules whose verdict divides by the trainer's data-parallel size (read from their source below: a new
 #: one must be added here, and so be looked at).
-DP_RULES = {"batch_dp_divisibility", "mini_batch_dp", "mini_batch_normalized", "micro_batch_divisibility",
+DP_RULES = {"batch_dp_divisibility", "mini_batch_dp", "mini_batch_normalized", "micro_batch_divisibility", "mini_batch_size",
             "batch_micro_divisibility"}
 
 

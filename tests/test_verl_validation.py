@@ -138,6 +138,11 @@ def test_the_validation_rejects_what_verl_rejects(tmp_path: Path) -> None:
         "v1_mode": ("colocate_async", ["trainer.v1.trainer_mode=fancy"], "Unknown trainer 'fancy'"),
         # one_step_off_policy/ray_trainer.py:88
         "oso_hybrid": ("one_step_off_policy", ["actor_rollout_ref.hybrid_engine=True"], "AssertionError"),
+        # the first update: tensordict_utils.py:588 make_iterator (32 sequences per rank, mini 24 per rank)
+        "update_iter": ("sync", ["actor_rollout_ref.actor.ppo_mini_batch_size=24"], "32 % 24 != 0"),
+        # the first update: chunk_tensordict, 31 prompts x 3 responses = 93 sequences over 8 data-parallel ranks
+        "update_chunk": ("sync", ["data.train_batch_size=31", "actor_rollout_ref.rollout.n=3",
+                                  "actor_rollout_ref.actor.ppo_mini_batch_size=31"], "divisible by chunks"),
     }
     batches = []
     for name, (mode, extra, _) in bad.items():
@@ -182,31 +187,22 @@ REFUSAL_CASES = (
 
 
 def _why_not_verl(plan) -> str | None:
-    """Why a refusal needs no run of verl: the finding says verlctl does not support it, or names the device /
-    driver / image fact verl checks later, or mirrors a verl assert whose cited line still holds (the rules that
-    mirror worker start-up asserts this CPU validation does not reach)."""
-    from test_rule_parity import cite_holds
-    from verlctl.checks.rules import RULES
-
-    by_code = {c: r for r in RULES for c in r.codes}
+    """Why a refusal that verl's code passes is still right: only that verlctl says it does not support it (named
+    in the output). A citation of a verl assert is not enough: the worker asserts run in verlvalidate.py's
+    first-update stage, and the device facts a refusal depends on in tests/test_verl_oracle_matrix.py."""
     whys = []
     for f in (f for f in plan.findings if f.severity.value == "error"):
         if "not supported by verlctl" in f.message:
             whys.append("verlctl")
-        elif f.code == "weight_bucket_too_small" and "HDK" in f.message:
-            whys.append("runtime fact")
-        elif (r := by_code.get(f.code)) and (cites := [c for c in r.cites if c.version == plan.command.version]) \
-                and not any(cite_holds(c) for c in cites) and any(c.path in f.message for c in cites):
-            whys.append("cited verl assert")
         else:
             return None
     return ", ".join(sorted(set(whys))) or None
 
 
 def test_refusals_fail_in_verl_or_name_what_decides(tmp_path: Path) -> None:
-    """verl decides both ways: an accepted case passes verl's own validation; a refused one fails it, or its
-    finding says why no run of verl is needed (verlctl's own support, a runtime fact, a cited verl assert of the
-    workers' start-up). Prints the count of unexplained refusals (0)."""
+    """verl decides both ways: an accepted case passes verl's own validation; a refused one fails it (the first
+    update's worker asserts included), or says verlctl does not support it. Prints the count of unexplained
+    refusals (0)."""
     for v in ("0.7.0", "0.9.1"):
         _need(v)
     accepted: dict[str, list[dict]] = {"0.7.0": [], "0.9.1": []}

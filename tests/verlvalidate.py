@@ -129,6 +129,38 @@ MODE_ASSERTS: dict[str, dict[str, tuple[tuple[str, str, int, int, str], ...]]] =
 }
 
 
+#: The first actor update's batch asserts, per version and strategy family ("*": every strategy): the
+#: worker's normalisation of the mini batch by its data-parallel size, the dispatch of the batch to the DP
+#: ranks, and the mini-batch iterator. Executed from verl's source (same statement picking as
+#: :data:`MODE_ASSERTS`) with the trainer's device facts: its world size (``trainer.n_gpus_per_node`` x
+#: ``trainer.nnodes``) and its data-parallel size as verl derives it (:func:`device_facts`).
+UPDATE_ASSERTS: dict[str, dict[str, tuple[tuple[str, str, int, int], ...]]] = {
+    "0.7.0": {
+        "fsdp": (
+            # ActorRolloutRefWorker.__init__: the (dp, sp) Ulysses mesh, then the mini/micro normalisation
+            ("verl/workers/fsdp_workers.py", "ActorRolloutRefWorker.__init__", 171, 176),
+            ("verl/workers/fsdp_workers.py", "ActorRolloutRefWorker.__init__", 240, 263),
+            # the batch split over the DP ranks (DataProto.chunk: 'only support equal chunk')
+            ("verl/protocol.py", "DataProto.chunk", 884, 887),
+        ),
+        "megatron": (
+            ("verl/workers/megatron_workers.py", "ActorRolloutRefWorker.__init__", 333, 340),
+            ("verl/protocol.py", "DataProto.chunk", 884, 887),
+            # megatron_actor.py:369 update_policy -> data.make_iterator(mini_batch_size=ppo_mini_batch_size)
+            ("verl/protocol.py", "DataProto.make_iterator", 827, 827),
+        ),
+    },
+    "0.9.1": {
+        "*": (
+            ("verl/utils/tensordict_utils.py", "chunk_tensordict", 341, 343),
+            # engine_workers.py update_actor -> train_mini_batch: mini batch per DP rank, then the iterator
+            ("verl/workers/engine_workers.py", "TrainingWorker.train_mini_batch", 261, 270),
+            ("verl/utils/tensordict_utils.py", "make_iterator", 588, 588),
+        ),
+    },
+}
+
+
 def _function(tree: ast.Module, qualname: str) -> ast.FunctionDef:
     body: list[ast.stmt] = tree.body
     node: Any = None
@@ -213,6 +245,10 @@ def main(version: str, batches_path: str) -> int:
         mode: [(statements(root, p, q, a, b), how) for p, q, a, b, how in rows]
         for mode, rows in MODE_ASSERTS.get(version, {}).items()
     }
+    update = {
+        family: [(statements(root, p, q, a, b), p, q) for p, q, a, b in rows]
+        for family, rows in UPDATE_ASSERTS.get(version, {}).items()
+    }
     search = f"hydra.searchpath=[file://{root / 'verl' / 'trainer' / 'config'}]"
     results: dict[str, str | None] = {}
     by_dir: dict[str, list[dict[str, Any]]] = {}
@@ -230,6 +266,7 @@ def main(version: str, batches_path: str) -> int:
                         OmegaConf.resolve(cfg)
                         _validate(cfg, b, trainers, code, omega_conf_to_dataclass, validate_config, need_critic,
                                   need_reference_policy, need_reward_model, open_dict)
+                        _first_update(cfg, b["mode"], update, omega_conf_to_dataclass, open_dict)
                     results[b["id"]] = None
                 except Exception as exc:  # every failure is reported by the test, with its text
                     results[b["id"]] = f"{type(exc).__name__}: {exc}"[:2000]
@@ -243,6 +280,9 @@ def _validate(cfg: Any, b: dict[str, Any], trainers: set[str], code: dict[str, A
     # One object stands for the trainer instance across the blocks of a mode (``__init__`` sets what a later
     # method reads); ``config`` is the composed config itself.
     self_ns = types.SimpleNamespace(config=cfg)
+    if module == "recipe.one_step_off_policy.main_ppo":
+        # 0.7.0 recipe/one_step_off_policy/main_ppo.py:153 validates the config as main_ppo does
+        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     if module == "verl.trainer.main_ppo":
         # main_ppo.py main(): validate_config(config, need_reference_policy(config), need_critic(config))
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
@@ -276,6 +316,102 @@ def _run(codes: Any, cfg: Any, self_ns: Any, need_reward_model: Any, open_dict: 
                "omega_conf_to_dataclass": to_dc, "open_dict": open_dict}
         with open_dict(cfg):
             exec(c, env)  # verl's own statements, compiled from its source file
+
+
+class _Batch:
+    """A batch of ``rows`` sequences as verl's dispatch and iterators see it: its length and batch size only."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        self.batch = types.SimpleNamespace(batch_size=[rows])
+        self.batch_size = [rows]
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def is_padding_enabled(self) -> bool:  # DataProto.chunk: no auto-padding on the update's dispatch
+        return False
+
+
+class _MeshDouble:
+    """DEVICE DOUBLE of torch's DeviceMesh / init_device_mesh: a mesh over the trainer's devices, whose shape must
+    cover the world exactly (torch raises otherwise: 'mesh_shape ... does not match the world size')."""
+
+    def __init__(self, world: int) -> None:
+        self.world = world
+
+    def size(self) -> int:
+        return self.world
+
+    def init_device_mesh(self, device: Any, mesh_shape: tuple[int, ...], mesh_dim_names: Any = None) -> Any:
+        n = 1
+        for d in mesh_shape:
+            n *= d
+        if n != self.world:
+            raise RuntimeError(f"init_device_mesh: mesh_shape {tuple(mesh_shape)} ({n} devices) does not match the "
+                               f"world size {self.world} (torch DeviceMesh)")
+        return types.SimpleNamespace(shape=tuple(mesh_shape))
+
+
+def device_facts(cfg: Any, to_dc: Any) -> tuple[int, int]:
+    """The trainer's (world size, data-parallel size) as verl's workers get them on the devices: the world is
+    ``trainer.n_gpus_per_node`` x ``trainer.nnodes`` (the trainer pool); DP is megatron-core's
+    ``world // (TP*PP*CP)`` for Megatron (``mpu.get_data_parallel_world_size``, a DEVICE DOUBLE here), and
+    ``world // ulysses SP`` for FSDP (0.9.1 ``engine/fsdp/transformer_impl.py`` ``get_data_parallel_size``; SP
+    as verl's ``FSDPActorConfig.__post_init__`` settles it; 0.7.0's worker computes it itself below). 0 when the
+    divisor does not divide the world."""
+    world = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
+    actor = cfg.actor_rollout_ref.actor
+    if actor.strategy == "megatron":
+        m = actor.megatron
+        div = int(m.tensor_model_parallel_size) * int(m.pipeline_model_parallel_size) * int(
+            m.get("context_parallel_size", 1) or 1)
+    else:
+        dc = to_dc(actor)
+        fsdp = getattr(dc, "fsdp_config", None)
+        div = max(int(getattr(dc, "ulysses_sequence_parallel_size", 1) or 1),
+                  int(getattr(fsdp, "ulysses_sequence_parallel_size", 1) or 1))
+    return world, (world // div if div and world % div == 0 else 0)
+
+
+def _first_update(cfg: Any, mode: str, update: dict[str, Any], to_dc: Any, open_dict: Any) -> None:
+    """The first actor update's batch asserts (:data:`UPDATE_ASSERTS`), verl's statements run with the device
+    facts of :func:`device_facts` and the batch the mode's trainer hands the actor: ``train_batch_size`` prompts
+    (fully_async: ``ppo_mini_batch_size * async_training.require_batches``, fully_async_trainer.py:159), times
+    ``rollout.n`` responses."""
+    ar = cfg.actor_rollout_ref
+    rows = update.get(ar.actor.strategy.replace("fsdp2", "fsdp")) or update.get("*")
+    if not rows:
+        return
+    world, dp = device_facts(cfg, to_dc)
+    n = int(ar.rollout.n)
+    prompts = (int(ar.actor.ppo_mini_batch_size) * int(cfg.async_training.require_batches)
+               if mode == "fully_async" else int(cfg.data.train_batch_size))
+    seqs = prompts * n
+    mesh = _MeshDouble(world)
+    worker = types.SimpleNamespace(config=copy.deepcopy(ar), device_mesh=mesh, _is_actor=True, _is_ref=False,
+                                   _is_rollout=True)
+    mpu = types.SimpleNamespace(get_data_parallel_world_size=lambda: dp)  # DEVICE DOUBLE of megatron-core's mpu
+    env: dict[str, Any] = {"world_size": world, "device_name": "npu", "init_device_mesh": mesh.init_device_mesh,
+                           "mpu": mpu}
+    for c, _path, qualname in rows:
+        if qualname == "ActorRolloutRefWorker.__init__":
+            env["self"] = worker
+        elif qualname == "DataProto.chunk":
+            env.update(self=_Batch(seqs), chunks=env.get("dp", dp) or 1)
+        elif qualname == "chunk_tensordict":
+            env.update(td=_Batch(seqs), chunks=dp or 1, TensorDict=_Batch)
+        elif qualname == "DataProto.make_iterator":  # per DP rank: its share, the normalised mini batch
+            env.update(self=_Batch(seqs // (env.get("dp", dp) or 1)),
+                       mini_batch_size=worker.config.actor.ppo_mini_batch_size)
+        elif qualname == "TrainingWorker.train_mini_batch":  # trainer: mini_batch_size = ppo_mini * n (global)
+            env.update(self=types.SimpleNamespace(engine=types.SimpleNamespace(get_data_parallel_size=lambda: dp)),
+                       mini_batch_size=int(ar.actor.ppo_mini_batch_size) * n, num_mini_batch=None,
+                       batch_size_per_dp=seqs // (dp or 1))
+        elif qualname == "make_iterator":
+            env.update(tensordict=_Batch(env["batch_size_per_dp"]), mini_batch_size=env["mini_batch_size_per_gpu"])
+        with open_dict(worker.config):
+            exec(c, env)  # verl's own statements, compiled from its source file (path, qualname)
 
 
 class _Roles:

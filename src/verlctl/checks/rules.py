@@ -399,24 +399,81 @@ def _rollout_n(ctx: RuleCtx) -> Iterable[Finding]:
         )
 
 
+#: verl 0.7.0's entry points that run ``validate_config`` (and so ``ActorConfig.validate``'s mini <= train check
+#: without dynamic batching): main_ppo (``trainer/main_ppo.py:292``) and the one-step-off recipe
+#: (``recipe/one_step_off_policy/main_ppo.py:153``); the DAPO recipe's ``main_dapo`` does not call it.
+VALIDATING_070 = ("verl.trainer.main_ppo", "recipe.one_step_off_policy.main_ppo")
+
+
+def _validates_config(ctx: RuleCtx) -> bool:
+    from verlctl.verl.entrypoints import entry_for
+
+    spec = ctx.spec
+    try:
+        return entry_for(ctx.version, spec.algorithm, spec.mode, spec.strategy).module in VALIDATING_070
+    except ValueError:
+        return True  # the mode does not exist in this version: mode_version reports it
+
+
 @rule(
     "mini_batch_size",
-    ("mini_batch_size", "mini_batch_uneven"),
+    ("mini_batch_size", "mini_batch_iterator", "mini_batch_uneven", "mini_batch_over_batch"),
     Severity.ERROR,
     cites=(
         Cite(V070, "verl/workers/config/actor.py", 201, "if train_batch_size < self.ppo_mini_batch_size:"),
         Cite(V091, "verl/workers/config/actor.py", 225, "if train_batch_size < self.ppo_mini_batch_size:"),
+        Cite(V091, "verl/utils/tensordict_utils.py", 588,
+             "assert tensordict.batch_size[0] % mini_batch_size == 0"),
+        Cite(V070, "verl/protocol.py", 827, "assert self.batch.batch_size[0] % mini_batch_size == 0"),
+        Cite(V070, "verl/workers/actor/megatron_actor.py", 370, "mini_batch_size=self.config.ppo_mini_batch_size,"),
+        Cite(V070, "verl/workers/actor/dp_actor.py", 430, "mini_batches = data.split(self.config.ppo_mini_batch_size)"),
+        Cite(V070, "verl/workers/actor/dp_actor.py", 465,
+             "loss_scale_factor = response_mask.shape[0] / self.config.ppo_mini_batch_size"),
     ),
 )
 def _mini(ctx: RuleCtx) -> Iterable[Finding]:
-    """train_batch_size >= mini_batch_size (verl checks it without dynamic batching; verlctl always)."""
+    """The mini batch against the batch, as verl's actor update takes it. verl 0.9.1's engine workers (every
+    mode) and 0.7.0's Megatron actor cut each rank's share of the batch with an iterator that asserts the share
+    is a whole number of per-rank mini batches (``make_iterator``): a mini batch above the batch, or one that
+    does not divide it, stops the first update. verl 0.7.0's FSDP actor splits the batch instead (the last
+    mini batch is smaller; a mini batch above the batch is one mini batch of the whole batch, its loss scaled by
+    rows / ppo_mini_batch_size), so there it runs, unless ``validate_config`` (without dynamic batching) refuses
+    a mini batch above the batch first. The separate / fully async modes have their own batch rule."""
     t = ctx.spec.train
-    if t.train_batch_size < ctx.mini:
+    over = t.train_batch_size < ctx.mini
+    iterator = ctx.version == V091 or ctx.spec.strategy == "megatron"
+    if iterator and ctx.spec.mode in ("separate_async", "fully_async") and not over:
+        return  # async_batch_sync_step: train_batch_size == parameter_sync_step * mini_batch_size
+    n = t.responses_per_prompt
+    share, mini_share = (ctx.sequences // ctx.dp, ctx.mini * n // ctx.dp) if ctx.dp else (0, 0)
+    who = "engine workers assert" if ctx.version == V091 else "Megatron actor asserts"
+    where = f"verl {ctx.version}'s {who} it in the first update's mini-batch iterator{_cited(ctx, 'mini_batch_size')}"
+    if over and (iterator or (_validates_config(ctx) and not ctx.on("dynamic_batch"))):
         yield error(
             "mini_batch_size",
-            f"train_batch_size ({t.train_batch_size}) must be >= mini_batch_size ({ctx.mini})",
+            f"train_batch_size ({t.train_batch_size}) must be >= mini_batch_size ({ctx.mini})"
+            + (f" ({where}: 'make_iterator ... % mini_batch_size == 0')" if iterator else
+               " (verl validate_config: 'train_batch_size ... must be >= actor.ppo_mini_batch_size')"),
             "train.mini_batch_size",
             f"use a mini batch <= {t.train_batch_size}",
+        )
+    elif over:
+        yield warning(
+            "mini_batch_over_batch",
+            f"mini_batch_size ({ctx.mini}) is above train_batch_size ({t.train_batch_size}): verl {ctx.version}'s FSDP "
+            "actor then updates once per step on the whole batch and scales its loss by rows / mini batch, so each "
+            f"update is {t.train_batch_size}/{ctx.mini} of a full one{_cited(ctx, 'mini_batch_size')}",
+            "train.mini_batch_size",
+            f"use a mini batch <= {t.train_batch_size} (a mini batch equal to the batch is one full update per step)",
+        )
+    elif t.train_batch_size % ctx.mini and iterator and mini_share and share % mini_share:
+        yield error(
+            "mini_batch_iterator",
+            f"train_batch_size ({t.train_batch_size}) is not a multiple of mini_batch_size ({ctx.mini}): each of the "
+            f"{ctx.dp} data-parallel ranks gets {share} sequences, not a whole number of mini batches of {mini_share} "
+            f"({where})",
+            "train.mini_batch_size",
+            f"use a mini_batch_size dividing {t.train_batch_size}: {_divisors(t.train_batch_size)}",
         )
     elif t.train_batch_size % ctx.mini:
         yield warning(
