@@ -468,3 +468,81 @@ def test_operations_guide_documents_export_rayjob_and_its_options() -> None:
     section = text.split("\n## verlctl export rayjob\n", 1)[1].split("\n## ", 1)[0]
     for option in ("--out, -o", "--nodes", "--device-resource", "--pvc", "--dry-run", "--set", "--device"):
         assert f"| `{option}` |" in section, option
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the backend refuses, defaults and writes
+
+
+@pytest.mark.parametrize("command", [["export", "rayjob"], ["launch", "--backend", "kuberay"]],
+                         ids=["export", "launch"])
+def test_a_spec_with_errors_lists_them_exits_2_and_writes_no_manifest(tmp_path: Path, command: list[str]) -> None:
+    out = tmp_path / "out" / "rayjob.yaml"
+    out.parent.mkdir()
+    res = run_cli(*command, "-c", str(spec_file(tmp_path)), "-o", str(out), "--set", "kubernetes.pvc=verl-shared",
+                  "--set", "train.tensor_parallel=3")
+    assert res.code == 2, (res.out, res.err)
+    assert "Traceback" not in res.out + res.err
+    assert "parallel_divisibility" in res.out + res.err
+    assert "nothing was written" in res.err
+    assert list(out.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("listed,pods", [([], 1), (["10.0.0.1", "10.0.0.2"], 2)], ids=["no-nodes", "two-nodes"])
+def test_without_nodes_the_pod_count_is_the_specs_node_count_else_one(
+        tmp_path: Path, rayjob_schema: Any, listed: list[str], pods: int) -> None:
+    extra = ["--set", f"cluster.nodes=[{','.join(listed)}]"] if listed else []
+    res, docs = export(tmp_path, "--pvc", "verl-shared", *extra)
+    validate(docs, rayjob_schema)
+    group = worker_group(docs[1])
+    assert group["replicas"] == pods
+    assert f"{pods} worker pod(s) x 8 huawei.com/Ascend910 = {pods * 8} devices" in res.out
+
+
+def test_an_out_of_range_node_count_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+    """50 million pods would be 50 million names before a later check: refused first, in bounded memory (the
+    interpreter runs under a 1.5 GiB address-space limit; building the names would need several GiB)."""
+    import sys
+
+    spec = spec_file(tmp_path)
+    out = tmp_path / "rayjob.yaml"
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20)); "
+            "from verlctl.cli import main; sys.argv = ['verlctl'] + sys.argv[1:]; main()")
+    proc = subprocess.run([sys.executable, "-c", code, "export", "rayjob", "-c", str(spec), "-o", str(out),
+                           "--pvc", "verl-shared", "--nodes", "50000000"],
+                          capture_output=True, text=True, env=clean_env(), timeout=120, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "--nodes: must be 1 to 4096 worker pods; got 50000000" in proc.stderr
+    assert not out.exists()
+
+
+def test_the_manifest_is_readable_by_all_and_writable_by_its_owner_only(tmp_path: Path) -> None:
+    export(tmp_path, "--pvc", "verl-shared")
+    assert (tmp_path / "rayjob.yaml").stat().st_mode & 0o777 == 0o644
+
+
+def test_an_unwritable_target_names_the_reason_not_a_temporary_file(tmp_path: Path) -> None:
+    """The write fails after the checks of -o (its directory vanishes under it: a file where the directory was)."""
+    from verlctl.backends.kuberay import KubeRayBackend, KubeRayExport, resolve
+    from verlctl.errors import VerlctlError
+
+    target = tmp_path / "gone" / "rayjob.yaml"
+    target.parent.mkdir()
+    resolved, nodes = resolve(spec_file(tmp_path), {"kubernetes.pvc": "verl-shared"}, {}, None)
+    backend = KubeRayBackend()
+    request = backend.prepare(resolved, KubeRayExport(target, nodes))
+    target.parent.rmdir()
+    target.parent.write_text("a file now\n")
+    with pytest.raises(VerlctlError) as err:
+        backend.submit(request)
+    assert str(err.value) == f"-o {target}: cannot write it: Not a directory"
+
+
+def test_launch_json_names_the_manifest_it_wrote(tmp_path: Path) -> None:
+    out = tmp_path / "rayjob.yaml"
+    res = run_cli("launch", "--backend", "kuberay", "-c", str(spec_file(tmp_path)), "-o", str(out),
+                  "--set", "kubernetes.pvc=verl-shared", "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["outcome"] == "written" and doc["manifest"] == str(out.absolute())
+    assert out.is_file()
