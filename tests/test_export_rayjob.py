@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kube_support import crd_validator, round_trip, schema_errors
+
 from conftest import FIXTURES, clean_env, run_cli
 from scripts_harness import run_start_script
 
@@ -36,53 +38,20 @@ BASE = {"paths": {"model": "/data/models/Qwen3-8B", "train_files": "/data/train.
 # The validators
 
 
-def _strict(node: Any) -> None:
-    """An object schema with properties accepts no other key (the API server would prune it without a word)."""
-    if isinstance(node, dict):
-        if ("properties" in node and "additionalProperties" not in node
-                and not node.get("x-kubernetes-preserve-unknown-fields")):
-            node["additionalProperties"] = False
-        for value in node.values():
-            _strict(value)
-    elif isinstance(node, list):
-        for value in node:
-            _strict(value)
-
-
 @pytest.fixture(scope="module")
 def rayjob_schema() -> Any:
-    import jsonschema
-
-    first = CRD.read_text(encoding="utf-8").splitlines()[0]
-    assert first.startswith("# Source: https://github.com/ray-project/kuberay commit feeaf72")
-    crd = yaml.load(CRD.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    assert crd["spec"]["names"]["kind"] == "RayJob"
-    (v1,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    schema = copy.deepcopy(v1["schema"]["openAPIV3Schema"])
-    _strict(schema)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
-    return cls(schema)
-
-
-def _round_trip(data: dict[str, Any], model: str) -> dict[str, Any]:
-    """``data`` read into the Kubernetes client's ``model`` and written back out."""
-    from kubernetes.client import ApiClient
-
-    api = ApiClient()
-    # The client's own reader of API responses (what ``deserialize`` calls after json.loads), from a JSON copy.
-    obj = api._ApiClient__deserialize(json.loads(json.dumps(data)), model)  # type: ignore[attr-defined]
-    return api.sanitize_for_serialization(obj)
+    return crd_validator(CRD, "https://github.com/ray-project/kuberay commit feeaf72", "RayJob", "v1")
 
 
 def validate(docs: list[dict[str, Any]], schema: Any) -> None:
     """Every check this machine can make of a manifest; raises on the first problem."""
     config_map, job = docs
     assert config_map["kind"] == "ConfigMap" and config_map["apiVersion"] == "v1"
-    assert _round_trip(config_map, "V1ConfigMap") == config_map
+    assert round_trip(config_map, "V1ConfigMap") == config_map
     assert job["apiVersion"] == "ray.io/v1" and job["kind"] == "RayJob"
-    errors = sorted(schema.iter_errors(job), key=lambda e: list(e.absolute_path))
-    assert not errors, [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors[:5]]
-    assert _round_trip(job["metadata"], "V1ObjectMeta") == job["metadata"]
+    errors = schema_errors(schema, job)
+    assert not errors, errors
+    assert round_trip(job["metadata"], "V1ObjectMeta") == job["metadata"]
     # KubeRay's ValidateRayJobMetadata: a DNS-1035 label of at most 47 characters.
     name = job["metadata"]["name"]
     assert len(name) <= 47 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name), name
@@ -96,8 +65,8 @@ def validate(docs: list[dict[str, Any]], schema: Any) -> None:
         assert group["template"]["spec"]["containers"]
         assert 0 <= group["minReplicas"] <= group["replicas"] <= group["maxReplicas"], group["groupName"]
     for template in [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]:
-        assert _round_trip(template, "V1PodTemplateSpec") == template
-        assert _round_trip(template["spec"], "V1PodSpec") == template["spec"]
+        assert round_trip(template, "V1PodTemplateSpec") == template
+        assert round_trip(template["spec"], "V1PodSpec") == template["spec"]
         volumes = {v["name"] for v in template["spec"]["volumes"]}
         for c in template["spec"]["containers"]:
             assert {m["name"] for m in c["volumeMounts"]} <= volumes, c["name"]

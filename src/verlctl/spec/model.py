@@ -622,7 +622,7 @@ _EXTENDED_RESOURCE = re.compile(r"([a-z0-9.-]{1,253})/([A-Za-z0-9](?:[-A-Za-z0-9
 
 
 class KubernetesSpec(_Strict):
-    """`verlctl export rayjob`: the Kubernetes objects a RayJob uses (nothing else reads these)."""
+    """`verlctl export rayjob` / `export volcano`: the Kubernetes objects the job uses (nothing else reads these)."""
 
     pvc: str | None = Field(
         default=None,
@@ -639,9 +639,28 @@ class KubernetesSpec(_Strict):
     ttl_s: NonNegInt = Field(default=600, description="Seconds the finished RayCluster is kept (ttlSecondsAfterFinished).")
     retries: NonNegInt = Field(
         default=0,
-        description="RayJob backoffLimit: each retry is a new RayCluster resuming from the last checkpoint "
-        "(needs train.save_freq > 0).",
+        description="RayJob backoffLimit, Volcano Job maxRetry: each retry starts the job again, resuming from the "
+        "last checkpoint (needs train.save_freq > 0).",
     )
+    queue: str = Field(
+        default="default",
+        description="Volcano queue the job is submitted to (`export volcano`; `kubectl get queue` lists them).",
+    )
+    ring_controller: str = Field(
+        default="ascend-910b",
+        description="MindCluster's product label (`ring-controller.atlas`) on an NPU Volcano job and its "
+        "rank-table ConfigMap: ascend-910b for Atlas A2, ascend-910 for Atlas 800 (910A); MindCluster's docs list "
+        "the values.",
+    )
+
+    @field_validator("queue", "ring_controller")
+    @classmethod
+    def _label_value(cls, v: str) -> str:
+        if not _DNS1123_LABEL.fullmatch(v):
+            raise ValueError(
+                f"{v!r} is not a Kubernetes name: lower-case letters, digits and inner '-', at most 63 characters"
+            )
+        return v
 
     @field_validator("pvc")
     @classmethod
