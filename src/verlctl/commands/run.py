@@ -69,10 +69,17 @@ def launch(
                                             "(weight sync), each timed; the full run starts only if both pass.")
     ] = False,
     canary_timeout: Annotated[float, typer.Option(help="With --canary: seconds for each canary phase.")] = 3600.0,
+    skip_fabric: Annotated[
+        bool, typer.Option("--skip-fabric", help="No collective fabric test before training (cluster.fabric.enabled "
+                                                 "false).")
+    ] = False,
     verbose: Verbose = False,
 ) -> int:
     """Prepare the container, start training and verify it started (asks first unless --yes)."""
     from verlctl.errors import VerlctlError
+
+    if skip_fabric:
+        flags = ({**flags[0], "cluster.fabric.enabled": False}, {**flags[1], "cluster.fabric.enabled": "--skip-fabric"})
     from verlctl.ops.flow import launch_flow
 
     check_seconds(verify_timeout, "--verify-timeout")
