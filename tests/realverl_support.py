@@ -169,7 +169,10 @@ def make_realverl_env(tmp_path: Path, client: Any, image: str, *, steps: int = 2
                                        f"--dashboard-agent-listen-port={free_port()}",
                                        f"--dashboard-agent-grpc-port={free_port()}",
                                        f"--metrics-export-port={free_port()}",
-                                       *(MEMORY_RAY_ARGS if lean else [])]},
+                                       *(MEMORY_RAY_ARGS if lean else [])],
+                    # the device double's collectives are gloo's (no NCCL on the CPU): the fabric test uses it
+                    # too, on a free port, whenever a run has more than one device
+                    "fabric": {"backend": "gloo", "sizes_mib": [1, 4], "port": free_port()}},
         "paths": {
             "model": str(tiny / "model"),
             "train_files": [str(tiny / "data" / "train.parquet")],

@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kube_support import crd_validator, round_trip, schema_errors
+
 from conftest import FIXTURES, clean_env, run_cli
 from scripts_harness import run_start_script
 
@@ -36,53 +38,20 @@ BASE = {"paths": {"model": "/data/models/Qwen3-8B", "train_files": "/data/train.
 # The validators
 
 
-def _strict(node: Any) -> None:
-    """An object schema with properties accepts no other key (the API server would prune it without a word)."""
-    if isinstance(node, dict):
-        if ("properties" in node and "additionalProperties" not in node
-                and not node.get("x-kubernetes-preserve-unknown-fields")):
-            node["additionalProperties"] = False
-        for value in node.values():
-            _strict(value)
-    elif isinstance(node, list):
-        for value in node:
-            _strict(value)
-
-
 @pytest.fixture(scope="module")
 def rayjob_schema() -> Any:
-    import jsonschema
-
-    first = CRD.read_text(encoding="utf-8").splitlines()[0]
-    assert first.startswith("# Source: https://github.com/ray-project/kuberay commit feeaf72")
-    crd = yaml.load(CRD.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    assert crd["spec"]["names"]["kind"] == "RayJob"
-    (v1,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    schema = copy.deepcopy(v1["schema"]["openAPIV3Schema"])
-    _strict(schema)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
-    return cls(schema)
-
-
-def _round_trip(data: dict[str, Any], model: str) -> dict[str, Any]:
-    """``data`` read into the Kubernetes client's ``model`` and written back out."""
-    from kubernetes.client import ApiClient
-
-    api = ApiClient()
-    # The client's own reader of API responses (what ``deserialize`` calls after json.loads), from a JSON copy.
-    obj = api._ApiClient__deserialize(json.loads(json.dumps(data)), model)  # type: ignore[attr-defined]
-    return api.sanitize_for_serialization(obj)
+    return crd_validator(CRD, "https://github.com/ray-project/kuberay commit feeaf72", "RayJob", "v1")
 
 
 def validate(docs: list[dict[str, Any]], schema: Any) -> None:
     """Every check this machine can make of a manifest; raises on the first problem."""
     config_map, job = docs
     assert config_map["kind"] == "ConfigMap" and config_map["apiVersion"] == "v1"
-    assert _round_trip(config_map, "V1ConfigMap") == config_map
+    assert round_trip(config_map, "V1ConfigMap") == config_map
     assert job["apiVersion"] == "ray.io/v1" and job["kind"] == "RayJob"
-    errors = sorted(schema.iter_errors(job), key=lambda e: list(e.absolute_path))
-    assert not errors, [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors[:5]]
-    assert _round_trip(job["metadata"], "V1ObjectMeta") == job["metadata"]
+    errors = schema_errors(schema, job)
+    assert not errors, errors
+    assert round_trip(job["metadata"], "V1ObjectMeta") == job["metadata"]
     # KubeRay's ValidateRayJobMetadata: a DNS-1035 label of at most 47 characters.
     name = job["metadata"]["name"]
     assert len(name) <= 47 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name), name
@@ -96,8 +65,8 @@ def validate(docs: list[dict[str, Any]], schema: Any) -> None:
         assert group["template"]["spec"]["containers"]
         assert 0 <= group["minReplicas"] <= group["replicas"] <= group["maxReplicas"], group["groupName"]
     for template in [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]:
-        assert _round_trip(template, "V1PodTemplateSpec") == template
-        assert _round_trip(template["spec"], "V1PodSpec") == template["spec"]
+        assert round_trip(template, "V1PodTemplateSpec") == template
+        assert round_trip(template["spec"], "V1PodSpec") == template["spec"]
         volumes = {v["name"] for v in template["spec"]["volumes"]}
         for c in template["spec"]["containers"]:
             assert {m["name"] for m in c["volumeMounts"]} <= volumes, c["name"]
@@ -468,3 +437,81 @@ def test_operations_guide_documents_export_rayjob_and_its_options() -> None:
     section = text.split("\n## verlctl export rayjob\n", 1)[1].split("\n## ", 1)[0]
     for option in ("--out, -o", "--nodes", "--device-resource", "--pvc", "--dry-run", "--set", "--device"):
         assert f"| `{option}` |" in section, option
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the backend refuses, defaults and writes
+
+
+@pytest.mark.parametrize("command", [["export", "rayjob"], ["launch", "--backend", "kuberay"]],
+                         ids=["export", "launch"])
+def test_a_spec_with_errors_lists_them_exits_2_and_writes_no_manifest(tmp_path: Path, command: list[str]) -> None:
+    out = tmp_path / "out" / "rayjob.yaml"
+    out.parent.mkdir()
+    res = run_cli(*command, "-c", str(spec_file(tmp_path)), "-o", str(out), "--set", "kubernetes.pvc=verl-shared",
+                  "--set", "train.tensor_parallel=3")
+    assert res.code == 2, (res.out, res.err)
+    assert "Traceback" not in res.out + res.err
+    assert "parallel_divisibility" in res.out + res.err
+    assert "nothing was written" in res.err
+    assert list(out.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("listed,pods", [([], 1), (["10.0.0.1", "10.0.0.2"], 2)], ids=["no-nodes", "two-nodes"])
+def test_without_nodes_the_pod_count_is_the_specs_node_count_else_one(
+        tmp_path: Path, rayjob_schema: Any, listed: list[str], pods: int) -> None:
+    extra = ["--set", f"cluster.nodes=[{','.join(listed)}]"] if listed else []
+    res, docs = export(tmp_path, "--pvc", "verl-shared", *extra)
+    validate(docs, rayjob_schema)
+    group = worker_group(docs[1])
+    assert group["replicas"] == pods
+    assert f"{pods} worker pod(s) x 8 huawei.com/Ascend910 = {pods * 8} devices" in res.out
+
+
+def test_an_out_of_range_node_count_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+    """50 million pods would be 50 million names before a later check: refused first, in bounded memory (the
+    interpreter runs under a 1.5 GiB address-space limit; building the names would need several GiB)."""
+    import sys
+
+    spec = spec_file(tmp_path)
+    out = tmp_path / "rayjob.yaml"
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20)); "
+            "from verlctl.cli import main; sys.argv = ['verlctl'] + sys.argv[1:]; main()")
+    proc = subprocess.run([sys.executable, "-c", code, "export", "rayjob", "-c", str(spec), "-o", str(out),
+                           "--pvc", "verl-shared", "--nodes", "50000000"],
+                          capture_output=True, text=True, env=clean_env(), timeout=120, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "--nodes: must be 1 to 4096 worker pods; got 50000000" in proc.stderr
+    assert not out.exists()
+
+
+def test_the_manifest_is_readable_by_all_and_writable_by_its_owner_only(tmp_path: Path) -> None:
+    export(tmp_path, "--pvc", "verl-shared")
+    assert (tmp_path / "rayjob.yaml").stat().st_mode & 0o777 == 0o644
+
+
+def test_an_unwritable_target_names_the_reason_not_a_temporary_file(tmp_path: Path) -> None:
+    """The write fails after the checks of -o (its directory vanishes under it: a file where the directory was)."""
+    from verlctl.backends.kuberay import KubeRayBackend, KubeRayExport, resolve
+    from verlctl.errors import VerlctlError
+
+    target = tmp_path / "gone" / "rayjob.yaml"
+    target.parent.mkdir()
+    resolved, nodes = resolve(spec_file(tmp_path), {"kubernetes.pvc": "verl-shared"}, {}, None)
+    backend = KubeRayBackend()
+    request = backend.prepare(resolved, KubeRayExport(target, nodes))
+    target.parent.rmdir()
+    target.parent.write_text("a file now\n")
+    with pytest.raises(VerlctlError) as err:
+        backend.submit(request)
+    assert str(err.value) == f"-o {target}: cannot write it: Not a directory"
+
+
+def test_launch_json_names_the_manifest_it_wrote(tmp_path: Path) -> None:
+    out = tmp_path / "rayjob.yaml"
+    res = run_cli("launch", "--backend", "kuberay", "-c", str(spec_file(tmp_path)), "-o", str(out),
+                  "--set", "kubernetes.pvc=verl-shared", "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["outcome"] == "written" and doc["manifest"] == str(out.absolute())
+    assert out.is_file()

@@ -171,7 +171,7 @@ def test_spec_errors_write_nothing(tmp_path: Path) -> None:
 
 
 LAUNCH_BAD = [
-    (["--backend", "pbs"], "--backend 'pbs': give local, slurm or kuberay"),
+    (["--backend", "pbs"], "--backend 'pbs': give local, slurm, kuberay or volcano"),
     (["--partition", "p1"], "--partition is a Slurm option: add --backend slurm"),
     (["--nodes", "2", "--dry-run"], "cluster.nnodes is 2 but no hosts are listed in cluster.nodes"),
     (["--nodes", "0", "--backend", "slurm"], "--nodes 0: a run needs at least one node"),

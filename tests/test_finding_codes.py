@@ -1324,6 +1324,48 @@ NODE_ROWS = [
         "30 % of the worker's 128 GiB RAM is 38.4 GiB"),
 ]
 
+# --------------------------------------------------------------------------------------------------
+# The fabric gate's verdict on what the probe measured (the probe itself runs in real containers, over real
+# links, in tests/test_fabric_gate.py)
+# --------------------------------------------------------------------------------------------------
+
+
+def fabric(link_gbps: float = 20.0, busbw_gbps: float = 20.0, **run: Any) -> Findings:
+    """The gate's findings for 2 NPU nodes x 1 device whose link and all-reduce moved these GB/s."""
+
+    def go(_tmp: Path) -> list[Finding]:
+        from verlctl.checks.fabric import fabric_findings, init_failures
+        from verlctl.detect.fabric_probe import FabricRun
+        from verlctl.ops.fabric import diagnose
+
+        spec = resolve(**{**BASE_PATHS, "cluster.nodes": [HEAD, WORKER_NODE], "cluster.devices": "0"}).spec
+        measured = FabricRun(
+            world=2, backend="hccl", allreduce=[{"bytes": 64 << 20, "busbw_gbps": busbw_gbps}],
+            links=[{"src": 0, "dst": 1, "gbps": link_gbps}, {"src": 1, "dst": 0, "gbps": 25.0}],
+            ranks=[{"rank": 0, "node": 0}, {"rank": 1, "node": 1}])
+        measured = measured.model_copy(update=run)
+        return (fabric_findings(spec, measured, [HEAD, WORKER_NODE])
+                + init_failures(measured, [HEAD, WORKER_NODE], diagnose))
+
+    return go
+
+
+FABRIC_ROWS = [
+    Row("fabric_measured", INFO, "cluster.fabric", fabric(), fabric(allreduce=[], links=[]),
+        "nothing measured, nothing to say"),
+    Row("fabric_link_slow", ERROR, "cluster.fabric.min_link_gbps", fabric(link_gbps=12.4), fabric(link_gbps=12.5),
+        "the NPU floor is half of one 200GE port: 12.5 GB/s"),
+    Row("fabric_busbw_low", ERROR, "cluster.fabric.min_busbw_gbps", fabric(busbw_gbps=12.4),
+        fabric(busbw_gbps=12.5)),
+    Row("fabric_timeout", ERROR, "cluster.fabric", fabric(timed_out=[1]), fabric(timed_out=[])),
+    Row("fabric_not_checked", WARNING, "cluster.fabric", fabric(no_torch=[1]), fabric(no_torch=[])),
+    Row("fabric_init_failed", ERROR, "cluster.fabric",
+        fabric(errors=[{"rank": 1, "node": 1, "type": "RuntimeError",
+                        "message": "RuntimeError: hcclCommInitRootInfoConfig failed, error code is 5"}]),
+        fabric(errors=[])),
+]
+
+
 def checkpoint_lock(held: bool) -> Findings:
     """checks/ownership.py on a real checkpoint directory whose lock file a live flock holds (or not)."""
 
@@ -1516,7 +1558,7 @@ SWANLAB_ROWS = [
         "neither through the proxy nor directly"),
 ]
 
-ROWS = SPEC_ROWS + MACHINE_ROWS + FIELD_ROWS + NODE_ROWS + OWNERSHIP_ROWS + VERDICT_ROWS + SWANLAB_ROWS
+ROWS = SPEC_ROWS + MACHINE_ROWS + FIELD_ROWS + NODE_ROWS + FABRIC_ROWS + OWNERSHIP_ROWS + VERDICT_ROWS + SWANLAB_ROWS
 
 
 def _ids(rows: Iterable[Row]) -> list[str]:

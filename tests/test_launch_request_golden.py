@@ -124,6 +124,28 @@ def test_the_kuberay_backend_request(tmp_path: Path) -> None:
     assert f"kubectl apply --filename={manifest}" in res.out and not (tmp_path / "state").exists()
 
 
+@pytest.mark.parametrize("device", ["gpu", "npu"])
+def test_the_volcano_backend_request(tmp_path: Path, device: str) -> None:
+    """The Volcano Job ``export volcano`` writes (on NPU with MindCluster's labels and rank-table ConfigMap); the
+    dry run writes nothing, the launch writes the manifest and names the kubectl apply."""
+    manifest = tmp_path / "volcano-job.yaml"
+    code, doc, err = dry_run(tmp_path, "--backend", "volcano", "--nodes", "2", "-o", str(manifest),
+                             "--set", "kubernetes.pvc=ckpt-pvc", "--set", f"device={device}")
+    assert code == 0, err
+    req = doc["request"]
+    assert req["backend"] == "volcano" and "kind: Job" in req["manifest"] and "start_verl.sh" in req["files"]
+    assert ("rings-config-golden" in req["manifest"]) == (device == "npu")
+    assert req["stages"] == ["write_manifest", "submit"] and not manifest.exists()
+    check_golden(f"volcano-{device}", req)
+    check_listing(doc, err)
+    res = run_cli("launch", *SPEC, "--backend", "volcano", "--nodes", "2", "-o", str(manifest), "--set",
+                  "kubernetes.pvc=ckpt-pvc", "--set", f"device={device}", cwd=tmp_path,
+                  env=clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state")))
+    assert res.code == 0, res.err
+    assert manifest.read_text(encoding="utf-8") == req["manifest"].replace("<tmp>", str(tmp_path))
+    assert f"kubectl apply --filename={manifest}" in res.out and not (tmp_path / "state").exists()
+
+
 def test_kuberay_status_and_stop_are_kubectls() -> None:
     from verlctl.backends.base import NotOnBackend
     from verlctl.backends.kuberay import KubeRayBackend
@@ -137,7 +159,7 @@ def test_kuberay_status_and_stop_are_kubectls() -> None:
 @pytest.mark.parametrize(("args", "expected"), [
     (["--backend", "kuberay"], "--backend kuberay: give -o, the manifest file to write"),
     (["--backend", "kuberay", "-o", "x.yaml", "--watch"], "--watch is for --backend local"),
-    (["--backend", "nomad"], "--backend 'nomad': give local, slurm or kuberay"),
+    (["--backend", "nomad"], "--backend 'nomad': give local, slurm, kuberay or volcano"),
 ])
 def test_kuberay_bad_input_is_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
     res = run_cli("launch", *SPEC, *args, cwd=tmp_path, env=clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state")))

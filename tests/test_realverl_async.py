@@ -35,6 +35,9 @@ def test_separate_async_one_trainer_one_rollout_device_trains_with_real_weight_s
     with realverl_support.run_lock():
         out = launch(env)
         assert "training is running" in out, out[-4000:]
+        # two devices: the fabric test ran first in the run's container, over gloo (the double's collectives)
+        assert "fabric test: all-reduce and point-to-point over gloo" in out, out[-4000:]
+        assert "over 2 ranks (gloo)" in " ".join(out.split()), out[-4000:]
         st = wait_for(lambda: (lambda s: s if ended(s) and not s["watcher"]["alive"] else None)(status(env)),
                       2400, 5, "the run to end")
     assert st["state"] == "finished", json.dumps(st, indent=1)[-3000:]

@@ -64,6 +64,7 @@ NO_RECORD: dict[str, str] = {
     "schema": "the spec's schema",
     "import": "a launch script",
     "export rayjob": "a spec",
+    "export volcano": "a spec",
     "export slurm": "a spec",
 }
 

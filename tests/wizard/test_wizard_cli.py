@@ -23,12 +23,15 @@ KEY = "sk-typed-in-the-terminal-7731"
 ENTER = "\r"
 DOWN = "\x1b[B"
 CLEAR = "\x15"
+#: Every wait below ends on its event: the text it expects, or the child's exit (pexpect raises EOF at once).
+#: This ceiling only ends a child that hangs alive; a slow, loaded machine never reaches it.
+HANG_S = 600
 
 
 def spawn(args: list[str], cwd: Path, **env: str) -> tuple[pexpect.spawn, io.BytesIO]:
     log = io.BytesIO()
     argv = cli_argv(*args)
-    child = pexpect.spawn(argv[0], argv[1:], cwd=str(cwd), env=cli_env(**env), dimensions=(60, 200), timeout=30)
+    child = pexpect.spawn(argv[0], argv[1:], cwd=str(cwd), env=cli_env(**env), dimensions=(60, 200), timeout=HANG_S)
     child.logfile_read = log
     return child, log
 
@@ -243,7 +246,7 @@ def test_launch_declined_at_the_checklist_changes_nothing(tmp_path: Path, docker
     child = pexpect.spawn(
         sys.executable, ["-m", "verlctl", "launch", "-c", str(lenv.spec_file)],
         cwd=str(tmp_path), env={**lenv.env(), "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"},
-        dimensions=(60, 200), timeout=120,
+        dimensions=(60, 200), timeout=HANG_S,
     )
     child.logfile_read = log
     try:
@@ -284,7 +287,7 @@ def test_init_piped_to_tee_draws_the_questions_on_the_terminal_not_into_the_pipe
     argv = cli_argv("init", "--machine", str(state), "-o", str(target))
     log = io.BytesIO()
     child = pexpect.spawn("bash", ["-c", f"{shlex.join(argv)} | tee {shlex.quote(str(piped))}"],
-                          cwd=str(tmp_path), env=cli_env(), dimensions=(60, 200), timeout=30)
+                          cwd=str(tmp_path), env=cli_env(), dimensions=(60, 200), timeout=HANG_S)
     child.logfile_read = log
     answer_every_round(child, w.model)
     step(child, f"Write the spec to {target}?", "y")
@@ -312,7 +315,7 @@ def test_a_long_refusal_wraps_under_the_prompt_instead_of_being_cut_at_60_column
     log = io.BytesIO()
     argv = cli_argv("init", "--machine", str(state), "-o", str(tmp_path / "run.yaml"))
     env = {**cli_env(), "COLUMNS": "60", "LINES": "40"}
-    child = pexpect.spawn(argv[0], argv[1:], cwd=str(cwd), env=env, dimensions=(40, 60), timeout=60)
+    child = pexpect.spawn(argv[0], argv[1:], cwd=str(cwd), env=env, dimensions=(40, 60), timeout=HANG_S)
     child.logfile_read = log
     try:
         for question in ("verl version", "Algorithm", "Training backend (strategy)", "Mode",
@@ -323,9 +326,9 @@ def test_a_long_refusal_wraps_under_the_prompt_instead_of_being_cut_at_60_column
             step(child, question, ENTER)  # as pre-filled
         step(child, "Tensor parallel size (TP)", CLEAR + "3" + ENTER)
         child.expect_exact("refused")
-        child.expect(r"divid|divisible|requir", timeout=30)
+        child.expect(r"divid|divisible|requir")
         # whatever the reason says, its last word reaches the screen: the line is not cut at column 60
-        child.expect(r"\)|\d", timeout=30)
+        child.expect(r"\)|\d")
         screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", " ", log.getvalue().decode(errors="replace"))
         reason = screen[screen.index("TP 3 refused"):]
         assert "valid TP here" in reason, reason[:400]

@@ -13,7 +13,7 @@ from verlctl.backends.base import Backend
 from verlctl.errors import VerlctlError
 
 #: ``launch --backend`` names: local covers one host's Docker, Docker on SSH nodes, and the host runtime.
-NAMES = ("local", "slurm", "kuberay")
+NAMES = ("local", "slurm", "kuberay", "volcano")
 
 
 def backend_named(name: str, console: Any = None) -> Backend:
@@ -29,7 +29,11 @@ def backend_named(name: str, console: Any = None) -> Backend:
         from verlctl.backends.kuberay import KubeRayBackend
 
         return KubeRayBackend(console)
-    raise VerlctlError(f"--backend {name!r}: give {' or '.join(NAMES)}")
+    if name == "volcano":
+        from verlctl.backends.kuberay import VolcanoBackend
+
+        return VolcanoBackend(console)
+    raise VerlctlError(f"--backend {name!r}: give {', '.join(NAMES[:-1])} or {NAMES[-1]}")
 
 
 def backend_for(record: Any, console: Any = None) -> Backend:

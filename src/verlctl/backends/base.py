@@ -25,6 +25,7 @@ class Stage(str, enum.Enum):
     PREPARE_TARGET = "prepare_target"  # directories, image pull, container create/start (or the host)
     READINESS = "readiness"  # python, the device tool, the installed verl
     NODE_PREFLIGHT = "node_preflight"  # multi-node: every node agrees
+    FABRIC = "fabric"  # more than one device: the collective test across every node and device
     CANARY = "canary"
     COPY = "copy"  # the scripts (and the 0600 env file) into every target
     START_WORKERS = "start_workers"

@@ -22,22 +22,27 @@ class KubeRayExport:
     dry_run: bool = False
 
 
-def resolve(config: Path | None, values: dict[str, Any], names: dict[str, str], nodes: int | None) -> tuple[Any, int]:
-    """The spec as the pods run it: ``nodes`` worker pods (default: the number of cluster.nodes, else 1), named as
-    Kubernetes names them (verl counts nodes: trainer.nnodes)."""
-    from verlctl.render import rayjob
+def resolve(config: Path | None, values: dict[str, Any], names: dict[str, str], nodes: int | None,
+            fmt: str = "rayjob") -> tuple[Any, int]:
+    """The spec as the pods run it: ``nodes`` pods holding devices (default: the number of cluster.nodes, else 1),
+    named as the format's scheduler names them (verl counts nodes: trainer.nnodes)."""
+    from verlctl.render import rayjob, volcano
     from verlctl.spec.resolve import load_spec
 
     if nodes is not None:
         rayjob.check_nodes(nodes)
     else:
         nodes = max(1, len(load_spec(config, flags=values, flag_names=names).spec.cluster.nodes))
-    values, names = {**values, "cluster.nodes": rayjob.worker_names(nodes)}, {**names, "cluster.nodes": "--nodes"}
+    pods = volcano.pod_names(nodes) if fmt == "volcano" else rayjob.worker_names(nodes)
+    values, names = {**values, "cluster.nodes": pods}, {**names, "cluster.nodes": "--nodes"}
     return load_spec(config, flags=values, flag_names=names), nodes
 
 
 class KubeRayBackend:
+    """A Kubernetes job written as a manifest: the KubeRay RayJob here, the Volcano Job in :class:`VolcanoBackend`."""
+
     name = "kuberay"
+    where = "Kubernetes (KubeRay RayJob)"
 
     def __init__(self, console: Any = None) -> None:
         self.console = console
@@ -62,28 +67,27 @@ class KubeRayBackend:
         self.findings = [f for f in the_plan.findings if f.code not in NOT_FOR_RAYJOB]
         spec = resolved.spec
         name = spec.logging.experiment or "verl"
-        where = "Kubernetes (KubeRay RayJob)"
         if has_errors(self.findings):
-            self.request = LaunchRequest("kuberay", name, where, spec.container.workdir, "", "",
+            self.request = LaunchRequest(self.name, name, self.where, spec.container.workdir, "", "",
                                          blocked=("the spec has errors",))
             return self.request
-        opts = rayjob.options_for(spec, options.nodes)
+        opts = self._options(spec, options.nodes)
         # The head pod runs start_verl.sh: it finds its own address (no node list in Kubernetes).
         pod_spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"master_addr": None})})
         rendered = render(dataclasses.replace(resolved, spec=pod_spec), the_plan.command)
-        docs = rayjob.manifests(spec, rendered, opts)
+        docs = self._manifests(spec, rendered, opts)
         kinds = ", ".join(f"{d['kind']} {d['metadata']['name']}" for d in docs)
         per_node = len(spec.cluster.devices)
         apply = f"kubectl apply --filename={shlex.quote(str(options.target))}"
         self.extra = {"kinds": kinds, "apply": apply, "opts": opts, "spec": spec}
         plan = (
-            Action(S.WRITE_MANIFEST, f"{options.nodes} worker pod(s) x {per_node} {opts.device_resource} = "
+            Action(S.WRITE_MANIFEST, f"{options.nodes} {self.pods_are} x {per_node} {opts.device_resource} = "
                                      f"{options.nodes * per_node} devices; checkpoints on PVC {opts.pvc} at "
                                      f"{spec.paths.checkpoints}"),
             Action(S.WRITE_MANIFEST, f"write {options.target} ({kinds})"),
             Action(S.SUBMIT, f"run: {apply} (yours: verlctl does not talk to the cluster)"),
         )
-        self.request = LaunchRequest("kuberay", name, where, spec.container.workdir, "", "",
+        self.request = LaunchRequest(self.name, name, self.where, spec.container.workdir, "", "",
                                      files=dict(rendered.files), env_file_names=tuple(sorted(rendered.command.env_file)),
                                      manifest=rayjob.dump(docs), stages=(S.WRITE_MANIFEST, S.SUBMIT), plan=plan)
         return self.request
@@ -102,10 +106,25 @@ class KubeRayBackend:
             raise VerlctlError(f"-o {target}: cannot write it: {exc.strerror or exc}") from None
         return target
 
+    pods_are = "worker pod(s)"
+
+    def _options(self, spec: Any, nodes: int) -> Any:
+        from verlctl.render import rayjob
+
+        return rayjob.options_for(spec, nodes)
+
+    def _manifests(self, spec: Any, rendered: Any, opts: Any) -> list[dict[str, Any]]:
+        from verlctl.render import rayjob
+
+        return rayjob.manifests(spec, rendered, opts)
+
     def _kubectl(self, what: str, handle: Any) -> NoReturn:
-        raise NotOnBackend(f"a KubeRay run's {what} is kubectl's: verlctl only writes the RayJob manifest",
-                           hint=f"kubectl get rayjob {handle}; kubectl logs -l ray.io/node-type=head -f; "
-                                f"kubectl delete rayjob {handle}")
+        raise NotOnBackend(f"a {self.where} run's {what} is kubectl's: verlctl only writes the manifest",
+                           hint=self.kubectl_hint(handle))
+
+    def kubectl_hint(self, handle: Any) -> str:
+        return (f"kubectl get rayjob {handle}; kubectl logs -l ray.io/node-type=head -f; "
+                f"kubectl delete rayjob {handle}")
 
     def status(self, handle: Any) -> dict[str, Any]:
         return self._kubectl("status", handle)
@@ -121,3 +140,25 @@ class KubeRayBackend:
 
     def relaunch(self, handle: Any, change: Change) -> Any:
         return self._kubectl("relaunch", handle)
+
+
+class VolcanoBackend(KubeRayBackend):
+    """The run as a Volcano Job (``render/volcano.py``): gang-scheduled pods that each run ``start_verl.sh``; on
+    NPU with the labels and the rank-table ConfigMap MindCluster reads."""
+
+    name = "volcano"
+    where = "Kubernetes (Volcano Job)"
+    pods_are = "pod(s)"
+
+    def _options(self, spec: Any, nodes: int) -> Any:
+        from verlctl.render import volcano
+
+        return volcano.options_for(spec, nodes)
+
+    def _manifests(self, spec: Any, rendered: Any, opts: Any) -> list[dict[str, Any]]:
+        from verlctl.render import volcano
+
+        return volcano.manifests(spec, rendered, opts)
+
+    def kubectl_hint(self, handle: Any) -> str:
+        return f"kubectl get vcjob {handle}; kubectl logs {handle}-head-0 -f; kubectl delete vcjob {handle}"

@@ -31,6 +31,10 @@ def check(
     config: SpecFile = None,
     as_json: JsonOut = False,
     budget: Budget = 20.0,
+    fabric: Annotated[
+        bool, typer.Option("--fabric", help="Also run the collective fabric test (all-reduce and point-to-point "
+                                            "across every node and device) in the run's running containers.")
+    ] = False,
 ) -> int:
     """Check a spec against this machine: paths, devices, model shape vs TP/PP, network, image, container."""
     from verlctl.checks.findings import has_errors
@@ -46,6 +50,10 @@ def check(
     facts = collect_facts(resolved, budget)
     verdict = decide(resolved, facts)
     findings, memory = verdict.findings, verdict.memory
+    if fabric:
+        from verlctl.ops.fabric_check import check_fabric
+
+        findings = [*findings, *check_fabric(resolved)]
     if as_json:
         doc: dict[str, Any] = {
             "findings": [f.model_dump(mode="json") for f in findings],

@@ -90,6 +90,12 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("a RayJob with 2 worker pods; kubectl apply -f rayjob.yaml runs it",
          "verlctl export rayjob -c run.yaml --nodes 2 --pvc ckpt -o rayjob.yaml"),
     ],
+    "export volcano": [
+        ("a Volcano Job on 2 Ascend hosts; kubectl apply -f volcano-job.yaml runs it",
+         "verlctl export volcano -c run.yaml --nodes 2 --pvc ckpt -o volcano-job.yaml"),
+        ("in queue team-a, restarts that resume: kubernetes.retries",
+         "verlctl export volcano -c run.yaml --pvc ckpt --queue team-a -o job.yaml"),
+    ],
 }
 
 

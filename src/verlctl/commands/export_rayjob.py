@@ -1,4 +1,5 @@
-"""``verlctl export rayjob``: the run as a KubeRay RayJob (plus a ConfigMap with the two launch scripts)."""
+"""``verlctl export rayjob`` / ``export volcano``: the run as a KubeRay RayJob or a Volcano Job (plus a ConfigMap
+with the two launch scripts), through one exporter."""
 
 from __future__ import annotations
 
@@ -58,27 +59,78 @@ def rayjob(
     return _export(config, values, names, nodes, target, dry_run, as_json)
 
 
-def _check_target(out: Path, force: bool = False) -> Path:
+@with_spec_flags
+def volcano(
+    flags: SpecFlags,
+    config: SpecFile = None,
+    out: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--out", "-o", help="The manifest file to write (ConfigMaps + Volcano Job).", show_default=False,
+                     parser=out_path),
+    ] = None,
+    force: Force = False,
+    nodes: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--nodes", help="Pods, each with every device of cluster.devices, one per host (default: the "
+                     "number of cluster.nodes, else 1).", show_default=False),
+    ] = None,
+    device_resource: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--device-resource", help="The device plugin's resource (default: huawei.com/Ascend910 on "
+                     "NPU, nvidia.com/gpu on GPU).", show_default=False),
+    ] = None,
+    pvc: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--pvc", help="PersistentVolumeClaim for the checkpoints (kubernetes.pvc).", show_default=False),
+    ] = None,
+    queue: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--queue", help="Volcano queue (kubernetes.queue, default: default).", show_default=False),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the manifest path and the kubectl command; write nothing.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object (the manifest written, the kubectl command, the "
+                                          "findings); the other lines go to stderr.")
+    ] = False,
+) -> int:
+    """Write the run as a Volcano Job: gang-scheduled pods, devices, /dev/shm, checkpoints on a PVC, restarts that
+    resume; on NPU, the labels and rank-table ConfigMap MindCluster reads."""
+    from verlctl.errors import VerlctlError
+
+    if out is None:
+        raise VerlctlError("-o: give the manifest file to write, e.g. -o volcano-job.yaml")
+    target = _check_target(out, force, "volcano-job.yaml")
+    values, names = dict(flags[0]), dict(flags[1])
+    for path, value, flag in (("kubernetes.device_resource", device_resource, "--device-resource"),
+                              ("kubernetes.pvc", pvc, "--pvc"), ("kubernetes.queue", queue, "--queue")):
+        if value is not None:
+            values[path], names[path] = value, flag
+    return _export(config, values, names, nodes, target, dry_run, as_json, fmt="volcano")
+
+
+def _check_target(out: Path, force: bool = False, example: str = "rayjob.yaml") -> Path:
     """-o names a file to create, or to replace with --force: never a directory or a special file, in a
     directory that exists (:func:`verlctl.files.check_out_file`)."""
     from verlctl.files import check_out_file
 
-    return check_out_file(out, force, example="rayjob.yaml").absolute()
+    return check_out_file(out, force, example=example).absolute()
 
 
 def _export(config: Path | None, values: dict[str, Any], names: dict[str, str], nodes: int | None,
-            target: Path, dry_run: bool, as_json: bool = False) -> int:
-    """Through the KubeRay backend (``backends/kuberay.py``): prepare the manifest, then write it."""
+            target: Path, dry_run: bool, as_json: bool = False, fmt: str = "rayjob") -> int:
+    """Through the manifest backend of ``fmt`` (``backends/kuberay.py``): prepare the manifest, then write it."""
     import shlex
 
     from rich.console import Console
 
-    from verlctl.backends.kuberay import KubeRayBackend, KubeRayExport, resolve
+    from verlctl.backends.kuberay import KubeRayBackend, KubeRayExport, VolcanoBackend, resolve
     from verlctl.render import rayjob
     from verlctl.report import print_findings
 
-    resolved, nodes = resolve(config, values, names, nodes)
-    backend = KubeRayBackend()
+    resolved, nodes = resolve(config, values, names, nodes, fmt)
+    backend = VolcanoBackend() if fmt == "volcano" else KubeRayBackend()
     request = backend.prepare(resolved, KubeRayExport(target, nodes, dry_run))
     console = Console(stderr=as_json)
     findings = [f.model_dump(mode="json") for f in backend.findings]

@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
     from verlctl.commands.examples import epilog
     from verlctl.commands.export import export_app
     from verlctl.commands.export_rayjob import rayjob as export_rayjob
+    from verlctl.commands.export_rayjob import volcano as export_volcano
 
     def add(group: typer.Typer, name: str, fn: Any, path: str | None = None) -> None:
         group.command(name, epilog=epilog(path or name))(fn)
@@ -46,4 +47,5 @@ def register(app: typer.Typer) -> None:
     add(app, "import", import_cmd.import_script)
     add(export_app, "rayjob", export_rayjob, "export rayjob")
     add(export_app, "slurm", export_slurm.export_slurm, "export slurm")
+    add(export_app, "volcano", export_volcano, "export volcano")
     app.add_typer(export_app, name="export")

@@ -31,7 +31,7 @@ def launch(
     out: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option("--out", "-o", help="With --dry-run: write the rendered scripts into this directory (files "
-                     "of the set already there: only with --force). --backend kuberay: the manifest file to write.",
+                     "of the set already there: only with --force). --backend kuberay/volcano: the manifest file to write.",
                      parser=out_path),
     ] = None,
     force: Force = False,
@@ -48,8 +48,9 @@ def launch(
                                           "so it needs --yes or --dry-run. Progress goes to stderr.")
     ] = False,
     backend: Annotated[
-        str, typer.Option("--backend", help="local (this host / SSH nodes), slurm (sbatch the job) or kuberay (write "
-                                            "the RayJob manifest to -o; kubectl applies it).")
+        str, typer.Option("--backend", help="local (this host / SSH nodes), slurm (sbatch the job), kuberay or "
+                                            "volcano (write the RayJob / Volcano Job manifest to -o; kubectl "
+                                            "applies it).")
     ] = "local",
     nodes: Annotated[
         Optional[int],  # noqa: UP045
@@ -68,10 +69,17 @@ def launch(
                                             "(weight sync), each timed; the full run starts only if both pass.")
     ] = False,
     canary_timeout: Annotated[float, typer.Option(help="With --canary: seconds for each canary phase.")] = 3600.0,
+    skip_fabric: Annotated[
+        bool, typer.Option("--skip-fabric", help="No collective fabric test before training (cluster.fabric.enabled "
+                                                 "false).")
+    ] = False,
     verbose: Verbose = False,
 ) -> int:
     """Prepare the container, start training and verify it started (asks first unless --yes)."""
     from verlctl.errors import VerlctlError
+
+    if skip_fabric:
+        flags = ({**flags[0], "cluster.fabric.enabled": False}, {**flags[1], "cluster.fabric.enabled": "--skip-fabric"})
     from verlctl.ops.flow import launch_flow
 
     check_seconds(verify_timeout, "--verify-timeout")
@@ -79,16 +87,19 @@ def launch(
     if canary and backend == "slurm":
         raise VerlctlError("--canary runs with --backend local for now (a Slurm job is one allocation)",
                            hint="launch without --canary, or run the canary on one node with --backend local")
-    if backend not in ("local", "slurm", "kuberay"):
-        raise VerlctlError(f"--backend {backend!r}: give local, slurm or kuberay")
-    if backend == "kuberay":
+    from verlctl.backends import NAMES
+
+    if backend not in NAMES:
+        raise VerlctlError(f"--backend {backend!r}: give {', '.join(NAMES[:-1])} or {NAMES[-1]}")
+    if backend in ("kuberay", "volcano"):
         from verlctl.ops.flow import launch_kuberay_flow
 
         if canary or watch or pull:
             flag = "--canary" if canary else ("--watch" if watch else "--pull")
-            raise VerlctlError(f"{flag} is for --backend local: a KubeRay run is kubectl's once the manifest is "
+            raise VerlctlError(f"{flag} is for --backend local: a Kubernetes run is kubectl's once the manifest is "
                                "written")
-        return launch_kuberay_flow(config, flags[0], flags[1], out, force, nodes, dry_run=dry_run, as_json=as_json)
+        return launch_kuberay_flow(config, flags[0], flags[1], out, force, nodes, dry_run=dry_run, as_json=as_json,
+                                   fmt="volcano" if backend == "volcano" else "rayjob")
     if nodes is not None:
         if nodes < 1:
             raise VerlctlError(f"--nodes {nodes}: a run needs at least one node; give --nodes 1 or more")

@@ -938,6 +938,23 @@ CATALOGUE: tuple[Category, ...] = (
                 message="{op} failed with HCCL error code {code}",
             ),
             _sig(
+                r"hcclCommInitRootInfo(?:Config)?\(.*error code is (?P<code>\d+)",
+                "hcclCommInitRootInfo",
+                examples=(
+                    "RuntimeError: create_config:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:148 HCCL function "
+                    "error: hcclCommInitRootInfoConfig(numRanks, &rootInfo, rank, config, &(comm->hcclComm_)), "
+                    "error code is 5",
+                ),
+                message="HCCL could not create its communicator (HcclResult error code {code})",
+                hint="the HcclResult code says why (CANN's hccl_types.h): 4 internal and 5 not supported are most "
+                "often a rank that cannot reach another (the device network: `hccn_tool -i N -ip -g` and "
+                "`-net_health -g` on every node; `HCCL_SOCKET_IFNAME` / `cluster.socket_ifname`; a firewall on the "
+                "HCCL ports), 7 unavailable (another process still holds the device), 9 a time-out (raise "
+                "`HCCL_CONNECT_TIMEOUT` in `env`), 11 to 14 TCP/RoCE connect or transfer, 15 the runtime (device "
+                "ids the container does not see, or a CANN too old for the image); `verlctl check --fabric` tests "
+                "every link before training",
+            ),
+            _sig(
                 r"HCCL function error: (?P<op>\w+)",
                 "HCCL function error",
                 examples=(

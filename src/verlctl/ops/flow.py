@@ -236,28 +236,32 @@ def launch_slurm_flow(config: Path | None, flags: dict[str, Any], names: dict[st
 
 
 def launch_kuberay_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str], out: Path | None,
-                        force: bool, nodes: int | None, *, dry_run: bool, as_json: bool = False) -> int:
-    """``launch --backend kuberay -o FILE``: the KubeRay backend's request; "submitting" writes the manifest and
-    names the ``kubectl apply`` (``export rayjob`` does the same with its own options). ``--json``: one object,
-    ``outcome`` (dry_run, written, error), ``actions``, ``findings``, ``request``, ``manifest``."""
+                        force: bool, nodes: int | None, *, dry_run: bool, as_json: bool = False,
+                        fmt: str = "rayjob") -> int:
+    """``launch --backend kuberay|volcano -o FILE``: the manifest backend's request; "submitting" writes the
+    manifest and names the ``kubectl apply`` (``export rayjob`` / ``export volcano`` do the same with their own
+    options). ``--json``: one object, ``outcome`` (dry_run, written, error), ``actions``, ``findings``,
+    ``request``, ``manifest``."""
     import json
     import sys
 
     from rich.console import Console
 
-    from verlctl.backends.kuberay import KubeRayBackend, KubeRayExport, resolve
+    from verlctl.backends.kuberay import KubeRayBackend, KubeRayExport, VolcanoBackend, resolve
     from verlctl.files import check_out_file
     from verlctl.report import print_findings
 
+    backend = VolcanoBackend(None) if fmt == "volcano" else KubeRayBackend(None)
+    example = "volcano-job.yaml" if fmt == "volcano" else "rayjob.yaml"
     if out is None:
-        raise VerlctlError("--backend kuberay: give -o, the manifest file to write, e.g. -o rayjob.yaml")
-    target = check_out_file(out, force, example="rayjob.yaml").absolute()
+        raise VerlctlError(f"--backend {backend.name}: give -o, the manifest file to write, e.g. -o {example}")
+    target = check_out_file(out, force, example=example).absolute()
     flags, names = dict(flags), dict(names)
     flags.pop("cluster.nnodes", None)  # --nodes: worker pods (resolve names them)
     names.pop("cluster.nnodes", None)
-    resolved, nodes = resolve(config, flags, names, nodes)
+    resolved, nodes = resolve(config, flags, names, nodes, fmt)
     console = Console(stderr=as_json)
-    backend = KubeRayBackend(console)
+    backend.console = console
     request = backend.prepare(resolved, KubeRayExport(target, nodes, dry_run))
     print_findings(console, backend.findings)
     doc: dict[str, Any] = {"outcome": "dry_run" if dry_run else "written", "run_id": None,
@@ -268,7 +272,7 @@ def launch_kuberay_flow(config: Path | None, flags: dict[str, Any], names: dict[
         exc.details = {**doc, "outcome": "error"} if as_json else None
         raise exc
     console.print("[bold]dry run[/bold]: these actions would be taken, in order (nothing is changed):"
-                  if dry_run else "launch --backend kuberay:")
+                  if dry_run else f"launch --backend {backend.name}:")
     for i, a in enumerate(request.actions(), 1):  # unwrapped: the kubectl command must survive copy and paste
         console.print(f"  {i:2}. {a}", highlight=False, markup=False, soft_wrap=True)
     if not dry_run:

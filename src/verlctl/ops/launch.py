@@ -193,6 +193,12 @@ class Launcher:
         if self.workers:
             acts.append(Action(S.NODE_PREFLIGHT, "pre-flight on every node: the same image, Python and Ray; a marker the head writes to the "
                         "checkpoint directory read back on every node; the route to the head; HCCL ports; /dev/shm"))
+        if self._fabric_wanted():
+            from verlctl.ops.fabric import backend_of
+
+            acts.append(Action(S.FABRIC, f"fabric test in the run's containers: all-reduce ({', '.join(f'{m} MiB' for m in spec.cluster.fabric.sizes_mib)}) "
+                        f"and point-to-point over {backend_of(spec)} across {spec.cluster.node_count * len(spec.cluster.devices)} devices; "
+                        "a link below the floor or an init failure stops the launch"))
         acts.append(Action(S.READINESS, f"check readiness in {where}: python version, { {'npu': 'npu-smi info', 'gpu': 'nvidia-smi'}.get(spec.device, 'no device tool (device: cpu)') }, installed verl version"))
         acts.append(Action(S.COPY, f"copy {START_SCRIPT}, {TRAIN_SCRIPT} and {ENV_FILE} (mode 0600) to {where}:{scripts_dir}"))
         acts.append(Action(S.START_HEAD, f"start `bash {scripts_dir}/{START_SCRIPT}` in its own process group, output to {run_log}: "
@@ -475,6 +481,7 @@ class Launcher:
         return tuple(s for s in S if s not in (S.WRITE_JOB, S.SUBMIT, S.WRITE_MANIFEST)
                      and (s is not S.CANARY or self.options.canary)
                      and (s not in (S.NODE_PREFLIGHT, S.START_WORKERS) or self.workers)
+                     and (s is not S.FABRIC or self._fabric_wanted())
                      and (s is not S.SWANLAB or spec.logging.swanlab.enabled))
 
     def _launch_steps(self, record: RunRecord, w: _Walk, scripts_dir: str,
@@ -500,6 +507,9 @@ class Launcher:
 
         def node_preflight() -> None:
             self._check_nodes(record, w.plan)
+
+        def fabric() -> None:
+            self._check_fabric(record, w.plan)
 
         def rendered() -> Rendered:
             if w.rendered is None:
@@ -564,7 +574,7 @@ class Launcher:
                                      resumed_from=record.attempts[-1].resumed_from)
 
         return {S.PREPARE_TARGET: prepare_target, S.READINESS: readiness, S.NODE_PREFLIGHT: node_preflight,
-                S.CANARY: canary, S.COPY: copy, S.START_WORKERS: start_workers, S.START_HEAD: start_head,
+                S.FABRIC: fabric, S.CANARY: canary, S.COPY: copy, S.START_WORKERS: start_workers, S.START_HEAD: start_head,
                 S.PREFLIGHT: gated(preflight), S.SWANLAB: gated(swanlab), S.OPEN_GATE: open_gate, S.VERIFY: verify,
                 S.RECORD: record.save}
 
@@ -778,6 +788,30 @@ class Launcher:
             self._print_findings(result.findings)
         if has_errors(result.findings):
             raise VerlctlError("the multi-node pre-flight found errors (listed above): nothing was started")
+
+    def _fabric_wanted(self) -> bool:
+        from verlctl.ops.fabric import wanted
+
+        return wanted(self.resolved.spec)
+
+    def _check_fabric(self, record: RunRecord, the_plan: Plan) -> None:
+        """The collective fabric gate (ops/fabric.py): bytes moved between every node's devices before training."""
+        from verlctl.ops.fabric import backend_of, run_fabric
+
+        assert self.executor is not None
+        spec = self.resolved.spec
+        self.report.step(f"fabric test: all-reduce and point-to-point over {backend_of(spec)} across every node and "
+                         "device (--skip-fabric skips it)")
+        targets = [(spec.cluster.master_addr or "", self.executor)]
+        targets += [(w.address, w.executor) for w in self.workers if w.executor is not None]
+        result = run_fabric(spec, targets, the_plan.command.env)
+        record.event("fabric", seconds=round(result.seconds, 1), run=result.run.model_dump(),
+                     findings=[f.model_dump(mode="json") for f in result.findings])
+        if result.findings:
+            self._print_findings(result.findings)
+        if has_errors(result.findings):
+            raise VerlctlError("the collective fabric test found errors (listed above): nothing was started",
+                               hint="fix the link or node named above, or launch with --skip-fabric to train anyway")
 
     def _known_defects(self, record: RunRecord, ex: Executor, the_plan: Plan) -> None:
         """The known-defect gate against the stack read inside the target (verlctl/verl/known_defects.yaml):

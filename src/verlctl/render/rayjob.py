@@ -79,6 +79,29 @@ def check_nodes(nodes: int) -> None:
 def options_for(spec: RunSpec, nodes: int) -> RayJobOptions:
     """The export's settings, each refused with one line naming its field and the fix."""
     k = spec.kubernetes
+    pvc, resource = pod_settings(spec, nodes)
+    if spec.device == "npu" and resource.lower().endswith("gpu"):
+        raise SpecError(
+            f"{resource} ends in 'gpu', which KubeRay hands to Ray as GPUs, but device is npu: give the Ascend "
+            "device plugin's resource (e.g. huawei.com/Ascend910) or --device gpu",
+            "kubernetes.device_resource",
+        )
+    for arg in spec.cluster.ray_start_args:
+        name, _, value = arg[2:].partition("=")
+        if not _PARAM_NAME.fullmatch(name) or not _INERT.fullmatch(value):
+            raise SpecError(
+                f"{arg!r} cannot be a KubeRay rayStartParams entry (it reaches `bash -lc` unquoted): use "
+                "--name=value with letters, digits and . , : / @ + = % - _ only",
+                "cluster.ray_start_args",
+            )
+    return RayJobOptions(nodes, resource, pvc, k.swanlab_secret, k.ttl_s, k.retries)
+
+
+def pod_settings(spec: RunSpec, nodes: int) -> tuple[str, str]:
+    """What every Kubernetes export needs, each refused with one line naming its field and the fix: the node
+    count, the checkpoint PVC, a device resource of the spec's device kind, retries only with checkpoints, the
+    /dev/shm size. The PVC and the device resource."""
+    k = spec.kubernetes
     check_nodes(nodes)
     if k.pvc is None:
         raise SpecError(
@@ -87,12 +110,6 @@ def options_for(spec: RunSpec, nodes: int) -> RayJobOptions:
             "kubernetes.pvc",
         )
     resource = k.device_resource or DEFAULT_RESOURCE[spec.device]
-    if spec.device == "npu" and resource.lower().endswith("gpu"):
-        raise SpecError(
-            f"{resource} ends in 'gpu', which KubeRay hands to Ray as GPUs, but device is npu: give the Ascend "
-            "device plugin's resource (e.g. huawei.com/Ascend910) or --device gpu",
-            "kubernetes.device_resource",
-        )
     if spec.device == "gpu" and "ascend" in resource.lower():
         raise SpecError(
             f"{resource} is an Ascend NPU resource, but device is gpu: give the GPU device plugin's resource "
@@ -105,16 +122,8 @@ def options_for(spec: RunSpec, nodes: int) -> RayJobOptions:
             f"(train.save_freq={spec.train.save_freq}); set train.save_freq > 0 or kubernetes.retries=0",
             "kubernetes.retries",
         )
-    for arg in spec.cluster.ray_start_args:
-        name, _, value = arg[2:].partition("=")
-        if not _PARAM_NAME.fullmatch(name) or not _INERT.fullmatch(value):
-            raise SpecError(
-                f"{arg!r} cannot be a KubeRay rayStartParams entry (it reaches `bash -lc` unquoted): use "
-                "--name=value with letters, digits and . , : / @ + = % - _ only",
-                "cluster.ray_start_args",
-            )
     shm_quantity(spec.container.shm_size)
-    return RayJobOptions(nodes, resource, k.pvc, k.swanlab_secret, k.ttl_s, k.retries)
+    return k.pvc, resource
 
 
 def shm_quantity(size: str) -> str:
@@ -137,8 +146,9 @@ def job_name(experiment: str | None) -> str:
     return name[:MAX_NAME].rstrip("-")
 
 
-def _pod_env(rendered: Rendered, spec: RunSpec, opts: RayJobOptions) -> list[dict[str, Any]]:
-    """The env block of every pod: the scripts' exports and SwanLab's settings; the key only by reference."""
+def pod_env(rendered: Rendered, spec: RunSpec, swanlab_secret: str) -> list[dict[str, Any]]:
+    """The env block of every pod: the scripts' exports and SwanLab's settings; the key only by reference (the
+    Secret ``swanlab_secret``, key ``api-key``)."""
     env: list[dict[str, Any]] = [
         {"name": k, "value": v} for k, v in rendered.command.env.items() if k not in PLUGIN_DECIDES
     ]
@@ -147,7 +157,7 @@ def _pod_env(rendered: Rendered, spec: RunSpec, opts: RayJobOptions) -> list[dic
     if sw.enabled and sw.mode == "cloud":
         env.append({
             "name": "SWANLAB_API_KEY",
-            "valueFrom": {"secretKeyRef": {"name": opts.swanlab_secret, "key": SECRET_KEY}},
+            "valueFrom": {"secretKeyRef": {"name": swanlab_secret, "key": SECRET_KEY}},
         })
     return env
 
@@ -175,7 +185,7 @@ def manifests(spec: RunSpec, rendered: Rendered, opts: RayJobOptions) -> list[di
     per_node = len(spec.cluster.devices)
     npu = spec.device == "npu"
     checkpoints = spec.paths.checkpoints or ""
-    env = _pod_env(rendered, spec, opts)
+    env = pod_env(rendered, spec, opts.swanlab_secret)
     volumes = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_quantity(spec.container.shm_size)}},
         {"name": "checkpoints", "persistentVolumeClaim": {"claimName": opts.pvc}},

@@ -142,6 +142,37 @@ def _csv_list(value: object) -> object:
     return value
 
 
+class FabricSpec(_Strict):
+    """The collective fabric test before training (`launch`, `check --fabric`): an all-reduce and a point-to-point
+    ring across every node and device, inside the run's containers, with the run's own collective environment."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Run it before training when the run has more than one device (`launch --skip-fabric` skips it).",
+    )
+    backend: Literal["auto", "hccl", "nccl", "gloo"] = Field(
+        default="auto", description="torch.distributed backend: auto = hccl on NPU, nccl on GPU.",
+    )
+    min_link_gbps: Annotated[float, Field(gt=0)] | None = Field(
+        default=None,
+        description="Slowest point-to-point link allowed, GB/s. Default: half the per-device line rate of the "
+        "usual scale-out network, 12.5 on NPU (one 200GE RoCE port per NPU on Atlas 800T A2) and 25 on GPU (one "
+        "400 Gb/s NIC per GPU on DGX H100); not checked on the CPU.",
+    )
+    min_busbw_gbps: Annotated[float, Field(gt=0)] | None = Field(
+        default=None,
+        description="Lowest all-reduce bus bandwidth allowed at the largest size, GB/s (default: as min_link_gbps).",
+    )
+    sizes_mib: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
+        default_factory=lambda: [1, 16, 64], min_length=1, max_length=8,
+        description="Message sizes of the sweep, MiB (the last is the point-to-point size).",
+    )
+    port: Port = Field(default=29555, description="The test's rendezvous port on the head node.")
+    timeout_s: Annotated[int, Field(ge=5, le=3600)] = Field(
+        default=120, description="Seconds the whole test may take before its nodes are named as not answering.",
+    )
+
+
 class ClusterSpec(_Strict):
     """Machines and devices. A single-node run leaves ``nodes`` empty."""
 
@@ -190,6 +221,9 @@ class ClusterSpec(_Strict):
     host_memory_gib: Annotated[float, Field(gt=0, le=1048576)] | None = Field(
         default=None,
         description="RAM of one node in GiB, for the host-memory estimate (default: detected by `check`).",
+    )
+    fabric: FabricSpec = Field(
+        default_factory=FabricSpec, description="The collective fabric test before training.",
     )
 
     @field_validator("nodes", "devices", mode="before")
@@ -622,7 +656,7 @@ _EXTENDED_RESOURCE = re.compile(r"([a-z0-9.-]{1,253})/([A-Za-z0-9](?:[-A-Za-z0-9
 
 
 class KubernetesSpec(_Strict):
-    """`verlctl export rayjob`: the Kubernetes objects a RayJob uses (nothing else reads these)."""
+    """`verlctl export rayjob` / `export volcano`: the Kubernetes objects the job uses (nothing else reads these)."""
 
     pvc: str | None = Field(
         default=None,
@@ -639,9 +673,28 @@ class KubernetesSpec(_Strict):
     ttl_s: NonNegInt = Field(default=600, description="Seconds the finished RayCluster is kept (ttlSecondsAfterFinished).")
     retries: NonNegInt = Field(
         default=0,
-        description="RayJob backoffLimit: each retry is a new RayCluster resuming from the last checkpoint "
-        "(needs train.save_freq > 0).",
+        description="RayJob backoffLimit, Volcano Job maxRetry: each retry starts the job again, resuming from the "
+        "last checkpoint (needs train.save_freq > 0).",
     )
+    queue: str = Field(
+        default="default",
+        description="Volcano queue the job is submitted to (`export volcano`; `kubectl get queue` lists them).",
+    )
+    ring_controller: str = Field(
+        default="ascend-910b",
+        description="MindCluster's product label (`ring-controller.atlas`) on an NPU Volcano job and its "
+        "rank-table ConfigMap: ascend-910b for Atlas A2, ascend-910 for Atlas 800 (910A); MindCluster's docs list "
+        "the values.",
+    )
+
+    @field_validator("queue", "ring_controller")
+    @classmethod
+    def _label_value(cls, v: str) -> str:
+        if not _DNS1123_LABEL.fullmatch(v):
+            raise ValueError(
+                f"{v!r} is not a Kubernetes name: lower-case letters, digits and inner '-', at most 63 characters"
+            )
+        return v
 
     @field_validator("pvc")
     @classmethod
