@@ -1,6 +1,7 @@
 """The collective fabric gate (ops/fabric.py) for real: three "nodes" are three containers of the real-verl image
 (real torch.distributed, the gloo backend: the accelerator double), each in its own network namespace on a Docker
-bridge network, reached through the same DockerExecutor as the node pre-flight. One node's link is slowed with
+bridge network, reached through the same DockerExecutor as the node pre-flight, the second one over a real sshd
+(its engine's socket forwarded by ssh, as for an SSH host). One node's link is slowed with
 a `tc` token bucket in its namespace, another's ports are blocked with iptables in its namespace; the verdict names them.
 
 Everything here is this test's own: its network, its containers (removed at the end), the qdisc and the rules in
@@ -21,10 +22,16 @@ pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("fabric")]
 
 
 @pytest.fixture(scope="module")
-def nodes(docker_engine: Any, realverl_image: str) -> Iterator[list[tuple[str, Any, Any]]]:
-    """(address, executor, container) for three containers on a private bridge network."""
+def nodes(docker_engine: Any, realverl_image: str, tmp_path_factory: Any) -> Iterator[list[tuple[str, Any, Any]]]:
+    """(address, executor, container) for three containers on a private bridge network; the second node's
+    executor reaches its engine over a real sshd (the SSH hosts' path: the engine's socket forwarded by ssh)."""
+    from test_multinode_docker import WORKER, private_sshd
     from verlctl.runtime.executor import DockerExecutor
+    from verlctl.runtime.nodes import node_client
 
+    sshd = private_sshd(tmp_path_factory.mktemp("sshd"))
+    home = next(sshd)
+    over_ssh = node_client(WORKER, ssh_config=str(home / ".ssh" / "config"))
     tag = secrets.token_hex(4)
     network = docker_engine.networks.create(f"verlctl-fabric-{tag}", driver="bridge")
     made: list[Any] = []
@@ -34,15 +41,17 @@ def nodes(docker_engine: Any, realverl_image: str) -> Iterator[list[tuple[str, A
                                              name=f"verlctl-fabric-{tag}-{i}", network=network.name)
             made.append(c)
         out = []
-        for c in made:
+        for i, c in enumerate(made):
             c.reload()
             ip = c.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
-            out.append((ip, DockerExecutor(docker_engine, c.id, c.name), c))
+            out.append((ip, DockerExecutor(over_ssh if i == 1 else docker_engine, c.id, c.name), c))
         yield out
     finally:
         for c in made:
             c.remove(force=True)
         network.remove()
+        over_ssh.close()
+        next(sshd, None)
 
 
 def spec_for(addresses: list[str], **fabric: Any) -> Any:
