@@ -774,8 +774,9 @@ def a_file(tmp: Path) -> str:
 ONE = CHECKPOINT_BYTES_PER_PARAM
 
 
-def devices(state: Callable[[], MachineState], devs: list[int], device: str = "npu") -> Findings:
-    return lambda tmp: check_devices(resolve(**{"cluster.devices": devs, "device": device}).spec, state())
+def devices(state: Callable[[], MachineState], devs: list[int], device: str = "npu", allow: bool = False) -> Findings:
+    return lambda tmp: check_devices(resolve(**{"cluster.devices": devs, "device": device,
+                                                "cluster.allow_busy_devices": allow}).spec, state())
 
 
 def npu_capture(name: str) -> Callable[[], MachineState]:
@@ -953,8 +954,10 @@ MACHINE_ROWS = [
         devices(IDLE_H200, [0], "gpu")),
     Row("device_missing", ERROR, "cluster.devices", devices(BUSY_910B, [1]), devices(IDLE_910B, [1])),
     Row("device_missing", ERROR, "cluster.devices", devices(IDLE_H200, [1], "gpu"), devices(IDLE_H200, [0], "gpu")),
-    Row("device_busy", WARNING, "cluster.devices", devices(BUSY_910B, [7]), devices(IDLE_910B, [7])),
-    Row("device_busy", WARNING, "cluster.devices", devices(BUSY_H200, [0], "gpu"), devices(IDLE_H200, [0], "gpu")),
+    Row("device_busy", ERROR, "cluster.devices", devices(BUSY_910B, [7]), devices(IDLE_910B, [7])),
+    Row("device_busy", ERROR, "cluster.devices", devices(BUSY_H200, [0], "gpu"), devices(IDLE_H200, [0], "gpu")),
+    Row("device_busy", WARNING, "cluster.devices", devices(BUSY_910B, [7], allow=True), devices(IDLE_910B, [7], allow=True),
+        "cluster.allow_busy_devices: the user shares the device deliberately"),
     Row("device_unhealthy", ERROR, "cluster.devices", devices(WARN_910A, [1]), devices(IDLE_910B, [1])),
     # the model's shape against TP / PP / VPP (write_model: 8 heads, 4 KV heads, 8 layers)
     Row("model_tp_heads", ERROR, "train.tensor_parallel",
@@ -1384,6 +1387,18 @@ def nodes_probe(tmp: Path, resolved: Any) -> CheckFacts:
     return CheckFacts(machine=MachineState(), device_nodes_missing=device_nodes_missing(resolved.spec))
 
 
+def live_run(state: str) -> Callable[[Path, Any], CheckFacts]:
+    """A live run of this user's on devices 0 and 1, as ``ops.machine_facts.live_runs`` reports it for the
+    devices the spec shares with it."""
+    from verlctl.checks.facts import LiveRun
+
+    def facts(tmp: Path, resolved: Any) -> CheckFacts:
+        shared = sorted({0, 1} & set(resolved.spec.cluster.devices))
+        runs = [LiveRun(run_id="20260101-000000-other-abcd", devices=shared, state=state, why="not checked")]
+        return CheckFacts(machine=MachineState(), live_runs=runs if shared else [])
+    return facts
+
+
 def machine_of(capture: Callable[[], MachineState]) -> Callable[[Path, Any], CheckFacts]:
     return lambda tmp, resolved: CheckFacts(machine=capture())
 
@@ -1446,6 +1461,14 @@ VERDICT_ROWS = [
         verdict_rule("device_nodes", nodes_probe, **{"cluster.devices": [4095], "device": "npu",
                                                       "container.runtime": "docker", "container.privileged": True}),
         "N1: /dev/davinci4095 exists nowhere; privileged containers see every device"),
+    Row("device_busy", ERROR, "cluster.devices",
+        verdict_rule("run_devices", live_run("running"), **{"cluster.devices": [1, 2]}),
+        verdict_rule("run_devices", live_run("running"), **{"cluster.devices": [2, 3]}),
+        "O5: a live run of this user's on device 1 (the collector's own test: tests/test_busy_devices.py)"),
+    Row("device_run_unknown", WARNING, "cluster.devices",
+        verdict_rule("run_devices", live_run("unknown"), **{"cluster.devices": [1, 2]}),
+        verdict_rule("run_devices", live_run("unknown"), **{"cluster.devices": [2, 3]}),
+        "a run whose state could not be decided"),
     Row("device_not_here", ERROR, "device",
         verdict_rule("device_kind", machine_of(H100), device="npu"),
         verdict_rule("device_kind", machine_of(H100), device="gpu"), "U19: an 8 x H100 host (real nvidia-smi capture)"),

@@ -17,6 +17,15 @@ from verlctl.detect.node_probe import NodeFacts
 from verlctl.detect.reach import ReachResult
 
 
+class LiveRun(BaseModel):
+    """One of this user's recorded verlctl runs that shares devices with the spec being checked."""
+
+    run_id: str
+    devices: list[int]  # the devices of the checked spec's cluster.devices that this run's spec uses
+    state: str  # "running", or "unknown" (its processes could not be checked)
+    why: str = ""  # the run state's reason (for "unknown": why it could not be decided)
+
+
 class CheckFacts(BaseModel):
     """Everything ``verlctl check`` learned about this machine for one spec."""
 
@@ -30,6 +39,9 @@ class CheckFacts(BaseModel):
     recipe_missing: str | None = None  # the recipe entry file the work dir lacks (0.7.0 DAPO / one-step-off)
     image_versions: ImageVersions | None = None  # Python and Ray where training runs (None: not asked)
     holders: dict[int, str] = {}  # pid on a device -> who holds it (runtime.holders), for device_busy
+    # this user's verlctl runs (gated records) whose spec uses devices of this spec on its nodes, with their state
+    # ("running", or "unknown": not decided); None: not collected (O5)
+    live_runs: list[LiveRun] | None = None
     # --- added for the one verdict (checks/verdict.py); None: not collected
     not_collected: dict[str, str] = {}  # Need value -> why those facts are not here ("no Docker engine")
     device_nodes_missing: list[str] | None = None  # /dev/davinciN of cluster.devices absent on this host

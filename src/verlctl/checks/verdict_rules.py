@@ -115,16 +115,19 @@ def _max_model_len(ctx: VerdictCtx) -> Iterable[Finding]:
     needs=(MODEL,),
 )
 def _memory(ctx: VerdictCtx) -> Iterable[Finding]:
-    """The memory fit per phase, with the device memory and RAM of this host when known (U1)."""
+    """The memory fit per phase, with the device memory and RAM of this host when known (U1); on a device
+    another process holds, its free memory, not its total (U21)."""
     from verlctl.checks.memory import (
         estimate_for_command,
+        hbm_free_from_machine,
         hbm_from_machine,
         host_from_machine,
         memory_findings,
     )
 
     hbm, host = hbm_from_machine(ctx.spec, ctx.facts.machine), host_from_machine(ctx.facts.machine)
-    est, why = estimate_for_command(ctx.resolved, ctx.command, hbm, host)
+    free, note = hbm_free_from_machine(ctx.spec, ctx.facts.machine)  # a busy device: only its free memory (U21)
+    est, why = estimate_for_command(ctx.resolved, ctx.command, hbm, host, free, note)
     ctx.memory = est
     return memory_findings(est, why)
 
@@ -235,7 +238,38 @@ def _devices(ctx: VerdictCtx) -> Iterable[Finding]:
     """The chosen devices exist, are healthy and are not busy."""
     from verlctl.checks.devices import check_devices
 
-    return check_devices(ctx.spec, ctx.facts.machine, ctx.facts.holders)
+    return check_devices(ctx.spec, ctx.facts.machine, ctx.facts.holders, running_runs(ctx))
+
+
+def running_runs(ctx: VerdictCtx) -> dict[int, list[str]]:
+    """Device -> this user's running verlctl runs on it (empty when the live runs were not collected)."""
+    out: dict[int, list[str]] = {}
+    for r in ctx.facts.live_runs or []:
+        if r.state == "running":
+            for d in r.devices:
+                out.setdefault(d, []).append(r.run_id)
+    return out
+
+
+@fact_rule("run_devices", ("device_busy", "device_run_unknown"), needs=(LIVE,))
+def _run_devices(ctx: VerdictCtx) -> Iterable[Finding]:
+    """The devices of this user's live verlctl runs count as busy, whether or not the device tool shows them
+    yet (O5); a run whose state cannot be decided is a warning naming it."""
+    from verlctl.checks.devices import run_devices_findings
+
+    if ctx.facts.live_runs is None:
+        return
+    yield from run_devices_findings(ctx.spec, ctx.facts.machine, running_runs(ctx))
+    for r in ctx.facts.live_runs:
+        if r.state != "running":
+            kind = "NPU" if ctx.spec.device == "npu" else "GPU"
+            yield warning(
+                "device_run_unknown",
+                f"{kind} {', '.join(map(str, r.devices))} may be in use by your verlctl run {r.run_id}: its state "
+                f"could not be decided ({r.why or r.state})",
+                "cluster.devices",
+                f"`verlctl status {r.run_id}` checks it; `verlctl stop {r.run_id}` ends it",
+            )
 
 
 @fact_rule("device_kind", ("device_not_here",), needs=(HOST,))
