@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from verlctl.checks.checkpoints import CHECKPOINT_BYTES_PER_PARAM, check_checkpoints
+from verlctl.checks.checkpoints import CHECKPOINT_BYTES_PER_PARAM, LOG_BYTES_PER_STEP, check_checkpoints
 from verlctl.checks.container import check_docker, check_recipe
 from verlctl.checks.dataset_checks import check_datasets
 from verlctl.checks.devices import check_devices
@@ -733,8 +733,9 @@ def schema_result(code: UnavailableCode) -> Findings:
 
 
 def checkpoint_findings(path: Callable[[Path], str], params: Callable[[int], int | None] | None = None,
-                        probe: Callable[[Path, str], Any] | None = None) -> Findings:  # fmt: skip
-    """check_checkpoints on the real probe of ``path``; ``params(free bytes)`` sizes a real model for it."""
+                        probe: Callable[[Path, str], Any] | None = None, no_config: bool = False) -> Findings:  # fmt: skip
+    """check_checkpoints on the real probe of ``path``; ``params(free bytes)`` sizes a real model for it;
+    ``no_config``: paths.model has no config.json either (the size cannot be estimated)."""
 
     def run(tmp: Path) -> list[Finding]:
         where = path(tmp)
@@ -743,7 +744,8 @@ def checkpoint_findings(path: Callable[[Path], str], params: Callable[[int], int
         if params is not None and isinstance(result, CheckpointProbe) and result.free_bytes is not None:
             count = params(result.free_bytes)
             model = inspect_model(big_model(tmp, count)) if count else None
-        return check_checkpoints(spec_at(tmp, **{"paths.checkpoints": where}), result, model)
+        extra = {"paths.model": str(tmp / "no-model-here")} if no_config else {}
+        return check_checkpoints(spec_at(tmp, **{"paths.checkpoints": where, **extra}), result, model)
 
     return run
 
@@ -772,6 +774,19 @@ def a_file(tmp: Path) -> str:
 
 
 ONE = CHECKPOINT_BYTES_PER_PARAM
+
+
+def log_findings(steps: Callable[[int], int] | None) -> Findings:
+    """paths.logs on the test's own disk (a real statvfs); ``steps(free)`` sizes train.steps; None: the probe failed."""
+    from verlctl.checks.checkpoints import check_log_space
+    from verlctl.detect.system import disk_space
+
+    def run(tmp: Path) -> list[Finding]:
+        disk = (disk_space(str(tmp / "logs")) if steps is not None
+                else unavailable("disk", UnavailableCode.TIMEOUT, "statvfs did not return within 5 s"))
+        n = steps(disk.free_bytes) if steps is not None and isinstance(disk, DiskSpace) else 1
+        return check_log_space(resolve(**{"paths.logs": str(tmp / "logs"), "train.steps": n}).spec, disk)
+    return run
 
 
 def devices(state: Callable[[], MachineState], devs: list[int], device: str = "npu", allow: bool = False) -> Findings:
@@ -927,7 +942,7 @@ MACHINE_ROWS = [
         checkpoint_findings(ckpt_dir, probe=lambda t, p: CheckpointProbe(path=p, checked_path=str(t), exists=False,
                                                                           writable=True)),
         checkpoint_findings(ckpt_dir, params=lambda free: 1000)),
-    Row("checkpoint_size_unknown", INFO, "paths.checkpoints", checkpoint_findings(ckpt_dir),
+    Row("checkpoint_size_unknown", WARNING, "paths.checkpoints", checkpoint_findings(ckpt_dir, no_config=True),
         checkpoint_findings(ckpt_dir, params=lambda free: 1000), "no model: the size of a checkpoint is unknown"),
     Row("checkpoint_space", ERROR, "paths.checkpoints",
         checkpoint_findings(ckpt_dir, params=lambda free: free // ONE + 1),
@@ -935,6 +950,9 @@ MACHINE_ROWS = [
     Row("checkpoint_space_low", WARNING, "paths.checkpoints",
         checkpoint_findings(ckpt_dir, params=lambda free: free // (2 * ONE)),
         checkpoint_findings(ckpt_dir, params=lambda free: free // (3 * ONE))),
+    Row("log_space", ERROR, "paths.logs", log_findings(lambda free: free // LOG_BYTES_PER_STEP + 1),
+        log_findings(lambda free: 1), "a real statvfs of the test's disk; steps sized to overflow it"),
+    Row("log_space_unknown", WARNING, "paths.logs", log_findings(None), log_findings(lambda free: 1)),
     # cluster.devices
     Row("npu_smi_missing", ERROR, "device",  # on the host, launch needs the host's tool
         lambda t: check_devices(resolve(**{"container.runtime": "host"}).spec,

@@ -15,6 +15,7 @@ from verlctl.detect.machine import MachineState
 from verlctl.detect.models import ModelInfo
 from verlctl.detect.node_probe import NodeFacts
 from verlctl.detect.reach import ReachResult
+from verlctl.detect.system import DiskSpace
 
 
 class LiveRun(BaseModel):
@@ -42,6 +43,8 @@ class CheckFacts(BaseModel):
     # this user's verlctl runs (gated records) whose spec uses devices of this spec on its nodes, with their state
     # ("running", or "unknown": not decided); None: not collected (O5)
     live_runs: list[LiveRun] | None = None
+    log_disk: DiskSpace | Unavailable | None = None  # free space where paths.logs is (None: unset or in a container)
+    log_shares_checkpoint_fs: bool | None = None  # paths.logs and paths.checkpoints are on one file system
     # --- added for the one verdict (checks/verdict.py); None: not collected
     not_collected: dict[str, str] = {}  # Need value -> why those facts are not here ("no Docker engine")
     device_nodes_missing: list[str] | None = None  # /dev/davinciN of cluster.devices absent on this host

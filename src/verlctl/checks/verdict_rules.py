@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from verlctl.checks.checkpoints import CHECKPOINT_CITES
 from verlctl.checks.findings import Finding, error, warning
 from verlctl.checks.rules import V070, V091, Cite
 from verlctl.checks.verdict import Need, VerdictCtx, fact_rule
@@ -199,12 +200,26 @@ def _prompts(ctx: VerdictCtx) -> Iterable[Finding]:
 
 @fact_rule("checkpoint_dir", ("checkpoint_not_dir", "checkpoint_not_writable", "checkpoint_unchecked",
                               "checkpoint_size_unknown", "checkpoint_space", "checkpoint_space_low",
-                              "checkpoint_space_unknown"), needs=(HOST,))
+                              "checkpoint_space_unknown"), needs=(HOST,), cites=CHECKPOINT_CITES)
 def _ckpt(ctx: VerdictCtx) -> Iterable[Finding]:
-    """The checkpoint directory is writable and has room."""
+    """The checkpoint directory is writable and has room for one checkpoint as verl saves it by default
+    (model, optimizer state, by strategy: U22)."""
     from verlctl.checks.checkpoints import check_checkpoints
 
     return check_checkpoints(ctx.spec, ctx.facts.checkpoint, ctx.facts.model)
+
+
+@fact_rule("log_dir", ("log_space", "log_space_unknown"), needs=(HOST,))
+def _logs(ctx: VerdictCtx) -> Iterable[Finding]:
+    """paths.logs has room for the run's logs (and for a checkpoint too when both share a file system: U22)."""
+    from verlctl.checks.checkpoints import check_log_space, checkpoint_bytes, model_params
+
+    spec, facts = ctx.spec, ctx.facts
+    shared = None
+    if facts.log_shares_checkpoint_fs and spec.train.save_freq != -1:
+        params = model_params(facts.model, spec)
+        shared = checkpoint_bytes(params, spec.strategy) if params else None
+    return check_log_space(spec, facts.log_disk, shared)
 
 
 @fact_rule("checkpoint_storage", ("checkpoints_not_shared", "checkpoints_shared"), needs=(HOST,))

@@ -172,6 +172,30 @@ def _collect_checkpoint(spec: RunSpec, docker: _Docker | None, timeout: float) -
     return parse_checkpoint_probe(res.out, f"container {ex.name}")
 
 
+def _inside_workdir(spec: RunSpec, path: str) -> bool:
+    workdir = spec.container.workdir.rstrip("/")
+    return spec.container.runtime == "docker" and (path == workdir or path.startswith(workdir + "/"))
+
+
+def collect_log_disk(spec: RunSpec, checkpoint: Any, timeout: float) -> tuple[Any, bool | None]:
+    """Free space where paths.logs is (a host directory, mounted at the same path in a container), and whether
+    the checkpoints (probed on this host) are on the same file system; (None, None) when paths.logs is unset or
+    lies in the container's work dir."""
+    from verlctl.detect.system import DiskSpace, disk_space
+
+    path = spec.paths.logs
+    if not path or _inside_workdir(spec, path):
+        return None, None
+    disk = disk_space(path, min(timeout, 5.0))
+    shared: bool | None = None
+    if isinstance(disk, DiskSpace) and isinstance(checkpoint, CheckpointProbe) and checkpoint.checked_in == "host":
+        try:
+            shared = os.stat(disk.checked_path).st_dev == os.stat(checkpoint.checked_path).st_dev
+        except OSError:
+            shared = None
+    return disk, shared
+
+
 def collect_recipe(resolved: ResolvedSpec, docker: _Docker | None, timeout: float) -> str | None:
     """The recipe entry file (e.g. recipe/dapo/main_dapo.py) when the work dir lacks it; None when present,
     not needed, or not checkable (the container is not running)."""
@@ -424,8 +448,11 @@ def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None
     finally:
         if docker is not None:
             docker.close()
+    log_disk, log_shared = collect_log_disk(spec, checkpoint, budget_s)
     return CheckFacts(
         machine=machine,
+        log_disk=log_disk,
+        log_shares_checkpoint_fs=log_shared,
         model=_as_result(got["model"], "model") if "model" in got else None,
         datasets=datasets,
         checkpoint=checkpoint,
