@@ -165,3 +165,23 @@ def test_ray_itself_refuses_exactly_the_refused_cases() -> None:
                 if ours != (theirs is not None)]
     print(f"Ray refuses {sum(t is not None for t in ray_says)} of {len(CASES)}; disagreements: {len(disagree)}")
     assert not disagree
+
+
+def test_the_demo_picks_distinct_ports_that_ray_does_not_reserve(tmp_path: Any) -> None:
+    """`verlctl demo` picks its Ray ports at random: never one Ray reserves, never one twice (the kernel can hand
+    out a port twice), so its spec always passes Ray's own port check."""
+    import yaml
+
+    from verlctl.checks.ray_ports import start_args_given
+    from verlctl.demo.spec import demo_spec, free_port
+
+    for _ in range(20):
+        doc = yaml.safe_load(demo_spec(tmp_path, tmp_path / "env", "grpo", 2))
+        c = doc["cluster"]
+        given = start_args_given(c["ray_start_args"])
+        ports = [c["ray_port"], c["dashboard_port"], *(int(v) for k, v in given.items() if k.endswith("-port"))]
+        assert len(set(ports)) == len(ports) == 6, ports
+        assert not [p for p in ports if 10001 <= p <= 19999 or p == 52365], ports
+        spec = load_spec(None, flags={f"cluster.{k}": v for k, v in c.items()} | BASE_PATHS, environ={}).spec
+        assert port_conflicts(spec) == []
+    assert free_port({1}) not in (1, 10001, 52365)

@@ -26,12 +26,13 @@ from collections.abc import Iterable
 
 from verlctl.checks.findings import Finding, Severity, error
 from verlctl.checks.rules import RuleCtx, rule
+from verlctl.detect.ray_ports import (
+    CLIENT_SERVER_PORT,
+    DASHBOARD_AGENT_LISTEN_PORT,
+    MAX_WORKER_PORT,
+    MIN_WORKER_PORT,
+)
 from verlctl.spec.model import RunSpec
-
-MIN_WORKER_PORT = 10002
-MAX_WORKER_PORT = 19999
-CLIENT_SERVER_PORT = 10001
-DASHBOARD_AGENT_LISTEN_PORT = 52365
 
 #: ``ray start`` options that set one component's port, and Ray's name for that component.
 SINGLE_PORT_OPTIONS = {
@@ -55,7 +56,7 @@ class PortArgError(ValueError):
     """A port option of cluster.ray_start_args that ``ray start`` refuses."""
 
 
-def _given(args: Iterable[str]) -> dict[str, str]:
+def start_args_given(args: Iterable[str]) -> dict[str, str]:
     """The last value of every ``--name=value`` (click keeps the last; the spec admits only that form)."""
     out: dict[str, str] = {}
     for a in args:
@@ -81,7 +82,7 @@ def ray_components(spec: RunSpec) -> dict[str, tuple[list[int], str]]:
     gives them. A :class:`PortArgError` for a port option Ray refuses."""
     c = spec.cluster
     args = "cluster.ray_start_args"
-    given = _given(c.ray_start_args)
+    given = start_args_given(c.ray_start_args)
     comps: dict[str, tuple[list[int], str]] = {"gcs_server": ([c.ray_port], "cluster.ray_port")}
     defaults = {"client_server": CLIENT_SERVER_PORT, "dashboard_agent_http": DASHBOARD_AGENT_LISTEN_PORT,
                 "dashboard": c.dashboard_port}
@@ -160,7 +161,8 @@ def _ray_port_layout(ctx: RuleCtx) -> Iterable[Finding]:
         avoid = f"Ray's worker ports ({span})" + (f", its client server port {client[0]}" if client else "")
         yield error(
             "ray_port_conflict",
-            f"{which} {port} is also {_describe(other, comps[other][0])}: `ray start --head` refuses it before "
+            f"{which} {port} is {'inside' if other == 'worker_ports' else 'also'} "
+            f"{_describe(other, comps[other][0])}: `ray start --head` refuses it before "
             f"anything starts ('Ray component {second} is trying to use a port number {port} that is used by other "
             "components', Ray's ray/_private/parameter.py)",
             field,
