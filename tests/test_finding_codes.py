@@ -804,6 +804,7 @@ def gpu_capture(name: str) -> Callable[[], MachineState]:
 
 BUSY_910B = npu_capture("info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt")  # NPUs 0 and 7, both busy
 IDLE_910B = npu_capture("info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
+NO_PROCESS_LIST_910 = npu_capture("info-910-proB-8card-24.1.0.txt")  # the devices table only
 WARN_910A = npu_capture("info-910A-1card-WARNING-health-23.0.rc3-modelarts.txt")  # NPU 1, health Warning
 IDLE_H200 = gpu_capture("default-580-1gpu-h200-idle-verlctl-device-check.txt")
 BUSY_H200 = gpu_capture("default-580-1gpu-h200-busy-1proc-verlctl-device-check.txt")
@@ -974,6 +975,8 @@ MACHINE_ROWS = [
     Row("device_missing", ERROR, "cluster.devices", devices(IDLE_H200, [1], "gpu"), devices(IDLE_H200, [0], "gpu")),
     Row("device_busy", ERROR, "cluster.devices", devices(BUSY_910B, [7]), devices(IDLE_910B, [7])),
     Row("device_busy", ERROR, "cluster.devices", devices(BUSY_H200, [0], "gpu"), devices(IDLE_H200, [0], "gpu")),
+    Row("device_busy_unchecked", WARNING, "cluster.devices", devices(NO_PROCESS_LIST_910, [0]), devices(IDLE_910B, [0]),
+        "a capture whose process table is cut off"),
     Row("device_busy", WARNING, "cluster.devices", devices(BUSY_910B, [7], allow=True), devices(IDLE_910B, [7], allow=True),
         "cluster.allow_busy_devices: the user shares the device deliberately"),
     Row("device_unhealthy", ERROR, "cluster.devices", devices(WARN_910A, [1]), devices(IDLE_910B, [1])),

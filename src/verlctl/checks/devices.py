@@ -191,9 +191,18 @@ def check_devices(spec: RunSpec, machine: MachineState, holders: Mapping[int, st
         return []
     if isinstance(result, Unavailable):
         return [_tool_unavailable(spec, result)]
-    if isinstance(result, NpuInfo):
-        return _npu_findings(spec, result, holders or {}, runs or {})
-    return _gpu_findings(spec, result, holders or {}, runs or {})
+    found = (_npu_findings(spec, result, holders or {}, runs or {}) if isinstance(result, NpuInfo)
+             else _gpu_findings(spec, result, holders or {}, runs or {}))
+    if result.devices and not result.process_table_seen:  # no process list: "not busy" would be a guess
+        lister = "npu-smi info" if isinstance(result, NpuInfo) else "nvidia-smi"
+        found.append(warning(
+            "device_busy_unchecked",
+            f"{lister} showed no process list: whether another process holds cluster.devices "
+            f"{id_list(list(spec.cluster.devices))} was not checked",
+            "cluster.devices",
+            f"run `{lister}` and look for processes on those devices before launching",
+        ))
+    return found
 
 
 def run_devices_findings(spec: RunSpec, machine: MachineState, runs: Mapping[int, list[str]]) -> list[Finding]:

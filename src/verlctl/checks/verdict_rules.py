@@ -247,7 +247,8 @@ def _resume(ctx: VerdictCtx) -> Iterable[Finding]:
         )
 
 
-@fact_rule("devices", ("device_missing", "device_unhealthy", "device_busy", "npu_smi_missing", "npu_smi_failed",
+@fact_rule("devices", ("device_missing", "device_unhealthy", "device_busy", "device_busy_unchecked",
+                       "npu_smi_missing", "npu_smi_failed",
                        "nvidia_smi_missing", "nvidia_smi_failed"), needs=(HOST,))
 def _devices(ctx: VerdictCtx) -> Iterable[Finding]:
     """The chosen devices exist, are healthy and are not busy."""
