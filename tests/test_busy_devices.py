@@ -161,3 +161,17 @@ def test_plan_names_the_live_run_rule_as_not_checked() -> None:
     verdict = decide(resolved, spec_facts(resolved, look=False))
     assert any(n.rule == "run_devices" for n in verdict.not_checked)
     assert any(n.rule == "devices" for n in verdict.not_checked)
+
+
+def test_only_the_device_a_process_holds_is_busy() -> None:
+    """The real busy capture with NPU 7's process row taken out: NPU 0 stays busy, NPU 7 is free (the rule maps
+    each process to its own device, not to its neighbours)."""
+    from verlctl.checks.devices import busy_devices, check_devices
+
+    text = "\n".join(line for line in fixture_text(FIXTURES / "npu-smi" / BUSY).splitlines() if "2441454" not in line)
+    machine = MachineState(npu=parse_npu_smi_info(text))
+    assert set(busy_devices(spec_of(**{"cluster.devices": [0, 7]}), machine)) == {0}
+    assert [f.code for f in check_devices(spec_of(**{"cluster.devices": [7]}), machine)] == []
+    assert [f.code for f in check_devices(spec_of(**{"cluster.devices": [0]}), machine)] == ["device_busy"]
+    free, note = hbm_free_from_machine(spec_of(**{"cluster.devices": [7]}), machine)
+    assert (free, note) == (None, None)
