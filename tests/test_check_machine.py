@@ -282,10 +282,12 @@ def devices_findings(state: MachineState, devices: list[int], device: str = "npu
     return check_devices(spec, state)
 
 
-def test_busy_npus_are_a_warning_listing_pids_and_names() -> None:
+def test_busy_npus_are_an_error_listing_pids_and_names_unless_shared() -> None:
     state = npu_state("info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt")
     findings = devices_findings(state, [0, 7])
-    assert [(f.code, f.severity, f.field) for f in findings] == [("device_busy", WARNING, "cluster.devices")] * 2
+    assert [(f.code, f.severity, f.field) for f in findings] == [("device_busy", ERROR, "cluster.devices")] * 2
+    shared = check_devices(resolve(**{"cluster.devices": [0, 7], "cluster.allow_busy_devices": True}).spec, state)
+    assert [(f.code, f.severity) for f in shared] == [("device_busy", WARNING)] * 2
     assert findings[0].message == "NPU 0 is in use by 1 process(es): 2441447 (python)"
     assert findings[1].message == "NPU 7 is in use by 1 process(es): 2441454 (python)"
 

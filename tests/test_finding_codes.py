@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from verlctl.checks.checkpoints import CHECKPOINT_BYTES_PER_PARAM, check_checkpoints
+from verlctl.checks.checkpoints import CHECKPOINT_BYTES_PER_PARAM, LOG_BYTES_PER_STEP, check_checkpoints
 from verlctl.checks.container import check_docker, check_recipe
 from verlctl.checks.dataset_checks import check_datasets
 from verlctl.checks.devices import check_devices
@@ -458,6 +458,10 @@ SPEC_ROWS = [
     spec_row("ports", ERROR, "cluster.dashboard_port",
              {"cluster.ray_port": 6379, "cluster.dashboard_port": 6379},
              {"cluster.ray_port": 6379, "cluster.dashboard_port": 6380}),
+    spec_row("ray_port_conflict", ERROR, "cluster.ray_port", {"cluster.ray_port": 16766}, {"cluster.ray_port": 6766}),
+    spec_row("ray_start_args_port", ERROR, "cluster.ray_start_args",
+             {"cluster.ray_start_args": ["--min-worker-port=30000", "--max-worker-port=20000"]},
+             {"cluster.ray_start_args": ["--min-worker-port=20000", "--max-worker-port=30000"]}),
     spec_row("no_checkpoints", WARNING, "train.save_freq", {"train.save_freq": -1}, {"train.save_freq": 2}),
     spec_row("checkpoints_after_last_step", WARNING, "train.save_freq",
              {"train.steps": 4, "train.save_freq": 5}, {"train.steps": 4, "train.save_freq": 4}),
@@ -733,8 +737,9 @@ def schema_result(code: UnavailableCode) -> Findings:
 
 
 def checkpoint_findings(path: Callable[[Path], str], params: Callable[[int], int | None] | None = None,
-                        probe: Callable[[Path, str], Any] | None = None) -> Findings:  # fmt: skip
-    """check_checkpoints on the real probe of ``path``; ``params(free bytes)`` sizes a real model for it."""
+                        probe: Callable[[Path, str], Any] | None = None, no_config: bool = False) -> Findings:  # fmt: skip
+    """check_checkpoints on the real probe of ``path``; ``params(free bytes)`` sizes a real model for it;
+    ``no_config``: paths.model has no config.json either (the size cannot be estimated)."""
 
     def run(tmp: Path) -> list[Finding]:
         where = path(tmp)
@@ -743,7 +748,8 @@ def checkpoint_findings(path: Callable[[Path], str], params: Callable[[int], int
         if params is not None and isinstance(result, CheckpointProbe) and result.free_bytes is not None:
             count = params(result.free_bytes)
             model = inspect_model(big_model(tmp, count)) if count else None
-        return check_checkpoints(spec_at(tmp, **{"paths.checkpoints": where}), result, model)
+        extra = {"paths.model": str(tmp / "no-model-here")} if no_config else {}
+        return check_checkpoints(spec_at(tmp, **{"paths.checkpoints": where, **extra}), result, model)
 
     return run
 
@@ -774,8 +780,22 @@ def a_file(tmp: Path) -> str:
 ONE = CHECKPOINT_BYTES_PER_PARAM
 
 
-def devices(state: Callable[[], MachineState], devs: list[int], device: str = "npu") -> Findings:
-    return lambda tmp: check_devices(resolve(**{"cluster.devices": devs, "device": device}).spec, state())
+def log_findings(steps: Callable[[int], int] | None) -> Findings:
+    """paths.logs on the test's own disk (a real statvfs); ``steps(free)`` sizes train.steps; None: the probe failed."""
+    from verlctl.checks.checkpoints import check_log_space
+    from verlctl.detect.system import disk_space
+
+    def run(tmp: Path) -> list[Finding]:
+        disk = (disk_space(str(tmp / "logs")) if steps is not None
+                else unavailable("disk", UnavailableCode.TIMEOUT, "statvfs did not return within 5 s"))
+        n = steps(disk.free_bytes) if steps is not None and isinstance(disk, DiskSpace) else 1
+        return check_log_space(resolve(**{"paths.logs": str(tmp / "logs"), "train.steps": n}).spec, disk)
+    return run
+
+
+def devices(state: Callable[[], MachineState], devs: list[int], device: str = "npu", allow: bool = False) -> Findings:
+    return lambda tmp: check_devices(resolve(**{"cluster.devices": devs, "device": device,
+                                                "cluster.allow_busy_devices": allow}).spec, state())
 
 
 def npu_capture(name: str) -> Callable[[], MachineState]:
@@ -788,6 +808,7 @@ def gpu_capture(name: str) -> Callable[[], MachineState]:
 
 BUSY_910B = npu_capture("info-910B1-8card-23.0.rc2.b090-training-busy-elided.txt")  # NPUs 0 and 7, both busy
 IDLE_910B = npu_capture("info-910B4-8card-25.0.rc1.1-full-noproc-atlas800IA2.txt")
+NO_PROCESS_LIST_910 = npu_capture("info-910-proB-8card-24.1.0.txt")  # the devices table only
 WARN_910A = npu_capture("info-910A-1card-WARNING-health-23.0.rc3-modelarts.txt")  # NPU 1, health Warning
 IDLE_H200 = gpu_capture("default-580-1gpu-h200-idle-verlctl-device-check.txt")
 BUSY_H200 = gpu_capture("default-580-1gpu-h200-busy-1proc-verlctl-device-check.txt")
@@ -926,7 +947,7 @@ MACHINE_ROWS = [
         checkpoint_findings(ckpt_dir, probe=lambda t, p: CheckpointProbe(path=p, checked_path=str(t), exists=False,
                                                                           writable=True)),
         checkpoint_findings(ckpt_dir, params=lambda free: 1000)),
-    Row("checkpoint_size_unknown", INFO, "paths.checkpoints", checkpoint_findings(ckpt_dir),
+    Row("checkpoint_size_unknown", WARNING, "paths.checkpoints", checkpoint_findings(ckpt_dir, no_config=True),
         checkpoint_findings(ckpt_dir, params=lambda free: 1000), "no model: the size of a checkpoint is unknown"),
     Row("checkpoint_space", ERROR, "paths.checkpoints",
         checkpoint_findings(ckpt_dir, params=lambda free: free // ONE + 1),
@@ -934,6 +955,9 @@ MACHINE_ROWS = [
     Row("checkpoint_space_low", WARNING, "paths.checkpoints",
         checkpoint_findings(ckpt_dir, params=lambda free: free // (2 * ONE)),
         checkpoint_findings(ckpt_dir, params=lambda free: free // (3 * ONE))),
+    Row("log_space", ERROR, "paths.logs", log_findings(lambda free: free // LOG_BYTES_PER_STEP + 1),
+        log_findings(lambda free: 1), "a real statvfs of the test's disk; steps sized to overflow it"),
+    Row("log_space_unknown", WARNING, "paths.logs", log_findings(None), log_findings(lambda free: 1)),
     # cluster.devices
     Row("npu_smi_missing", ERROR, "device",  # on the host, launch needs the host's tool
         lambda t: check_devices(resolve(**{"container.runtime": "host"}).spec,
@@ -953,8 +977,12 @@ MACHINE_ROWS = [
         devices(IDLE_H200, [0], "gpu")),
     Row("device_missing", ERROR, "cluster.devices", devices(BUSY_910B, [1]), devices(IDLE_910B, [1])),
     Row("device_missing", ERROR, "cluster.devices", devices(IDLE_H200, [1], "gpu"), devices(IDLE_H200, [0], "gpu")),
-    Row("device_busy", WARNING, "cluster.devices", devices(BUSY_910B, [7]), devices(IDLE_910B, [7])),
-    Row("device_busy", WARNING, "cluster.devices", devices(BUSY_H200, [0], "gpu"), devices(IDLE_H200, [0], "gpu")),
+    Row("device_busy", ERROR, "cluster.devices", devices(BUSY_910B, [7]), devices(IDLE_910B, [7])),
+    Row("device_busy", ERROR, "cluster.devices", devices(BUSY_H200, [0], "gpu"), devices(IDLE_H200, [0], "gpu")),
+    Row("device_busy_unchecked", WARNING, "cluster.devices", devices(NO_PROCESS_LIST_910, [0]), devices(IDLE_910B, [0]),
+        "a capture whose process table is cut off"),
+    Row("device_busy", WARNING, "cluster.devices", devices(BUSY_910B, [7], allow=True), devices(IDLE_910B, [7], allow=True),
+        "cluster.allow_busy_devices: the user shares the device deliberately"),
     Row("device_unhealthy", ERROR, "cluster.devices", devices(WARN_910A, [1]), devices(IDLE_910B, [1])),
     # the model's shape against TP / PP / VPP (write_model: 8 heads, 4 KV heads, 8 layers)
     Row("model_tp_heads", ERROR, "train.tensor_parallel",
@@ -1426,6 +1454,18 @@ def nodes_probe(tmp: Path, resolved: Any) -> CheckFacts:
     return CheckFacts(machine=MachineState(), device_nodes_missing=device_nodes_missing(resolved.spec))
 
 
+def live_run(state: str) -> Callable[[Path, Any], CheckFacts]:
+    """A live run of this user's on devices 0 and 1, as ``ops.machine_facts.live_runs`` reports it for the
+    devices the spec shares with it."""
+    from verlctl.checks.facts import LiveRun
+
+    def facts(tmp: Path, resolved: Any) -> CheckFacts:
+        shared = sorted({0, 1} & set(resolved.spec.cluster.devices))
+        runs = [LiveRun(run_id="20260101-000000-other-abcd", devices=shared, state=state, why="not checked")]
+        return CheckFacts(machine=MachineState(), live_runs=runs if shared else [])
+    return facts
+
+
 def machine_of(capture: Callable[[], MachineState]) -> Callable[[Path, Any], CheckFacts]:
     return lambda tmp, resolved: CheckFacts(machine=capture())
 
@@ -1488,6 +1528,14 @@ VERDICT_ROWS = [
         verdict_rule("device_nodes", nodes_probe, **{"cluster.devices": [4095], "device": "npu",
                                                       "container.runtime": "docker", "container.privileged": True}),
         "N1: /dev/davinci4095 exists nowhere; privileged containers see every device"),
+    Row("device_busy", ERROR, "cluster.devices",
+        verdict_rule("run_devices", live_run("running"), **{"cluster.devices": [1, 2]}),
+        verdict_rule("run_devices", live_run("running"), **{"cluster.devices": [2, 3]}),
+        "O5: a live run of this user's on device 1 (the collector's own test: tests/test_busy_devices.py)"),
+    Row("device_run_unknown", WARNING, "cluster.devices",
+        verdict_rule("run_devices", live_run("unknown"), **{"cluster.devices": [1, 2]}),
+        verdict_rule("run_devices", live_run("unknown"), **{"cluster.devices": [2, 3]}),
+        "a run whose state could not be decided"),
     Row("device_not_here", ERROR, "device",
         verdict_rule("device_kind", machine_of(H100), device="npu"),
         verdict_rule("device_kind", machine_of(H100), device="gpu"), "U19: an 8 x H100 host (real nvidia-smi capture)"),

@@ -17,12 +17,12 @@ def test_the_training_step_is_pointed_at_the_ray_head_that_start_verl_started(tm
     (workdir / "recipe" / "dapo").mkdir(parents=True)
     (workdir / "recipe" / "dapo" / "main_dapo.py").write_text("# recipe entry of a verl v0.7.0 checkout\n")
     rendered = render_from({**BASE_PATHS, "container.workdir": str(workdir), "paths.logs": str(tmp_path / "l"),
-                            "cluster.ray_port": 16399})
+                            "cluster.ray_port": 26399})
     rendered.write(tmp_path / "s")
     rec = run_start_script(tmp_path / "s", tmp_path / "rec", ["RAY_ADDRESS"])
     assert rec.proc.returncode == 0, rec.proc.stdout + rec.proc.stderr
     addr = rec.env["RAY_ADDRESS"]
     host, _, port = addr.rpartition(":")
-    assert port == "16399" and host and host != "<unset>", addr
+    assert port == "26399" and host and host != "<unset>", addr
     # the same address the head was started on and waited for
     assert f"Ray head at {addr}," in rec.proc.stdout

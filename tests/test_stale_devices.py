@@ -47,9 +47,9 @@ def test_busy_devices_name_their_holder_and_offer_stop_only_for_recorded_runs(tm
                           cluster={"devices": [0, 7]})
         res = run_check_cli("-c", str(spec), "--json",
                             env=bare_env(tmp_path, PATH=str(bindir), VERLCTL_STATE_DIR=str(state)))
-        assert res.code == 0, res.out + res.err
+        assert res.code == 2, res.out + res.err  # busy devices are an error unless cluster.allow_busy_devices
         busy = {f["message"].split(" is in use")[0]: f["hint"] for f in res.json()["findings"]
-                if f["code"] == "device_busy"}
+                if f["code"] == "device_busy" and f["severity"] == "error"}
         assert f"pid {ours.pid} (sleep 600) is verlctl run {RUN}: `verlctl stop {RUN}` frees the device" in busy["NPU 0"]
         hint7 = busy["NPU 7"]
         assert f"pid {foreign.pid} (sleep 601) is not a verlctl run: owner uid {os.getuid()}" in hint7

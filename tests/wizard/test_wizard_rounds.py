@@ -369,6 +369,9 @@ def test_busy_devices_are_never_pre_selected_and_choosing_one_is_explicit(tmp_pa
     assert "choose at least one device" in reasons(d), reasons(d)
     assert "none is pre-selected" in d.text, d.text
     assert d.resolved.spec.cluster.devices == [0]
+    # choosing a busy device is the explicit opt-in that check and launch ask for (U21), saved and said
+    assert d.resolved.spec.cluster.allow_busy_devices is True
+    assert "cluster.allow_busy_devices: true saved (you chose busy device(s) 0)" in d.text
 
 
 def test_fsdp_is_not_asked_a_pipeline_parallel_size(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from verlctl.checks.findings import Finding, error, warning
+from verlctl.checks.findings import Finding, Severity, error, warning
 from verlctl.checks.units import id_list
 from verlctl.detect.common import Unavailable, UnavailableCode
 from verlctl.detect.gpu import GpuInfo
@@ -41,7 +41,8 @@ def _tool_unavailable(spec: RunSpec, result: Unavailable) -> Finding:
     return error(f"{tool.replace('-', '_')}_failed", f"{tool} did not give the {kind} list: {result.reason}", "device")
 
 
-def _npu_findings(spec: RunSpec, npu: NpuInfo, holders: Mapping[int, str]) -> list[Finding]:
+def _npu_findings(spec: RunSpec, npu: NpuInfo, holders: Mapping[int, str],
+                  runs: Mapping[int, list[str]]) -> list[Finding]:
     by_id: dict[int, list[NpuDevice]] = {}
     for d in npu.devices:
         by_id.setdefault(npu_logical_id(d), []).append(d)
@@ -63,23 +64,51 @@ def _npu_findings(spec: RunSpec, npu: NpuInfo, holders: Mapping[int, str]) -> li
                         f"use healthy devices only; see `npu-smi info -t health -i {chip.id}`",
                     )
                 )
-        procs = [p for p in npu.processes if any(p.device == c.id and p.chip in (None, c.chip) for c in chips)]
-        if procs:
-            out.append(_device_busy("NPU", dev, [(p.pid, p.name) for p in procs], holders))
+    for dev, procs in _npu_busy(spec, npu).items():
+        out.append(_device_busy(spec, "NPU", dev, procs, holders, runs))
     return out
 
 
-def _gpu_findings(spec: RunSpec, gpu: GpuInfo, holders: Mapping[int, str]) -> list[Finding]:
+def _npu_busy(spec: RunSpec, npu: NpuInfo) -> dict[int, list[tuple[int, str]]]:
+    """cluster.devices (logical ids) -> the processes npu-smi shows on them, for the busy ones."""
+    out: dict[int, list[tuple[int, str]]] = {}
+    for dev in spec.cluster.devices:
+        chips = [d for d in npu.devices if npu_logical_id(d) == dev]
+        procs = [(p.pid, p.name) for p in npu.processes
+                 if any(p.device == c.id and p.chip in (None, c.chip) for c in chips)]
+        if procs:
+            out[dev] = procs
+    return out
+
+
+def _gpu_busy(spec: RunSpec, gpu: GpuInfo) -> dict[int, list[tuple[int, str]]]:
+    out: dict[int, list[tuple[int, str]]] = {}
+    for dev in spec.cluster.devices:
+        procs = [(p.pid, p.name) for p in gpu.processes if p.device == dev]
+        if procs and dev in gpu.gpu_ids:
+            out[dev] = procs
+    return out
+
+
+def busy_devices(spec: RunSpec, machine: MachineState) -> dict[int, list[tuple[int, str]]]:
+    """The devices of cluster.devices another process holds, by the device tool: id -> [(pid, name)]. The one
+    notion of "busy" that the device check and the memory fit (free, not total, memory) share."""
+    result = machine.npu if spec.device == "npu" else machine.gpu if spec.device == "gpu" else None
+    if isinstance(result, NpuInfo):
+        return _npu_busy(spec, result)
+    if isinstance(result, GpuInfo):
+        return _gpu_busy(spec, result)
+    return {}
+
+
+def _gpu_findings(spec: RunSpec, gpu: GpuInfo, holders: Mapping[int, str],
+                  runs: Mapping[int, list[str]]) -> list[Finding]:
     out: list[Finding] = []
     missing = [dev for dev in spec.cluster.devices if dev not in gpu.gpu_ids]
     if missing:
         out.append(_device_missing("GPU", "nvidia-smi", missing, gpu.gpu_ids))
-    for dev in spec.cluster.devices:
-        if dev not in gpu.gpu_ids:
-            continue
-        procs = [(p.pid, p.name) for p in gpu.processes if p.device == dev]
-        if procs:
-            out.append(_device_busy("GPU", dev, procs, holders))
+    for dev, procs in _gpu_busy(spec, gpu).items():
+        out.append(_device_busy(spec, "GPU", dev, procs, holders, runs))
     return out
 
 
@@ -106,19 +135,38 @@ def device_tool_findings(spec: RunSpec) -> list[Finding]:
     return [_tool_unavailable(spec, Unavailable(probe=tool, code=UnavailableCode.NOT_FOUND, reason=f"{tool} not found"))]
 
 
-def _device_busy(kind: str, dev: int, procs: list[tuple[int, str]], holders: Mapping[int, str]) -> Finding:
+#: The opt-in that turns a busy device from an error into a warning.
+ALLOW_BUSY = "cluster.allow_busy_devices"
+
+
+def device_busy(spec: RunSpec, message: str, hint: str) -> Finding:
+    """A busy device: an error unless the spec opts in (:data:`ALLOW_BUSY`), then a warning. Training there runs
+    out of memory or slows the other job down: sharing is a decision, never a default."""
+    found = error("device_busy", message, "cluster.devices", hint)
+    if spec.cluster.allow_busy_devices:
+        found = found.model_copy(update={"severity": Severity.WARNING})
+    return found
+
+
+def busy_hint(spec: RunSpec, whose: str = "") -> str:
+    if spec.cluster.allow_busy_devices:
+        return (f"{ALLOW_BUSY} is true: the run shares the device; the memory fit counts only its free memory. "
+                + whose).strip()
+    return ("stop those processes, or choose free devices in cluster.devices; to share the device deliberately set "
+            f"{ALLOW_BUSY}: true (the memory fit then counts only its free memory). " + whose).strip()
+
+
+def _device_busy(spec: RunSpec, kind: str, dev: int, procs: list[tuple[int, str]], holders: Mapping[int, str],
+                 runs: Mapping[int, list[str]]) -> Finding:
     listed = ", ".join(f"{pid} ({name or '?'})" for pid, name in procs)
     # Whose they are (an earlier run still holding the devices, Ascend's EJ0001): verlctl offers to stop
     # only the processes of runs it recorded.
     # The lines come with the facts (``CheckFacts.holders``, collected by the caller from /proc and the run
     # records); a pid without one is listed above only.
     whose = "; ".join(holders[pid] for pid, _ in procs[:4] if pid in holders)
-    return warning(
-        "device_busy",
-        f"{kind} {dev} is in use by {len(procs)} process(es): {listed}",
-        "cluster.devices",
-        "stop those processes, or choose free devices: training on a busy device runs out of memory. " + whose,
-    )
+    mine = f"; your live verlctl run {', '.join(runs[dev])} uses it" if runs.get(dev) else ""
+    return device_busy(spec, f"{kind} {dev} is in use by {len(procs)} process(es): {listed}{mine}",
+                       busy_hint(spec, whose))
 
 
 def busy_pids(spec: RunSpec, machine: MachineState) -> list[int]:
@@ -130,9 +178,12 @@ def busy_pids(spec: RunSpec, machine: MachineState) -> list[int]:
     return list(dict.fromkeys(p.pid for p in result.processes))
 
 
-def check_devices(spec: RunSpec, machine: MachineState, holders: Mapping[int, str] | None = None) -> list[Finding]:
-    """The chosen devices exist, are healthy (NPU health OK) and are not busy; ``holders``: pid -> who holds
-    it (one line each, for the busy ones). ``device: cpu`` (the demo device layer) has no devices to check."""
+def check_devices(spec: RunSpec, machine: MachineState, holders: Mapping[int, str] | None = None,
+                  runs: Mapping[int, list[str]] | None = None) -> list[Finding]:
+    """The chosen devices exist, are healthy (NPU health OK) and are not busy (an error unless
+    ``cluster.allow_busy_devices``); ``holders``: pid -> who holds it (one line each, for the busy ones);
+    ``runs``: device -> the user's live verlctl runs on it (named in the finding). ``device: cpu`` (the demo
+    device layer) has no devices to check."""
     if spec.device == "cpu":
         return []
     result: NpuInfo | GpuInfo | Unavailable | None = machine.npu if spec.device == "npu" else machine.gpu
@@ -140,6 +191,35 @@ def check_devices(spec: RunSpec, machine: MachineState, holders: Mapping[int, st
         return []
     if isinstance(result, Unavailable):
         return [_tool_unavailable(spec, result)]
-    if isinstance(result, NpuInfo):
-        return _npu_findings(spec, result, holders or {})
-    return _gpu_findings(spec, result, holders or {})
+    found = (_npu_findings(spec, result, holders or {}, runs or {}) if isinstance(result, NpuInfo)
+             else _gpu_findings(spec, result, holders or {}, runs or {}))
+    if result.devices and not result.process_table_seen:  # no process list: "not busy" would be a guess
+        lister = "npu-smi info" if isinstance(result, NpuInfo) else "nvidia-smi"
+        found.append(warning(
+            "device_busy_unchecked",
+            f"{lister} showed no process list: whether another process holds cluster.devices "
+            f"{id_list(list(spec.cluster.devices))} was not checked",
+            "cluster.devices",
+            f"run `{lister}` and look for processes on those devices before launching",
+        ))
+    return found
+
+
+def run_devices_findings(spec: RunSpec, machine: MachineState, runs: Mapping[int, list[str]]) -> list[Finding]:
+    """The devices of cluster.devices that a live verlctl run of this user's uses (``runs``: device -> run ids,
+    from the run records), but that the device tool does not show busy (the run is still loading, or the tool
+    did not answer): busy too, with the same severity and opt-in (O5: two runs on one device both started).
+    The devices the tool shows busy are reported by :func:`check_devices`, naming the run."""
+    if spec.device == "cpu":
+        return []
+    shown = set(busy_devices(spec, machine))
+    out = []
+    for dev in spec.cluster.devices:
+        ids = runs.get(dev)
+        if not ids or dev in shown:
+            continue
+        kind = "NPU" if spec.device == "npu" else "GPU"
+        out.append(device_busy(
+            spec, f"{kind} {dev} is used by your live verlctl run {', '.join(ids)} (its spec's cluster.devices)",
+            busy_hint(spec, f"`verlctl stop {ids[0]}` frees it")))
+    return out

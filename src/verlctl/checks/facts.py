@@ -15,6 +15,16 @@ from verlctl.detect.machine import MachineState
 from verlctl.detect.models import ModelInfo
 from verlctl.detect.node_probe import NodeFacts
 from verlctl.detect.reach import ReachResult
+from verlctl.detect.system import DiskSpace
+
+
+class LiveRun(BaseModel):
+    """One of this user's recorded verlctl runs that shares devices with the spec being checked."""
+
+    run_id: str
+    devices: list[int]  # the devices of the checked spec's cluster.devices that this run's spec uses
+    state: str  # "running", or "unknown" (its processes could not be checked)
+    why: str = ""  # the run state's reason (for "unknown": why it could not be decided)
 
 
 class CheckFacts(BaseModel):
@@ -30,6 +40,11 @@ class CheckFacts(BaseModel):
     recipe_missing: str | None = None  # the recipe entry file the work dir lacks (0.7.0 DAPO / one-step-off)
     image_versions: ImageVersions | None = None  # Python and Ray where training runs (None: not asked)
     holders: dict[int, str] = {}  # pid on a device -> who holds it (runtime.holders), for device_busy
+    # this user's verlctl runs (gated records) whose spec uses devices of this spec on its nodes, with their state
+    # ("running", or "unknown": not decided); None: not collected (O5)
+    live_runs: list[LiveRun] | None = None
+    log_disk: DiskSpace | Unavailable | None = None  # free space where paths.logs is (None: unset or in a container)
+    log_shares_checkpoint_fs: bool | None = None  # paths.logs and paths.checkpoints are on one file system
     # --- added for the one verdict (checks/verdict.py); None: not collected
     not_collected: dict[str, str] = {}  # Need value -> why those facts are not here ("no Docker engine")
     device_nodes_missing: list[str] | None = None  # /dev/davinciN of cluster.devices absent on this host

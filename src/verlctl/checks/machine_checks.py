@@ -160,7 +160,8 @@ def summarize(resolved: ResolvedSpec, facts: CheckFacts) -> dict[str, Any]:
     ckpt: dict[str, Any] | None = None
     if isinstance(facts.checkpoint, CheckpointProbe):
         ckpt = facts.checkpoint.model_dump()
-        ckpt["checkpoint_bytes"] = checkpoint_bytes(model.param_count) if model and model.param_count else None
+        ckpt["checkpoint_bytes"] = (checkpoint_bytes(model.param_count, spec.strategy)
+                                  if model and model.param_count else None)
     elif isinstance(facts.checkpoint, Unavailable):
         ckpt = {"status": "unavailable", "reason": facts.checkpoint.reason}
     return {

@@ -398,6 +398,7 @@ class Estimate:
     kv_tokens_fit: float | None
     kv_tokens_wanted: int
     advice: list[str] = field(default_factory=list)
+    device_note: str | None = None  # where the device memory ("have") comes from, when it is not the total
 
     @property
     def failing(self) -> list[str]:
@@ -434,6 +435,7 @@ class Estimate:
             },
             "fits": self.fits,
             "advice": list(self.advice),
+            "device_note": self.device_note,
         }
 
 
@@ -729,6 +731,38 @@ def hbm_from_machine(spec: Any, machine: Any) -> float | None:
     return min(sizes) / 1024.0 if sizes else None
 
 
+def hbm_free_from_machine(spec: Any, machine: Any) -> tuple[float | None, str | None]:
+    """The smallest FREE device memory (GiB) among the chosen devices that another process holds (the device
+    check's notion of busy, ``checks.devices.busy_devices``), and a note saying so; (None, None) when none of
+    them is busy or their memory use is not shown. vLLM and the trainer get only what is free on a busy device."""
+    from verlctl.checks.devices import busy_devices, npu_logical_id
+    from verlctl.detect.gpu import GpuInfo
+    from verlctl.detect.npu import NpuInfo
+
+    busy = busy_devices(spec, machine)
+    if not busy:
+        return None, None
+    free: dict[int, tuple[int, int]] = {}  # device -> (free MB, total MB)
+    if spec.device == "npu" and isinstance(machine.npu, NpuInfo):
+        for d in machine.npu.devices:
+            dev = npu_logical_id(d)
+            if dev in busy and d.hbm_total_mb and d.hbm_used_mb is not None:
+                left = max(0, d.hbm_total_mb - d.hbm_used_mb)
+                free[dev] = min(free.get(dev, (left, d.hbm_total_mb)), (left, d.hbm_total_mb))
+    elif spec.device == "gpu" and isinstance(machine.gpu, GpuInfo):
+        for g in machine.gpu.devices:
+            if g.id in busy and g.memory_total_mb and g.memory_used_mb is not None:
+                free[g.id] = (max(0, g.memory_total_mb - g.memory_used_mb), g.memory_total_mb)
+    if not free:
+        return None, None
+    worst = min(free, key=lambda k: free[k][0])
+    kind = "NPU" if spec.device == "npu" else "GPU"
+    ids = ", ".join(str(d) for d in sorted(free))
+    note = (f"free memory of the busy {kind} {ids}: {kind} {worst} has {free[worst][0] / 1024:.1f} of "
+            f"{free[worst][1] / 1024:.1f} GiB free (another process holds the rest)")
+    return free[worst][0] / 1024.0, note
+
+
 def host_from_machine(machine: Any) -> float | None:
     from verlctl.detect.machine import SystemInfo
 
@@ -745,12 +779,19 @@ def estimate_run(
     version: str | None = None,
     hbm_gib: float | None = None,
     host_gib: float | None = None,
+    free_gib: float | None = None,
+    free_note: str | None = None,
 ) -> Estimate:
-    """The estimate with its advice; the spec's ``cluster.*_memory_gib`` win over detected values."""
+    """The estimate with its advice; the spec's ``cluster.*_memory_gib`` win over detected values, and the free
+    memory of a busy device (``free_gib``, :func:`hbm_free_from_machine`) caps both."""
     hbm = spec.cluster.device_memory_gib or hbm_gib
+    note = None
+    if free_gib is not None and (hbm is None or free_gib < hbm):
+        hbm, note = free_gib, free_note
     host = spec.cluster.host_memory_gib or host_gib
     est = estimate(layout_for(spec, features, version), shape, hbm, host)
     est.advice = advise(est, hbm, host)
+    est.device_note = note
     return est
 
 
@@ -768,7 +809,8 @@ def memory_findings(est: Estimate | None, reason: str | None = None) -> list[Fin
         assert p.have is not None
         out.append(error(
             "memory_device_fit",
-            f"{name} phase needs about {p.need / GIB:.1f} GiB per device, {p.have / GIB:.1f} GiB available",
+            f"{name} phase needs about {p.need / GIB:.1f} GiB per device, {p.have / GIB:.1f} GiB available"
+            + (f" ({est.device_note})" if est.device_note else ""),
             "features" if name != "rollout" else "train.rollout_memory_utilization",
             hint,
         ))
@@ -845,6 +887,8 @@ def table_lines(est: Estimate) -> list[str]:
     rows.append(("host RAM (per node)", gib(h.need), gib(h.have), "?" if h.fits is None else ("yes" if h.fits else "NO")))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)) for r in rows]
+    if est.device_note:
+        lines.append(f"device memory: {est.device_note}")
     if est.kv_tokens_fit is not None:
         lines.append(f"KV cache: ~{max(0, int(est.kv_tokens_fit))} tokens per rollout replica, "
                      f"{est.kv_tokens_wanted} wanted at once")
@@ -852,7 +896,8 @@ def table_lines(est: Estimate) -> list[str]:
 
 
 def estimate_for_command(
-    resolved: Any, command: Any, hbm_gib: float | None = None, host_gib: float | None = None
+    resolved: Any, command: Any, hbm_gib: float | None = None, host_gib: float | None = None,
+    free_gib: float | None = None, free_note: str | None = None,
 ) -> tuple[Estimate | None, str | None]:
     """The estimate for a composed TrainingCommand (its feature states and verl version), or why not."""
     spec = resolved.spec
@@ -865,4 +910,4 @@ def estimate_for_command(
     chunked = command.features.get("chunked_prefill")
     # chunked prefill is verl's default: only an explicit "off" that is written (emits_off) turns it off
     features["chunked_prefill_off"] = bool(chunked is not None and chunked.applicable and chunked.emits_off)
-    return estimate_run(spec, features, shape, command.version, hbm_gib, host_gib), None
+    return estimate_run(spec, features, shape, command.version, hbm_gib, host_gib, free_gib, free_note), None

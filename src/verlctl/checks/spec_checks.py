@@ -13,6 +13,7 @@ from __future__ import annotations
 from verlctl.checks import async_rules as async_rules  # verl 0.9.1's async trainers' asserts
 from verlctl.checks import defects as defects  # the known-defect table's spec-only entries
 from verlctl.checks import managed as managed  # extra overrides of keys verlctl manages
+from verlctl.checks import ray_ports as ray_ports  # Ray's own port layout
 from verlctl.checks.findings import Finding
 from verlctl.checks.rules import RULES, RuleCtx
 from verlctl.spec.resolve import ResolvedSpec

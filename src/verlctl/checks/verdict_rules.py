@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from verlctl.checks.checkpoints import CHECKPOINT_CITES
 from verlctl.checks.findings import Finding, error, warning
 from verlctl.checks.rules import V070, V091, Cite
 from verlctl.checks.verdict import Need, VerdictCtx, fact_rule
@@ -115,16 +116,19 @@ def _max_model_len(ctx: VerdictCtx) -> Iterable[Finding]:
     needs=(MODEL,),
 )
 def _memory(ctx: VerdictCtx) -> Iterable[Finding]:
-    """The memory fit per phase, with the device memory and RAM of this host when known (U1)."""
+    """The memory fit per phase, with the device memory and RAM of this host when known (U1); on a device
+    another process holds, its free memory, not its total (U21)."""
     from verlctl.checks.memory import (
         estimate_for_command,
+        hbm_free_from_machine,
         hbm_from_machine,
         host_from_machine,
         memory_findings,
     )
 
     hbm, host = hbm_from_machine(ctx.spec, ctx.facts.machine), host_from_machine(ctx.facts.machine)
-    est, why = estimate_for_command(ctx.resolved, ctx.command, hbm, host)
+    free, note = hbm_free_from_machine(ctx.spec, ctx.facts.machine)  # a busy device: only its free memory (U21)
+    est, why = estimate_for_command(ctx.resolved, ctx.command, hbm, host, free, note)
     ctx.memory = est
     return memory_findings(est, why)
 
@@ -196,12 +200,26 @@ def _prompts(ctx: VerdictCtx) -> Iterable[Finding]:
 
 @fact_rule("checkpoint_dir", ("checkpoint_not_dir", "checkpoint_not_writable", "checkpoint_unchecked",
                               "checkpoint_size_unknown", "checkpoint_space", "checkpoint_space_low",
-                              "checkpoint_space_unknown"), needs=(HOST,))
+                              "checkpoint_space_unknown"), needs=(HOST,), cites=CHECKPOINT_CITES)
 def _ckpt(ctx: VerdictCtx) -> Iterable[Finding]:
-    """The checkpoint directory is writable and has room."""
+    """The checkpoint directory is writable and has room for one checkpoint as verl saves it by default
+    (model, optimizer state, by strategy: U22)."""
     from verlctl.checks.checkpoints import check_checkpoints
 
     return check_checkpoints(ctx.spec, ctx.facts.checkpoint, ctx.facts.model)
+
+
+@fact_rule("log_dir", ("log_space", "log_space_unknown"), needs=(HOST,))
+def _logs(ctx: VerdictCtx) -> Iterable[Finding]:
+    """paths.logs has room for the run's logs (and for a checkpoint too when both share a file system: U22)."""
+    from verlctl.checks.checkpoints import check_log_space, checkpoint_bytes, model_params
+
+    spec, facts = ctx.spec, ctx.facts
+    shared = None
+    if facts.log_shares_checkpoint_fs and spec.train.save_freq != -1:
+        params = model_params(facts.model, spec)
+        shared = checkpoint_bytes(params, spec.strategy) if params else None
+    return check_log_space(spec, facts.log_disk, shared)
 
 
 @fact_rule("checkpoint_storage", ("checkpoints_not_shared", "checkpoints_shared"), needs=(HOST,))
@@ -229,13 +247,45 @@ def _resume(ctx: VerdictCtx) -> Iterable[Finding]:
         )
 
 
-@fact_rule("devices", ("device_missing", "device_unhealthy", "device_busy", "npu_smi_missing", "npu_smi_failed",
+@fact_rule("devices", ("device_missing", "device_unhealthy", "device_busy", "device_busy_unchecked",
+                       "npu_smi_missing", "npu_smi_failed",
                        "nvidia_smi_missing", "nvidia_smi_failed"), needs=(HOST,))
 def _devices(ctx: VerdictCtx) -> Iterable[Finding]:
     """The chosen devices exist, are healthy and are not busy."""
     from verlctl.checks.devices import check_devices
 
-    return check_devices(ctx.spec, ctx.facts.machine, ctx.facts.holders)
+    return check_devices(ctx.spec, ctx.facts.machine, ctx.facts.holders, running_runs(ctx))
+
+
+def running_runs(ctx: VerdictCtx) -> dict[int, list[str]]:
+    """Device -> this user's running verlctl runs on it (empty when the live runs were not collected)."""
+    out: dict[int, list[str]] = {}
+    for r in ctx.facts.live_runs or []:
+        if r.state == "running":
+            for d in r.devices:
+                out.setdefault(d, []).append(r.run_id)
+    return out
+
+
+@fact_rule("run_devices", ("device_busy", "device_run_unknown"), needs=(LIVE,))
+def _run_devices(ctx: VerdictCtx) -> Iterable[Finding]:
+    """The devices of this user's live verlctl runs count as busy, whether or not the device tool shows them
+    yet (O5); a run whose state cannot be decided is a warning naming it."""
+    from verlctl.checks.devices import run_devices_findings
+
+    if ctx.facts.live_runs is None:
+        return
+    yield from run_devices_findings(ctx.spec, ctx.facts.machine, running_runs(ctx))
+    for r in ctx.facts.live_runs:
+        if r.state != "running":
+            kind = "NPU" if ctx.spec.device == "npu" else "GPU"
+            yield warning(
+                "device_run_unknown",
+                f"{kind} {', '.join(map(str, r.devices))} may be in use by your verlctl run {r.run_id}: its state "
+                f"could not be decided ({r.why or r.state})",
+                "cluster.devices",
+                f"`verlctl status {r.run_id}` checks it; `verlctl stop {r.run_id}` ends it",
+            )
 
 
 @fact_rule("device_kind", ("device_not_here",), needs=(HOST,))

@@ -20,10 +20,18 @@ LAYER_ENV = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_port(taken: set[int] | None = None) -> int:
+    """A port nothing listens on, not in ``taken`` and not one Ray reserves by default (its worker-port range,
+    client server and dashboard agent ports: ``ray start`` refuses a port two components share)."""
+    from verlctl.detect.ray_ports import reserved_by_default
+
+    for _ in range(1000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in (taken or ()) and not reserved_by_default(port):
+            return port
+    raise OSError("no free port outside Ray's reserved ports")
 
 
 def q(value: object) -> str:
@@ -34,7 +42,9 @@ def q(value: object) -> str:
 def demo_spec(folder: Path, python_env: Path, algorithm: str, steps: int) -> str:
     """The text of ``demo/run.yaml`` for a run in ``folder`` (absolute) on the environment ``python_env``."""
     f = folder
-    ports = {name: free_port() for name in ("ray", "dashboard", "client", "agent", "agent_grpc", "metrics")}
+    ports: dict[str, int] = {}
+    for name in ("ray", "dashboard", "client", "agent", "agent_grpc", "metrics"):
+        ports[name] = free_port(set(ports.values()))  # distinct: the kernel may hand out one port twice
     env_lines = "\n".join(f"  {k}: {q(v)}" for k, v in LAYER_ENV.items())
     return f"""\
 # verlctl demo: real verl {'0.9.1'} on this machine's CPU, through verlctl's ordinary launch.

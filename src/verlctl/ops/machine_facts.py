@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from verlctl.checks.devices import busy_pids
-from verlctl.checks.facts import CheckFacts
+from verlctl.checks.facts import CheckFacts, LiveRun
 from verlctl.checks.storage import collect_storage
 from verlctl.detect.check_probes import (
     CHECKPOINT_PROBE_SNIPPET,
@@ -172,6 +172,30 @@ def _collect_checkpoint(spec: RunSpec, docker: _Docker | None, timeout: float) -
     return parse_checkpoint_probe(res.out, f"container {ex.name}")
 
 
+def _inside_workdir(spec: RunSpec, path: str) -> bool:
+    workdir = spec.container.workdir.rstrip("/")
+    return spec.container.runtime == "docker" and (path == workdir or path.startswith(workdir + "/"))
+
+
+def collect_log_disk(spec: RunSpec, checkpoint: Any, timeout: float) -> tuple[Any, bool | None]:
+    """Free space where paths.logs is (a host directory, mounted at the same path in a container), and whether
+    the checkpoints (probed on this host) are on the same file system; (None, None) when paths.logs is unset or
+    lies in the container's work dir."""
+    from verlctl.detect.system import DiskSpace, disk_space
+
+    path = spec.paths.logs
+    if not path or _inside_workdir(spec, path):
+        return None, None
+    disk = disk_space(path, min(timeout, 5.0))
+    shared: bool | None = None
+    if isinstance(disk, DiskSpace) and isinstance(checkpoint, CheckpointProbe) and checkpoint.checked_in == "host":
+        try:
+            shared = os.stat(disk.checked_path).st_dev == os.stat(checkpoint.checked_path).st_dev
+        except OSError:
+            shared = None
+    return disk, shared
+
+
 def collect_recipe(resolved: ResolvedSpec, docker: _Docker | None, timeout: float) -> str | None:
     """The recipe entry file (e.g. recipe/dapo/main_dapo.py) when the work dir lacks it; None when present,
     not needed, or not checkable (the container is not running)."""
@@ -273,6 +297,55 @@ def checkpoint_users(spec: RunSpec) -> list[str]:
         return []
 
 
+def _nodes_of(nodes: list[str], single: bool) -> set[str]:
+    return {"this machine"} if single else set(nodes)
+
+
+def live_runs(spec: RunSpec) -> list[LiveRun]:
+    """This user's recorded runs that are not over and whose spec uses devices of ``spec`` on a node of
+    ``spec`` (O5): read through the record gate (``records.scan_runs``: refused and damaged records are never
+    used) and each run's own spec (``RunRecord.load_spec``, which checks the record again); their state as
+    ``verlctl list`` decides it (the verified process check where the record does not say). Slurm runs are
+    placed by the scheduler and are not compared."""
+    from verlctl.errors import VerlctlError
+    from verlctl.ops.inspect import run_states
+    from verlctl.runtime.records import scan_runs
+
+    try:
+        runs, _damaged = scan_runs()
+    except VerlctlError:
+        return []
+    mine = _nodes_of(list(spec.cluster.nodes), spec.cluster.node_count <= 1)
+    wanted = set(spec.cluster.devices)
+    candidates: list[tuple[Any, list[int]]] = []
+    for r in runs:
+        if r.stopped or r.runtime not in ("docker", "host"):
+            continue
+        theirs = _nodes_of([a for a in (r.head_address, *(w.address for w in r.workers)) if a],
+                           r.head_address is None and not r.workers)
+        if not mine & theirs:
+            continue
+        try:
+            other = r.load_spec().spec
+        except VerlctlError:
+            continue
+        if other.device != spec.device:
+            continue
+        shared = sorted(wanted & set(other.cluster.devices))
+        if shared:
+            candidates.append((r, shared))
+    if not candidates:
+        return []
+    states = run_states([r for r, _ in candidates])
+    out: list[LiveRun] = []
+    for r, shared in candidates:
+        st = states.get(r.run_id)
+        state = st.state if st is not None else "unknown"
+        if state in ("running", "unknown"):
+            out.append(LiveRun(run_id=r.run_id, devices=shared, state=state, why=st.why if st is not None else ""))
+    return out
+
+
 def ray_ports_busy(spec: RunSpec) -> list[int] | None:
     """Multi-node runs start the head on master_addr (maybe not this host): only a single node is tested."""
     from verlctl.checks.field_checks import ports_in_use
@@ -316,6 +389,7 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S, *,
         facts.ray_ports_busy = ray_ports_busy(spec)
         facts.hccl_ports_busy = hccl_ports_busy(resolved)
         facts.checkpoint_users = checkpoint_users(spec)
+        facts.live_runs = live_runs(spec)
     missing: dict[str, str] = {}
     if len(spec.cluster.nodes) > 1:
         missing["nodes"] = "the per-node pre-flight runs in verlctl launch, inside every node's container"
@@ -374,8 +448,11 @@ def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None
     finally:
         if docker is not None:
             docker.close()
+    log_disk, log_shared = collect_log_disk(spec, checkpoint, budget_s)
     return CheckFacts(
         machine=machine,
+        log_disk=log_disk,
+        log_shares_checkpoint_fs=log_shared,
         model=_as_result(got["model"], "model") if "model" in got else None,
         datasets=datasets,
         checkpoint=checkpoint,

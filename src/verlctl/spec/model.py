@@ -225,6 +225,12 @@ class ClusterSpec(_Strict):
     fabric: FabricSpec = Field(
         default_factory=FabricSpec, description="The collective fabric test before training.",
     )
+    allow_busy_devices: bool = Field(
+        default=False,
+        description="Train on devices that another process holds (another job, or another live verlctl run of "
+        "yours). `check` and `launch` refuse busy devices unless this is true; the memory fit then counts only "
+        "the memory those devices have free.",
+    )
 
     @field_validator("nodes", "devices", mode="before")
     @classmethod

@@ -366,10 +366,17 @@ def round_basic(ctx: RoundContext) -> None:
             )
             ids = [int(v) for v in chosen]
             a.set("cluster.devices", ids if sorted(ids) != sorted(current) else current)
-            from verlctl.checks.devices import busy_pids, check_devices
+            from verlctl.checks.devices import ALLOW_BUSY, busy_devices, busy_pids, check_devices
             from verlctl.runtime.holders import describe_holders
 
             spec_now = a.current.spec
+            shared = sorted(busy_devices(spec_now, ctx.machine))
+            if shared and not spec_now.cluster.allow_busy_devices:
+                # Selecting a busy device (never pre-selected) is the explicit opt-in check and launch ask for.
+                a.set_many({ALLOW_BUSY: True}, label="your choice of busy devices")
+                ctx.note(f"{ALLOW_BUSY}: true saved (you chose busy device(s) {', '.join(map(str, shared))}): "
+                         "the run shares them; the memory fit counts only their free memory")
+                spec_now = a.current.spec
             for f in check_devices(spec_now, ctx.machine, describe_holders(busy_pids(spec_now, ctx.machine))):
                 ctx.note(f"{f.severity.value}: {f.message}")
         else:
