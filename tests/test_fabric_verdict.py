@@ -77,3 +77,12 @@ def test_the_probe_output_is_read_line_by_line_and_garbage_is_ignored() -> None:
     text = ('noise\nFABRIC {"world": 2}\nFABRIC_ERROR {"rank": 1}\nFABRIC_ERROR not json\nFABRIC [1]\n')
     assert parse_output(text) == ({"world": 2}, [{"rank": 1}])
     assert parse_output("") == (None, [])
+
+
+def test_the_summary_and_the_floor_use_the_largest_size_of_the_sweep() -> None:
+    sweep = [{"bytes": 1 << 20, "busbw_gbps": 3.0}, {"bytes": 64 << 20, "busbw_gbps": 20.0}]
+    (measured_,) = fabric_findings(spec(device="npu"), measured(allreduce=sweep), NODES)
+    assert measured_.message.startswith("all-reduce bus bandwidth 20.00 GB/s at 64 MiB over 4 ranks (hccl)")
+    low = [{"bytes": 1 << 20, "busbw_gbps": 30.0}, {"bytes": 16 << 20, "busbw_gbps": 10.0}]
+    codes = [f.code for f in fabric_findings(spec(device="npu"), measured(allreduce=low), NODES)]
+    assert codes == ["fabric_measured", "fabric_busbw_low"]
