@@ -45,6 +45,10 @@ def test_launch_new_container_run_status_stop_then_reuse(lenv: LaunchEnv, docker
     res = lenv.cli("launch", "-c", str(lenv.spec_file), "--yes", "--verify-timeout", "180")
     assert res.code == 0, res.out + res.err
     assert "create container" in res.out and "training is running" in res.out
+    # the verdict looked into the image (a throw-away container) for this very command: not a second time
+    out = " ".join(res.out.split())
+    assert f"preflight: looked up before launch in image {lenv.image} (a throw-away container)" in out, out
+    assert "preflight: compose" not in out
 
     container = docker_engine.containers.get(lenv.name)
     assert container.attrs["HostConfig"]["NetworkMode"] == "host"

@@ -830,7 +830,8 @@ class Launcher:
         same findings (``checks.container.target_lookup_findings``)."""
         from verlctl.checks.container import target_lookup_findings
 
-        before = getattr(self.facts, "target_lookup", None) if self.facts is not None else None
+        # (multi-node: the verdict looked with this host's engine, the head may be another: look there)
+        before = getattr(self.facts, "target_lookup", None) if self.facts is not None and not self.workers else None
         if before is not None and before.finished and before.payload_sha == preflight.payload_sha(
                 the_plan.command, workdir):
             self.report.step(f"preflight: looked up before launch in {before.where} "
