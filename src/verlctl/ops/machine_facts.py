@@ -175,8 +175,10 @@ def _collect_checkpoint(spec: RunSpec, docker: _Docker | None, timeout: float) -
     return parse_checkpoint_probe(res.out, f"container {ex.name}")
 
 
-#: The in-target look-up's time bound, in multiples of check's --budget (it imports verl: slow on a loaded host).
-LOOKUP_BUDGETS = 3
+#: The in-target look-up's time bound, in multiples of check's --budget. Its fast steps (versions, recipe file,
+#: packages, composition) take seconds; the entry's imports and verl's validate_config load torch (a minute on a
+#: loaded 2-core host): where the bound ends them, the verdict says so and launch looks again in its preflight.
+LOOKUP_BUDGETS = 1
 
 
 def collect_lookup(resolved: ResolvedSpec, docker: _Docker | None, timeout: float) -> tuple[TargetLookup | None, str]:

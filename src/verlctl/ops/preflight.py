@@ -51,20 +51,26 @@ for need in spec.get("packages", []):
     if importlib.util.find_spec(need["module"]) is None:
         print("VERLCTL_PREFLIGHT_MISSING " + json.dumps(need))
         sys.exit(3)
-print("VERLCTL_PREFLIGHT_STEP the imports of the entry point", flush=True)
-for name in spec.get("imports", []):
-    try:
-        importlib.import_module(name)
-    except Exception as exc:  # noqa: BLE001
-        text = " ".join(("%s: %s" % (type(exc).__name__, exc)).split())
-        print("VERLCTL_PREFLIGHT_FAIL %s does not import (%s): %s" % (name, text, spec["imports_hint"].get(name, "")))
-        sys.exit(3)
-print("VERLCTL_PREFLIGHT_STEP the Hydra composition of the overrides", flush=True)
 
+
+def check_imports():
+    # The entry's imports (slow: they load torch), after the fast composition.
+    print("VERLCTL_PREFLIGHT_STEP the imports of the entry point", flush=True)
+    for name in spec.get("imports", []):
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001
+            text = " ".join(("%s: %s" % (type(exc).__name__, exc)).split())
+            print("VERLCTL_PREFLIGHT_FAIL %s does not import (%s): %s" % (name, text, spec["imports_hint"].get(name, "")))
+            sys.exit(3)
+
+
+print("VERLCTL_PREFLIGHT_STEP the Hydra composition of the overrides", flush=True)
 try:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 except Exception as exc:  # noqa: BLE001
+    check_imports()
     print("VERLCTL_PREFLIGHT_SKIP hydra is not importable here: %s" % exc)
     sys.exit(0)
 
@@ -97,6 +103,7 @@ except Exception as exc:  # noqa: BLE001
     text = " ".join(str(exc).split())
     print("VERLCTL_PREFLIGHT_FAIL %s: %s" % (type(exc).__name__, text))
     sys.exit(3)
+check_imports()
 
 # verl's own validator, where the entry point calls it and verl imports here.
 if not spec.get("validate"):
@@ -127,8 +134,8 @@ print("VERLCTL_PREFLIGHT_OK %d overrides" % len(overrides))
 '''
 
 #: The look-up script: the stack's versions first (one line, ``VERLCTL_PREFLIGHT_VERSIONS {json}``), then the
-#: preflight, fastest steps first (the work dir, the recipe file, the packages an override needs, the entry's
-#: imports, the Hydra composition, verl's validate_config), each announced by a ``VERLCTL_PREFLIGHT_STEP``
+#: preflight, fastest steps first (the work dir, the recipe file, the packages an override needs, the Hydra
+#: composition, then what imports torch: the entry's imports, verl's validate_config), each announced by a ``VERLCTL_PREFLIGHT_STEP``
 #: line so that a look-up ended by its time bound says how far it got.
 SOURCE = (
     '"""verlctl preflight: compose the training command exactly as run_training.sh runs it, from its work dir."""\n'
