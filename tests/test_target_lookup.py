@@ -106,7 +106,8 @@ def test_a_misspelled_key_is_refused_by_check_from_the_targets_own_verl(tmp_path
     assert look.versions is not None and look.versions.python == ".".join(map(str, sys.version_info[:3]))
     assert facts.image_versions == look.versions  # one look-up: the versions come from it, not a second probe
     (f,) = [f for f in decide(resolved, facts).findings if f.code == "target_preflight_failed"]
-    assert (f.field, f.severity.value) == ("extra_overrides", "error") and bad in f.message
+    assert (f.field, f.severity.value) == ("extra_overrides", "error") and f.message.endswith(f"(override: {bad})")
+    assert f.hint is not None and f.hint.startswith("fix the key")
 
 
 def test_no_target_to_look_into_is_listed_as_not_checked_with_what_would_look(tmp_path: Path) -> None:
