@@ -1508,6 +1508,39 @@ def foreign_container(owner: str | None) -> Findings:
 CTX = {"max_position_embeddings": 4096}
 H100 = gpu_capture("default-565-8gpu-h100-complete-noproc-thamada-nvidia-smi.txt")
 
+def target_lookup(flash: bool = True, extra: list[str] | None = None, env: str = "venv",
+                  bound: float = 60.0) -> Findings:
+    """The target_preflight rule on a real look-up in a host Python environment (``container.runtime: host``):
+    this venv (Hydra, no flash-attn), or a bare venv without Hydra; verl's config tree from the 0.7.0 wheel."""
+    import subprocess
+    import sys
+
+    import verlcompose
+
+    def run(tmp: Path) -> list[Finding]:
+        from verlctl.ops.machine_facts import collect_lookup
+
+        (tmp / "work").mkdir()
+        python_env = sys.prefix
+        if env == "bare":
+            python_env = str(tmp / "bare")
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", python_env], check=True)
+        flags = {"verl_version": "0.7.0", "algorithm": "grpo", "device": "gpu", **FSDP, **TP1,
+                 "container.runtime": "host", "container.python_env": python_env, "container.workdir": str(tmp / "work"),
+                 "extra_overrides": extra or []}
+        if not flash:
+            flags["features.disable"] = ["flash_attn"]
+        old = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = str(verlcompose.verl_root("0.7.0"))
+        try:
+            return verdict_rule("target_preflight", lambda t, r: CheckFacts(
+                machine=MachineState(), target_lookup=collect_lookup(r, None, bound)[0]), **flags)(tmp)
+        finally:
+            os.environ.pop("PYTHONPATH") if old is None else os.environ.__setitem__("PYTHONPATH", old)
+
+    return run
+
+
 VERDICT_ROWS = [
     Row("max_model_len_over_context", ERROR, "train.max_response_length",
         verdict_rule("max_model_len", with_model, CTX, verl_version="0.9.1", **{
@@ -1545,6 +1578,18 @@ VERDICT_ROWS = [
         plan(device="cpu", **V091, **FSDP2_TP1, **{"container.runtime": "host"}), "the demo device layer"),
     Row("cpu_device_version", ERROR, "verl_version", plan(device="cpu", **FSDP2_TP1, **{"container.runtime": "host"}),
         plan(device="cpu", **V091, **FSDP2_TP1, **{"container.runtime": "host"}), "the demo device layer"),
+    Row("cpu_device_fsdp1", ERROR, "strategy", plan(device="cpu", **V091, **FSDP, **TP1, **{"container.runtime": "host"}),
+        plan(device="cpu", **V091, **FSDP2_TP1, **{"container.runtime": "host"}),
+        "torch FSDP1 with sync_module_states=True refuses a module on the CPU"),
+    Row("target_package_missing", ERROR, "features", target_lookup(), target_lookup(flash=False),
+        "RV4-3: flash_attn on, this venv has no flash-attn"),
+    Row("target_preflight_failed", ERROR, "extra_overrides",
+        target_lookup(flash=False, extra=["actor_rollout_ref.actor.nope=1"]), target_lookup(flash=False),
+        "a key the target's verl does not define"),
+    Row("target_preflight_skipped", WARNING, "container.image", target_lookup(flash=False, env="bare"),
+        target_lookup(flash=False), "a python3 without Hydra: nothing composed"),
+    Row("target_preflight_unfinished", INFO, "container.image", target_lookup(flash=False, bound=0.05),
+        target_lookup(flash=False), "the bound ended it"),
     Row("python_env_not_host", ERROR, "container.python_env", plan(**{"container.python_env": "/opt/env"}),
         plan(**{"container.python_env": "/opt/env", "container.runtime": "host"}), "a host-runtime setting"),
     Row("ray_ports_in_use", ERROR, "cluster.ray_port", ray_ports(held=True), ray_ports(held=False), "U20"),

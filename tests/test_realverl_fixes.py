@@ -4,8 +4,8 @@
 What is a double: the accelerator only (tests/realverl/verl_cpu_device_double.py, tests/image/nvidia-smi).
 Real: verl, Ray, TransferQueue, vLLM's CPU build, the FSDP2 actor, weight sync, checkpoints, resume.
 
-* flash_attn on an image without flash-attn: the launch fails in its preflight, in seconds, with the fix
-  (before: ImportError at model init after minutes);
+* flash_attn on an image without flash-attn: `check`, `launch --dry-run` and `launch` refuse it alike, before
+  anything starts, with the fix (before: ImportError at model init after minutes; then only `launch` looked);
 * the spec gives Ray no --num-cpus: start_verl.sh raises Ray's count to what verl's actors hold (before: on
   this 2-core host, Ray counted 2 and verl waited forever without a message);
 * `launch --canary`: one real step + checkpoint, a real resume + step with the weight sync, timed; then the full
@@ -32,19 +32,35 @@ def _events(env: Any) -> list[dict[str, Any]]:
     return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
 
-def test_flash_attn_without_the_package_fails_the_launch_in_seconds_with_the_fix(realverl_env: Any) -> None:
+def test_flash_attn_without_the_package_is_one_verdict_before_launch_with_the_fix(realverl_env: Any) -> None:
+    """RV4-3: `check` and `launch --dry-run` passed what `launch` refused 16 s later. Now the three look into the
+    user's running container the same way and refuse alike, before anything starts."""
     env = realverl_env
     env.spec["features"] = {}  # the default: flash_attn on
+    spec = str(env.spec_file)
     t0 = time.monotonic()
-    res = env.cli("launch", "-c", str(env.spec_file), "--yes", "--verify-timeout", "600", timeout=900)
+    check = env.cli("check", "-c", spec, "--json", timeout=600)
+    check_s = time.monotonic() - t0
+    dry = env.cli("launch", "-c", spec, "--dry-run", "--json", timeout=600)
+    t0 = time.monotonic()
+    res = env.cli("launch", "-c", spec, "--yes", "--json", "--verify-timeout", "600", timeout=900)
     took = time.monotonic() - t0
-    assert res.code != 0, res.out + res.err
-    text = " ".join((res.out + res.err).split())
-    assert "features: `+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2` needs the " \
-        "Python package flash-attn" in text, text[-3000:]
-    assert "`--disable flash_attn`" in text and "Traceback" not in res.err
-    assert [e["event"] for e in _events(env)][-1] == "launch_failed"
-    assert took < 600, took  # the preflight, not a model init that times out
+    assert [r.code for r in (check, dry, res)] == [2, 2, 2], [r.out[-3000:] + r.err[-2000:] for r in (check, dry, res)]
+
+    def errors(doc: dict[str, Any]) -> list[tuple[str, str, str]]:
+        return sorted((f["code"], f["field"], f["message"]) for f in doc["findings"] if f["severity"] == "error")
+
+    docs = [json.loads(r.out) for r in (check, dry, res)]
+    assert errors(docs[0]) == errors(docs[1]) == errors(docs[2]), [errors(d) for d in docs]
+    (missing,) = [f for f in docs[0]["findings"] if f["code"] == "target_package_missing"]
+    assert missing["field"] == "features"
+    assert missing["message"].startswith("`+actor_rollout_ref.model.override_config.attn_implementation="
+                                         "flash_attention_2` needs the Python package flash-attn"), missing
+    assert f"(looked up in container {env.name})" in missing["message"]
+    assert "`--disable flash_attn`" in missing["hint"] and "Traceback" not in res.err
+    assert not list(env.state.rglob("events.jsonl"))  # refused before anything was started or recorded
+    assert took < 300 and check_s < 300, (check_s, took)
+    print(f"flash-attn verdict: check {check_s:.1f} s, launch refused in {took:.1f} s")
 
 
 def test_canary_on_real_verl_then_the_full_run_finishes_despite_the_teardown_traceback(realverl_env: Any) -> None:

@@ -4,7 +4,7 @@ mounts; the recipe entry file in the work dir."""
 from __future__ import annotations
 
 from verlctl.checks.findings import Finding, error, info, warning
-from verlctl.detect.check_probes import DockerFacts, ImageVersions
+from verlctl.detect.check_probes import DockerFacts, ImageVersions, TargetLookup
 from verlctl.spec.model import RunSpec
 
 
@@ -130,3 +130,31 @@ def check_image_versions(verl_version: str, versions: ImageVersions | None, fiel
             f"upgrade Ray in the image (pip install 'ray[default]{req.ray_text}'), the same version on every node",
         ))
     return out
+
+
+def target_lookup_findings(spec: RunSpec, look: TargetLookup | None) -> list[Finding]:
+    """The in-target look-up as findings (``check``, ``launch --dry-run`` and ``launch`` alike): a module an
+    override needs and the target lacks, an entry point that does not import, an override list that does not
+    compose there or that verl's validate_config refuses. The recipe file is the ``recipe`` rule's (the same
+    look-up fills ``recipe_missing``)."""
+    if look is None or look.kind == "source":
+        return []
+    if not look.finished:
+        return [info("target_preflight_unfinished", f"in {look.where}: {look.message}; launch runs it again in "
+                     "the target, with a longer bound, before training starts", "container.image")]
+    if look.skipped:
+        return [warning("target_preflight_skipped", f"in {look.where}: {look.message}: the overrides were not "
+                        "composed before launch", "container.image",
+                        "use an image with verl's dependencies (hydra-core): run_training.sh needs them too")]
+    if look.ok:
+        return []
+    if look.kind == "package":
+        return [error("target_package_missing", f"{look.message} (looked up in {look.where})", look.field, look.hint)]
+    override = f" (override: {look.override})" if look.override else ""
+    in_extra = look.override is not None and any(look.override.lstrip("+~").split("=", 1)[0] ==
+                                                 o.lstrip("+~").split("=", 1)[0] for o in spec.extra_overrides)
+    field = "extra_overrides" if in_extra else "container.image" if look.override is None else None
+    hint = ("fix the key (spelling, or the '+' prefix for keys verl does not define) in the spec"
+            if look.override else None)
+    return [error("target_preflight_failed", f"preflight compose failed in {look.where}: {look.message}{override}",
+                  field, hint)]

@@ -9,7 +9,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from verlctl.checks.storage import StorageFacts
-from verlctl.detect.check_probes import CheckpointProbe, DatasetCheck, DockerFacts, ImageVersions
+from verlctl.detect.check_probes import (
+    CheckpointProbe,
+    DatasetCheck,
+    DockerFacts,
+    ImageVersions,
+    TargetLookup,
+)
 from verlctl.detect.common import Unavailable
 from verlctl.detect.machine import MachineState
 from verlctl.detect.models import ModelInfo
@@ -56,3 +62,4 @@ class CheckFacts(BaseModel):
     node_marker: str | None = None  # the checkpoint marker the head wrote (read back on every node)
     prompt_lengths: Any = None  # checks.field_checks.PromptLengths, or why they were not counted (str)
     swanlab_reach: ReachResult | None = None  # the SwanLab host tried from this host (None: not tried)
+    target_lookup: TargetLookup | None = None  # the in-target look-up (ops/preflight.py; None: not looked)

@@ -888,5 +888,29 @@ def _cpu_device(ctx: RuleCtx) -> Iterable[Finding]:
                     "remove container.python_env, or set container.runtime: host")
 
 
+@rule(
+    "cpu_fsdp1", ("cpu_device_fsdp1",), Severity.ERROR,
+    cites=(Cite(V091, "verl/workers/engine/fsdp/transformer_impl.py", 444, "sync_module_states=True"),
+           Cite(V070, "verl/workers/fsdp_workers.py", 529, "sync_module_states=True")),
+)
+def _cpu_fsdp1(ctx: RuleCtx) -> Iterable[Finding]:
+    """``device: cpu`` with ``strategy: fsdp`` (FSDP1): verl wraps the model in torch's FSDP with
+    ``sync_module_states=True``, which torch refuses for a module on the CPU (a CPU run is a decision, so its
+    strategy must be one that runs there: FSDP2)."""
+    spec = ctx.spec
+    if spec.device == "cpu" and spec.strategy == "fsdp":
+        yield error(
+            "cpu_device_fsdp1",
+            "strategy fsdp (FSDP1) on device: cpu fails at model init, after Ray and the rollout are up: verl wraps "
+            f"the model in torch's FSDP with sync_module_states=True{_cited(ctx, 'cpu_fsdp1')}, and torch refuses a "
+            "module on the CPU: \"ValueError: The module has CPU parameters or buffers when "
+            "`sync_module_states=True`, which requires them to be on GPU\" (torch/distributed/fsdp/_init_utils.py "
+            "_check_module_states_for_sync_module_states)",
+            "strategy",
+            "set strategy: fsdp2 (FSDP2's fully_shard runs on the CPU, as in verlctl demo), or run on GPUs with "
+            "device: gpu",
+        )
+
+
 def all_codes() -> set[str]:
     return {c for r in RULES for c in r.codes}

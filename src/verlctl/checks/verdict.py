@@ -61,6 +61,7 @@ class Need(str, Enum):
     DOCKER = "docker"  # the Docker engine, the spec's image and container
     IMAGE = "image"  # what is installed in the image (Python, Ray, the recipe files)
     LIVE = "live"  # live runs and ports on this host
+    TARGET = "target"  # the in-target look-up: packages, entry, composition where training runs (ops/preflight.py)
     NODES = "nodes"  # each node of a multi-node run (launch's pre-flight, inside every node's container)
     SERVICES = "services"  # the servers the run reaches (the SwanLab host), tried from this host
 
@@ -241,6 +242,7 @@ PLAN_REASONS: dict[Need, str] = {
     Need.HOST: "plan does not probe this host; verlctl check does",
     Need.DOCKER: "plan does not ask the Docker engine; verlctl check does",
     Need.IMAGE: "plan does not look inside the image; verlctl check does, in the running container",
+    Need.TARGET: "plan does not look inside the image; verlctl check, launch --dry-run and launch do",
     Need.LIVE: "plan does not look at live runs and ports; verlctl check does",
     Need.NODES: "the per-node pre-flight runs in verlctl launch, inside every node's container",
     Need.SERVICES: "plan does not try the SwanLab host; verlctl check and launch do",

@@ -15,8 +15,8 @@ from verlctl.checks.rules import V070, V091, Cite
 from verlctl.checks.verdict import Need, VerdictCtx, fact_rule
 from verlctl.detect.models import ModelInfo
 
-MODEL, DATASETS, HOST, DOCKER, IMAGE, LIVE, NODES = (
-    Need.MODEL, Need.DATASETS, Need.HOST, Need.DOCKER, Need.IMAGE, Need.LIVE, Need.NODES)
+MODEL, DATASETS, HOST, DOCKER, IMAGE, TARGET, LIVE, NODES = (
+    Need.MODEL, Need.DATASETS, Need.HOST, Need.DOCKER, Need.IMAGE, Need.TARGET, Need.LIVE, Need.NODES)
 
 
 def _model(ctx: VerdictCtx) -> ModelInfo | None:
@@ -412,6 +412,26 @@ def _known_defects_image(ctx: VerdictCtx) -> Iterable[Finding]:
     field = "container.image" if ctx.spec.container.runtime == "docker" else "container.runtime"
     on = {name for name in ctx.command.features if ctx.on(name)}
     return known_defect_findings(ctx.spec, on, ctx.facts.image_versions, field, versioned_only=True)
+
+
+@fact_rule(
+    "target_preflight",
+    ("target_package_missing", "target_preflight_failed", "target_preflight_skipped", "target_preflight_unfinished"),
+    needs=(TARGET,),
+    cites=("transformers PreTrainedModel._check_and_enable_flash_attn_2: ImportError 'FlashAttention2 has been "
+           "toggled on, but it cannot be used due to the following error: the package for FlashAttention2 "
+           "doesn't seem to be installed' when importlib.util.find_spec('flash_attn') is None "
+           "(verl/packages.py)",
+           "run_training.sh: cd to the work dir, python3 -m <entry> with the override list (ops/preflight.py "
+           "composes that list with the target's own verl + Hydra, then runs verl's validate_config)"),
+)
+def _target_preflight(ctx: VerdictCtx) -> Iterable[Finding]:
+    """Where training runs (the running container, a throw-away container of the image, this host's python3):
+    the packages the overrides need, the entry's imports, the overrides composed with the target's verl + Hydra
+    and verl's validate_config (RV4-3: one look-up for check, launch --dry-run and launch)."""
+    from verlctl.checks.container import target_lookup_findings
+
+    return target_lookup_findings(ctx.spec, ctx.facts.target_lookup)
 
 
 # ------------------------------------------------------------------------------------------------ live ports

@@ -91,6 +91,26 @@ class ImageVersions(BaseModel):
     stack: dict[str, str | None] = Field(default_factory=dict)
 
 
+class TargetLookup(BaseModel):
+    """What the in-target look-up found (``ops/preflight.py``'s script, run where training runs: the spec's
+    running container, a throw-away container of its image, or this host's python3). The same look-up runs in
+    ``check``, ``launch --dry-run`` and ``launch``; the verdict's rule ``target_preflight`` reads it."""
+
+    where: str  # "container NAME", "image IMAGE (a throw-away container)", "this host's python3"
+    ok: bool = False
+    finished: bool = True  # False: the time bound ended it (``message`` says where it was)
+    skipped: bool = False  # hydra is not importable there: nothing was composed
+    kind: str = ""  # why it failed: "package" (a needed module is missing), "source" (the recipe file), "failed"
+    message: str = ""
+    override: str | None = None  # the override Hydra's message names
+    validation: str = ""  # verl's validate_config: "ok: ..." or "skipped: <why>"
+    hint: str | None = None  # the fix, where the script knows it (a missing package)
+    field: str | None = None  # the spec field it is about
+    versions: ImageVersions | None = None  # Python, Ray and the stack, read by the same script
+    payload_sha: str = ""  # what was looked up (launch does not look again for the same command and target)
+    seconds: float | None = None  # how long it took
+
+
 #: Prints {"python": "3.10.12", "ray": "2.49.0" or null, "stack": {...}} with the interpreter run_training.sh
 #: uses: distribution metadata only (nothing is imported), and the CANN toolkit's install record.
 VERSIONS_SNIPPET = (

@@ -858,28 +858,39 @@ class Launcher:
         return the_plan
 
     def _preflight(self, ex: Executor, the_plan: Plan, scripts_dir: str, workdir: str) -> None:
-        self.report.step(f"preflight: compose {len(the_plan.command.overrides)} overrides with the target's verl")
-        payload = preflight.payload(the_plan.command, workdir)
-        ex.put_files(scripts_dir, {preflight.PAYLOAD: FileSpec(payload, 0o644), preflight.SCRIPT: FileSpec(
-            preflight.SOURCE.encode(), 0o644)})
-        res = ex.run(["python3", f"{scripts_dir}/{preflight.SCRIPT}", f"{scripts_dir}/{preflight.PAYLOAD}"],
-                     cwd=workdir, timeout=180)
-        outcome = preflight.interpret(res.code, res.out + res.err, the_plan.command.override_texts())
-        if outcome.skipped:
-            self.report.warn(f"preflight skipped: {outcome.message}")
+        """The in-target look-up (``ops/preflight.py``), the one ``check`` and the verdict of this launch ran: not
+        again when the verdict looked, to the end, for this very command (its facts hold the look-up of the
+        running container, or of a throw-away container of this image); else here, in the target, with the
+        same findings (``checks.container.target_lookup_findings``)."""
+        from verlctl.checks.container import target_lookup_findings
+
+        # (multi-node: the verdict looked with this host's engine, the head may be another: look there)
+        before = getattr(self.facts, "target_lookup", None) if self.facts is not None and not self.workers else None
+        if before is not None and before.finished and before.payload_sha == preflight.payload_sha(
+                the_plan.command, workdir):
+            self.report.step(f"preflight: looked up before launch in {before.where} "
+                             f"({len(the_plan.command.overrides)} overrides)")
+            if before.validation:
+                self.report.note(f"verl validate_config: {before.validation}")
             return
-        if not outcome.ok and outcome.hint:  # a missing package: the message names it, the hint the fix
-            raise VerlctlError(f"{outcome.field}: {outcome.message}", hint=outcome.hint)
-        if not outcome.ok:
-            raise VerlctlError(
-                f"preflight compose failed: {outcome.message}"
-                + (f" (override: {outcome.override})" if outcome.override else ""),
-                hint="fix the key (spelling, or the '+' prefix for keys verl does not define) in the spec"
-                if outcome.override else None,
-            )
+        self.report.step(f"preflight: compose {len(the_plan.command.overrides)} overrides with the target's verl")
+        look = preflight.look_up(ex, the_plan.command, workdir, scripts_dir, timeout=180)
+        if not look.finished:
+            raise VerlctlError(f"preflight in {look.where}: {look.message}: nothing was trained",
+                               hint="a loaded host can be slow to import verl: try again, or check the target's "
+                               "python3 by hand")
+        findings = target_lookup_findings(self.resolved.spec, look)
+        for f in findings:
+            if f.severity is not Severity.ERROR:
+                self.report.warn(f.message)
+        first = next((f for f in findings if f.severity is Severity.ERROR), None)
+        if first is not None:
+            raise VerlctlError(f"{first.field}: {first.message}" if first.field else first.message, hint=first.hint)
+        if look.kind == "source":
+            raise VerlctlError(f"preflight compose failed: {look.message}")
         self.report.note("all overrides compose")
-        if outcome.validation:
-            self.report.note(f"verl validate_config: {outcome.validation}")
+        if look.validation:
+            self.report.note(f"verl validate_config: {look.validation}")
 
     def _copy(self, ex: Executor, rendered: Rendered, scripts_dir: str, env_file: bool = True) -> None:
         names = f"{START_SCRIPT}, {TRAIN_SCRIPT}" + (f", {ENV_FILE}" if env_file else "")

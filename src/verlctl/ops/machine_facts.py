@@ -22,6 +22,7 @@ from verlctl.detect.check_probes import (
     DatasetCheck,
     DockerFacts,
     ImageVersions,
+    TargetLookup,
     check_dataset_file,
     dataset_paths,
     parse_checkpoint_probe,
@@ -51,6 +52,8 @@ class _Docker:
         self.facts = facts
         self.client = client
         self.container_id = container_id
+        self.lookup: TargetLookup | None = None  # the in-target look-up (collect_lookup)
+        self.no_lookup: str | None = None  # why there is none, and what would look
 
     def executor(self) -> Any:
         if self.client is None or self.container_id is None or not self.facts.running:
@@ -194,6 +197,64 @@ def collect_log_disk(spec: RunSpec, checkpoint: Any, timeout: float) -> tuple[An
         except OSError:
             shared = None
     return disk, shared
+
+
+#: The in-target look-up's time bound, in multiples of check's --budget. Its fast steps (versions, recipe file,
+#: packages, composition) take seconds; the entry's imports and verl's validate_config load torch (a minute on a
+#: loaded 2-core host): where the bound ends them, the verdict says so and launch looks again in its preflight.
+LOOKUP_BUDGETS = 1
+
+
+def collect_lookup(resolved: ResolvedSpec, docker: _Docker | None, timeout: float) -> tuple[TargetLookup | None, str]:
+    """The in-target look-up (``ops/preflight.py``: the stack's versions, the recipe file, the packages the
+    overrides need, the entry's imports, the Hydra composition, verl's validate_config) where training would
+    run: the spec's running container; else, when the container does not exist yet, a throw-away container of
+    the local image (with the mounts launch gives); on this host with container.runtime: host. None and why
+    (with what would look) where there is nothing to look into. Bounded by ``timeout``."""
+    from verlctl.errors import VerlctlError
+    from verlctl.ops import preflight
+    from verlctl.verl.compose import build_command
+
+    spec = resolved.spec
+    command = build_command(resolved)
+    workdir = spec.container.workdir.rstrip("/") or "/"
+    try:
+        if spec.container.runtime == "host":
+            import shutil
+
+            from verlctl.runtime.executor import HostExecutor
+
+            host = HostExecutor(spec.container.python_env)
+            if shutil.which("python3", path=host.environ().get("PATH")) is None:
+                return None, "no python3 on this host's PATH (launch's readiness check says so)"
+            if not os.path.isdir(workdir):
+                return None, (f"the work dir {workdir} does not exist on this host yet (launch looks inside before "
+                              "training starts)")
+            return preflight.look_up(host, command, workdir, timeout=timeout), ""
+        d = docker.facts if docker is not None else None
+        if docker is None or d is None or d.error:
+            return None, "no Docker engine"
+        if d.exists and d.foreign:
+            return None, f"container {d.container} is not this user's (see container_not_yours)"
+        ex = docker.executor()
+        if ex is not None:
+            return preflight.look_up(ex, command, workdir, timeout=timeout), ""
+        if d.exists:
+            return None, (f"container {d.container} is {d.state or 'not running'}: start it (`docker start "
+                          f"{d.container}`) for check to look inside, or launch starts it and looks inside before "
+                          "training starts")
+        if not d.image_present:
+            return None, (f"image {d.image} is not present locally: pull it for check to look inside (launch "
+                          "looks inside its container before training starts)")
+        from verlctl.runtime import containers
+
+        plan = containers.plan_container(docker.client, spec, allow_pull=True, image_explicit=False)
+        mounts = [(m.host, m.target) for m in plan.mounts]
+        return preflight.look_up_in_image(docker.client, spec.container.image, mounts, command, workdir, timeout), ""
+    except VerlctlError as exc:
+        return None, f"the look-up could not run: {exc.message}"
+    except Exception as exc:  # noqa: BLE001 - the SDK's transport errors: a reason, never a traceback
+        return None, f"the look-up could not run: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
 
 
 def collect_recipe(resolved: ResolvedSpec, docker: _Docker | None, timeout: float) -> str | None:
@@ -375,7 +436,8 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S, *,
     named in ``not_collected`` with why; ``skip``: the needs (``checks.verdict.Need`` values: "docker",
     "image", "live") not to collect, with the reason to report."""
     skip = dict(skip or {})
-    facts = _collect(resolved, budget_s, machine, pull, ask_docker="docker" not in skip)
+    facts = _collect(resolved, budget_s, machine, pull, ask_docker="docker" not in skip, look="image" not in skip)
+    no_lookup = facts.not_collected.get("target")
     from verlctl.checks.field_checks import collect_prompt_lengths
 
     spec = resolved.spec
@@ -397,9 +459,11 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S, *,
         d = facts.docker
         if d is None or d.error:  # the docker rule reports the engine itself (docker_engine)
             missing["image"] = "no Docker engine"
-        elif not d.running:
-            missing["image"] = (f"container {d.container} is not running" if d.exists
-                                else f"container {d.container} does not exist yet (launch creates it)")
+        elif facts.target_lookup is None:
+            missing["image"] = no_lookup or (f"container {d.container} is not running" if d.exists
+                                             else f"container {d.container} does not exist yet (launch creates it)")
+    if facts.target_lookup is None and "image" not in skip:
+        missing["target"] = missing.get("image") or no_lookup or "nothing to look into"
     m = facts.model
     if not isinstance(m, ModelInfo) or (m.num_layers is None and m.num_attention_heads is None):
         why = "paths.model is not set" if not spec.paths.model else f"no readable config.json under {spec.paths.model}"
@@ -409,7 +473,7 @@ def collect_facts(resolved: ResolvedSpec, budget_s: float = DEFAULT_BUDGET_S, *,
 
 
 def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None, pull: bool,
-             ask_docker: bool = True) -> CheckFacts:
+             ask_docker: bool = True, look: bool = True) -> CheckFacts:
     """Run every probe ``check`` needs, at the same time, each within ``budget_s``; then the in-container
     fallbacks (parquet schemas without pyarrow here, checkpoints under the container work dir)."""
     from verlctl.detect.machine import DetectOptions, detect_machine
@@ -427,10 +491,19 @@ def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None
     if spec.paths.model:
         model_path = spec.paths.model
         calls["model"] = (lambda: inspect_model(model_path), budget_s)
+    lookup_s = LOOKUP_BUDGETS * budget_s
     if spec.container.runtime == "docker" and ask_docker:
         name_explicit = resolved.explicit("container.name")
-        calls["docker"] = (lambda: collect_docker(spec, budget_s, pull=pull, name_explicit=name_explicit),
-                           3 * budget_s + 5)
+
+        def docker_and_lookup() -> _Docker:
+            found = collect_docker(spec, budget_s, pull=pull, name_explicit=name_explicit)
+            if look:  # in the same thread: the look-up runs while the host is probed
+                found.lookup, found.no_lookup = collect_lookup(resolved, found, lookup_s)
+            return found
+
+        calls["docker"] = (docker_and_lookup, 3 * budget_s + 5 + (lookup_s + 45 if look else 0))
+    elif spec.container.runtime == "host" and look:
+        calls["lookup"] = (lambda: collect_lookup(resolved, None, lookup_s), lookup_s + 30)
     got = run_probes_concurrently(calls)
     machine = _machine_result(spec, got["machine"])
     docker = got.get("docker")
@@ -439,17 +512,26 @@ def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None
         docker = _Docker(DockerFacts(image=spec.container.image, container=spec.container.name,
                                      error=f"the Docker engine did not answer within {budget_s:g} s"))
     datasets = _dataset_results(spec, got["datasets"])
+    lookup, no_lookup = _lookup_result(spec, docker, got.get("lookup"), look, lookup_s)
     try:
         if docker is not None:
             _container_datasets(datasets, docker, budget_s)
         checkpoint = _collect_checkpoint(spec, docker, budget_s)
-        recipe_missing = collect_recipe(resolved, docker, budget_s)
-        versions = collect_versions(spec, docker, budget_s)
+        if lookup is not None:  # the look-up read them too: one look inside, not three
+            from verlctl.verl.compose import effective_version
+            from verlctl.verl.entrypoints import entry_for
+
+            entry = entry_for(effective_version(resolved)[0], spec.algorithm, spec.mode, spec.strategy)
+            recipe_missing = entry.source_file if lookup.kind == "source" else None
+            versions = lookup.versions
+        else:
+            recipe_missing = collect_recipe(resolved, docker, budget_s)
+            versions = collect_versions(spec, docker, budget_s)
     finally:
         if docker is not None:
             docker.close()
     log_disk, log_shared = collect_log_disk(spec, checkpoint, budget_s)
-    return CheckFacts(
+    facts = CheckFacts(
         machine=machine,
         log_disk=log_disk,
         log_shares_checkpoint_fs=log_shared,
@@ -462,7 +544,25 @@ def _collect(resolved: ResolvedSpec, budget_s: float, given: MachineState | None
         recipe_missing=recipe_missing,
         holders=describe_holders(busy_pids(spec, machine)),
         image_versions=versions,
+        target_lookup=lookup,
     )
+    if lookup is None and no_lookup:
+        facts.not_collected = {"target": no_lookup}
+    return facts
+
+
+def _lookup_result(spec: RunSpec, docker: _Docker | None, got: object, look: bool,
+                   bound: float) -> tuple[TargetLookup | None, str]:
+    """The look-up of the docker probe's thread (or the host's own probe), or why there is none."""
+    if not look:
+        return None, ""
+    if spec.container.runtime == "docker":
+        if docker is None:
+            return None, ""
+        return docker.lookup, docker.no_lookup or ("" if docker.lookup else "the look-up did not run")
+    if isinstance(got, tuple):
+        return got[0], got[1]
+    return None, f"the look-up did not answer within {bound:g} s"
 
 
 def swanlab_reach(spec: RunSpec) -> Any:
@@ -481,6 +581,7 @@ def swanlab_reach(spec: RunSpec) -> Any:
 INIT_SKIPS = {
     "docker": "init writes a spec; verlctl check and launch ask the Docker engine (image, container, devices)",
     "image": "init writes a spec; verlctl check and launch look inside the image",
+    "target": "init writes a spec; verlctl check and launch look inside the image (packages, entry, composition)",
     "live": "init writes a spec; verlctl check and launch test the ports and live runs",
     "services": "init writes a spec; verlctl check and launch try the SwanLab host",
 }
