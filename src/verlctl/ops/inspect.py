@@ -120,10 +120,7 @@ def read_tail(ex: Executor, path: str, max_bytes: int = TAIL_BYTES) -> str:
     if size is None:
         return ""
     start = max(0, size - max_bytes)
-    try:
-        data = ex.read_file(path, offset=start) or b""
-    except OSError:  # a symlink planted at the log's name, a FIFO: not read
-        return ""
+    data = ex.read_log(path, offset=start)[0] or b""  # a symlink planted at the log's name, a FIFO: not read
     text = data.decode(errors="replace")
     if start > 0:
         text = text.split("\n", 1)[-1]
@@ -241,7 +238,7 @@ def _read_from(ex: Executor, path: str, offset: int, max_bytes: int) -> str:
     start = max(offset, size - max_bytes)
     if start > size:  # the log was truncated or replaced: read its end
         start = max(0, size - max_bytes)
-    data = ex.read_file(path, offset=start) or b""
+    data = ex.read_log(path, offset=start)[0] or b""  # a FIFO or a link at the log's name: nothing read
     text = data.decode(errors="replace")
     if start > offset:
         text = text.split("\n", 1)[-1]
