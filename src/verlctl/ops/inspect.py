@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
@@ -20,6 +21,7 @@ from verlctl.runtime.executor import (
     HostExecutor,
 )
 from verlctl.runtime.records import (
+    WATCH_LOCK,
     RunRecord,
     all_runs,
     load_run,
@@ -138,10 +140,36 @@ def watcher_alive(record: RunRecord) -> bool:
         uid = os.stat(f"/proc/{record.watcher_pid}").st_uid
     except OSError:
         return False
-    if uid != os.getuid() or "watch" not in argv or record.run_id not in argv:
+    if uid != os.getuid() or "watch" not in argv:
         return False
     i = argv.index("watch")
-    return i > 0 and (argv[i - 1] == "verlctl" or argv[i - 1].endswith("/verlctl")) and argv.index(record.run_id) > i
+    if not (i > 0 and (argv[i - 1] == "verlctl" or argv[i - 1].endswith("/verlctl"))):
+        return False
+    if record.run_id in argv[i + 1:]:
+        return True
+    # `verlctl watch` without a run id (the newest run, as launch_and_watch starts it): it is this run's
+    # watcher when it holds this run's watcher lock
+    return holds_watch_lock(record.watcher_pid, record.dir / WATCH_LOCK)
+
+
+def holds_watch_lock(pid: int, lock: Path) -> bool:
+    """Whether process ``pid`` holds the flock on ``lock`` (the kernel's table, /proc/locks: no lock is taken
+    here, so a watcher starting now is never refused because of this look)."""
+    try:
+        st = os.stat(lock, follow_symlinks=False)
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            table = fh.read(4 * 1024 * 1024)
+    except OSError:
+        return False
+    # by inode (an overlay file system may show another device number than stat() gives)
+    want = str(st.st_ino)
+    for line in table.splitlines():
+        parts = line.split()
+        if "->" in parts:  # a waiter, not a holder
+            continue
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[4] == str(pid) and parts[5].rsplit(":", 1)[-1] == want:
+            return True
+    return False
 
 
 def run_status(run_id: str | None) -> dict[str, Any]:
