@@ -571,6 +571,10 @@ class SwanlabSpec(_Strict):
     def _url(cls, v: str | None) -> str | None:
         if v is None:
             return v
+        if "@" in v.split("://", 1)[-1].split("/", 1)[0]:  # user-info: never repeat it (it may hold a password)
+            raise ValueError("a user name or password in the SwanLab host URL would be written into the run's "
+                             "scripts and output: give the host as http(s)://host[:port] and the key in "
+                             "SWANLAB_API_KEY")
         if not re.fullmatch(r"https?://[^\s/:]+(:[0-9]{1,5})?(/[^\s]*)?", v):
             raise ValueError(f"invalid URL {v!r}: expected http(s)://host[:port]")
         return v.rstrip("/")
