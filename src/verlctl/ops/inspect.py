@@ -374,6 +374,10 @@ def print_status(doc: dict[str, Any]) -> None:
 def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
     record = resolve_run(run_id)
     ex, container, note = log_target(record)
+    from verlctl.ops.runstate import host_log_path
+
+    if ex is None and host_log_path(record) is not None:  # a host file (paths.logs) that is not there any more:
+        ex = HostExecutor()  # said below as gone, with the trainer's own log when that is still on this host
     if ex is None:
         raise VerlctlError(f"the run's container is {container.get('state')}: its log cannot be read",
                            hint="the log is inside the container only (paths.logs is not a host directory)")
