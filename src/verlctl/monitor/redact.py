@@ -80,8 +80,10 @@ def _finders() -> list[tuple[str, Finder]]:
 
     def plugin(p: Any, tail: str = "", needs: tuple[str, ...] = ()) -> Finder:
         def find(text: str) -> list[str]:
-            if needs and not any(n in text.lower() for n in needs):  # the regexes' words, found cheaply first
-                return []
+            if needs:  # the regexes' words, found cheaply first
+                low = text.lower()
+                if not any(n in low for n in needs):
+                    return []
             out = [v for v in p.analyze_string(text) if v and "<redacted" not in v and not _plain(v)]
             if tail:  # detect-secrets' JWT match stops before the signature: take the whole token
                 out = [m.group(0) for v in out for m in re.finditer(re.escape(v) + tail, text)]
@@ -90,13 +92,23 @@ def _finders() -> list[tuple[str, Finder]]:
 
     keyword = kw.KeywordDetector()
     quick = re.compile(kw.DENYLIST_REGEX, re.I)
+    #: the literal stems of detect-secrets' keyword list (found with str.find first: a regex of alternatives
+    #: without a literal prefix is slow over megabytes of log)
+    stems = ("key", "pass", "pwd", "secret", "contrase")
 
     def keywords(text: str) -> list[str]:
         """detect-secrets' keyword rules for config files (unquoted values, as logs print them); each rule
         finds a line's first assignment, so the line is scanned again after it. A value ends at a space."""
         out: list[str] = []
-        starts = sorted({text.rfind("\n", 0, m.start()) + 1 for m in quick.finditer(text)})
-        for start in starts:  # only the lines that hold a keyword
+        low = text.lower()
+        starts: set[int] = set()
+        for stem in stems:
+            i = low.find(stem)
+            while i >= 0:
+                starts.add(low.rfind("\n", 0, i) + 1)
+                end = low.find("\n", i)
+                i = -1 if end < 0 else low.find(stem, end)
+        for start in sorted(starts):  # only the lines that hold a keyword
             end = text.find("\n", start)
             line = text[start:] if end < 0 else text[start:end]
             for _ in range(8):
@@ -123,9 +135,11 @@ def _finders() -> list[tuple[str, Finder]]:
                 out.append(tok)
         return out
 
-    return [("aws-key", plugin(AWSKeyDetector())), ("basic-auth", plugin(BasicAuthDetector())),
-            ("jwt", plugin(JwtTokenDetector(), r"[A-Za-z0-9_.+/=-]*")),
-            ("authorization", plugin(AuthorizationDetector(), needs=("authorization", "bearer"))), ("keyword", plugin(TokenKeywordDetector())),
+    return [("aws-key", plugin(AWSKeyDetector(), needs=("a3t", "abia", "acca", "akia", "asia", "aws"))),
+            ("basic-auth", plugin(BasicAuthDetector(), needs=("://",))),
+            ("jwt", plugin(JwtTokenDetector(), r"[A-Za-z0-9_.+/=-]*", needs=("eyj",))),
+            ("authorization", plugin(AuthorizationDetector(), needs=("authorization", "bearer"))),
+            ("keyword", plugin(TokenKeywordDetector(), needs=("token",))),
             ("keyword", keywords), ("high-entropy", high_entropy)]
 
 
@@ -213,6 +227,8 @@ class Redactor:
     def _private_keys(self, text: str) -> str:
         from detect_secrets.plugins.private_key import PrivateKeyDetector
 
+        if "PRIVATE KEY" not in text and "PuTTY-User-Key-File" not in text:  # the detector's words, first
+            return text
         if not any(True for _ in PrivateKeyDetector().analyze_string(text)):
             return text
         for rx in (_BLOCK, _PUTTY):
