@@ -175,3 +175,50 @@ def test_the_scanner_is_imported_only_by_a_bundle_or_a_report() -> None:
         imported = set(re.findall(r"\|\s+([\w.]+)\s*$", proc.stderr, re.M))
         assert "verlctl.cli" in imported, proc.stderr[-500:]
         assert not {m for m in imported if m.split(".")[0] == "detect_secrets"}, argv
+
+
+def test_keywords_are_found_on_every_line_and_at_the_edges_of_the_text() -> None:
+    r = Redactor()
+    out = r("password: first1\nan ordinary line\nsecret=second2\nthe end: api_key: third3")
+    assert "first1" not in out and "second2" not in out and "third3" not in out, out
+    assert "an ordinary line" in out and r.kinds() == {"keyword": 3}
+
+
+def test_the_entropy_rule_begins_at_24_characters() -> None:
+    token = "aB3dE5gH7jK9mN1pQ2rS4tU6"  # 24 distinct characters: entropy log2(24) = 4.58 bits
+    assert len(set(token)) == 24
+    r = Redactor()
+    assert r(f"id {token} ok") == "id <redacted:high-entropy> ok"
+    assert r(f"id {token[:23]} ok") == f"id {token[:23]} ok"  # 23 characters: kept
+    assert r(f"id {token.lower()} ok") == f"id {token.lower()} ok"  # no upper case: kept
+
+
+def test_what_is_redacted_already_is_not_taken_again() -> None:
+    r = Redactor.from_env({"SWANLAB_API_KEY": OWN_KEY})
+    assert r(f"password: {OWN_KEY}") == "password: <redacted:known-secret>"
+    assert r.kinds() == {"known-secret": 1}
+
+
+def test_a_known_secret_shorter_than_4_characters_is_not_replaced_everywhere() -> None:
+    r = Redactor.from_env({"SWANLAB_API_KEY": "abc", "HF_TOKEN": "abcd"})
+    assert r("abc and abcde") == "abc and <redacted:known-secret>e"
+
+
+def test_a_value_of_8_characters_or_more_is_removed_wherever_it_stands_again() -> None:
+    r = Redactor()
+    assert r("password: abcd1234\nlater abcd1234\n") == "password: <redacted:keyword>\nlater <redacted:keyword>\n"
+    short = Redactor()
+    assert short("password: abc1234\nlater abc1234\n") == "password: <redacted:keyword>\nlater abc1234\n"
+
+
+def test_a_tree_keeps_its_keys_and_what_is_not_text() -> None:
+    r = Redactor.from_env({"SWANLAB_API_KEY": OWN_KEY})
+    tree = {"n": 1, "ok": True, "none": None, "pair": (3, OWN_KEY), "list": [OWN_KEY, 2.5]}
+    assert r.tree(tree) == {"n": 1, "ok": True, "none": None, "pair": (3, "<redacted:known-secret>"),
+                            "list": ["<redacted:known-secret>", 2.5]}
+
+
+def test_a_private_key_header_outside_a_block_takes_its_line() -> None:
+    r = Redactor()
+    assert r("found BEGIN RSA PRIVATE KEY in x\nok\n") == "<redacted:private-key>\nok\n"
+    assert r.kinds() == {"private-key": 1}
