@@ -224,3 +224,9 @@ def test_a_private_key_header_outside_a_block_takes_its_line() -> None:
     r = Redactor()
     assert r("found BEGIN RSA PRIVATE KEY in x\nok\n") == "<redacted:private-key>\nok\n"
     assert r.kinds() == {"private-key": 1}
+
+
+def test_a_keyword_after_the_same_stem_in_an_ordinary_word_is_found() -> None:
+    """The cheap first pass looks at every line holding a stem, not only the first ("monkey", "passenger")."""
+    r = Redactor()
+    assert r("a monkey and a passenger\npassword: hunter22x\n") == "a monkey and a passenger\npassword: <redacted:keyword>\n"
