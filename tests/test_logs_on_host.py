@@ -87,3 +87,20 @@ def test_a_deleted_run_log_is_gone_and_the_trainer_log_is_shown(tmp_path: Path) 
     os.unlink(train)
     res = run_cli("logs", run_id, env=clean_env(VERLCTL_STATE_DIR=str(state)))
     assert res.code != 0 and "is gone" in res.err and "Traceback" not in res.err, res.err
+
+
+def test_a_removed_containers_deleted_host_log_is_gone_and_the_trainer_log_is_shown(tmp_path: Path) -> None:
+    """N13: the run log was a host file (paths.logs) and was deleted after the container was removed: said
+    to be gone, with the trainer's own log beside it, not "inside the container only"."""
+    _engine()
+    run_id = f"20260101-000000-gone-{secrets.token_hex(2)}"
+    train = tmp_path / "logs" / "exp.log"
+    train.parent.mkdir()
+    train.write_text(LINES)
+    state = tmp_path / "state"
+    write_record(state, run_id, run_log=str(tmp_path / "logs" / f"verlctl-{run_id}.log"), train_log=str(train),
+                 container_name=f"verlctl-test-no-such-{secrets.token_hex(4)}", container_id=None)
+    res = run_cli("logs", run_id, "-n", "2", env=clean_env(VERLCTL_STATE_DIR=str(state)))
+    assert res.code == 0, res.err
+    assert res.out == "".join(LINES.splitlines(keepends=True)[-2:])
+    assert "is gone (deleted or moved)" in res.err and "inside the container only" not in res.err, res.err

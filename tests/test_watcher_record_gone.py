@@ -45,3 +45,43 @@ def test_the_watcher_survives_its_run_dir_being_moved_away(tmp_path: Path, monke
     st = runs.status(record)
     assert st["state"] == "finished", st
     assert any(e["event"] == "finished" for e in runs.events(record))
+
+
+def test_after_its_run_dir_is_removed_the_watcher_writes_back_the_spec_and_keeps_the_one_watcher_rule(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """N12: the record written again from memory came without the resolved spec, so the next OOM's relaunch
+    gave up (`spec file not found`), and without the watcher lock, so only the missing spec refused a second
+    watcher. Now the spec is written back as launched and the watcher holds the new directory's lock."""
+    from verlctl.backends import backend_for
+    from verlctl.ops.watcher import Watcher, become_watcher
+    from verlctl.runtime.executor import HostExecutor
+    from verlctl.runtime.records import load_run
+
+    from conftest import run_cli
+
+    monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
+    runs = HostRuns(tmp_path)
+    record = runs.start(["Total training steps: 5"], tail="sleep 300")
+    spec = (record.dir / record.spec_file).read_bytes()
+    said: list[str] = []
+    lock = become_watcher(record)
+    watcher = None
+    try:
+        watcher = Watcher(record, HostExecutor(), record.load_spec(), say=said.append, backend=backend_for(record))
+        shutil.rmtree(record.dir)
+        watcher.emit("notice", message="after the rm")  # the first write that fails: the record is written again
+        assert (record.dir / "run.json").is_file()
+        assert (record.dir / record.spec_file).read_bytes() == spec
+        assert load_run(record.run_id).load_spec().spec.train.steps == 5  # what a relaunch reads
+        res = run_cli("watch", record.run_id, env=runs.env(), timeout=90)
+        assert res.code != 0
+        assert "already watched" in res.err and "spec file not found" not in res.err, res.err
+        assert sum("warning" in s for s in said) == 1, said
+    finally:
+        import os
+        import signal
+
+        os.close(lock)
+        if watcher is not None and watcher._lock_fd is not None:
+            os.close(watcher._lock_fd)
+        os.killpg(record.pgid, signal.SIGKILL)

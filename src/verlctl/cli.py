@@ -94,6 +94,15 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
+#: Control characters shown escaped (a newline in a path given as input: "a\\nb"), so an error stays one line.
+_ESCAPED = {c: repr(chr(c))[1:-1] for c in (*range(0x20), 0x7F) if c != 0x09}
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control characters escaped: what the user gave, on one line."""
+    return text.translate(_ESCAPED)
+
+
 def _fail(message: str, hint: str | None, code: int, as_json: bool, prefix: str = "error: ",
           details: dict[str, object] | None = None) -> None:
     """End the command: one line (and a hint) on stderr; with ``--json`` also one JSON object on stdout
@@ -104,9 +113,9 @@ def _fail(message: str, hint: str | None, code: int, as_json: bool, prefix: str 
 
         doc = {**(details or {}), "error": {"message": message, "hint": hint, "exit_code": int(code)}}
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
-    sys.stderr.write(f"{prefix}{message}\n")
+    sys.stderr.write(f"{prefix}{one_line(message)}\n")
     if hint:
-        sys.stderr.write(f"hint: {hint}\n")
+        sys.stderr.write(f"hint: {one_line(hint)}\n")
     sys.exit(int(code))
 
 

@@ -27,11 +27,34 @@ from pathlib import Path
 
 from verlctl.errors import VerlctlError
 
+#: The longest file name (bytes) when the file system does not say (Linux's NAME_MAX).
+NAME_MAX = 255
+
+
+def name_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot name a file here (a name or a path longer than the system takes), or None: asked
+    before any ``stat``, which would fail with ENAMETOOLONG."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        limit = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = NAME_MAX
+    size = len(os.fsencode(p.name))
+    if size > limit:
+        return f"the file name is too long ({size} bytes; at most {limit} here): give a shorter name"
+    if len(os.fsencode(str(p.absolute()))) >= 4096:
+        return "the path is too long (4096 bytes or more): give a shorter one"
+    return None
+
 
 def check_out_file(out: Path, force: bool, what: str = "-o", example: str = "out.txt") -> Path:
     """``-o FILE``: a file to create, or to replace with ``force`` (see the module docstring); else one line."""
     if str(out) in ("", "."):
         raise VerlctlError(f"{what}: the path is empty; give a file name, e.g. {what} {example}")
+    problem = name_problem(out)
+    if problem:
+        raise VerlctlError(f"{what} {shown_name(out)}: {problem}")
     if out.is_symlink():
         if not force:
             raise VerlctlError(f"{what} {out}: is a symbolic link: nothing was written; pass --force to replace the "
@@ -49,10 +72,22 @@ def check_out_file(out: Path, force: bool, what: str = "-o", example: str = "out
     return out
 
 
+def shown_name(path: str | Path) -> str:
+    """A path for a message: a very long one is cut (its start and its end)."""
+    text = str(path)
+    return text if len(text) <= 120 else f"{text[:60]}…{text[-40:]}"
+
+
+#: How much of a file's name its temporary file's name takes.
+TMP_NAME_CHARS = 64
+
+
 def write_file(path: str | Path, data: bytes, mode: int) -> Path:
     """Replace ``path`` with ``data`` (mode ``mode`` from the start) without following a symlink there."""
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)  # O_EXCL, mode 0600
+    # O_EXCL, mode 0600; the name's first characters only: a name near NAME_MAX (255) still has room for the
+    # temporary one
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:TMP_NAME_CHARS]}.", suffix=".tmp", dir=p.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             os.fchmod(fh.fileno(), mode)

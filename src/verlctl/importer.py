@@ -9,9 +9,6 @@ not set to the same value is kept in ``env``. What verlctl adds that the script 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -343,6 +340,11 @@ def spec_text(result: ImportResult, source: str) -> str:
 def write_atomic(path: Path, text: str, force: bool) -> None:
     """Write ``text`` to ``path`` via a new temporary file and rename: a planted symlink is replaced, never
     followed; an existing file is replaced only with ``force``."""
+    from verlctl.files import name_problem, shown_name, write_file
+
+    problem = name_problem(path)
+    if problem:
+        raise VerlctlError(f"cannot write {shown_name(path)}: {problem}")
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir() and not path.is_symlink():
         raise VerlctlError(f"{path} is a directory: give a file name, e.g. {path / 'run.yaml'}")
@@ -350,17 +352,9 @@ def write_atomic(path: Path, text: str, force: bool) -> None:
         raise VerlctlError(f"cannot write {path}: directory {parent} does not exist")
     if (path.exists() or path.is_symlink()) and not force:
         raise VerlctlError(f"{path} exists: nothing was written (pass --force to replace it)")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        write_file(path, text.encode("utf-8"), 0o644)  # the one atomic, no-follow writer
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise VerlctlError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 

@@ -60,6 +60,12 @@ def detect(
             raise VerlctlError(f"--from-file works with {', '.join(FROM_FILE_WHATS)}, not with {what!r}")
         _from_file(what, from_file, json_out, board)
         return
+    for root in scan_root or []:  # a root given by hand must be there (the default ones may be missing)
+        if not root.strip():
+            raise VerlctlError("--scan-root: the path is empty; give a directory, e.g. --scan-root /mnt")
+        if not Path(root).is_dir():
+            why = "does not exist" if not Path(root).exists() else "is not a directory"
+            raise VerlctlError(f"--scan-root {root}: {why}; give a directory to search for models and datasets")
     _live(what, json_out, scan_root or None, budget, all_docker, board)
 
 

@@ -142,6 +142,7 @@ def spec_flags(
             raise SpecError(f"--set expects KEY=VALUE, got {cut(item)}")
         key, value = item.split("=", 1)
         key = key.strip()
+        refuse_secret_flag(key, value)
         parsed = _parse_scalar(value, key)
         if key.split(".", 1)[0] in ("env",) and "." in key and isinstance(parsed, (bool, int, float)):
             parsed = value.strip()  # a string map: `--set env.TASK_QUEUE_ENABLE=2` means the text "2"
@@ -169,6 +170,19 @@ def spec_flags(
             )
         put(path, given, flag)
     return flags, names
+
+
+def refuse_secret_flag(key: str, value: str) -> None:
+    """A secret given with ``--set`` is refused before it is read: a command line is readable by every user
+    of the machine (``/proc/<pid>/cmdline``, ``ps``) and stays in the shell's history. One line naming the
+    field and the environment variable to export instead; the value is never repeated."""
+    from verlctl.errors import SpecError
+    from verlctl.spec.resolve import SECRET_ENV
+
+    how = SECRET_ENV.get(key)
+    if how is not None and value.strip():
+        raise SpecError(f"a key given with --set is readable by every user of this machine (ps, /proc) and stays "
+                        f"in the shell's history: export {how} instead", field=key)
 
 
 def _parse_scalar(text: str, key: str = "") -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -40,6 +41,24 @@ def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
         return None, f"log not read: the run's container is {container.get('state')} (pass --log FILE)"
     run_log = record.run_log  # type: ignore[attr-defined]
     return read_tail(ex, run_log, LOG_CAP_BYTES).encode(), run_log
+
+
+def redact_report(data: Any) -> tuple[Any, dict[str, int]]:
+    """The report's data with every text through the one redaction of bundles and reports
+    (:class:`verlctl.monitor.redact.Redactor`: the spec, log excerpts, events, facts, attempts); the kinds
+    removed, with counts, are said on the page. Only the charts' numbers are not text."""
+    import dataclasses
+
+    from verlctl.monitor.redact import Redactor
+
+    redact = Redactor.from_env()
+    changes = {f.name: redact.tree(getattr(data, f.name)) for f in dataclasses.fields(data)
+               if f.name != "series" and isinstance(getattr(data, f.name), (str, list, tuple, dict))}
+    removed = redact.kinds()
+    facts = dict(changes.get("facts", data.facts))
+    facts["secrets removed"] = ", ".join(f"{k} ({n})" for k, n in removed.items()) or "none found"
+    changes["facts"] = facts
+    return dataclasses.replace(data, **changes), removed
 
 
 def _write_atomic(path: Path, text: str, force: bool) -> None:
@@ -122,8 +141,7 @@ def report(
     }
     if record.swanlab_url:
         facts["SwanLab"] = record.swanlab_url
-    page = render(
-        ReportData(
+    data_in = ReportData(
             run_id=record.run_id,
             experiment=record.experiment,
             state=state,
@@ -142,7 +160,9 @@ def report(
             smooth=smooth,
             log_read=data is not None,
         )
-    )
+    report_data, removed = redact_report(data_in)
+    findings = report_data.findings
+    page = render(report_data)
     _write_atomic(out, page, force)
     if as_json:
         import json
@@ -150,8 +170,9 @@ def report(
 
         sys.stdout.write(json.dumps({"written": str(out), "bytes": len(page), "run_id": record.run_id,
                                      "state": run_state.state, "state_why": run_state.why,
-                                     "steps_charted": len(sink.steps), "log": source,
-                                     "findings": findings}, indent=2, default=str) + "\n")
+                                     "steps_charted": len(sink.steps), "log": report_data.facts["log"],
+                                     "findings": findings, "secrets_removed": removed}, indent=2,
+                                    default=str) + "\n")
         return
     typer.echo(f"wrote {out} ({len(page) // 1024} KiB; {len(sink.steps)} steps charted)")
 

@@ -5,8 +5,8 @@ the resolved spec (written without secrets at launch), both scripts, versions (v
 vllm-ascend, torch / torch_npu, transformers, Ray, CANN, the driver), the log tail and its diagnosis,
 ``npu-smi`` / ``nvidia-smi`` and ``ray status`` snapshots, the run's events and the image digest.
 
-Every text goes through one :class:`Scrubber` before it is archived: the SwanLab API key (from the environment
-and from ``key=value`` / ``key: value`` forms in any text), the host names the user marks private, and home
+Every text goes through one :class:`Scrubber` before it is archived: secrets (:mod:`verlctl.monitor.redact`:
+detect-secrets' detectors plus the run's own keys from the environment), the host names the user marks private, and home
 directories (the user's own and ``/home/<name>``). Each piece is capped, and every probe has a timeout: a dead
 target gives "unavailable: <why>" in the manifest, never a hang.
 """
@@ -25,17 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verlctl.monitor.redact import KINDS, Redactor
+
 #: Caps: the log tail and any other single piece.
 LOG_TAIL_BYTES = 2 * 1024 * 1024
 PIECE_BYTES = 1024 * 1024
 PROBE_TIMEOUT_S = 20
 
-#: Environment variables whose values are secrets wherever they appear.
-SECRET_ENV = ("SWANLAB_API_KEY", "VERLCTL_LOGGING__SWANLAB__API_KEY", "WANDB_API_KEY", "HF_TOKEN")
-#: ``api_key=…``, ``"api_key": "…"``, ``SWANLAB_API_KEY=…``, ``token: …`` in any text.
-_SECRET_KV = re.compile(
-    r"(?i)(?P<k>\b[\w.]*(?:api[_-]?key|token|password|secret)\b[\"']?\s*[:=]\s*[\"']?)(?P<v>[^\s\"',}]+)"
-)
 _HOME = re.compile(r"/home/(?P<user>[^/\s\"':]+)")
 
 #: What the versions probe prints: one ``name=version`` line each (run with the target's python3).
@@ -65,9 +61,10 @@ SHELL_PROBES: dict[str, list[str]] = {
 
 @dataclass
 class Scrubber:
-    """Removes secrets, private host names and home directories from text."""
+    """Removes secrets (the one :class:`~verlctl.monitor.redact.Redactor`), private host names and home
+    directories from text."""
 
-    secrets: list[str] = field(default_factory=list)
+    redact: Redactor = field(default_factory=Redactor)
     private_hosts: list[str] = field(default_factory=list)
     home: str | None = None
     #: what each private host is ("given with --private", "this host's name", ...), by name
@@ -80,20 +77,17 @@ class Scrubber:
                  own: dict[str, str] | None = None) -> Scrubber:
         """``own``: host names and addresses to replace too, with what each is (:func:`own_hosts`)."""
         env = os.environ if environ is None else environ
-        secrets = [env[k] for k in SECRET_ENV if env.get(k)]
         home = env.get("HOME")
         kinds = {**(own or {}), **{h: "given with --private" for h in private_hosts if h}}
         return cls(
-            secrets=sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True),
+            redact=Redactor.from_env(env),
             private_hosts=sorted(kinds, key=len, reverse=True),
             home=home if home and home not in ("/", "") else None,
             kinds=kinds,
         )
 
     def __call__(self, text: str) -> str:
-        for s in self.secrets:
-            text = text.replace(s, "<redacted>")
-        text = _SECRET_KV.sub(lambda m: m.group("k") + "<redacted>", text)
+        text = self.redact(text)
         for i, h in enumerate(self.private_hosts, 1):
             text, n = re.subn(rf"(?<![\w.-]){re.escape(h)}(?![\w-])", f"<private-host-{i}>", text)
             if n:
@@ -225,8 +219,15 @@ def collect(record: Any, ex: Any, container: dict[str, Any], image_digest: str |
                 b.add("diagnosis.json", None, "no log" if ex is not None else why)
             return b
         start = max(0, size - LOG_TAIL_BYTES)  # (int | None: a host file's tail has no offset here)
-        data = ex.read_file(record.run_log, offset=start, max_bytes=LOG_TAIL_BYTES) or b""
-        source = "target"
+        got, why = ex.read_log(record.run_log, offset=start, max_bytes=LOG_TAIL_BYTES)
+        if got is None:  # a FIFO or a link at the log's name: said in the manifest, nothing read
+            b.add("log-tail.txt", None, why)
+            if from_events:
+                diagnosis([], None, None, "none")
+            else:
+                b.add("diagnosis.json", None, why)
+            return b
+        data, source = got, "target"
     b.add("log-tail.txt", data.decode("utf-8", errors="replace"))
     diag = diagnose_bytes(data)
     diagnosis([f.to_dict() for f in diag.findings], diag.progress, start, source)
@@ -240,13 +241,16 @@ def write(bundle: Bundle, scrub: Scrubber, out: Path, root: str) -> int:
     manifest = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "files": sorted(bundle.files),
-        "unavailable": bundle.unavailable,
-        "redacted": ["secrets (API keys, tokens)", "host names and addresses (replaced_hosts: which kinds)",
-                     "home directories"],
+        "unavailable": {name: scrub(why) for name, why in bundle.unavailable.items()},
+        "redacted": ["secrets (secrets_removed: which kinds, how many)",
+                     "host names and addresses (replaced_hosts: which kinds)", "home directories"],
     }
     scrubbed = {name: scrub(text) for name, text in bundle.files.items()}
+    manifest["secrets_removed"] = scrub.redact.manifest()
+    manifest["secrets_looked_for"] = dict(KINDS)
     manifest["replaced_hosts"] = dict(sorted(scrub.replaced.items(), key=lambda kv: int(kv[0].split("-")[-1][:-1])))
-    pieces = {**scrubbed, "manifest.json": scrub(json.dumps(manifest, indent=2) + "\n")}
+    # (the manifest's own texts are verlctl's: the reasons are scrubbed above, the kinds are constant words)
+    pieces = {**scrubbed, "manifest.json": json.dumps(manifest, indent=2) + "\n"}
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         now = int(time.time())

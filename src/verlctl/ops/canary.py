@@ -61,6 +61,16 @@ def canary_dir(checkpoints: str, run_id: str) -> str:
     return f"{checkpoints.rstrip('/')}/{CANARY_DIR}/{run_id}"
 
 
+def linked_canary_dir(ex: Executor, where: str) -> str | None:
+    """The canary's directory or its parent (``<checkpoints>/.verlctl-canary``) when it is a symbolic link in
+    the run's target (planted, or left by hand), else None: the canary never writes through one."""
+    parent = where.rsplit("/", 1)[0]
+    for path in (parent, where):
+        if ex.run(["test", "-L", path], timeout=30).ok:
+            return path
+    return None
+
+
 def canary_spec(resolved: ResolvedSpec, checkpoints: str, steps: int) -> ResolvedSpec:
     """The spec of a canary phase: the user's, with the few settings above changed."""
     spec = resolved.spec
@@ -111,6 +121,11 @@ class Canary:
             raise VerlctlError("launch --canary needs paths.checkpoints: the canary saves a checkpoint and resumes "
                                "from it", hint="set paths.checkpoints (a directory every node sees)")
         where = canary_dir(spec.paths.checkpoints, self.record.run_id)
+        link = linked_canary_dir(self.ex, where)
+        if link is not None:
+            raise RuntimeFailure(f"the canary's directory {link} is a symbolic link: the canary writes only into "
+                                 "a directory of its own, never through a link (nothing was written); the full run "
+                                 "was not started", hint=f"remove the link {link}, or check who made it")
         self.launcher.report.step(f"canary: 1 step + checkpoint, then resume + 1 step, in {where}")
         t0 = time.monotonic()
         first = self._phase("step + checkpoint", where, steps=1, resumed_from=None)

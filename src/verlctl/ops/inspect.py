@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
@@ -20,6 +21,7 @@ from verlctl.runtime.executor import (
     HostExecutor,
 )
 from verlctl.runtime.records import (
+    WATCH_LOCK,
     RunRecord,
     all_runs,
     load_run,
@@ -120,10 +122,7 @@ def read_tail(ex: Executor, path: str, max_bytes: int = TAIL_BYTES) -> str:
     if size is None:
         return ""
     start = max(0, size - max_bytes)
-    try:
-        data = ex.read_file(path, offset=start) or b""
-    except OSError:  # a symlink planted at the log's name, a FIFO: not read
-        return ""
+    data = ex.read_log(path, offset=start)[0] or b""  # a symlink planted at the log's name, a FIFO: not read
     text = data.decode(errors="replace")
     if start > 0:
         text = text.split("\n", 1)[-1]
@@ -141,10 +140,36 @@ def watcher_alive(record: RunRecord) -> bool:
         uid = os.stat(f"/proc/{record.watcher_pid}").st_uid
     except OSError:
         return False
-    if uid != os.getuid() or "watch" not in argv or record.run_id not in argv:
+    if uid != os.getuid() or "watch" not in argv:
         return False
     i = argv.index("watch")
-    return i > 0 and (argv[i - 1] == "verlctl" or argv[i - 1].endswith("/verlctl")) and argv.index(record.run_id) > i
+    if not (i > 0 and (argv[i - 1] == "verlctl" or argv[i - 1].endswith("/verlctl"))):
+        return False
+    if record.run_id in argv[i + 1:]:
+        return True
+    # `verlctl watch` without a run id (the newest run, as launch_and_watch starts it): it is this run's
+    # watcher when it holds this run's watcher lock
+    return holds_watch_lock(record.watcher_pid, record.dir / WATCH_LOCK)
+
+
+def holds_watch_lock(pid: int, lock: Path) -> bool:
+    """Whether process ``pid`` holds the flock on ``lock`` (the kernel's table, /proc/locks: no lock is taken
+    here, so a watcher starting now is never refused because of this look)."""
+    try:
+        st = os.stat(lock, follow_symlinks=False)
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            table = fh.read(4 * 1024 * 1024)
+    except OSError:
+        return False
+    # by inode (an overlay file system may show another device number than stat() gives)
+    want = str(st.st_ino)
+    for line in table.splitlines():
+        parts = line.split()
+        if "->" in parts:  # a waiter, not a holder
+            continue
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[4] == str(pid) and parts[5].rsplit(":", 1)[-1] == want:
+            return True
+    return False
 
 
 def run_status(run_id: str | None) -> dict[str, Any]:
@@ -241,7 +266,7 @@ def _read_from(ex: Executor, path: str, offset: int, max_bytes: int) -> str:
     start = max(offset, size - max_bytes)
     if start > size:  # the log was truncated or replaced: read its end
         start = max(0, size - max_bytes)
-    data = ex.read_file(path, offset=start) or b""
+    data = ex.read_log(path, offset=start)[0] or b""  # a FIFO or a link at the log's name: nothing read
     text = data.decode(errors="replace")
     if start > offset:
         text = text.split("\n", 1)[-1]
@@ -349,6 +374,10 @@ def print_status(doc: dict[str, Any]) -> None:
 def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
     record = resolve_run(run_id)
     ex, container, note = log_target(record)
+    from verlctl.ops.runstate import host_log_path
+
+    if ex is None and host_log_path(record) is not None:  # a host file (paths.logs) that is not there any more:
+        ex = HostExecutor()  # said below as gone, with the trainer's own log when that is still on this host
     if ex is None:
         raise VerlctlError(f"the run's container is {container.get('state')}: its log cannot be read",
                            hint="the log is inside the container only (paths.logs is not a host directory)")

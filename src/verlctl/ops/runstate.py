@@ -181,8 +181,11 @@ def decide(record: RunRecord, events: list[dict[str, Any]], live: dict[str, Any]
     signalled = stopped_ev is None or bool(stopped_ev.get("signalled", True))
     # A stop that signalled nothing (the run had ended) keeps the log's verdict (N9).
     if ("stopped" in by_kind or record.stopped) and (signalled or verdict is None):
-        e = by_kind.get("stopped") or {}
-        reason = e.get("reason") or "with `verlctl stop`"
+        e = by_kind.get("stopped") or by_kind.get("launch_interrupted") or {}
+        if e.get("event") == "launch_interrupted":  # the interrupted launch's clean-up stopped it, not `stop`
+            reason = f"when its launch was interrupted ({e.get('signal') or 'a signal'})"
+        else:
+            reason = e.get("reason") or "with `verlctl stop`"
         return RunState("stopped", f"stopped {reason} {_ago(e.get('time'), now)}".strip(), "events")
     if verdict is not None:
         return RunState(verdict[0], verdict[1], "log")

@@ -208,6 +208,14 @@ class Watcher:
         self._early: tuple[list[str], Any] | None = None  # a next attempt being prepared (see _early_oom)
         self._oom_before: Any = None  # the OOM-kill counters when the attempt's watch started (monitor/killed.py)
         self._early_side: str | None = None  # whose devices the OOM that started it hit (see _side)
+        # The run directory's files a relaunch reads, kept to write them again when the directory goes
+        # (see _record_lost): the resolved spec as launched (no secrets in it).
+        from verlctl.spec.sources import MAX_SPEC_BYTES
+
+        self._kept: dict[str, bytes] = {}
+        with contextlib.suppress(OSError, ValueError):
+            self._kept[record.spec_file] = record.read_file(record.spec_file, MAX_SPEC_BYTES)
+        self._lock_fd: int | None = None  # the watcher lock taken again in a rewritten directory
 
     # -------------------------------------------------------------------------------- reporting
 
@@ -254,6 +262,26 @@ class Watcher:
         if not (self.record.dir / "run.json").exists():  # never over a record `stop` may have marked since
             with contextlib.suppress(OSError):
                 self.record.save()
+            self._rewrite_kept()
+
+    def _rewrite_kept(self) -> None:
+        """After the record was written again from memory: the spec a relaunch reads (so the next OOM is
+        still recovered), and this watcher's lock on the new directory's ``watcher.lock`` (so a second
+        `verlctl watch` is refused by the one-watcher rule, not by a missing file)."""
+        from verlctl.runtime.records import hold_watch_lock
+
+        for name, data in self._kept.items():
+            if not (self.record.dir / name).exists():
+                try:
+                    self.record.write_file(name, data)
+                except OSError as exc:
+                    self.say(f"verlctl watch: warning: {self.record.dir / name} cannot be written again "
+                             f"({exc.strerror or exc}): a relaunch would not find it")
+        if self._lock_fd is None:
+            try:
+                self._lock_fd = hold_watch_lock(self.record)
+            except VerlctlError as exc:
+                self.say(f"verlctl watch: warning: {exc.message}")
 
     # --------------------------------------------------------------------------------- the loop
 

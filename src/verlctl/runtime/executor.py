@@ -190,6 +190,16 @@ class Executor(abc.ABC):
         res = self.run(["stat", "-c", "%s", path], timeout=30)
         return int(res.out.strip()) if res.ok and res.out.strip().isdigit() else None
 
+    def read_log(self, path: str, offset: int = 0, max_bytes: int | None = None) -> tuple[bytes | None, str]:
+        """A run's log, as :meth:`read_file` reads it, for every reader of a log (status, logs, bundle): the
+        bytes, or None and why not (absent; a FIFO, a device or a symlink at its name, as in a damaged or
+        planted record, is refused by the reader: one reason, never a traceback)."""
+        try:
+            data = self.read_file(path, offset=offset, max_bytes=max_bytes)
+        except OSError as exc:
+            return None, f"{path} not read: {exc.strerror or exc}"
+        return data, "" if data is not None else f"no log at {path}"
+
     def describe(self) -> str:
         return self.kind
 

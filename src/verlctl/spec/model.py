@@ -86,8 +86,9 @@ def _control_char(value: object) -> str | None:
     return None
 
 
-def _takes_int_not_bool(annotation: object) -> bool:
-    """Whether a field of this annotation is a whole number (``int``, ``int | None``), not a bool."""
+def _number_kind(annotation: object) -> str | None:
+    """What number a field of this annotation takes, when it takes no bool: "a whole number" (``int``,
+    ``int | None``), "a number" (``float``, ``float | None``), else None."""
     import typing
 
     def base(t: object) -> object:  # Annotated[int, ...] -> int
@@ -95,7 +96,9 @@ def _takes_int_not_bool(annotation: object) -> bool:
 
     t = base(annotation)
     args = [base(a) for a in typing.get_args(t)] if typing.get_origin(t) is not None else [t]
-    return int in args and bool not in args
+    if bool in args:
+        return None
+    return "a whole number" if int in args else "a number" if float in args else None
 
 
 #: Longest container name / logging name: each becomes a path component, a label or part of one (NAME_MAX 255).
@@ -117,10 +120,12 @@ class _Strict(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _no_bool_for_int(cls, v: object, info: ValidationInfo) -> object:
-        # pydantic takes true/false for an int field as 1/0: `train.steps: true` is a mistake, not a count
+        # pydantic takes true/false for a number field as 1/0: `train.steps: true` or `train.lr: true` is a
+        # mistake, not a count or a rate
         field = cls.model_fields.get(info.field_name or "")
-        if isinstance(v, bool) and field is not None and _takes_int_not_bool(field.annotation):
-            raise ValueError(f"must be a whole number, not {str(v).lower()}")
+        kind = _number_kind(field.annotation) if isinstance(v, bool) and field is not None else None
+        if kind:
+            raise ValueError(f"must be {kind}, not {str(v).lower()}")
         return v
 
     @field_validator("*")
@@ -606,6 +611,10 @@ class SwanlabSpec(_Strict):
     def _url(cls, v: str | None) -> str | None:
         if v is None:
             return v
+        if "@" in v.split("://", 1)[-1].split("/", 1)[0]:  # user-info: never repeat it (it may hold a password)
+            raise ValueError("a user name or password in the SwanLab host URL would be written into the run's "
+                             "scripts and output: give the host as http(s)://host[:port] and the key in "
+                             "SWANLAB_API_KEY")
         if not re.fullmatch(r"https?://[^\s/:]+(:[0-9]{1,5})?(/[^\s]*)?", v):
             raise ValueError(f"invalid URL {v!r}: expected http(s)://host[:port]")
         return v.rstrip("/")

@@ -212,12 +212,15 @@ def spec_error_from(exc: ValidationError, origins: Mapping[str, Origin]) -> Spec
         value is not None
         and not isinstance(value, (dict, list, SecretStr))
         and "api_key" not in path
-        and path not in ("container.proxy.http", "container.proxy.https")  # may carry a proxy password
+        and path not in URL_PATHS  # may carry a password in its user-info
         and repr(value) not in msg
     ):
         msg = f"{msg} (got {shown(value)})"
     return SpecError(f"{msg}{where}", field=path or None)
 
+
+#: Spec paths that hold a URL, whose user-info may carry a password: an error there never shows the input.
+URL_PATHS = ("container.proxy.http", "container.proxy.https", "logging.swanlab.host")
 
 #: The most characters of an input value that an error message echoes.
 MAX_SHOWN = 80

@@ -65,7 +65,8 @@ def summary_lines(resolved: ResolvedSpec, command: TrainingCommand) -> list[tupl
     rows.append(("features", ", ".join(on) or "none"))
     if sw.enabled:
         key = MASK if sw.api_key is not None and sw.api_key.get_secret_value() else "(none)"
-        rows.append(("SwanLab", f"on: {sw.host}, mode {sw.mode}, workspace {sw.workspace}, project "
+        workspace = sw.workspace or "your own (SwanLab's default)"
+        rows.append(("SwanLab", f"on: {sw.host}, mode {sw.mode}, workspace {workspace}, project "
                                 f"{spec.logging.project}, key {key}"))
     else:
         rows.append(("SwanLab", "off"))

@@ -312,6 +312,11 @@ def init_flow(config: Path | None, flags: dict[str, Any], names: dict[str, str],
         console = Console()
     if budget_s <= 0:
         raise VerlctlError(f"--budget must be a positive number of seconds, not {budget_s:g}")
+    from verlctl.files import name_problem, shown_name
+
+    problem = name_problem(out)
+    if problem:  # before any question or stat (a name longer than the system takes)
+        raise VerlctlError(f"-o {shown_name(out)}: {problem}")
     resolved = load_spec(config, flags=flags, flag_names=names, environ=environ)
     if interactive is None:
         interactive = stdin_is_terminal()

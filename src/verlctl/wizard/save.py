@@ -9,7 +9,6 @@ existing file is replaced only when ``overwrite`` says so.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 from collections.abc import Callable
@@ -103,7 +102,12 @@ class SpecFileExists(VerlctlError):
 
 
 def target_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be the spec file (a directory, a missing directory), or None."""
+    """Why ``path`` cannot be the spec file (a name too long, a directory, a missing directory), or None."""
+    from verlctl.files import name_problem, shown_name
+
+    problem = name_problem(path)
+    if problem:
+        return f"cannot write {shown_name(path)}: {problem}"
     if path.is_dir():
         return f"{path} is a directory: give a file name, e.g. {path / 'run.yaml'}"
     parent = path.parent if str(path.parent) else Path(".")
@@ -130,18 +134,11 @@ def save_spec(path: Path, resolved: ResolvedSpec, overwrite: Callable[[Path], bo
 
 
 def _write_atomic(path: Path, text: str, mode: int) -> None:
-    parent = path.parent if str(path.parent) else Path(".")
-    tmp: str | None = None
+    from verlctl.files import write_file
+
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)  # replaces a symlink itself, never writes through it
+        write_file(path, text.encode("utf-8"), mode)  # the one atomic writer: replaces a symlink, never follows it
     except OSError as exc:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
         raise VerlctlError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
