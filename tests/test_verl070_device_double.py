@@ -2,7 +2,19 @@
 (tests/image/build_realverl070.sh), in seconds and without Ray or a training run: through verl 0.7.0's plugin
 hook it makes verl's own process-group string (verl/workers/fsdp_workers.py:157) a gloo group and an FSDP2 step
 run on the CPU, with the functions other verl modules imported before the hook ran replaced too; without it,
-verl 0.7.0 asks torch for ``cpu:gloo,cpu:nccl`` on a machine without CUDA, which torch refuses."""
+verl 0.7.0 asks torch for ``cpu:gloo,cpu:nccl`` on a machine without CUDA, which torch refuses.
+
+What this double cannot run: verl 0.7.0's one-step-off recipe (1 trainer + 1 rollout device). It syncs weights
+from the trainer to the rollout over a Ray collective group spanning both sides
+(recipe/one_step_off_policy/ray_trainer.py:282-288: ``collective.create_collective_group(...,
+backend=get_nccl_backend(), group_name="actor_rollout")``; fsdp_workers.py:101: ``collective.broadcast`` per
+tensor). Off an NPU that backend is NCCL, which Ray's collective runs with cupy on CUDA only. With the double's
+gloo, Ray 2.60's ``TorchGLOOGroup`` (ray/util/collective/collective_group/torch_gloo_collective_group.py:67-113)
+skips its rendezvous when the process has a torch default group and builds the 2-rank group with
+``dist.new_group(ranks=[0, 1])`` inside it; but each side's verl worker already made its own 1-rank default group
+(verl/workers/fsdp_workers.py:156), so the trainer-rollout group cannot form. Running it would take replacing the
+recipe's weight-sync transport (as the 0.9.1 demo layer re-registers verl's checkpoint engine on gloo), for which
+0.7.0 has no registry: no longer a device-layer double."""
 
 from __future__ import annotations
 
