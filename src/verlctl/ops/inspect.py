@@ -207,7 +207,7 @@ def run_status(run_id: str | None) -> dict[str, Any]:
     from verlctl.monitor.health import evaluate_text, record_settings, run_warnings
 
     found = evaluate_text(text, record_settings(record)) if text else []
-    doc["health"] = run_warnings(found, runstate.current_events(events))
+    doc["health"] = run_warnings(found, events)  # the watcher's over every attempt, where the tail has no more
     current = runstate.current_events(events) if record.attempts else events
     last_failure = next((e for e in reversed(current) if e.get("event") in ("failure", "alert")), None)
     if last_failure and not doc["last_error"]:
