@@ -139,6 +139,10 @@ def _demo_spec() -> Any:
     ("lr_zero", [line(1, actor__lr=1e-06), line(2, actor__lr=1e-06)], Settings(), None),
     ("lr_pinned", [line(s, actor__lr=1e-06) for s in (1, 2, 3, 4)], Settings(warmup_steps=3), 4),
     ("lr_pinned", [line(s, actor__lr=s * 1e-07) for s in (1, 2, 3, 4)], Settings(warmup_steps=3), None),
+    ("lr_pinned", [line(s, actor__lr=1e-06) for s in (1, 2, 3)], Settings(warmup_steps=2), 3),
+    ("lr_pinned", [line(s, actor__lr=1e-06) for s in (1, 2)], Settings(warmup_steps=1), None),  # no warm-up to see
+    ("lr_pinned", [line(s, actor__lr=0.0) for s in (1, 2, 3, 4)], Settings(warmup_steps=3), None),  # that is lr_zero
+    ("lr_zero", [line(s, actor__lr=0.0) for s in (1, 2, 3, 4)], Settings(warmup_steps=3), 4),
     ("overlong", [line(s, response_length__clip_ratio=1.0) for s in (1, 2, 3)], Settings(), 1),
     ("overlong", [line(s, response_length__clip_ratio=0.89) for s in (1, 2, 3)], Settings(), None),
     ("overlong", [line(s, response_length__clip_ratio=1.0) for s in (1, 2, 3)], Settings(overlong_ratio=1.0), 1),
@@ -292,3 +296,21 @@ def test_resume_trained_nothing(resumed: str | None, seen: int | None, total: in
 def test_evaluate_keeps_step_order_of_the_log() -> None:
     flat = {"critic/advantages/max": 0.0, "critic/advantages/min": 0.0}
     assert [w.step for w in evaluate([(1, flat), (2, flat), (3, flat)])] == [1]
+
+
+def test_status_and_report_add_the_watchers_warnings_of_rules_their_log_read_did_not_find() -> None:
+    found = evaluate_text("\n".join(line(n, actor__grad_norm=math.nan if n == 2 else 1.0) for n in (1, 2)))
+    events = [{"event": "alert", "rule": "overlong", "message": "not a health event"},
+              {"event": "health", "rule": "grad_norm_nonfinite", "step": 9, "message": "the watcher's"},
+              {"event": "health", "rule": "no_learning_signal", "step": 1, "message": "every advantage was 0",
+               "title": "no learning signal"}]
+    merged = health.run_warnings(found, events)
+    assert [(w["rule"], w["step"]) for w in merged] == [("grad_norm_nonfinite", 2), ("no_learning_signal", 1)]
+
+
+def test_a_record_whose_spec_cannot_be_read_is_judged_with_the_defaults() -> None:
+    class Damaged:
+        def load_spec(self) -> Any:
+            raise ValueError("spec.resolved.yaml: not YAML")
+
+    assert health.record_settings(Damaged()) == Settings()
