@@ -105,17 +105,23 @@ def test_real_grpo_with_the_gsm8k_reward_on_a_random_model_has_no_learning_signa
     assert "no_learning_signal" not in rules_of(text, Settings(no_signal_steps=len(step_lines(GRPO_GSM8K)) + 1))
 
 
-def test_real_demo_dapo_with_the_digit_share_reward_raises_no_warning() -> None:
-    text = DEMO_DAPO.read_text()
-    assert len(step_lines(DEMO_DAPO)) >= 2
-    assert evaluate_text(text, Settings.from_spec(_demo_spec())) == []
+def test_real_demo_dapo_with_the_digit_share_reward_raises_no_warning(tmp_path: Path) -> None:
+    """The demo's real DAPO steps (digit-share reward: advantages of +-0.71) raise nothing, with the default
+    bounds and with the demo's own spec (which does not judge overlong: its random model fills
+    max_response_length, 87-100 % of the responses in this log)."""
+    import yaml
 
-
-def _demo_spec() -> Any:
-    from verlctl.demo.spec import demo_spec_dict
+    from verlctl.demo.spec import demo_spec
     from verlctl.spec.model import RunSpec
 
-    return RunSpec.model_validate(demo_spec_dict())
+    text = DEMO_DAPO.read_text()
+    assert len(step_lines(DEMO_DAPO)) == 3
+    assert evaluate_text(text) == []
+    spec = RunSpec.model_validate(yaml.safe_load(demo_spec(tmp_path, tmp_path / "env", "dapo", 2)))
+    assert spec.recovery.health.ignore == ["overlong"]
+    assert evaluate_text(text, Settings.from_spec(spec)) == []
+    # the bound decides: at 0.85 the demo's 0.875 / 1.0 / 0.875 clip ratios are "overlong"
+    assert rules_of(text, Settings(overlong_ratio=0.85)) == ["overlong"]
 
 
 # ------------------------------------------------------------------------------------ each rule's bounds

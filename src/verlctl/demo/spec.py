@@ -92,7 +92,7 @@ features:
 
 recovery:
   health:
-    ignore: [overlong]    # the random tiny model never ends a response: every one is cut at 32 tokens, by design
+    ignore: [overlong]    # the random tiny model rarely ends a response: most are cut at 32 tokens, by design
 
 logging:
   project: verlctl-demo
