@@ -386,12 +386,12 @@ class Watcher:
                         exit_status = (text.partition(EXIT_MARKER)[2].split() or ["?"])[0]
                     for ev in parser.feed(text):
                         self._on_event(ev, live, attempt.resumed_from)
-                    if self._health_stop is not None and not (finished or exit_status):
-                        return self._stop_for_health(pgid, attempt.number, live)
                         if isinstance(ev, ErrorFound) and first_error_at is None:
                             first_error_at = now
                         if isinstance(ev, ErrorFound) and RAY_DAEMONS_EXITED in ev.finding.excerpt:
                             head_exited = f"its `ray start` says {RAY_DAEMONS_EXITED!r} (log line {ev.line})"
+                    if self._health_stop is not None and not (finished or exit_status):
+                        return self._stop_for_health(pgid, attempt.number, live)
                 # Alert once per attempt, with the root cause: wait until the traceback is complete (the
                 # group ended, or a few seconds passed) so that an OOM inside a RayTaskError is the OOM.
                 if first_error_at is not None and not alerted and (
