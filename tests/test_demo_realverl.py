@@ -94,6 +94,10 @@ def test_demo_trains_for_real_and_leaves_an_ordinary_run(tmp_path: Path, demo_en
         text = train_log.read_text(errors="replace") if train_log and train_log.exists() else ""
         scores = [float(x) for x in re.findall(r"critic/score/mean:(-?[0-9.]+)", text)]
         assert len(set(scores)) >= 1 and not all(s == 0.0 for s in scores), scores
+        # a healthy run: verl's step metrics raise no training-health warning (the demo's spec does not judge
+        # overlong: its random model fills max_response_length by design)
+        assert doc["health"] == [], doc["health"]
+        assert 'id="health"' in page and "data-rule=" not in page
 
         # a second demo in the same folder says how to resume instead of training over the run
         again = run_cli("demo", "--yes", "--dir", str(folder), env=env, cwd=tmp_path, timeout=300)
@@ -112,8 +116,9 @@ def test_demo_trains_for_real_and_leaves_an_ordinary_run(tmp_path: Path, demo_en
             if state in ("finished", "stopped") or state.startswith("failed"):
                 break
             time.sleep(5)
-        assert state == "finished"
+        assert state == "finished"  # the resume trained step 3: a finish, not "a resume that trained nothing"
         assert (folder / "checkpoints" / "global_step_3").is_dir()
+        assert json.loads(run_cli("status", "--json", env=env, cwd=tmp_path, timeout=180).out)["health"] == []
 
         # stop acts on the demo's run (already ended: nothing of anyone else's is touched)
         stop = run_cli("stop", run_id, env=env, cwd=tmp_path, timeout=300)

@@ -141,6 +141,12 @@ def test_real_verl_launch_progress_stop_resume_finish_export_diagnose_report(
             step_lines = re.findall(r"step:(\d+) ", log)
             assert str(steps) in step_lines and str(stopped_at + 1) in step_lines
             total_s = time.monotonic() - t0
+            # Training health: verl's gsm8k reward scores the random model 0 everywhere, so every advantage is
+            # 0 (critic/advantages/max = min = 0): "no learning signal", from the watcher (an event; the run
+            # went on and finished) and from status, which judge real verl's own step lines.
+            assert "no_learning_signal" in [w["rule"] for w in st["health"]], st["health"]
+            assert "no_learning_signal" in [e.get("rule") for e in events(env, st["run_id"])
+                                            if e["event"] == "health"]
 
         # ---- 4. export-hf: verl's real model_merger on the real checkpoint; transformers loads and generates.
         hf = tmp_path / "hf"
@@ -172,13 +178,17 @@ def test_real_verl_launch_progress_stop_resume_finish_export_diagnose_report(
         html = page.read_text()
         # the score chart (charts.py titles verl's critic/score/mean "Score (mean)") up to the last real step
         assert "Score (mean)" in html and "<svg" in html and f"step {steps} of {steps}" in html, html[-3000:]
+        assert 'data-rule="no_learning_signal"' in html  # the report's training-health table
+        for chart in ("pg_loss", "grad_norm", "kl", "entropy", "advantages", "clip_ratio"):  # verl logs them
+            assert f'data-chart="{chart}"' in html, chart
         print(f"\nreal verl: first step seen after {first_step_s:.0f} s, whole life {total_s:.0f} s")
     finally:
         bystander_container.remove(force=True)
 
 
-def events(env: RealVerlEnv) -> list[dict[str, Any]]:
-    run_dir = next((env.state / "runs").iterdir())
+def events(env: RealVerlEnv, run_id: str | None = None) -> list[dict[str, Any]]:
+    """The events of run ``run_id`` (default: the only run, or the newest one by its id's time stamp)."""
+    run_dir = env.state / "runs" / run_id if run_id else max((env.state / "runs").iterdir(), key=lambda p: p.name)
     p = run_dir / "events.jsonl"
     return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
 
@@ -208,3 +218,24 @@ def test_real_verl_oom_recovery_adds_offload_resumes_and_finishes(realverl_env: 
     assert re.search(r"Resuming from \S+global_step_1, setting global step to 1", log), log[-3000:]
     assert saved_steps(env.ckpt) == [1, 2, 3]
     assert (env.ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+    # the gsm8k reward on the random model: no learning signal, said once over both attempts
+    said = [e["rule"] for e in evs if e["event"] == "health"]
+    assert "no_learning_signal" in said and len(said) == len(set(said)), said  # once each, over both attempts
+
+    # A resume that trains nothing is a failure, not a finish: relaunched for 5 steps with verl's epoch loop
+    # already over (trainer.total_epochs=0 ends it at once, the same exit as a checkpoint at an epoch boundary,
+    # verl #7401 / PR #5725), real verl resumes from global_step_3, trains 0 steps and exits 0.
+    env.spec["train"]["steps"] = 5
+    env.spec["env"].pop("VERLCTL_TEST_DOUBLE_OOM_AT_STEP")
+    env.spec["extra_overrides"] = [*env.spec.get("extra_overrides", []), "trainer.total_epochs=0"]
+    with run_lock():
+        launch(env)
+        st = wait_for(lambda: (lambda s: s if ended(s) and not s["watcher"]["alive"] else None)(status(env)),
+                      1500, 5, "the relaunch to end")
+    log = env.train_log.read_text(errors="replace")
+    assert len(re.findall(r"Resuming from \S+global_step_3, setting global step to 3", log)) == 1, log[-3000:]
+    assert "start_verl.sh exits with status" not in log.rsplit("Resuming from", 1)[1]  # verl exited 0
+    assert saved_steps(env.ckpt) == [1, 2, 3]  # nothing was trained
+    assert st["state"] == "failed", json.dumps(st, indent=1)[-3000:]
+    assert "trained 0 steps" in st["state_why"] and "global_step_3" in st["state_why"], st["state_why"]
+    assert any(e["event"] == "resume_failed" for e in events(env, st["run_id"]))

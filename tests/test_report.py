@@ -152,6 +152,7 @@ def test_report_command_writes_one_page_without_secrets(tmp_path: Path) -> None:
     assert SECRET not in page
     assert re.findall(r'data-chart="(\w+)" data-points="(\d+)"', page) == [
         ("score", "30"), ("response_length", "30"), ("throughput", "30"), ("step_time", "30"),
+        ("pg_loss", "30"),  # a health metric's chart: drawn because the log has actor/pg_loss
     ]
     assert "device_oom" in page and "global_step_20" in page and "step 30 of 100" in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "exp &lt;b&gt;&amp;amp;" in page
@@ -255,7 +256,7 @@ def test_report_loads_offline_in_chromium_and_is_not_blank(tmp_path: Path) -> No
 
     dom = _chromium("--dump-dom", url, profile=tmp_path / "p1")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert dom.stdout.count("<svg") == 4 and dom.stdout.count("<polyline") == 4
+    assert dom.stdout.count("<svg") == 5 and dom.stdout.count("<polyline") == 5  # + actor/pg_loss's chart
     assert "global_step_20" in dom.stdout
 
     shot = tmp_path / "shot.png"
@@ -404,9 +405,10 @@ def test_the_report_draws_ticks_restart_markers_and_smoothing_in_chromium(tmp_pa
     assert doc["state"] == "finished" and doc["steps_charted"] == 40 and doc["written"] == str(out)
     dom = _chromium("--dump-dom", out.as_uri(), profile=tmp_path / "p1")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert dom.stdout.count('data-markers="1"') == 4 and dom.stdout.count('data-step="20"') == 4
-    assert dom.stdout.count("attempt 2: offload added after out of memory") >= 4
-    assert dom.stdout.count('data-smooth="5"') == 4 and len(re.findall('data-axis="x"', dom.stdout)) >= 12
+    charts = dom.stdout.count("<svg")  # the four of every run and the health charts of what the log has
+    assert charts >= 4 and dom.stdout.count('data-markers="1"') == charts and dom.stdout.count('data-step="20"') == charts
+    assert dom.stdout.count("attempt 2: offload added after out of memory") >= charts
+    assert dom.stdout.count('data-smooth="5"') == charts and len(re.findall('data-axis="x"', dom.stdout)) >= 12
     assert '<span id="state" class="ok">finished</span>' in dom.stdout
     # the OOM of attempt 1 is what recovery dealt with: said as such, not as this run's diagnosis (U17)
     assert "recovered: attempt 2 added offload after out of memory in step 21" in dom.stdout

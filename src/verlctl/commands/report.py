@@ -103,14 +103,17 @@ def report(
     except (OSError, ValueError) as exc:
         why = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
         spec_yaml = f"(the resolved spec could not be read: {why})"
+    from verlctl.monitor.diagnose import TeeSink
+    from verlctl.monitor.health import HealthSink, evaluate, record_settings, run_warnings
     from verlctl.ops import runstate
 
     data, source = _log_bytes(record, log)
     sink = SeriesSink()
+    health_sink = HealthSink()
     findings: list[dict[str, object]] = []
     progress = None
     if data is not None:
-        d = diagnose_bytes(data, sink)
+        d = diagnose_bytes(data, TeeSink(sink, health_sink))
         progress = d.progress
         findings = [f.to_dict() for f in d.findings]
         offset = record.attempts[-1].log_offset if len(record.attempts) > 1 and log is None else 0
@@ -128,6 +131,7 @@ def report(
         findings = [failure]
     for f in findings:  # what to do after what recovery did (not the rungs it tried; a give-up's advice)
         f["hint"] = runstate.hint_after_recovery(str(f.get("category")), str(f.get("hint") or ""), events)
+    health = run_warnings(evaluate(health_sink.items(), record_settings(record)), events)
     run_state = run_states([record])[record.run_id]
     state = run_state.state
     facts = {
@@ -157,6 +161,7 @@ def report(
             recovered=runstate.recoveries(events),
             restarts=[r.as_dict() for r in runstate.restarts(events)],
             gave_up=runstate.gave_up(events),
+            health=health,
             smooth=smooth,
             log_read=data is not None,
         )
@@ -171,7 +176,7 @@ def report(
         sys.stdout.write(json.dumps({"written": str(out), "bytes": len(page), "run_id": record.run_id,
                                      "state": run_state.state, "state_why": run_state.why,
                                      "steps_charted": len(sink.steps), "log": report_data.facts["log"],
-                                     "findings": findings, "secrets_removed": removed}, indent=2,
+                                     "findings": findings, "secrets_removed": removed, "health": health}, indent=2,
                                     default=str) + "\n")
         return
     typer.echo(f"wrote {out} ({len(page) // 1024} KiB; {len(sink.steps)} steps charted)")

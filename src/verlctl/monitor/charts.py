@@ -1,4 +1,6 @@
-"""Charts over a run's steps: score, response length, throughput and step time.
+"""Charts over a run's steps: score, response length, throughput and step time, and the metrics the training
+health rules read (:mod:`verlctl.monitor.health`): entropy, KL, gradient norm, pg_loss, learning rate,
+advantages, validation score, responses cut at the maximum length and DAPO's filter_groups evictions.
 
 The series come from the per-step metric lines verl prints (``step:N - key:value - ...``, parsed by
 :mod:`verlctl.monitor.events`). Two renderings of the same series: :func:`svg_chart` (an inline SVG for the HTML
@@ -26,6 +28,19 @@ class ChartSpec:
     title: str
     keys: tuple[str, ...]  # verl metric names, first present wins
     unit: str = ""
+    prefix: str = ""  # else: the first key (in name order) with this prefix, one holding "mean@" preferred
+    always: bool = True  # drawn ("no data") even when the log has none of its metric
+
+    def pick(self, metrics: Mapping[str, object]) -> object:
+        """This chart's value in one step's metrics (None when absent)."""
+        for key in self.keys:
+            if key in metrics:
+                return metrics[key]
+        if self.prefix:
+            keys = sorted(k for k in metrics if k.startswith(self.prefix))
+            best = next((k for k in keys if "mean@" in k), keys[0] if keys else None)
+            return metrics[best] if best is not None else None
+        return None
 
 
 #: verl's metric names: ``critic/score/mean`` and ``response_length/mean`` (``trainer/ppo/metric_utils.py``
@@ -36,7 +51,24 @@ CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec("response_length", "Response length (mean)", ("response_length/mean",), "tokens"),
     ChartSpec("throughput", "Throughput", ("perf/throughput",), "tokens/s/device"),
     ChartSpec("step_time", "Step time", ("timing_s/step", "timing/step"), "s"),
+    # the training-health metrics (monitor/health.py cites where verl logs each)
+    ChartSpec("entropy", "Entropy (actor/entropy)", ("actor/entropy",), always=False),
+    ChartSpec("kl", "KL (actor/kl_loss, else actor/ppo_kl)", ("actor/kl_loss", "actor/ppo_kl"), always=False),
+    ChartSpec("grad_norm", "Gradient norm (actor/grad_norm)", ("actor/grad_norm",), always=False),
+    ChartSpec("pg_loss", "Policy loss (actor/pg_loss)", ("actor/pg_loss",), always=False),
+    ChartSpec("lr", "Learning rate (actor/lr)", ("actor/lr",), always=False),
+    ChartSpec("advantages", "Advantages (max)", ("critic/advantages/max",), always=False),
+    # verl's validation metrics: val-core/<data source>/<variable>/<metric> (trainer/ppo/ray_trainer.py, "val-core")
+    ChartSpec("val_score", "Validation score", (), prefix="val-core/", always=False),
+    ChartSpec("clip_ratio", "Responses at max_response_length (share)", ("response_length/clip_ratio",), always=False),
+    ChartSpec("filter_groups", "DAPO filter_groups evictions", ("training/filter_groups/evicted_samples",),
+              "samples", always=False),
 )
+
+
+def shown(series_by_chart: Mapping[str, list[Point]]) -> list[ChartSpec]:
+    """The charts to draw: the four of every run, and each health metric's chart where verl logged it."""
+    return [c for c in CHARTS if c.always or series_by_chart.get(c.name)]
 
 
 def series(steps: Iterable[tuple[int, Mapping[str, float]]]) -> dict[str, list[Point]]:
@@ -44,11 +76,9 @@ def series(steps: Iterable[tuple[int, Mapping[str, float]]]) -> dict[str, list[P
     by_chart: dict[str, dict[int, float]] = {c.name: {} for c in CHARTS}
     for step, metrics in steps:
         for c in CHARTS:
-            for key in c.keys:
-                v = metrics.get(key)
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                    by_chart[c.name][int(step)] = float(v)
-                    break
+            v = c.pick(metrics)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                by_chart[c.name][int(step)] = float(v)
     return {name: thin(sorted(points.items())) for name, points in by_chart.items()}
 
 
@@ -280,6 +310,7 @@ class SeriesSink:
     def __init__(self) -> None:
         self.steps: dict[int, dict[str, float]] = {}
         self._keys = {k for c in CHARTS for k in c.keys}
+        self._prefixes = tuple(c.prefix for c in CHARTS if c.prefix)
 
     def fast(self, step: int, body: bytes) -> None:
         from verlctl.monitor.events import split_metrics
@@ -293,7 +324,8 @@ class SeriesSink:
         pass
 
     def _keep(self, step: int, metrics: Mapping[str, object]) -> None:
-        kept = {k: v for k, v in metrics.items() if k in self._keys and isinstance(v, (int, float))}
+        kept = {k: v for k, v in metrics.items()
+                if (k in self._keys or k.startswith(self._prefixes)) and isinstance(v, (int, float))}
         if kept:
             self.steps[step] = {**self.steps.get(step, {}), **kept}
 

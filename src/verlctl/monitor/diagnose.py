@@ -283,6 +283,25 @@ def _writer_child(read_fd: int, write_fd: int, out_fd: int, batch: int) -> None:
             out.close()
 
 
+class TeeSink:
+    """Hands every step to each of ``sinks`` (the report's charts and its health rules, in one pass)."""
+
+    def __init__(self, *sinks: StepSink) -> None:
+        self.sinks = sinks
+
+    def fast(self, step: int, body: bytes) -> None:
+        for s in self.sinks:
+            s.fast(step, body)
+
+    def event(self, event: StepMetrics) -> None:
+        for s in self.sinks:
+            s.event(event)
+
+    def flush(self) -> None:
+        for s in self.sinks:
+            s.flush()
+
+
 class LastStep:
     """Keeps only the last step (for the text summary)."""
 

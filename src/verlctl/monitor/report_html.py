@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from verlctl.monitor.charts import CHARTS, Point, svg_chart
+from verlctl.monitor.charts import Point, shown, svg_chart
 
 #: At most this many timeline rows (the newest are kept) and characters of spec text.
 MAX_EVENTS = 500
@@ -27,7 +27,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 .meta{color:#556}.grid{display:flex;flex-wrap:wrap;gap:16px}
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eef;padding:4px 8px;text-align:left;
 vertical-align:top}th{background:#f5f6fa}pre{background:#f5f6fa;padding:10px;overflow:auto;max-height:480px;
-font-size:12px}.bad{color:#b3261e;font-weight:600}.ok{color:#1b7f3b;font-weight:600}
+font-size:12px}.bad{color:#b3261e;font-weight:600}.ok{color:#1b7f3b;font-weight:600}.warn{color:#9a6700;font-weight:600}
 svg.chart{background:#fff;border:1px solid #dde;border-radius:6px}
 svg .t{font:600 13px system-ui,sans-serif;fill:#1d2330}svg .a{font:11px system-ui,sans-serif;fill:#556}
 svg .e{font:12px system-ui,sans-serif;fill:#889}svg .f{fill:#fafbfe;stroke:#dde}
@@ -59,6 +59,8 @@ class ReportData:
     #: given, it is shown instead of ``recovered``
     restarts: Sequence[Mapping[str, Any]] | None = None
     gave_up: Mapping[str, Any] | None = None  # the watcher's give-up of the current attempt (reason, advice)
+    #: training-health warnings (monitor/health.py: rule, title, message, step, citation, hint)
+    health: Sequence[Mapping[str, Any]] = field(default_factory=list)
 
 
 def _when(t: Any) -> str:
@@ -115,6 +117,8 @@ def event_sentence(ev: Mapping[str, Any]) -> str:
         + (f"yes, first step {g('first_step_seen')}" if g("resumed") else "no: it started over"),
         "resume_advanced": lambda: f"trained past the checkpoint {_ckpt(g('resumed_from'))} (step {g('step')})",
         "resume_failed": lambda: f"the resume trained nothing: {_short(g('reason'))}",
+        "health": lambda: f"training health: {g('title') or g('rule')} at step {g('step')}: {_short(g('message'))}"
+        + (" (the run was stopped: recovery.health.stop_on)" if g("stops") else " (a warning: the run went on)"),
         "memory_released": lambda: "device memory was released before the restart",
         "memory_release_timeout": lambda: "device memory was not seen released in time",
         "finished": lambda: f"{att} finished: training is complete",
@@ -164,13 +168,28 @@ def render(data: ReportData) -> str:
         out.append("</table>")
 
     out.append('<h2>Progress</h2><div class="grid" id="charts">')
-    for spec in CHARTS:
+    for spec in shown(data.series):
         out.append(svg_chart(spec, data.series.get(spec.name, []), markers=data.markers, smooth=data.smooth))
     out.append("</div>")
     if data.progress:
         done, total = data.progress.get("step"), data.progress.get("total")
         if done is not None:
             out.append(f"<p>step {escape(str(done))}" + (f" of {escape(str(total))}" if total else "") + "</p>")
+
+    out.append("<h2>Training health</h2>")
+    if data.health:
+        out.append('<table id="health"><tr><th>warning</th><th>step</th><th>what to do</th><th>verl logs it</th></tr>')
+        out.extend(
+            f'<tr data-rule="{escape(str(w.get("rule")))}"><td class="warn">{escape(str(w.get("title") or w.get("rule")))}: '
+            f'{escape(str(w.get("message")))}</td><td>{escape(str(w.get("step")))}</td>'
+            f'<td>{escape(str(w.get("hint") or ""))}</td><td><code>{escape(str(w.get("citation") or ""))}</code></td></tr>'
+            for w in data.health)
+        out.append("</table>")
+    elif data.log_read:
+        out.append('<p id="health">No training-health warning: verl\'s step metrics show a learning signal and '
+                   "none of the bounds of recovery.health was crossed.</p>")
+    else:
+        out.append('<p id="health">The log was not read: training health cannot be judged.</p>')
 
     out.append("<h2>Diagnosis</h2>")
     if data.gave_up:  # the watcher's last word leads: why it stopped trying, and what to do now

@@ -229,6 +229,10 @@ def run_status(run_id: str | None) -> dict[str, Any]:
         doc["log_read_from"] = "target"
     if text:
         summarise(text, doc)
+    from verlctl.monitor.health import evaluate_text, record_settings, run_warnings
+
+    found = evaluate_text(text, record_settings(record)) if text else []
+    doc["health"] = run_warnings(found, events)  # the watcher's over every attempt, where the tail has no more
     current = runstate.current_events(events) if record.attempts else events
     last_failure = next((e for e in reversed(current) if e.get("event") in ("failure", "alert")), None)
     if last_failure and not doc["last_error"]:
@@ -357,6 +361,11 @@ def print_status(doc: dict[str, Any]) -> None:
         keys = [k for k in ("critic/score/mean", "response_length/mean", "actor/pg_loss", "timing_s/step") if k in m]
         shown = ", ".join(f"{k}={m[k]}" for k in keys)
         console.print(f"  last step {doc['last_step']['step']}: {shown}", highlight=False, markup=False)
+    for w in doc.get("health") or []:  # warnings: the run goes on (recovery.health.stop_on would stop it)
+        from verlctl.monitor.health import warning_line
+
+        console.print(f"  [yellow]{escape(warning_line(w))}[/yellow]", highlight=False)
+        print_words(console, f"    hint: {w.get('hint')}", 0, 6)
     if doc.get("last_error"):
         e = doc["last_error"]
         error = f"{e.get('category')}: {e.get('message') or e.get('reason')}"
@@ -953,14 +962,14 @@ def step_series(run_id: str | None) -> dict[str, Any]:
 def print_plots(doc: dict[str, Any], width: int) -> None:
     from rich.console import Console
 
-    from verlctl.monitor.charts import CHARTS, text_chart
+    from verlctl.monitor.charts import shown, text_chart
 
     console = Console()
     if not doc["available"]:
         console.print(f"no charts: {doc['why']}", highlight=False, markup=False)
         return
     markers = [tuple(m) for m in doc.get("markers") or []]
-    for spec in CHARTS:
+    for spec in shown(doc["series"]):
         console.print(text_chart(spec, doc["series"].get(spec.name, []), width=width, markers=markers),
                       highlight=False, markup=False)
         console.print()

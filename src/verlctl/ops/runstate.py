@@ -176,6 +176,9 @@ def decide(record: RunRecord, events: list[dict[str, Any]], live: dict[str, Any]
         return RunState("finished", _finished_why(record, live), "events")
     verdict = log_verdict(log_text) if log_text is not None else None
     if verdict is not None and verdict[0] == "finished":
+        nothing = resume_failure(record, log_text or "", progress)
+        if nothing is not None:  # no watcher judged it: the same judgement as the watcher's
+            return RunState("failed", nothing, "log")
         return RunState("finished", _finished_why(record, live), "log")
     stopped_ev = by_kind.get("stopped")
     signalled = stopped_ev is None or bool(stopped_ev.get("signalled", True))
@@ -198,6 +201,31 @@ def decide(record: RunRecord, events: list[dict[str, Any]], live: dict[str, Any]
             return RunState("running", _running_why(record, live, now) + " (from its watcher)", "events")
     return RunState("unknown", "no final event recorded and the process was not checked: "
                     f"`verlctl status {record.run_id}` checks it", "none")
+
+
+_TOTAL_RE = re.compile(r"Total training steps: (\d+)")
+_BAR_RE = re.compile(r"Training Progress:.*?\|\s*(\d+)/(\d+)")
+
+
+def resume_failure(record: RunRecord, log_text: str, progress: dict[str, Any] | None = None) -> str | None:
+    """Why the current attempt, which its log says finished, is a failure: it resumed from a checkpoint and
+    trained no step past it (:func:`verlctl.monitor.health.resume_trained_nothing`, the watcher's judgement).
+    ``log_text``: the attempt's part of the log; ``progress``: what its progress bar says, when parsed."""
+    from verlctl.monitor.health import resume_trained_nothing
+
+    if not record.attempts or not record.attempts[-1].resumed_from:
+        return None
+    steps = [int(m.group(1)) for m in _STEP_RE.finditer(log_text)]
+    bars = [(int(m.group(1)), int(m.group(2))) for m in _BAR_RE.finditer(log_text)]
+    totals = [int(m.group(1)) for m in _TOTAL_RE.finditer(log_text)] + [t for _, t in bars]
+    seen = steps + [b for b, _ in bars]
+    if progress and isinstance(progress.get("step"), int):
+        seen.append(progress["step"])
+        if isinstance(progress.get("total"), int):
+            totals.append(progress["total"])
+    attempt = record.attempts[-1]
+    return resume_trained_nothing(attempt.resumed_from, max(seen) if seen else None,
+                                  totals[-1] if totals else None, attempt.number)
 
 
 def _running_why(record: RunRecord, live: dict[str, Any] | None, now: float) -> str:

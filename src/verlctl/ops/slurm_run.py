@@ -487,6 +487,10 @@ class SlurmWatcher:
         self.poll_s = poll_s
         self.error_grace_s = error_grace_s
         self.history = History()
+        from verlctl.monitor.health import HealthTracker, Settings
+
+        # training health over the whole run, as the local watcher judges it (monitor/health.py)
+        self.health = HealthTracker(Settings.from_spec(resolved.spec))
 
     def emit(self, kind: str, **data: Any) -> None:
         self.record.event(kind, **data)
@@ -508,7 +512,20 @@ class SlurmWatcher:
         self.emit("watch_started", pid=os.getpid())
         while True:
             kind, finding = self.watch_job(self.record.slurm_jobs[-1])
+            if kind == "health":
+                self._give_up(Decision(False, f"gave up: training health: {finding.title}: {finding.message} "
+                                       "(recovery.health.stop_on): the job was cancelled", advice=[finding.hint]),
+                              f"health_{finding.rule}")
+                return 1
             if kind == "finished":
+                from verlctl.monitor.health import resume_trained_nothing
+
+                job = self.record.slurm_jobs[-1]
+                nothing = resume_trained_nothing(job.resumed_from, self._max_step, self._total, job.number)
+                if nothing is not None:
+                    self.emit("resume_failed", reason=f"gave up: {nothing}", attempt=job.number)
+                    self._give_up(Decision(False, f"gave up: {nothing}"), "resume_no_progress")
+                    return 1
                 _remove_env_file(self.record)  # no job of the run will read it again (it holds the secrets)
                 self.emit("finished", attempt=len(self.record.slurm_jobs))
                 self.record.write_status({**(self.record.read_status() or {}), "phase": "finished"})
@@ -531,12 +548,14 @@ class SlurmWatcher:
 
     def watch_job(self, ref: SlurmJobRef) -> tuple[str, Any]:
         from verlctl.monitor.catalogue import Classifier
-        from verlctl.monitor.events import ErrorFound, LogParser, Progress, TotalSteps
+        from verlctl.monitor.events import ErrorFound, LogParser, Progress, StepMetrics, TotalSteps
+        from verlctl.monitor.health import warning_line
         from verlctl.ops.watcher import FINISHED_MARKER, LiveStatus
 
         classifier = Classifier()
         parser = LogParser(classifier)
         live = LiveStatus(attempt=ref.number)
+        self._max_step, self._total = None, None
         pos = 0
         finished = False
         first_error_at: float | None = None
@@ -557,8 +576,19 @@ class SlurmWatcher:
                         live.last_progress_at = now
                     elif isinstance(ev, TotalSteps):
                         live.total = ev.total
+                    elif isinstance(ev, StepMetrics):
+                        live.max_step = max(ev.step, live.max_step or 0)
+                        for w in self.health.feed(ev.step, ev.metrics):
+                            live.health = [x.to_dict() for x in self.health.warnings]
+                            stops = w.rule in self.health.settings.stop_on
+                            self.say(f"verlctl watch: {warning_line(w.to_dict())}")
+                            self.emit("health", attempt=ref.number, stops=stops, **w.to_dict())
+                            if stops:
+                                slurm.cancel(ref.job_id, ref.job_name)
+                                return "health", w
                     elif isinstance(ev, ErrorFound) and first_error_at is None:
                         first_error_at = now
+                self._max_step, self._total = live.max_step, live.total
                 live.updated_at = now
                 self.record.write_status(live.as_dict())
             if first_error_at is not None and not alerted and (ended_at or now - first_error_at >= 3.0):
@@ -589,6 +619,9 @@ class SlurmWatcher:
                     slurm.cancel(ref.job_id, ref.job_name)
             if not data:
                 time.sleep(self.poll_s)
+
+    _max_step: int | None = None  # the current job's highest step seen, and its total (resume_trained_nothing)
+    _total: int | None = None
 
     def _give_up(self, decision: Any, category: str | None) -> None:
         reason = decision.reason if decision.reason.startswith("gave up:") else f"gave up: {decision.reason}"

@@ -23,6 +23,13 @@ from typing import Any, Protocol
 from verlctl.errors import VerlctlError
 from verlctl.monitor.catalogue import RAY_DAEMONS_EXITED, Classifier, Finding
 from verlctl.monitor.events import ErrorFound, LogParser, Phase, PhaseKind, Progress, StepMetrics, TotalSteps
+from verlctl.monitor.health import (
+    HealthTracker,
+    HealthWarning,
+    Settings,
+    resume_trained_nothing,
+    warning_line,
+)
 from verlctl.monitor.recovery import Decision, History, decide
 from verlctl.ops.markers import EXIT_MARKER, FINISHED_MARKER  # re-exported for the watcher's callers
 from verlctl.runtime.executor import Executor
@@ -104,6 +111,7 @@ class LiveStatus:
     step_times: list[float] = field(default_factory=list)
     updated_at: float = field(default_factory=time.time)
     max_step: int | None = None
+    health: list[dict[str, Any]] = field(default_factory=list)  # the run's training-health warnings so far
 
     def progressed(self, timed: bool) -> None:
         """A step advanced now; ``timed``: a step was seen before it, so the time since is a step time."""
@@ -126,6 +134,7 @@ class LiveStatus:
             "response_length": m.get("response_length/mean"),
             "last_progress_at": self.last_progress_at,
             "updated_at": self.updated_at,
+            "health": self.health,
         }
 
 
@@ -143,7 +152,7 @@ class RelaunchBackend(Protocol):
 
 @dataclass
 class AttemptOutcome:
-    kind: str  # finished | failed | stalled | stopped
+    kind: str  # finished | failed | stalled | stopped | lost | health
     finding: Finding | None = None  # the root cause
     detail: str = ""
     max_step: int | None = None  # the highest training step seen in this attempt
@@ -201,6 +210,9 @@ class Watcher:
         self.error_grace_s = error_grace_s
         self.alert_delay_s = alert_delay_s
         self.history = History()
+        # Training health over the whole run (every attempt): each warning once, an event and a line each.
+        self.health = HealthTracker(Settings.from_spec(resolved.spec))
+        self._health_stop: HealthWarning | None = None  # a warning recovery.health.stop_on names
         self.engine_wait_s = ENGINE_WAIT_S
         self._worker_ex: dict[str, Executor | None] | None = None
         self._nodes_down: set[str] = set()
@@ -227,7 +239,7 @@ class Watcher:
             ev = {"time": time.time(), "run": self.record.run_id, "event": kind, **data}
             with contextlib.suppress(OSError):
                 ev = self.record.event(kind, **data)
-        if self.notify_cmd and kind in ("alert", "stalled", "recovery", "gave_up"):
+        if self.notify_cmd and kind in ("alert", "stalled", "recovery", "gave_up", "health"):
             try:
                 done = subprocess.run(self.notify_cmd, shell=True, input=json.dumps(ev, default=str), text=True,
                                       timeout=NOTIFY_TIMEOUT_S, check=False, stdout=subprocess.DEVNULL,
@@ -309,6 +321,13 @@ class Watcher:
                 self.emit("watch_stopped", detail=outcome.detail)
                 self.say(f"verlctl watch: {outcome.detail or 'the run was stopped'}; the watch ends")
                 return 0
+            if outcome.kind == "health":
+                w = self._health_stop
+                assert w is not None
+                self._give_up(Decision(False, f"gave up: training health: {w.title}: {w.message} "
+                                       "(recovery.health.stop_on): the run was stopped", advice=[w.hint]),
+                              f"health_{w.rule}")
+                return 1
             if outcome.kind == "lost":
                 self._give_up(Decision(False, f"gave up: {outcome.detail}"), outcome.finding.category
                               if outcome.finding else None)
@@ -348,21 +367,11 @@ class Watcher:
 
     def _resume_failure(self, outcome: AttemptOutcome) -> str | None:
         """A resumed attempt that ended "successfully" without training a step past its checkpoint (verl
-        resuming at an epoch boundary ran 0 steps and exited 0) is a failure, not the end of training."""
+        resuming at an epoch boundary ran 0 steps and exited 0) is a failure, not the end of training
+        (:func:`verlctl.monitor.health.resume_trained_nothing`, the run state's judgement too)."""
         attempt = self.record.attempts[-1]
-        resumed = _checkpoint_step(attempt.resumed_from)
-        if resumed is None:
-            return None
-        if outcome.total is not None and resumed >= outcome.total:
-            return None  # the checkpoint was the last step: nothing was left to train
-        if outcome.max_step is not None and outcome.max_step > resumed:
-            return None
-        seen = "no step" if outcome.max_step is None else f"step {outcome.max_step}"
-        return (f"gave up: attempt {attempt.number} resumed from {attempt.resumed_from} and exited 0 having "
-                f"trained 0 steps (last seen: {seen}"
-                + (f" of {outcome.total}" if outcome.total else "")
-                + "): check trainer.total_training_steps / total_epochs against the checkpoint, or move the "
-                "checkpoint away to start fresh")
+        why = resume_trained_nothing(attempt.resumed_from, outcome.max_step, outcome.total, attempt.number)
+        return None if why is None else f"gave up: {why}"
 
     def _features(self) -> dict[str, Any]:
         from verlctl.verl.compose import resolve_features
@@ -409,6 +418,8 @@ class Watcher:
                             first_error_at = now
                         if isinstance(ev, ErrorFound) and RAY_DAEMONS_EXITED in ev.finding.excerpt:
                             head_exited = f"its `ray start` says {RAY_DAEMONS_EXITED!r} (log line {ev.line})"
+                    if self._health_stop is not None and not (finished or exit_status):
+                        return self._stop_for_health(pgid, attempt.number, live)
                 # Alert once per attempt, with the root cause: wait until the traceback is complete (the
                 # group ended, or a few seconds passed) so that an OOM inside a RayTaskError is the OOM.
                 if first_error_at is not None and not alerted and (
@@ -752,6 +763,8 @@ class Watcher:
             live.max_step = ev.step if live.max_step is None else max(ev.step, live.max_step)
             live.last_metrics = {k: float(v) for k, v in ev.metrics.items()}
             live.phase = "training"
+            for w in self.health.feed(ev.step, ev.metrics):
+                self._health_warning(w, live)
         elif isinstance(ev, TotalSteps):
             live.total = ev.total
         elif isinstance(ev, Phase):
@@ -764,6 +777,29 @@ class Watcher:
 
     _resume_checked = False
     _advance_seen = False
+
+    def _health_warning(self, w: HealthWarning, live: LiveStatus) -> None:
+        """A training-health warning: one line, one ``health`` event (and --notify-cmd), in status.json."""
+        live.health = [x.to_dict() for x in self.health.warnings]
+        stops = w.rule in self.health.settings.stop_on
+        self.say(f"verlctl watch: {warning_line(w.to_dict())}")
+        self.say(f"  hint: {w.hint}" + ("" if stops else " (a warning: the run goes on; "
+                                                          "recovery.health.stop_on would stop it)"))
+        self.emit("health", attempt=live.attempt, stops=stops, **w.to_dict())
+        if stops and self._health_stop is None:
+            self._health_stop = w
+
+    def _stop_for_health(self, pgid: Any, attempt: int, live: LiveStatus) -> AttemptOutcome:
+        """recovery.health.stop_on names a warning that fired: stop the attempt (verified by identity)."""
+        w = self._health_stop
+        assert w is not None
+        self.say(f"verlctl watch: stopping attempt {attempt} (process group {pgid}): recovery.health.stop_on "
+                 f"names {w.rule}")
+        try:
+            self.ex.stop_group(pgid, grace_s=HEAD_DIED_GRACE_S)
+        except VerlctlError as exc:
+            self.say(f"verlctl watch: warning: could not stop process group {pgid}: {exc.message}")
+        return AttemptOutcome("health", None, w.message, max_step=live.max_step, total=live.total)
 
     def _check_resumed(self, initial_step: int, resumed_from: str) -> None:
         if self._resume_checked:

@@ -639,6 +639,61 @@ class LoggingSpec(_Strict):
         return v
 
 
+#: The health rules ``recovery.health.stop_on`` may name (verlctl.monitor.health.RULE_NAMES, checked by a test).
+HEALTH_RULES = ("no_learning_signal", "filter_groups_evict_all", "lr_zero", "lr_pinned", "overlong",
+                "entropy_collapse", "grad_norm_nonfinite", "logprob_drift")
+
+
+class HealthSpec(_Strict):
+    """Training-health warnings from verl's own step metrics (docs/recovery.md, "Training health"). They are
+    shown by `status`, `report` and the watcher; none stops the run unless `stop_on` names it."""
+
+    no_signal_steps: PositiveInt = Field(
+        default=3, description="Steps in a row with every advantage 0 (or every score equal) before 'no learning "
+        "signal'.",
+    )
+    window: PositiveInt = Field(
+        default=3, description="Steps in a row the other bounds (overlong, entropy, log-prob drift, filter_groups "
+        "evictions) must be crossed before a warning.",
+    )
+    overlong_ratio: Annotated[float, Field(gt=0, le=1)] = Field(
+        default=0.9, description="Share of responses ending at max_response_length (response_length/clip_ratio) "
+        "that is 'overlong'.",
+    )
+    min_entropy: Annotated[float, Field(ge=0)] = Field(
+        default=0.01, description="actor/entropy below this is an entropy collapse (0: never).",
+    )
+    max_probs_diff_mean: Annotated[float, Field(gt=0)] = Field(
+        default=0.05, description="training/rollout_probs_diff_mean above this is rollout-vs-actor log-prob drift.",
+    )
+    evicted_ratio: Annotated[float, Field(gt=0)] = Field(
+        default=0.9, description="DAPO filter_groups evictions per step, as a share of train_batch_size x "
+        "responses_per_prompt, that say most groups carry no signal.",
+    )
+    warmup_steps: NonNegInt | None = Field(
+        default=None, description="Steps of learning-rate warm-up before actor/lr must be above 0; null: "
+        "train.warmup_steps (0 when unset).",
+    )
+    stop_on: list[str] = Field(
+        default_factory=list, description="Warnings that stop the run (the watcher stops it and gives up): rule "
+        "names, or 'all'. Empty: warnings never stop a run.",
+    )
+    ignore: list[str] = Field(
+        default_factory=list, description="Rules not judged for this run (rule names), e.g. overlong for a model "
+        "that is meant to fill max_response_length.",
+    )
+
+    @field_validator("stop_on", "ignore", mode="before")
+    @classmethod
+    def _rules(cls, v: object) -> object:
+        v = _csv_list(v)
+        unknown = [r for r in v or [] if r not in (*HEALTH_RULES, "all")] if isinstance(v, list) else []
+        if unknown:
+            raise ValueError(f"unknown health rule(s) {', '.join(map(str, unknown))}: give some of "
+                             f"{', '.join(HEALTH_RULES)}, or all")
+        return v
+
+
 class RecoverySpec(_Strict):
     max_oom_retries: NonNegInt = Field(default=2, description="OOM ladder rungs to climb (offload, then recompute).")
     restart_on: list[str] = Field(
@@ -655,6 +710,9 @@ class RecoverySpec(_Strict):
     restart_on_stall: bool = Field(default=False, description="Restart a stalled run (within max_restarts).")
     memory_release_timeout_s: PositiveInt = Field(
         default=120, description="How long to wait for device memory to be released before a relaunch."
+    )
+    health: HealthSpec = Field(
+        default_factory=HealthSpec, description="Training-health warnings from verl's step metrics."
     )
 
     @field_validator("restart_on", mode="before")
