@@ -33,7 +33,7 @@ TIMEOUT=3600
 PLAN_ONLY=0
 
 die() { printf 'megatron_dapo_gpu: %s\n' "$*" >&2; exit 2; }
-say() { printf '[megatron_dapo_gpu %(%H:%M:%S)T] %s\n' -1 "$*"; }
+say() { printf '[megatron_dapo_gpu %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }  # progress: stderr
 
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -155,7 +155,7 @@ extra_overrides:
 EOF
 export VERLCTL_STATE_DIR="$OUT/state"
 say "spec: $SPEC; verlctl state: $VERLCTL_STATE_DIR"
-"$VERLCTL" plan -c "$SPEC" -o "$OUT/plan" --force
+"$VERLCTL" plan -c "$SPEC" -o "$OUT/plan" --force >&2
 if [[ "$PLAN_ONLY" == 1 ]]; then
     say "plan only: verlctl's scripts are in $OUT/plan"
     exit 0
@@ -179,7 +179,8 @@ wait_end() {
 phase() {  # phase NAME STEPS -> "NAME STATE STEP WALL_S"
     local name=$1 steps=$2 t0=$SECONDS res
     say "$name: verlctl launch (train.steps=$steps)"
-    if ! "$VERLCTL" launch -c "$SPEC" --set "train.steps=$steps" --yes --watch --verify-timeout 1800; then
+    # verlctl's own output goes to stderr: this function's stdout is its one result line
+    if ! "$VERLCTL" launch -c "$SPEC" --set "train.steps=$steps" --yes --watch --verify-timeout 1800 >&2; then
         echo "$name launch_failed 0 $((SECONDS - t0))"
         return 0
     fi
@@ -188,15 +189,16 @@ phase() {  # phase NAME STEPS -> "NAME STATE STEP WALL_S"
 }
 
 read -r _ S1 STEP1 WALL1 <<<"$(phase first 2)"
-say "first: $S1 at step $STEP1 in ${WALL1}s; checkpoints: $(ls "$OUT/checkpoints" 2>/dev/null | tr '\n' ' ')"
+saved() { find "$OUT/checkpoints" -mindepth 1 -maxdepth 1 -type d -name 'global_step_*' -printf '%f\n' 2>/dev/null | sort -V; }
+say "first: $S1 at step $STEP1 in ${WALL1}s; checkpoints: $(saved | tr '\n' ' ')"
 S2=skipped STEP2=0 WALL2=0
 if [[ "$S1" == finished ]]; then
     read -r _ S2 STEP2 WALL2 <<<"$(phase resume 3)"
     say "resume: $S2 at step $STEP2 in ${WALL2}s"
 fi
-TRAIN_LOG="$(ls -t "$OUT"/logs/dapo_*.log 2>/dev/null | head -1 || true)"
+TRAIN_LOG="$(find "$OUT/logs" -maxdepth 1 -name 'dapo_*.log' -printf '%T@ %p\n' 2>/dev/null | sort -rn | head -1 | cut -d' ' -f2- || true)"
 RESUMED="$(grep -o 'Resuming from [^ ]*global_step_2, setting global step to 2' "$TRAIN_LOG" 2>/dev/null | tail -1 || true)"
-CKPTS="$(ls "$OUT/checkpoints" 2>/dev/null | grep -c '^global_step_' || true)"
+CKPTS="$(saved | grep -c . || true)"
 PASS=0
 [[ "$S1" == finished && "$S2" == finished && "$STEP2" == 3 && -n "$RESUMED" && -d "$OUT/checkpoints/global_step_3" ]] && PASS=1
 "$PY" - "$OUT" "$VERSIONS" "$S1" "$STEP1" "$WALL1" "$S2" "$STEP2" "$WALL2" "$CKPTS" "$RESUMED" "$PASS" <<'EOF'
@@ -210,7 +212,7 @@ print("RESULT " + json.dumps({
 }))
 EOF
 if [[ "$PASS" != 1 ]]; then
-    "$VERLCTL" status || true
-    [[ -n "$TRAIN_LOG" ]] && tail -n 40 -- "$TRAIN_LOG"
+    "$VERLCTL" status >&2 || true
+    [[ -n "$TRAIN_LOG" ]] && tail -n 40 -- "$TRAIN_LOG" >&2
     exit 1
 fi
