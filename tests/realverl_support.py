@@ -207,7 +207,8 @@ class RealVerlEnv(LaunchEnv):
 
     @property
     def train_log(self) -> Path:
-        return Path(self.spec["paths"]["logs"]) / f"grpo_{Path(self.spec['paths']['model']).name}_fsdp2.log"
+        s = self.spec  # verlctl's log name: <algorithm>_<model dir name>_<strategy>.log
+        return Path(s["paths"]["logs"]) / f"{s['algorithm']}_{Path(s['paths']['model']).name}_{s['strategy']}.log"
 
     def ps(self) -> str:
         return str(self.container.exec_run(["ps", "-eo", "pid,pgid,args"]).output.decode())
