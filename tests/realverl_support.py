@@ -12,6 +12,9 @@
   host where the container was made with ``--gpus``; here the GPU is the TEST DOUBLE of
   tests/realverl/verl_cpu_device_double.py and tests/image/nvidia-smi, so the container gets no device
   request). verlctl reuses that container by name. It holds a docker test slot.
+* ``peak_memory_sampler(container)``: the container's peak memory while the block runs (docker stats' working
+  set, ``usage - inactive_file``, sampled every 2 s, and the kernel's high-water mark), as
+  bench/realverl_budget.py measures it; the real-verl tests print it beside their wall time.
 * ``run_lock()``: a machine-wide flock (``/tmp/verlctl-realverl-run.lock``) held around each real training
   run, so that real runs of different sessions never overlap (one peaks at 6-13 GB of RAM).
 """
@@ -23,6 +26,7 @@ import fcntl
 import os
 import secrets
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -102,6 +106,66 @@ def run_lock() -> Iterator[float]:
         os.close(fd)
 
 
+class PeakMemory:
+    """The peak of one container's memory cgroup (cgroup v1 or v2), sampled in a thread."""
+
+    def __init__(self, container_id: str) -> None:
+        cands = [Path(f"/sys/fs/cgroup/memory/docker/{container_id}"),
+                 Path(f"/sys/fs/cgroup/memory/system.slice/docker-{container_id}.scope"),
+                 Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope"),
+                 Path(f"/sys/fs/cgroup/docker/{container_id}")]
+        self.path = next((p for p in cands if p.is_dir()), None)
+        self.v1 = self.path is not None and (self.path / "memory.usage_in_bytes").exists()
+        self.peak = 0
+        self._stop = threading.Event()
+
+    def _read(self, name: str) -> int:
+        assert self.path is not None
+        return int((self.path / name).read_text())
+
+    def used(self) -> int:
+        """``docker stats``' number: usage minus the inactive page cache."""
+        assert self.path is not None
+        stat = dict(ln.split(" ", 1) for ln in (self.path / "memory.stat").read_text().splitlines() if " " in ln)
+        usage = self._read("memory.usage_in_bytes" if self.v1 else "memory.current")
+        return usage - int(stat.get("total_inactive_file" if self.v1 else "inactive_file", 0))
+
+    def high_water(self) -> int | None:
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            return self._read("memory.max_usage_in_bytes" if self.v1 else "memory.peak")
+        return None
+
+    def run(self) -> None:
+        while not self._stop.wait(2.0):
+            with contextlib.suppress(OSError, ValueError):
+                self.peak = max(self.peak, self.used())
+
+    @property
+    def gib(self) -> float:
+        return self.peak / 2**30
+
+    @property
+    def high_water_gib(self) -> float:
+        hw = self.high_water()
+        return (hw or 0) / 2**30
+
+
+@contextlib.contextmanager
+def peak_memory_sampler(container: Any) -> Iterator[PeakMemory]:
+    """Sample ``container``'s memory while the block runs; ``.gib`` is the peak working set (0 when this host
+    does not expose the container's cgroup)."""
+    pm = PeakMemory(container.id)
+    thread = threading.Thread(target=pm.run, daemon=True) if pm.path is not None else None
+    if thread is not None:
+        thread.start()
+    try:
+        yield pm
+    finally:
+        pm._stop.set()
+        if thread is not None:
+            thread.join(timeout=10)
+
+
 def build_realverl_image() -> str:
     proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=5400)
     if proc.returncode != 0:
@@ -143,7 +207,8 @@ class RealVerlEnv(LaunchEnv):
 
     @property
     def train_log(self) -> Path:
-        return Path(self.spec["paths"]["logs"]) / f"grpo_{Path(self.spec['paths']['model']).name}_fsdp2.log"
+        s = self.spec  # verlctl's log name: <algorithm>_<model dir name>_<strategy>.log
+        return Path(s["paths"]["logs"]) / f"{s['algorithm']}_{Path(s['paths']['model']).name}_{s['strategy']}.log"
 
     def ps(self) -> str:
         return str(self.container.exec_run(["ps", "-eo", "pid,pgid,args"]).output.decode())

@@ -6,6 +6,11 @@ The knobs (read in the worker processes):
   ``VERLCTL_TEST_DOUBLE_OOM_AT_STEP=N`` raise torch's real ``torch.OutOfMemoryError`` in the actor update of
   global step N, unless the actor's parameters or optimizer are offloaded (the first rung of verlctl's OOM
   ladder), as a too small device would.
+  ``VERLCTL_TEST_DOUBLE_OOM_CURE=offload|none`` what spares the actor from that out-of-memory: ``offload`` (the
+  default: an offloaded actor, as above) or ``none`` (a device too small for the model whatever the memory
+  features: the OOM comes in every attempt, offloaded or not, with or without gradient checkpointing; the
+  OOM ladder must climb to its end and give up). The error names the actor's offload and gradient
+  checkpointing states, as verl's engine received them.
   ``VERLCTL_TEST_DOUBLE_HOLD_AT_STEP=N`` (for the mid-run stop test): in an attempt that did not resume from a
   checkpoint, the actor update of global step N takes long, as a device busy with a long kernel would: it
   prints ``verl_cpu_device_double: holding at step N`` once and waits (at most 30 min, then goes on), so a stop
@@ -23,6 +28,8 @@ import torch
 from verlctl_demo_device import patch_on_import
 
 OOM_KNOB = "VERLCTL_TEST_DOUBLE_OOM_AT_STEP"
+CURE_KNOB = "VERLCTL_TEST_DOUBLE_OOM_CURE"
+CURES = ("offload", "none")
 HOLD_KNOB = "VERLCTL_TEST_DOUBLE_HOLD_AT_STEP"
 HOLD_MAX_S = 1800
 
@@ -53,11 +60,17 @@ def _patch_engine_for_oom(engine_cls: Any) -> None:
         step = getattr(self, "_verlctl_double_step", 0) + 1
         self._verlctl_double_step = step
         cfg = self.engine_config
-        offloaded = bool(getattr(cfg, "param_offload", False) or getattr(cfg, "optimizer_offload", False))
-        if str(step) == os.environ.get(OOM_KNOB, "").strip() and not offloaded:
+        param_off, optim_off = bool(getattr(cfg, "param_offload", False)), bool(getattr(cfg, "optimizer_offload", False))
+        checkpointing = bool(getattr(self.model_config, "enable_gradient_checkpointing", False))
+        cure = os.environ.get(CURE_KNOB, "").strip() or "offload"
+        if cure not in CURES:
+            raise ValueError(f"{CURE_KNOB}={cure!r}: expected one of {', '.join(CURES)}")
+        spared = cure == "offload" and (param_off or optim_off)
+        if str(step) == os.environ.get(OOM_KNOB, "").strip() and not spared:
             raise torch.OutOfMemoryError(
                 "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 0 bytes "
-                f"(raised by verl_cpu_device_double at step {step}: {OOM_KNOB}, actor without offload)"
+                f"(raised by verl_cpu_device_double at step {step}: {OOM_KNOB}, {CURE_KNOB}={cure}, "
+                f"param_offload={param_off} optimizer_offload={optim_off} gradient_checkpointing={checkpointing})"
             )
         resumed = getattr(self, "_verlctl_double_resumed", False)
         if str(step) == os.environ.get(HOLD_KNOB, "").strip() and not resumed:

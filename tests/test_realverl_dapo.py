@@ -1,0 +1,153 @@
+"""DAPO on real verl 0.9.1 (its core trainer, as verlctl renders ``algorithm: dapo``), through ``verlctl launch``,
+then a Ray actor killed mid-run (vLLM's rollout server, then the FSDP training worker), on CPU.
+
+What is a double: the accelerator only (tests/realverl/verl_cpu_device_double.py, tests/image/nvidia-smi).
+Real: verl's DAPO (the ``dapo`` reward manager with its overlong buffer, ``algorithm.filter_groups``,
+clip-higher), Ray, vLLM's CPU build, the FSDP2 actor, checkpoints and resume, ``kill -9`` of the actor's process.
+The reward is the image's digit share (src/verlctl/demo/reward.py): verl's gsm8k reward scores the random
+model 0 everywhere, every group would be filtered and DAPO would never make a step.
+
+One DAPO run, two launches (each training start costs minutes of CPU, so the kills ride on the DAPO run):
+1. ``train.steps: 6``: steps 1 and 2 with a checkpoint each; verl's own config dump shows DAPO's settings; the
+   overlong penalty makes scores negative (the digit share and gsm8k's score are never below 0). Once
+   global_step_2 is saved, vLLM's server (``ray::vLLMHttpServer``) is killed mid-run: ``status`` names the actor
+   by its class within 60 s, the run ends ``failed``, ``stop`` leaves no process of the run in the container.
+2. relaunched: verl resumes from global_step_2 and saves global_step_3; then the training worker
+   (``ray::WorkerDict``) is killed: named within 60 s, ``failed``, nothing left after ``stop``; the checkpoints
+   1..3 are intact.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import time
+from typing import Any
+
+import pytest
+
+from realverl_support import RealVerlEnv, peak_memory_sampler, run_lock
+from test_realverl import ended, launch, run_processes, saved_steps, status, wait_for
+
+pytestmark = [pytest.mark.docker, pytest.mark.real_verl, pytest.mark.xdist_group("real_verl")]
+
+#: The digit-share reward the image carries (tests/image/build_realverl.sh copies src/verlctl/demo/reward.py).
+REWARD = ["reward.custom_reward_function.path=/opt/verlctl-realverl/digit_reward.py",
+          "reward.custom_reward_function.name=compute_score"]
+#: Ray's prefix on a line an actor printed (``(TaskRunner pid=12) ``), and terminal colour codes (Ray colours it).
+_RAY_PREFIX = re.compile(r"^\([\w.]+ pid=\d+(?:, ip=[^)]*)?\) ?", re.M)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def config_dump_value(log: str, key: str) -> Any:
+    """The value of ``key`` in the first config dump verl printed (``pprint`` of the resolved config, in
+    TaskRunner.run), parsed: the text after ``'key': `` up to its balanced end."""
+    text = _RAY_PREFIX.sub("", _ANSI.sub("", log))
+    start = text.find(f"'{key}': ")
+    assert start >= 0, f"{key} not in verl's config dump"
+    i = start + len(key) + 4
+    if text[i] != "{":
+        return ast.literal_eval(re.match(r"[^,}\n]+", text[i:]).group(0))  # type: ignore[union-attr]
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return ast.literal_eval(text[i: j + 1])
+    raise AssertionError(f"unbalanced config dump after {key}")
+
+
+def pids(env: RealVerlEnv, proctitle: str) -> list[int]:
+    """Processes in the container whose command line starts with ``proctitle`` (Ray names an actor's process
+    ``ray::<Class>`` and ``ray::<Class>.<method>`` while it runs one)."""
+    out = env.container.exec_run(["ps", "-eo", "pid,args"]).output.decode(errors="replace")
+    found = []
+    for ln in out.splitlines()[1:]:
+        pid, _, args = ln.strip().partition(" ")
+        if args.strip() == proctitle or args.strip().startswith((proctitle + " ", proctitle + ".")):
+            found.append(int(pid))
+    return found
+
+
+def kill_and_follow(env: RealVerlEnv, proctitle: str, actor: str) -> dict[str, Any]:
+    """``kill -9`` the actor's process; the seconds until ``status`` names ``actor``, and the status once the
+    run ended."""
+    (pid, *_) = wait_for(lambda: pids(env, proctitle), 120, 1, f"a {proctitle} process")
+    res = env.container.exec_run(["kill", "-9", str(pid)])
+    t_kill = time.monotonic()
+    assert res.exit_code == 0, res.output
+    st = wait_for(lambda: (lambda s: s if actor in json.dumps(s.get("last_error") or {}) else None)(status(env)),
+                  60, 1, f"status to name the killed actor {actor}")
+    named_s = time.monotonic() - t_kill
+    assert st["last_error"]["category"] == "ray_actor_died", st["last_error"]
+    st = wait_for(lambda: (lambda s: s if ended(s) else None)(status(env)), 300, 3, "the run to end")
+    assert str(st["state"]).startswith("failed"), json.dumps(st, indent=1)[-3000:]
+    return {"named_s": named_s, "ended_s": time.monotonic() - t_kill, "status": st}
+
+
+def stop_leaves_nothing(env: RealVerlEnv) -> None:
+    res = env.cli("stop", "--json", timeout=300)
+    assert res.code == 0, res.out + res.err
+    left = wait_for(lambda: run_processes(env) == [] or None, 120, 2, "the run's processes to go")
+    assert left is True
+    st = status(env)
+    assert st["alive"] is False and str(st["state"]).startswith("failed"), st  # the verdict is kept
+    assert st["watcher"]["alive"] is False, st["watcher"]
+
+
+def tracked_step(env: RealVerlEnv) -> int:
+    """The step verl's checkpoint tracker names (what a resume starts from); 0 before the first save."""
+    p = env.ckpt / "latest_checkpointed_iteration.txt"
+    return int(p.read_text().strip() or 0) if p.exists() else 0
+
+
+def test_real_verl_dapo_trains_checkpoints_resumes_and_a_killed_rollout_server_and_worker_are_named(
+        realverl_env: RealVerlEnv) -> None:
+    env = realverl_env
+    env.spec["algorithm"] = "dapo"
+    env.spec["train"]["steps"] = 6  # never reached: each launch ends with a kill
+    env.spec["extra_overrides"] += REWARD
+    timings: dict[str, float] = {}
+    with run_lock(), peak_memory_sampler(env.container) as peak:
+        # ---- 1. DAPO: steps 1 and 2, two checkpoints; then vLLM's rollout server is killed mid-run.
+        t0 = time.monotonic()
+        launch(env)
+        wait_for(lambda: tracked_step(env) >= 2 or not status(env)["alive"], 1500, 1, "global_step_2")
+        timings["dapo_2_steps_s"] = time.monotonic() - t0
+        assert tracked_step(env) == 2 and saved_steps(env.ckpt)[:2] == [1, 2], (saved_steps(env.ckpt), status(env))
+        killed = kill_and_follow(env, "ray::vLLMHttpServer", "vLLMHttpServer")
+        timings["rollout_server_named_s"] = killed["named_s"]
+        timings["rollout_server_failed_s"] = killed["ended_s"]
+        stop_leaves_nothing(env)
+        log = env.train_log.read_text(errors="replace")
+        # verl's own resolved config: DAPO's dynamic sampling, reward manager, overlong buffer and clip-higher
+        fg = config_dump_value(log, "filter_groups")
+        assert fg["enable"] is True and fg["metric"] == "acc", fg
+        rm = config_dump_value(log, "reward_manager")
+        assert rm["name"] == "dapo", rm
+        ob = config_dump_value(log, "overlong_buffer_cfg")
+        assert ob["enable"] is True and 0 < ob["len"] < env.spec["train"]["max_response_length"], ob
+        assert config_dump_value(log, "clip_ratio_high") > config_dump_value(log, "clip_ratio_low"), log[:2000]
+        assert config_dump_value(log, "use_kl_loss") is False
+        # the overlong penalty reached the scores: only it makes a score negative here
+        mins = [float(x) for x in re.findall(r"critic/score/min:(-?[\d.]+)", log)]
+        assert mins and min(mins) < 0, (mins, log[-2000:])
+        resumed_at = tracked_step(env)  # a kill during a save can leave a newer directory: verl reads the tracker
+        assert resumed_at == 2, (resumed_at, saved_steps(env.ckpt))
+
+        # ---- 2. relaunched: resumes from global_step_2, saves global_step_3; then the FSDP worker is killed.
+        t0 = time.monotonic()
+        launch(env)
+        wait_for(lambda: tracked_step(env) >= 3 or not status(env)["alive"], 1500, 1, "global_step_3")
+        timings["resume_to_step_3_s"] = time.monotonic() - t0
+        assert tracked_step(env) == 3, (saved_steps(env.ckpt), status(env))
+        killed = kill_and_follow(env, "ray::WorkerDict", "WorkerDict")
+        timings["worker_named_s"] = killed["named_s"]
+        timings["worker_failed_s"] = killed["ended_s"]
+        stop_leaves_nothing(env)
+    log = env.train_log.read_text(errors="replace")
+    assert re.search(r"Resuming from \S+global_step_2, setting global step to 2", log), log[-3000:]
+    assert saved_steps(env.ckpt)[:3] == [1, 2, 3], saved_steps(env.ckpt)
+    assert tracked_step(env) >= 3 and (env.ckpt / "global_step_3" / "actor").is_dir()
+    print(f"\nDAPO + killed actors: {json.dumps({k: round(v, 1) for k, v in timings.items()})}, "
+          f"container peak {peak.gib:.2f} GiB (high-water {peak.high_water_gib:.2f} GiB)")
