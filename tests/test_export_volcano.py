@@ -162,6 +162,8 @@ def test_the_job_validates_and_gang_schedules_nodes_times_devices(
         mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
         assert mounts["/dev/shm"] == "dshm" and mounts["/data/ckpt/run1"] == "checkpoints"
         assert mounts["/opt/verlctl"] == "scripts"
+        # the head starts Ray on the address Kubernetes gives the pod (the downward API)
+        assert env_of(task)["VERLCTL_POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     # the head completes the job; a failed or evicted pod restarts it (resuming) or ends it
     assert tasks["head"]["policies"] == [{"event": "TaskCompleted", "action": "CompleteJob"}]
     action = "RestartJob" if retries else "TerminateJob"

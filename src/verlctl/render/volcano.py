@@ -50,9 +50,6 @@ from verlctl.spec.model import RunSpec
 from verlctl.verl.hydra_syntax import shell_quote
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
-#: Volcano names each pod ``<job>-<task>-<index>`` and uses it as the pod's hostname (a DNS-1123 label of at
-#: most 63 characters): the job name leaves room for ``-worker-4095``.
-MAX_NAME = 63 - len("-worker-4095")
 #: Where MindCluster's rank table is mounted (its Volcano-job guide).
 RANK_TABLE_DIR = "/user/serverid/devindex/config"
 #: Seconds a worker pod waits for the head's name to resolve (the headless Service is created with the job).
@@ -83,10 +80,6 @@ def options_for(spec: RunSpec, nodes: int) -> VolcanoOptions:
     return VolcanoOptions(nodes, resource, pvc, k.swanlab_secret, k.retries, k.queue, k.ring_controller)
 
 
-def volcano_job_name(experiment: str | None) -> str:
-    return job_name(experiment)[:MAX_NAME].rstrip("-")
-
-
 def head_host(name: str) -> str:
     """The head pod's DNS name inside the job (Volcano's svc plugin)."""
     return f"{name}-head-0.{name}"
@@ -109,7 +102,9 @@ def _worker_command(name: str) -> str:
 
 def manifests(spec: RunSpec, rendered: Rendered, opts: VolcanoOptions) -> list[dict[str, Any]]:
     """The ConfigMaps and the Job, in the order ``kubectl apply`` should create them."""
-    name = volcano_job_name(spec.logging.experiment)
+    # Volcano names each pod <job>-<task>-<index> and uses it as the pod's hostname (a DNS-1123 label of at most
+    # 63 characters): the RayJob's name rule (at most 47 characters) leaves room for "-worker-4095".
+    name = job_name(spec.logging.experiment)
     scripts_map = f"{name}-scripts"
     per_node = len(spec.cluster.devices)
     npu = spec.device == "npu"
