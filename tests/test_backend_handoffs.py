@@ -1,9 +1,13 @@
 """What each non-local backend does with the operations it does not own: a Kubernetes run (KubeRay RayJob or
 Volcano Job) leaves status, logs, stop, watch and relaunch to kubectl and says which kubectl command does each; a
-Slurm launch interrupted before its job was submitted has nothing to clean up and says so."""
+Slurm run's status, logs and stop are its job's (by id), and a Slurm launch interrupted before its job was
+submitted has nothing to clean up and says so."""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +16,8 @@ from rich.console import Console
 from verlctl.backends.base import Change, NotOnBackend
 from verlctl.backends.kuberay import KubeRayBackend, VolcanoBackend
 from verlctl.backends.slurm import SlurmBackend
+
+from conftest import clean_env, run_cli
 
 #: every operation of the backend interface that acts on a run once it exists, with its arguments
 OPERATIONS: dict[str, tuple[str, tuple[Any, ...]]] = {
@@ -50,3 +56,58 @@ def test_a_slurm_backend_without_a_console_prints_to_one_and_keeps_a_given_one()
     assert isinstance(SlurmBackend().console, Console)
     mine = Console(stderr=True)
     assert SlurmBackend(mine).console is mine
+
+
+RUN = "20260101-000000-exp-abcd"
+
+
+@pytest.fixture
+def slurm_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A Slurm run's record (one job, its output file) and a controller that reports the job running:
+    ``squeue`` here is a TEST DOUBLE (a real slurmctld runs in tests/test_slurm_cluster.py, with Docker)."""
+    from verlctl.runtime.records import RunRecord
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "squeue").write_text("#!/bin/sh\necho 'RUNNING|None|node1|verlctl-exp'\n")
+    (bindir / "squeue").chmod(0o755)
+    out = tmp_path / "job-4242.out"
+    out.write_text("step:1 - actor/loss:0.5\nstep:2 - actor/loss:0.4\n")
+    env = clean_env(VERLCTL_STATE_DIR=str(tmp_path / "state"), PATH=f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("VERLCTL_STATE_DIR", env["VERLCTL_STATE_DIR"])  # where the record is saved
+    RunRecord.model_validate({
+        "run_id": RUN, "created_at": 4102444800.0, "runtime": "slurm", "workdir": str(tmp_path),
+        "scripts_dir": str(tmp_path / "runs" / RUN), "run_log": str(out), "train_log": "",
+        "checkpoints": str(tmp_path / "ckpt"), "experiment": "exp", "verl_version": "0.7.0", "pgid": None,
+        "attempts": [], "slurm_jobs": [{"number": 1, "job_id": "4242", "job_name": "verlctl-exp",
+                                        "submitted_at": 4102444800.0, "output": str(out)}],
+    }).save()
+    return env
+
+
+def test_a_slurm_runs_status_and_logs_are_its_jobs(slurm_run: dict[str, str]) -> None:
+    res = run_cli("status", RUN, "--json", env=slurm_run)
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert (doc["state"], doc["alive"], doc["slurm"]["job_id"]) == ("running", True, "4242")
+    res = run_cli("logs", RUN, env=slurm_run)
+    assert (res.code, res.out) == (0, "step:1 - actor/loss:0.5\nstep:2 - actor/loss:0.4\n"), res.err
+
+
+def test_stopping_a_slurm_run_cancels_its_job_by_id_and_reports_it(slurm_run: dict[str, str], tmp_path: Path) -> None:
+    """``scancel`` (a TEST DOUBLE, as ``squeue`` and ``scontrol``) gets the job's id; the job then reads as
+    cancelled, and ``stop --json`` reports the job it cancelled on stdout, the run as stopped."""
+    bindir, cancelled = tmp_path / "bin", tmp_path / "scancelled"
+    (bindir / "scancel").write_text(f"#!/bin/sh\necho \"$@\" >> {cancelled}\n")
+    (bindir / "squeue").write_text(f"#!/bin/sh\n[ -e {cancelled} ] || echo 'RUNNING|None|node1|verlctl-exp'\n")
+    (bindir / "scontrol").write_text(
+        f"#!/bin/sh\n[ -e {cancelled} ] && echo 'JobId=4242 JobName=verlctl-exp JobState=CANCELLED Reason=None "
+        "ExitCode=0:15 NodeList=node1'\n")
+    for tool in ("scancel", "scontrol"):
+        (bindir / tool).chmod(0o755)
+    res = run_cli("stop", RUN, "--json", env=slurm_run)
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["slurm_job"]["job_id"] == "4242" and doc["slurm_job"]["cancelled"] is True, doc
+    assert "4242" in cancelled.read_text().split()
+    assert json.loads(run_cli("status", RUN, "--json", env=slurm_run).out)["state"] == "stopped"
