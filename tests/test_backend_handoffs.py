@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +114,42 @@ def test_stopping_a_slurm_run_cancels_its_job_by_id_and_reports_it(slurm_run: di
     assert doc["slurm_job"]["job_id"] == "4242" and doc["slurm_job"]["cancelled"] is True, doc
     assert "4242" in cancelled.read_text().split()
     assert json.loads(run_cli("status", RUN, "--json", env=slurm_run).out)["state"] == "stopped"
+
+
+def test_ctrl_c_on_watching_a_slurm_run_exits_130_and_records_it(slurm_run: dict[str, str], tmp_path: Path) -> None:
+    """``verlctl watch`` of a Slurm run, interrupted: exit 130 (the shell's code for SIGINT) and the run's
+    events say the watch was interrupted, so ``status`` does not take the watcher for one that died."""
+    state = Path(slurm_run["VERLCTL_STATE_DIR"])
+    [run_dir] = [p for p in state.rglob(RUN) if p.is_dir()]
+    (run_dir / "spec.resolved.yaml").write_text(f"container:\n  runtime: host\n  workdir: {tmp_path}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "verlctl", "watch", RUN], env=slurm_run, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # the watcher's first line: it is watching now
+        assert first.startswith(f"verlctl watch: watching run {RUN}: Slurm job 4242"), first + proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    events = [json.loads(line)["event"] for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert events[-1] == "watch_interrupted", events
+
+
+def test_a_slurm_launch_interrupted_after_submitting_cancels_that_job(slurm_run: dict[str, str], tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch guard's clean-up once the run's record exists (the job submitted, not yet verified): the job is
+    cancelled by id (``scancel``: a TEST DOUBLE), the run marked stopped, and the one line names the job."""
+    from verlctl.runtime.records import load_run
+
+    bindir, cancelled = tmp_path / "bin", tmp_path / "scancelled"
+    (bindir / "scancel").write_text(f"#!/bin/sh\necho \"$@\" >> {cancelled}\n")
+    (bindir / "scancel").chmod(0o755)
+    monkeypatch.setenv("PATH", slurm_run["PATH"])
+    backend = SlurmBackend(Console())
+    backend.started.append(load_run(RUN))  # what launch_slurm appends as soon as the record is made
+    line = backend.abort("Ctrl-C")
+    assert line == (f"interrupted (Ctrl-C) during launch of run {RUN}: Slurm job 4242 cancelled; "
+                    "the run is marked stopped")
+    assert "4242" in cancelled.read_text().split() and load_run(RUN).stopped
