@@ -153,3 +153,21 @@ def test_a_slurm_launch_interrupted_after_submitting_cancels_that_job(slurm_run:
     assert line == (f"interrupted (Ctrl-C) during launch of run {RUN}: Slurm job 4242 cancelled; "
                     "the run is marked stopped")
     assert "4242" in cancelled.read_text().split() and load_run(RUN).stopped
+
+
+def test_the_watchers_relaunch_of_a_slurm_run_submits_a_job_with_the_recovery_feature(
+        slurm_run: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OOM ladder's resubmission (``SlurmWatcher._resubmit`` -> ``relaunch``): a second job of the run, with
+    the feature recovery adds, recorded as the run's current job (``sbatch``: a TEST DOUBLE printing its id)."""
+    from verlctl.runtime.records import load_run
+
+    bindir = tmp_path / "bin"
+    (bindir / "sbatch").write_text("#!/bin/sh\necho 4243\n")
+    (bindir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", slurm_run["PATH"])
+    rec = load_run(RUN)
+    (rec.dir / "spec.resolved.yaml").write_text((Path(__file__).parents[1] / "examples" / "run.yaml").read_text())
+    ref = SlurmBackend(Console()).relaunch(rec, Change("device_oom", ("offload",), resumed_from="global_step_10"))
+    assert (ref.job_id, ref.number, ref.reason, ref.resumed_from) == ("4243", 2, "device_oom", "global_step_10")
+    assert "offload" in ref.features
+    assert [j.job_id for j in load_run(RUN).slurm_jobs] == ["4242", "4243"]
