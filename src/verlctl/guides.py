@@ -2,7 +2,7 @@
 
 - ``docs/features.md``: the feature registry (``verlctl.verl.features``): mask bits, names, defaults, where
   each feature applies, the verl keys it sets and the notes that say why.
-- ``docs/troubleshooting.md``: the error catalogue (``verlctl.monitor.catalogue``), root causes first: what
+- ``docs/troubleshooting.md``: the error catalogue (``verlctl.monitor.categories``), root causes first: what
   each failure looks like in a log, what it means and what to do.
 - ``docs/operations.md``: every command with its options, from the CLI itself.
 - ``docs/spec-reference.md``: every field of the run spec (``verlctl.spec.model.RunSpec``): its type, default and
@@ -117,7 +117,7 @@ def features_md() -> str:
 
 
 def troubleshooting_md() -> str:
-    from verlctl.monitor.catalogue import CATALOGUE
+    from verlctl.monitor.categories import CATALOGUE
 
     out = [HEADER, "# Troubleshooting\n"]
     out.append(

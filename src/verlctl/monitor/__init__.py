@@ -2,7 +2,9 @@
 
 * :mod:`verlctl.monitor.events` -- :class:`LogParser` (incremental: ``feed(text) -> list[Event]``, ``close()``)
   and the events ``Progress``, ``StepMetrics``, ``ValidationMetrics``, ``TotalSteps``, ``Phase``, ``ErrorFound``;
-* :mod:`verlctl.monitor.catalogue` -- the failure categories as data (``CATALOGUE``), :class:`Classifier`
+* :mod:`verlctl.monitor.categories` -- the failure categories as data (``CATALOGUE``: signatures, hints,
+  recovery), importing nothing of verlctl;
+* :mod:`verlctl.monitor.catalogue` -- the matcher that applies them: :class:`Classifier`
   (``feed_line(lineno, line) -> Finding | None``, ``findings()`` root cause first), ``ere_patterns()`` for grep;
 * :mod:`verlctl.monitor.diagnose` -- the streaming scanner behind ``verlctl diagnose``.
 
@@ -29,7 +31,7 @@ _EXPORTS = {
     "iter_file_events": "events",
     "Classifier": "catalogue",
     "Finding": "catalogue",
-    "CATALOGUE": "catalogue",
+    "CATALOGUE": "categories",
     "classify_lines": "catalogue",
     "ere_patterns": "catalogue",
     "diagnose_stream": "diagnose",
