@@ -36,8 +36,9 @@ def known_defect_findings(spec: RunSpec, features: set[str], versions: ImageVers
     out: list[Finding] = []
     for d in matching(table, versions=stack, device=spec.device, mode=spec.mode, features=features,
                       devices=list(spec.cluster.devices), env=dict(spec.env), engine=spec.train.rollout_engine,
-                      overrides=list(spec.extra_overrides)):
-        read = ", ".join(f"{c} {stack[c]}" for c in COMPONENTS if c in d.when and stack.get(c))
+                      overrides=list(spec.extra_overrides), strategy=spec.strategy):
+        read = ", ".join([f"{c} {stack[c]}" for c in COMPONENTS if c in d.when and stack.get(c)]
+                         + [f"no {c}" for c in d.when.get("missing", [])])
         where = f" ({read} in {versions.where})" if read and versions is not None else ""
         make = error if d.severity == "error" else warning
         out.append(make(

@@ -86,7 +86,8 @@ class ImageVersions(BaseModel):
     python: str | None = None  # "3.10.12"
     ray: str | None = None  # None: no ray distribution
     # The rest of the stack as installed there (the known-defect gate matches these, never an image tag):
-    # verl, vllm, vllm_ascend, torch, torch_npu, sglang (distribution versions) and cann (the toolkit's
+    # verl, vllm, vllm_ascend, torch, torch_npu, sglang, transfer_queue (distribution versions; TransferQueue
+    # provides the transfer_queue module verl 0.9.1's V1 trainer imports) and cann (the toolkit's
     # ascend_toolkit_install.info). None: not installed / not found.
     stack: dict[str, str | None] = Field(default_factory=dict)
 
@@ -112,7 +113,9 @@ class TargetLookup(BaseModel):
 
 
 #: Prints {"python": "3.10.12", "ray": "2.49.0" or null, "stack": {...}} with the interpreter run_training.sh
-#: uses: distribution metadata only (nothing is imported), and the CANN toolkit's install record.
+#: uses: distribution metadata only (nothing is imported; a transfer_queue module without metadata, e.g. from a
+#: source tree on PYTHONPATH, is located with find_spec, which does not run it), and the CANN toolkit's install
+#: record.
 VERSIONS_SNIPPET = (
     "import glob, json, os, sys\n"
     "def v(name):\n"
@@ -127,8 +130,13 @@ VERSIONS_SNIPPET = (
     "            if line.startswith('version='):\n                return line.split('=', 1)[1].strip()\n"
     "    return None\n"
     "stack = {k: v(d) for k, d in (('verl', 'verl'), ('vllm', 'vllm'), ('vllm_ascend', 'vllm_ascend'), "
-    "('torch', 'torch'), ('torch_npu', 'torch_npu'), ('sglang', 'sglang'))}\n"
+    "('torch', 'torch'), ('torch_npu', 'torch_npu'), ('sglang', 'sglang'), ('transfer_queue', 'TransferQueue'))}\n"
     "stack['vllm_ascend'] = stack['vllm_ascend'] or v('vllm-ascend')\n"
+    "def located(module):\n"
+    "    try:\n        import importlib.util as u\n        return u.find_spec(module) is not None\n"
+    "    except Exception:\n        return False\n"
+    "if not stack['transfer_queue'] and located('transfer_queue'):\n"
+    "    stack['transfer_queue'] = 'found (no distribution metadata)'\n"
     "stack['cann'] = cann()\n"
     "print(json.dumps({'python': '%d.%d.%d' % sys.version_info[:3], 'ray': v('ray'), 'stack': stack}))\n"
 )

@@ -18,9 +18,11 @@ from verlctl.verl.requirements import version_tuple
 
 TABLE = Path(__file__).with_name("known_defects.yaml")
 #: The stack components a condition may name (the keys of the versions read in the image).
-COMPONENTS = ("verl", "vllm", "vllm_ascend", "torch", "torch_npu", "cann", "ray", "sglang")
-_CONDITIONS = {*COMPONENTS, "device", "modes", "engine", "features", "devices_ascending", "env_contains", "unless_env",
-               "unless_override"}
+COMPONENTS = ("verl", "vllm", "vllm_ascend", "torch", "torch_npu", "cann", "ray", "sglang", "transfer_queue")
+_CONDITIONS = {*COMPONENTS, "missing", "device", "modes", "strategy", "engine", "features", "devices_ascending",
+               "env_contains", "unless_env", "override", "unless_override", "unless_set"}
+#: Values of an override that leave verl's "not set" default in place (``unless_set`` does not count them).
+_UNSET = ("", "-1", "null", "none", "~")
 _OPS = ("==", "!=", ">=", "<=", ">", "<")
 
 
@@ -39,7 +41,8 @@ class Defect:
 
     @property
     def needs_versions(self) -> bool:
-        return any(c in self.when for c in COMPONENTS)
+        """A version condition, or a ``missing`` one: only a stack read in the image can decide it."""
+        return "missing" in self.when or any(c in self.when for c in COMPONENTS)
 
 
 def _in_range(version: str, spec: str) -> bool | None:
@@ -104,12 +107,18 @@ def load(path: Path | None = None) -> list[Defect]:
         for c in COMPONENTS:
             if c in when:
                 _check_range(did, c, when[c])
-        for c in ("env_contains", "unless_env", "unless_override"):
+        for c in ("env_contains", "unless_env", "override", "unless_override"):
             if c in when and not isinstance(when[c], dict):
                 raise DefectTableError(f"known defect {did}: when.{c} must be a mapping such as {{NAME: value}}")
-        for c in ("device", "modes", "engine", "features"):
+        for c in ("device", "modes", "strategy", "engine", "features", "missing", "unless_set"):
             if c in when and not isinstance(when[c], list):
                 raise DefectTableError(f"known defect {did}: when.{c} must be a list such as [npu]")
+        unknown_parts = [c for c in when.get("missing", []) if c not in COMPONENTS]
+        if unknown_parts:
+            raise DefectTableError(
+                f"known defect {did}: when.missing names {unknown_parts[0]!r}, not a component read in the image "
+                f"(known: {', '.join(COMPONENTS)})"
+            )
         out.append(Defect(row["id"], row["issue"], " ".join(row["effect"].split()), row["fix"], row["severity"], when))
     ids = [d.id for d in out]
     if len(set(ids)) != len(ids):
@@ -132,21 +141,31 @@ def _override_values(overrides: list[str]) -> dict[str, str]:
 
 def matches(d: Defect, *, versions: dict[str, str | None], device: str, mode: str, features: set[str],
             devices: list[int], env: dict[str, str], engine: str = "vllm",
-            overrides: list[str] | None = None) -> bool:  # fmt: skip
+            overrides: list[str] | None = None, strategy: str | None = None) -> bool:  # fmt: skip
     w = d.when
     if "engine" in w and engine not in w["engine"]:
         return False
+    if "strategy" in w and strategy not in w["strategy"]:
+        return False
     if "env_contains" in w and not all(str(v) in env.get(k, "") for k, v in w["env_contains"].items()):
         return False
-    if "unless_override" in w:
-        given = _override_values(overrides or [])
-        if all(given.get(k, "").lower() == str(v).lower() for k, v in w["unless_override"].items()):
-            return False
+    given = _override_values(overrides or [])
+    if "override" in w and not all(given.get(k, "").lower() == str(v).lower() for k, v in w["override"].items()):
+        return False
+    if "unless_override" in w and all(given.get(k, "").lower() == str(v).lower()
+                                      for k, v in w["unless_override"].items()):
+        return False
+    if "unless_set" in w and any(given.get(k, "").lower() not in _UNSET for k in w["unless_set"]):
+        return False
     for c in COMPONENTS:
         if c in w:
             v = versions.get(c)
             if not v or _in_range(v, w[c]) is not True:
                 return False  # not read in the image, or outside the range: no claim
+    # ``missing``: read in the image (the stack has the component's key) and not installed there. A stack
+    # without the key (not read, or read by an older probe) makes no claim.
+    if "missing" in w and not all(c in versions and not versions[c] for c in w["missing"]):
+        return False
     if "device" in w and device not in w["device"]:
         return False
     if "modes" in w and mode not in w["modes"]:
