@@ -12,6 +12,24 @@ import typer
 
 from verlctl.commands.options import Force, SpecFile, SpecFlags, out_path, with_spec_flags
 
+#: The options both manifest exports take (the help of each export's --out and --nodes says what it writes).
+DeviceResource = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--device-resource", help="The device plugin's resource (default: huawei.com/Ascend910 on "
+                 "NPU, nvidia.com/gpu on GPU).", show_default=False),
+]
+Pvc = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--pvc", help="PersistentVolumeClaim for the checkpoints (kubernetes.pvc).", show_default=False),
+]
+DryRun = Annotated[
+    bool, typer.Option("--dry-run", help="Print the manifest path and the kubectl command; write nothing.")
+]
+AsJson = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object (the manifest written, the kubectl command, the "
+                                      "findings); the other lines go to stderr.")
+]
+
 
 @with_spec_flags
 def rayjob(
@@ -28,22 +46,10 @@ def rayjob(
         typer.Option("--nodes", help="Worker pods, each with every device of cluster.devices "
                      "(default: the number of cluster.nodes, else 1).", show_default=False),
     ] = None,
-    device_resource: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--device-resource", help="The device plugin's resource (default: huawei.com/Ascend910 on "
-                     "NPU, nvidia.com/gpu on GPU).", show_default=False),
-    ] = None,
-    pvc: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--pvc", help="PersistentVolumeClaim for the checkpoints (kubernetes.pvc).", show_default=False),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the manifest path and the kubectl command; write nothing.")
-    ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object (the manifest written, the kubectl command, the "
-                                          "findings); the other lines go to stderr.")
-    ] = False,
+    device_resource: DeviceResource = None,
+    pvc: Pvc = None,
+    dry_run: DryRun = False,
+    as_json: AsJson = False,
 ) -> int:
     """Write the run as a KubeRay RayJob: head + worker pods, devices, /dev/shm, checkpoints on a PVC."""
     from verlctl.errors import VerlctlError
@@ -74,26 +80,14 @@ def volcano(
         typer.Option("--nodes", help="Pods, each with every device of cluster.devices, one per host (default: the "
                      "number of cluster.nodes, else 1).", show_default=False),
     ] = None,
-    device_resource: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--device-resource", help="The device plugin's resource (default: huawei.com/Ascend910 on "
-                     "NPU, nvidia.com/gpu on GPU).", show_default=False),
-    ] = None,
-    pvc: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--pvc", help="PersistentVolumeClaim for the checkpoints (kubernetes.pvc).", show_default=False),
-    ] = None,
+    device_resource: DeviceResource = None,
+    pvc: Pvc = None,
     queue: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option("--queue", help="Volcano queue (kubernetes.queue, default: default).", show_default=False),
     ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the manifest path and the kubectl command; write nothing.")
-    ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object (the manifest written, the kubectl command, the "
-                                          "findings); the other lines go to stderr.")
-    ] = False,
+    dry_run: DryRun = False,
+    as_json: AsJson = False,
 ) -> int:
     """Write the run as a Volcano Job: gang-scheduled pods, devices, /dev/shm, checkpoints on a PVC, restarts that
     resume; on NPU, the labels and rank-table ConfigMap MindCluster reads."""
