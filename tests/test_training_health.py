@@ -27,8 +27,8 @@ from verlctl.monitor.health import RULES, HealthTracker, Settings, evaluate, eva
 from conftest import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "verl-logs"
-GRPO_GSM8K = FIXTURES / "realverl-0.9.1-cpu-grpo-gsm8k-all-advantages-zero-steps.txt"
-DEMO_DAPO = FIXTURES / "realverl-0.9.1-cpu-demo-dapo-digit-share-steps.txt"
+GRPO_GSM8K = FIXTURES.parent / "health-logs" / "realverl-0.9.1-cpu-grpo-gsm8k-all-advantages-zero-steps.txt"
+DEMO_DAPO = FIXTURES.parent / "health-logs" / "realverl-0.9.1-cpu-demo-dapo-digit-share-steps.txt"
 VERL = Path(__file__).resolve().parents[1] / ".cache" / "verl"
 SRC = Path(__file__).resolve().parents[1] / "src" / "verlctl"
 
