@@ -18,11 +18,16 @@ DOUBLES = Path(__file__).resolve().parent / "doubles" / "bin"
 
 
 def _free_port() -> int:
+    """A free port that Ray does not reserve for itself (its client server, worker range and dashboard agent:
+    the spec's ray_port rule refuses those, as `ray start` does)."""
     import socket
 
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("", 0))
+            port = int(sock.getsockname()[1])
+        if not (10001 <= port <= 19999 or port == 52365):
+            return port
 
 
 _DIRS = tempfile.TemporaryDirectory(prefix="verlctl-scripts-")  # removed when the test process ends

@@ -336,5 +336,7 @@ def test_check_at_60_columns_keeps_every_long_name_whole(tmp_path: Path) -> None
     # whole in the machine line and in every finding that names it (and in the hint); never a piece of it
     doc = json.loads(cli(tmp_path / "state", "check", "-c", str(ROOT / "examples" / "run.yaml"), "--json",
                          PATH=NO_TOOL_PATH).out)
-    assert tokens.count(image) == 1 + sum(f["message"].split().count(image) for f in doc["findings"])
+    named = sum(f["message"].split().count(image) for f in doc["findings"])
+    named += sum(reason.split().count(image) for reason in {str(n["reason"]) for n in doc["not_checked"]})
+    assert tokens.count(image) == 1 + named
     assert f"{image}`," in tokens
