@@ -321,7 +321,7 @@ def test_docker_engine_restarted(launch_env: LaunchEnv, private_engine) -> None:
 INTERRUPT_CLEANED_WITHIN_S = 60.0  # the verified stop (20 s grace at most) and the container's removal, loaded
 
 
-@pytest.mark.parametrize(("phase", "sig"), [("preflight: compose", "SIGINT"), ("verify that", "SIGTERM")])
+@pytest.mark.parametrize(("phase", "sig"), [("preflight:", "SIGINT"), ("verify that", "SIGTERM")])
 def test_an_interrupted_launch_stops_what_it_started(fenv: LaunchEnv, docker_engine, phase: str, sig: str) -> None:  # type: ignore[no-untyped-def]
     """Ctrl-C (or SIGTERM) during `launch`: exit 130 with one line, the gate closed, the attempt stopped, the
     container this launch created removed, the run marked stopped: nothing keeps training (review A19)."""

@@ -86,10 +86,12 @@ def test_run_log_deleted_under_a_live_run_is_reported(launch_env: LaunchEnv, doc
 def test_log_disk_full_is_named(launch_env: LaunchEnv, docker_engine) -> None:  # type: ignore[no-untyped-def]
     launch_env.spec["train"]["steps"] = 600
     logs = Path(launch_env.spec["paths"]["logs"])
-    mount_tmpfs(logs, "40k")
+    # room enough for the launch's own check of paths.logs (one run's log), then filled once training runs
+    mount_tmpfs(logs, "400m")
     subprocess.run(["chmod", "0777", str(logs)], check=True)
     try:
         watch = launch_and_watch(launch_env)
+        subprocess.run(["dd", "if=/dev/zero", f"of={logs / 'filler'}", "bs=1M"], check=False, capture_output=True)
         try:
             gave_up = wait_event(launch_env, "gave_up", 400)
         finally:

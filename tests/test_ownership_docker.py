@@ -217,9 +217,11 @@ def test_a_failed_launch_removes_the_container_it_created(launch_env: LaunchEnv,
     import docker
 
     env = launch_env
-    env.spec["extra_overrides"] = ["actor_rollout_ref.actor.megatron.virtual_pipeline_parallel_size=2"]
+    # the training dies during start-up (the stand-in gives up on its Ray worker at once): after the container
+    # exists, where no check before the launch can see it coming
+    env.spec.setdefault("env", {})["VERLCTL_STANDIN_RAY_TIMEOUT"] = "0"
     bystander = container_factory(command=["sleep", "infinity"])  # (the engine is shared: only ours is stable)
-    res = env.cli("launch", "-c", str(env.spec_file), "--yes")
+    res = env.cli("launch", "-c", str(env.spec_file), "--yes", "--verify-timeout", "180")
     assert res.code != 0 and "Traceback" not in res.err
     assert "removed container" in res.out, res.out
     with pytest.raises(docker.errors.NotFound):
@@ -237,8 +239,8 @@ def test_a_failed_launch_into_a_reused_container_removes_only_its_key_file(launc
     c = container_factory(command=["sleep", "infinity"], network_mode="host", ipc_mode="host",
                           volumes={root: {"bind": root, "mode": "rw"}})
     env.spec["container"]["name"] = c.name
-    env.spec["extra_overrides"] = ["actor_rollout_ref.actor.megatron.virtual_pipeline_parallel_size=2"]
-    res = env.cli("launch", "-c", str(env.spec_file), "--yes")
+    env.spec.setdefault("env", {})["VERLCTL_STANDIN_RAY_TIMEOUT"] = "0"  # dies during start-up, after the copy
+    res = env.cli("launch", "-c", str(env.spec_file), "--yes", "--verify-timeout", "180")
     assert res.code != 0 and "Traceback" not in res.err
     assert "reuse container" in res.out and "removed container" not in res.out
     c.reload()

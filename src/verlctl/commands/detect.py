@@ -63,8 +63,8 @@ def detect(
     for root in scan_root or []:  # a root given by hand must be there (the default ones may be missing)
         if not root.strip():
             raise VerlctlError("--scan-root: the path is empty; give a directory, e.g. --scan-root /mnt")
-        if not Path(root).is_dir():
-            why = "does not exist" if not Path(root).exists() else "is not a directory"
+        why = _root_problem(root, budget)
+        if why:
             raise VerlctlError(f"--scan-root {root}: {why}; give a directory to search for models and datasets")
     _live(what, json_out, scan_root or None, budget, all_docker, board)
 
@@ -200,3 +200,20 @@ def _live(
         summary.render_scan(console, state.scan, models=what == "models", datasets=what == "datasets")
         if what == "datasets":
             summary.render_datasets(console, state.datasets)
+
+
+def _root_problem(root: str, budget: float) -> str | None:
+    """Why ``root`` is not a directory to scan, None when it is or when the answer does not come within the budget
+    (a stalled network mount: the scan then reports it as unfinished, in time)."""
+    import threading
+
+    answer: list[str | None] = []
+
+    def look() -> None:
+        p = Path(root)
+        answer.append(None if p.is_dir() else ("does not exist" if not p.exists() else "is not a directory"))
+
+    t = threading.Thread(target=look, daemon=True)  # a stat stuck in the kernel must not hold the process
+    t.start()
+    t.join(max(0.1, min(budget, 5.0)))
+    return answer[0] if answer else None
