@@ -77,7 +77,7 @@ def kill_and_follow(env: RealVerlEnv, proctitle: str, actor: str) -> dict[str, A
     t_kill = time.monotonic()
     assert res.exit_code == 0, res.output
     st = wait_for(lambda: (lambda s: s if actor in json.dumps(s.get("last_error") or {}) else None)(status(env)),
-                  60, 1, f"status to name the killed actor {actor}")
+                  180, 1, f"status to name the killed actor {actor}")  # seconds quiet; minutes on a loaded host
     named_s = time.monotonic() - t_kill
     assert st["last_error"]["category"] == "ray_actor_died", st["last_error"]
     st = wait_for(lambda: (lambda s: s if ended(s) else None)(status(env)), 300, 3, "the run to end")
