@@ -29,6 +29,11 @@ def floors(spec: RunSpec) -> tuple[float | None, float | None]:
     return link, busbw
 
 
+def not_tested(reason: str, hint: str | None = None) -> Finding:
+    """The one warning for a fabric test that did not run, and why."""
+    return warning("fabric_not_checked", f"the collective fabric was not tested: {reason}", "cluster.fabric", hint)
+
+
 def where(run: FabricRun, rank: int, addresses: list[str]) -> str:
     """``node ADDRESS (rank R)`` for a global rank."""
     node = next((r.get("node") for r in run.ranks if r.get("rank") == rank), None)
@@ -43,8 +48,8 @@ def fabric_findings(spec: RunSpec, run: FabricRun, addresses: list[str]) -> list
     field = "cluster.fabric"
     if run.no_torch:
         nodes = ", ".join(addresses[i] for i in run.no_torch)
-        return [warning("fabric_not_checked", f"the collective fabric was not tested: torch.distributed is not in "
-                        f"the image on {nodes}", field, "use an image with torch (the training needs it anyway)")]
+        return [not_tested(f"torch.distributed is not in the image on {nodes}",
+                           "use an image with torch (the training needs it anyway)")]
     if run.timed_out:
         nodes = ", ".join(addresses[i] for i in run.timed_out)
         out.append(error("fabric_timeout", f"the collective test did not finish within "

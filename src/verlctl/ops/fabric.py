@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from verlctl.checks.fabric import fabric_findings, init_failures
-from verlctl.checks.findings import Finding, warning
+from verlctl.checks.fabric import fabric_findings, init_failures, not_tested
+from verlctl.checks.findings import Finding
 from verlctl.detect.fabric_probe import FABRIC_PROBE, FabricRun, parse_output
 from verlctl.runtime.executor import Executor
 from verlctl.spec.model import RunSpec
@@ -102,5 +102,5 @@ def diagnose(message: str) -> tuple[str, str] | None:
 
 
 def skipped(reason: str) -> Finding:
-    return warning("fabric_not_checked", f"the collective fabric was not tested: {reason}", "cluster.fabric")
+    return not_tested(reason)
 
