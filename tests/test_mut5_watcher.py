@@ -370,7 +370,9 @@ def test_a_resume_that_trains_nothing_says_the_last_step_it_saw(runs: HostRuns, 
     code, out = _end(_watch(runs, record))
     assert code == 1, out
     failed = next(e for e in runs.events(record) if e["event"] == "resume_failed")
-    assert f"attempt 1 resumed from {ckpt} and exited 0 having trained 0 steps {seen}:" in failed["reason"], failed
+    assert (f"attempt 1 exited 0 having trained 0 steps {seen} after resuming from global_step_3: "
+            in failed["reason"]), failed
+    assert failed["reason"].endswith(f"(resumed from {ckpt})"), failed
 
 
 def _watcher(runs: HostRuns, record: RunRecord, said: list[str], **kw: Any) -> Any:

@@ -194,7 +194,7 @@ def test_a_resume_that_trains_no_step_and_exits_0_is_a_failure(host_runs: HostRu
     assert st["state"] == "failed" and st["state_why"].startswith("the watcher gave up"), st
     assert "trained 0 steps" in st["gave_up"]["reason"]
     res = run_cli("status", record.run_id, env=host_runs.env(), timeout=120)
-    assert "gave up: attempt 1 resumed from" in res.out, res.out
+    assert "gave up: attempt 1 exited 0 having trained 0 steps" in res.out, res.out
 
 
 def test_a_resume_that_advances_past_its_checkpoint_finishes(host_runs: HostRuns) -> None:

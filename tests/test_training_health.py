@@ -268,6 +268,23 @@ def test_stop_on_stops_the_run_and_the_watcher_gives_up_with_the_warning(runs: H
 # ------------------------------------------------------------------------------------ a resume that trained nothing
 
 
+def test_a_resume_that_trained_nothing_says_its_facts_before_a_long_checkpoint_path() -> None:
+    """`status` cuts a verdict to its first line's first 160 characters: the facts come before the path (a
+    pytest or cluster checkpoint path is often longer than the line)."""
+    from verlctl.monitor.health import resume_trained_nothing
+
+    path = "/" + "/".join(["a-deep-shared-filesystem-directory"] * 8) + "/global_step_3"
+    why = resume_trained_nothing(path, 3, 5, 2)
+    assert why is not None
+    head = why[:150]
+    assert head.startswith("attempt 2 exited 0 having trained 0 steps (last seen: step 3 of 5) after resuming "
+                           "from global_step_3: "), why
+    assert why.endswith(f"(resumed from {path})"), why
+    assert resume_trained_nothing(path, 4, 5, 2) is None and resume_trained_nothing(path, 3, 3, 2) is None
+    assert resume_trained_nothing(path, None, 5, 1) is not None and "(last seen: no step of 5)" in \
+        (resume_trained_nothing(path, None, 5, 1) or "")
+
+
 def test_a_resume_that_trained_nothing_is_failed_without_a_watcher(runs: HostRuns) -> None:
     """No watcher judged it: `status` and `list` read the log's "training finished" and still say failed."""
     ckpt = str(runs.ckpt / "global_step_3")
@@ -283,7 +300,7 @@ def test_a_resume_that_trained_nothing_is_failed_without_a_watcher(runs: HostRun
         time.sleep(0.2)
     st = runs.status(record)
     assert st["state"] == "failed", st
-    assert "resumed from" in st["state_why"] and "trained 0 steps (last seen: step 3 of 5)" in st["state_why"], st
+    assert "trained 0 steps (last seen: step 3 of 5) after resuming from global_step_3" in st["state_why"], st
     listed = json.loads(run_cli("list", "--json", env=runs.env(), timeout=120).out)
     row = next(r for r in listed if r["run_id"] == record.run_id) if isinstance(listed, list) else None
     if row is None:

@@ -342,10 +342,11 @@ def resume_trained_nothing(resumed_from: str | None, max_step: int | None, total
     if max_step is not None and max_step > resumed:
         return None
     seen = "no step" if max_step is None else f"step {max_step}"
-    return (f"attempt {attempt} resumed from {resumed_from} and exited 0 having trained 0 steps (last seen: {seen}"
+    # The facts first (a one-line verdict such as `status`'s is cut to its first 160 characters), the path last.
+    return (f"attempt {attempt} exited 0 having trained 0 steps (last seen: {seen}"
             + (f" of {total}" if total else "")
-            + "): check trainer.total_training_steps / total_epochs against the checkpoint, or move the "
-            "checkpoint away to start fresh")
+            + f") after resuming from global_step_{resumed}: check trainer.total_training_steps / total_epochs "
+            f"against the checkpoint, or move the checkpoint away to start fresh (resumed from {resumed_from})")
 
 
 def record_settings(record: Any) -> Settings:
