@@ -214,9 +214,11 @@ class RealVerlEnv(LaunchEnv):
         return str(self.container.exec_run(["ps", "-eo", "pid,pgid,args"]).output.decode())
 
 
-def make_realverl_env(tmp_path: Path, client: Any, image: str, *, steps: int = 2, lean: bool = True) -> RealVerlEnv:
+def make_realverl_env(tmp_path: Path, client: Any, image: str, *, steps: int = 2, lean: bool = True,
+                      nvidia_smi_table: Path | None = None) -> RealVerlEnv:
     """The user's spec and container; ``lean=False``: without MEMORY_OVERRIDES / MEMORY_RAY_ARGS (the budget
-    benchmark's "before")."""
+    benchmark's "before"); ``nvidia_smi_table``: a capture (tests/fixtures/nvidia-smi/) that the image's
+    nvidia-smi double prints instead of its 1-GPU default (a host with more devices)."""
     copy_tiny_out(client, image, tmp_path)
     tiny = tmp_path / "tiny"
     name = f"verlctl-test-realverl-{secrets.token_hex(3)}"
@@ -259,9 +261,12 @@ def make_realverl_env(tmp_path: Path, client: Any, image: str, *, steps: int = 2
     (tmp_path / "logs").mkdir()
     # The user's own container, as `docker run -d --name NAME --network host --ipc host -v DIR:DIR IMAGE`
     # would make it (no --gpus: the GPU is the test double).
+    volumes = {str(tmp_path): {"bind": str(tmp_path), "mode": "rw"}}
+    if nvidia_smi_table is not None:
+        volumes[str(nvidia_smi_table)] = {"bind": "/usr/local/share/verlctl-test/nvidia-smi/default.txt", "mode": "ro"}
     container = client.containers.run(
         image, ["sleep", "infinity"], name=name, detach=True, init=True, network_mode="host", ipc_mode="host",
-        shm_size="2g", volumes={str(tmp_path): {"bind": str(tmp_path), "mode": "rw"}}, working_dir="/verl",
+        shm_size="2g", volumes=volumes, working_dir="/verl",
         labels={"verlctl-test": "1", "verlctl-test.realverl": "1"},
     )
     return RealVerlEnv(tmp_path, name, image, tmp_path / "state", spec, container=container)
