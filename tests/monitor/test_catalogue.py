@@ -7,8 +7,8 @@ import shutil
 import subprocess
 
 import pytest
-from monitor_helpers import capture, fixture_names
 
+from monitor_helpers import capture, fixture_names
 from verlctl.monitor.catalogue import (
     CATALOGUE,
     CATEGORY_NAMES,

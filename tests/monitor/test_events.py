@@ -6,8 +6,8 @@ import math
 from pprint import pformat
 
 import pytest
-from monitor_helpers import capture, fixture_names
 
+from monitor_helpers import capture, fixture_names
 from verlctl.monitor.events import (
     LogParser,
     Phase,
