@@ -4,6 +4,7 @@ and every cited reader is really there (.cache/verl/<version>; the 0.7.0 recipe 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import re
@@ -13,7 +14,7 @@ import pytest
 
 from verlctl.plan import make_plan
 from verlctl.spec.resolve import load_spec
-from verlctl.verl.effects import EFFECTS, VERSIONS, readers
+from verlctl.verl.effects import AR, EFFECTS, VERSIONS, readers
 
 import verlcompose
 from conftest import BASE_PATHS
@@ -92,3 +93,12 @@ def test_the_map_has_no_reader_for_what_the_audit_found_ineffective() -> None:
     assert not readers(f"{ar}.actor.megatron.grad_offload", "0.9.1", "megatron", "vllm")
     assert not readers(f"{ar}.rollout.enable_prefix_caching", "0.9.1", "fsdp", "sglang")
     assert not readers(f"{ar}.rollout.max_num_batched_tokens", "0.7.0", "fsdp", "sglang")
+
+
+def test_the_effect_map_is_immutable() -> None:
+    """The readers are module-level and shared by every plan and by the effect-map check: a change through one
+    reference (a reader's regex or its strategies) would change what every later lookup reports."""
+    (reader,) = readers(f"{AR}.actor.megatron.param_offload", "0.9.1", "megatron", "vllm")
+    for attr in ("path", "reads", "strategies", "modes"):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(reader, attr, None)
