@@ -67,7 +67,7 @@ RUN = "20260101-000000-exp-abcd"
 @pytest.fixture
 def slurm_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A Slurm run's record (one job, its output file) and a controller that reports the job running:
-    ``squeue`` here is a TEST DOUBLE (a real slurmctld runs in tests/test_slurm_cluster.py, with Docker)."""
+    ``squeue`` here is a TEST DOUBLE (a real slurmctld runs in tests/backends/test_slurm_cluster.py, with Docker)."""
     from verlctl.runtime.records import RunRecord
 
     bindir = tmp_path / "bin"

@@ -2,7 +2,7 @@
 backend; the human dry-run listing is rendered from the same request.
 
 Regenerate after an intended change: ``VERLCTL_REGEN_GOLDEN=1 .venv/bin/python -m pytest
-tests/test_launch_request_golden.py`` and review the diff of ``tests/golden/launch/``. The run id is fixed by
+tests/backends/test_launch_request_golden.py`` and review the diff of ``tests/golden/launch/``. The run id is fixed by
 ``VERLCTL_RUN_ID`` (dry runs only); the test's temporary directory is written ``<tmp>``.
 """
 

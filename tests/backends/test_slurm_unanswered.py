@@ -3,7 +3,7 @@ job that ended (review N8): `cancel` asks again, then refuses with one line nami
 the start-up retry therefore never submits a second job beside a first that may still run.
 
 squeue / scontrol / sacct / scancel here are TEST DOUBLES of a controller that times out (a real slurmctld cannot
-be made to time out on demand in a test); tests/test_slurm_cluster.py runs the real cluster."""
+be made to time out on demand in a test); tests/backends/test_slurm_cluster.py runs the real cluster."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Machine checks of `verlctl check`: real files, real mounts, real captures through the real parsers.
 
-The docker side (image, container, mounts, in-container checks) is in tests/test_check_docker.py; the
-command line in tests/test_check_cli.py.
+The docker side (image, container, mounts, in-container checks) is in tests/checks/test_check_docker.py; the
+command line in tests/checks/test_check_cli.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fabric gate's verdict on measurements (checks/fabric.py): the floors by device, the slowest link named by
 its nodes, an HCCL init failure shown with its error code and the failure catalogue's fix. The measurements
-themselves are taken over real links in tests/test_fabric_gate.py."""
+themselves are taken over real links in tests/ops/test_fabric_gate.py."""
 
 from __future__ import annotations
 

@@ -1289,7 +1289,7 @@ FIELD_ROWS = [
 
 # --------------------------------------------------------------------------------------------------
 # The multi-node pre-flight (issue 14): the rules on the facts gathered on every node (the probe itself runs
-# in real containers in tests/test_node_preflight_docker.py)
+# in real containers in tests/checks/test_node_preflight_docker.py)
 # --------------------------------------------------------------------------------------------------
 
 HEAD, WORKER_NODE = "192.0.2.1", "192.0.2.2"
@@ -1354,7 +1354,7 @@ NODE_ROWS = [
 
 # --------------------------------------------------------------------------------------------------
 # The fabric gate's verdict on what the probe measured (the probe itself runs in real containers, over real
-# links, in tests/test_fabric_gate.py)
+# links, in tests/ops/test_fabric_gate.py)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -1564,7 +1564,7 @@ VERDICT_ROWS = [
     Row("device_busy", ERROR, "cluster.devices",
         verdict_rule("run_devices", live_run("running"), **{"cluster.devices": [1, 2]}),
         verdict_rule("run_devices", live_run("running"), **{"cluster.devices": [2, 3]}),
-        "O5: a live run of this user's on device 1 (the collector's own test: tests/test_busy_devices.py)"),
+        "O5: a live run of this user's on device 1 (the collector's own test: tests/checks/test_busy_devices.py)"),
     Row("device_run_unknown", WARNING, "cluster.devices",
         verdict_rule("run_devices", live_run("unknown"), **{"cluster.devices": [1, 2]}),
         verdict_rule("run_devices", live_run("unknown"), **{"cluster.devices": [2, 3]}),

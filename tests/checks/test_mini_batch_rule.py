@@ -6,7 +6,7 @@ batch with ``make_iterator``, which asserts the share is a whole number of per-r
 does not divide the batch, or exceeds it, stops the first update. verl 0.7.0's FSDP actor splits the batch
 (``dp_actor.py:430``): an uneven last mini batch runs, and a mini batch above the batch is one scaled update
 (``dp_actor.py:465``) unless ``validate_config`` refuses it first (main_ppo and the one-step-off recipe, without
-dynamic batching; the DAPO recipe's ``main_dapo`` never calls it). tests/test_verl_oracle_matrix.py runs these
+dynamic batching; the DAPO recipe's ``main_dapo`` never calls it). tests/verl/test_verl_oracle_matrix.py runs these
 cases' commands through verl's own code.
 """
 

@@ -1,5 +1,5 @@
 """The multi-node pre-flight's probe, run for real on this host through the HostExecutor (the same program runs
-in every node's container in tests/test_node_preflight_docker.py): what it reports, and the rules on it."""
+in every node's container in tests/checks/test_node_preflight_docker.py): what it reports, and the rules on it."""
 
 from __future__ import annotations
 

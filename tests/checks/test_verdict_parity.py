@@ -281,7 +281,7 @@ def test_the_corpus_triggers_every_rule_of_the_issue() -> None:
 @pytest.mark.parametrize("version", ("0.7.0", "0.9.1"))
 def test_every_cited_verl_line_of_a_fact_rule_still_holds_it(version: str) -> None:
     """The fact rules' verl citations (G4's layers over PP, G8's max_model_len, U2's empty loader), as
-    tests/test_rule_parity.py checks the spec rules'."""
+    tests/checks/test_rule_parity.py checks the spec rules'."""
     from test_rule_parity import _need, cite_holds
     from verlctl.checks.rules import Cite
     from verlctl.checks.verdict import fact_rules

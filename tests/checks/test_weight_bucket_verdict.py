@@ -19,7 +19,7 @@ from verlctl.spec.resolve import load_spec
 
 from conftest import BASE_PATHS, ROOT, clean_env, run_cli
 
-# Qwen/Qwen3-8B's config.json sizes (as in tests/test_field_checks.py)
+# Qwen/Qwen3-8B's config.json sizes (as in tests/checks/test_field_checks.py)
 QWEN3_8B = {"model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
             "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
             "max_position_embeddings": 40960}

@@ -1,6 +1,6 @@
 """``verlctl demo``'s parts that need no training: the host's fitness, the Python finder, the spec it writes,
 the ``device: cpu`` / ``container.python_env`` rules, the host executor's environment, and the pins it shares
-with the real-verl test image. The end-to-end run is tests/test_demo_realverl.py."""
+with the real-verl test image. The end-to-end run is tests/realverl_runs/test_demo_realverl.py."""
 
 from __future__ import annotations
 

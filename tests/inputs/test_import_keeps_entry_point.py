@@ -5,7 +5,7 @@ entry point with another config (``filter_groups``, ``gen_batch_size``, the over
 checkout as work dir, and nothing said so.
 
 The effective config is decided by verl: the script's own override list and verlctl's command are composed with
-verl's Hydra tree and compared (bench/bench_import_parity.py, the same measure as tests/test_import_parity.py).
+verl's Hydra tree and compared (bench/bench_import_parity.py, the same measure as tests/inputs/test_import_parity.py).
 """
 
 from __future__ import annotations

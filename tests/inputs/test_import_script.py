@@ -174,7 +174,7 @@ def test_blocks_are_skipped_exit_ends_and_heredocs_are_data() -> None:
     assert any("'if' block not evaluated" in n for n in p.notes)
     assert any("'case' block" in n for n in p.notes)
     assert any("conditional assignment" in n for n in p.notes)
-    # Each of those blocks may set MODE: a command that reads it is refused (tests/test_import_blocks.py)
+    # Each of those blocks may set MODE: a command that reads it is refused (tests/inputs/test_import_blocks.py)
     with pytest.raises(ScriptError, match="uses MODE, which the conditional assignment at line 1 may set"):
         parse(f"[ -z \"$Y\" ] && MODE=e\n{ENTRY} mode=$MODE\n")
     with pytest.raises(ScriptError, match="no `python3 -m <entry>`"):
@@ -270,7 +270,7 @@ exit 0
 #: Where the reader knowingly differs from bash (it skips blocks and does not run commands).
 READER_DIFFERS: dict[str, str] = {}
 #: What the user gives both bash and the import for the variables the scripts read from their environment where
-#: an `if` tests them (the import refuses to guess them: tests/test_import_blocks.py).
+#: an `if` tests them (the import refuses to guess them: tests/inputs/test_import_blocks.py).
 GIVEN = {"USE_DUMMY_MODEL": "False", "DEVICE": "npu"}
 
 

@@ -5,7 +5,7 @@ watcher.
 The logs are real verl 0.9.1 logs captured from the real-verl tests (tests/fixtures/verl-logs/realverl-*):
 GRPO with verl's gsm8k reward on the random tiny model (every advantage 0) and the demo's DAPO with its
 digit-share reward (a learning signal). The watcher tests run a TEST DOUBLE of the training (a bash script
-printing those real lines, tests/test_recovery_host.py's HostRuns); the watcher, `status` and `report` run as
+printing those real lines, tests/ops/test_recovery_host.py's HostRuns); the watcher, `status` and `report` run as
 the real CLI.
 """
 

@@ -1,5 +1,5 @@
 """Faults of the state dir and the log dir on the real engine (issue 22, A16; the fault matrix of
-tests/test_faults_docker.py, same style): a state dir that fills up during `launch` is one error line, and
+tests/ops/test_faults_docker.py, same style): a state dir that fills up during `launch` is one error line, and
 the launch is undone: the container it created removed, the 0600 env file gone, no torn script copy in the
 record. The training is the stand-in trainer (tests/standin, a TEST DOUBLE for verl's training step); Docker,
 Ray, the mounts and the record are real."""
@@ -98,7 +98,7 @@ def test_log_disk_full_is_named(launch_env: LaunchEnv, docker_engine) -> None:  
             code, out = finish_watch(watch, 180)
         assert gave_up["category"] == "disk_full", gave_up
         # (a log directory too small for the run from the start is refused before launch: log_space, in
-        # tests/test_checkpoint_disk.py; here it fills up mid-run)
+        # tests/checks/test_checkpoint_disk.py; here it fills up mid-run)
         assert "df -h" in out, (gave_up, out)
         assert code == 1 and "Traceback" not in out, out
         st = json.loads(launch_env.cli("status", "--json").out)

@@ -430,7 +430,7 @@ def test_a_ray_head_that_says_its_daemons_exited_is_reported_at_once(host_runs: 
     """The head's `ray start --block` printed that its gcs_server exited (it kills the rest and exits) before
     the watcher ever scanned the daemons: a loaded machine, where the watcher starts late (the loaded series
     caught it). The driver would wait 60 s for the GCS; the watcher reports the head gone within seconds and
-    stops what is left. The lines are real Ray 2.x output (tests/test_faults_docker.py's run)."""
+    stops what is left. The lines are real Ray 2.x output (tests/ops/test_faults_docker.py's run)."""
     lines = ["Total training steps: 600", _progress(0, 600),
              "step:1 - actor/pg_loss:0.1 - training/global_step:1", _progress(1, 600),
              "2026-12-01 04:05:12,066\tERR scripts.py:1307 -- Some Ray subprocesses exited unexpectedly:",

@@ -3,7 +3,7 @@
 A lack of progress is a verdict only once it still holds ``STALL_CONFIRM_S`` after it was first seen *and* the log
 was read to its end after that moment: a watcher that was not scheduled, or a read that lagged (a slow shared file
 system), saw no progress that the training had written. The judge is pure; the follower is the real one, on a real
-file. The whole watcher frozen under SIGSTOP is in tests/test_mut5_watcher.py."""
+file. The whole watcher frozen under SIGSTOP is in tests/ops/test_watcher_live_status_and_stalls.py."""
 
 from __future__ import annotations
 

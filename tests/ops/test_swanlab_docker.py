@@ -104,7 +104,7 @@ def test_offline_mode_writes_records_under_the_log_dir_without_a_key(senv: Launc
 #: swanlab: login's key check passes, and init writes the sha256 of the API key that swanlab's own settings
 #: resolve (the environment, else its login store: what init logs in with in cloud mode), then runs offline.
 SWANLAB_SERVER_DOUBLE = '''
-# TEST DOUBLE (verlctl tests/test_swanlab_docker.py): the SwanLab server.
+# TEST DOUBLE (verlctl tests/ops/test_swanlab_docker.py): the SwanLab server.
 import hashlib as _verlctl_h
 import os as _verlctl_os
 

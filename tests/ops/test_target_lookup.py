@@ -5,7 +5,7 @@
 Here the target is this host's Python environment (``container.runtime: host`` with ``container.python_env``:
 this test venv, which has Hydra and no flash-attn; verl's config tree comes from the real 0.7.0 wheel under
 .cache/verl). The Docker targets (a running container, a throw-away container of a local image) are
-tests/test_target_lookup_docker.py.
+tests/ops/test_target_lookup_docker.py.
 """
 
 from __future__ import annotations

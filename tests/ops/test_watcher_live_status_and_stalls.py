@@ -3,7 +3,7 @@ work, #25): the live `status.json` while a run starts and trains, the stall limi
 checkpoint and resume events, the resumed run that had nothing left to train, an OOM that leaves the job
 hanging, a run log deleted under the watcher.
 
-The training is a TEST DOUBLE, as in tests/test_recovery_host.py: a bash script printing verl's log lines
+The training is a TEST DOUBLE, as in tests/ops/test_recovery_host.py: a bash script printing verl's log lines
 (verl's training step cannot run here). Everything else is real: `verlctl watch` as a subprocess (or the
 Watcher in-process where a test needs a shorter limit than the CLI gives), the run records, the process group,
 the log file. The double waits on gate files that the test creates once it has seen what it checks (bounded:
@@ -446,7 +446,7 @@ def test_a_ray_head_daemon_that_dies_mid_run_is_seen_by_the_scan_and_the_attempt
         runs: HostRuns, tmp_path: Path) -> None:
     """The head's gcs_server dies while the training script runs (no log line says so): two scans without it
     and the watcher reports the head gone, naming the daemon and its pid, and stops what is left of the
-    attempt. Ray's daemons are real processes renamed with `exec -a` (as in tests/test_ownership.py)."""
+    attempt. Ray's daemons are real processes renamed with `exec -a` (as in tests/runtime/test_ownership.py)."""
     gate = tmp_path / "never"
     train = tmp_path / "run_training.sh"  # the training script's name is what the scan looks for
     # The training waits for the kill on a gate of its own, longer than the shared 120 s one: the test's two waits

@@ -4,7 +4,7 @@ hangs, events the run record cannot take, device memory that stays busy (NPU and
 whose `df` cannot answer.
 
 The training step and the device tools are TEST DOUBLES (a bash script printing verl's log lines, as in
-tests/test_recovery_host.py; real `npu-smi` / `nvidia-smi` captures printed by `cat`): verl's training step and
+tests/ops/test_recovery_host.py; real `npu-smi` / `nvidia-smi` captures printed by `cat`): verl's training step and
 the accelerator cannot exist here. The watcher, the launch, the records, the process groups, the record lock and
 `df` are real."""
 

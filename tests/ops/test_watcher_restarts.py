@@ -1,6 +1,6 @@
 """The watcher as `verlctl watch` shows it, mutation round 6 (#25): what an untuned sample of ops/watcher.py
 left unnoticed. The training is a TEST DOUBLE (a bash script printing verl's log lines, as in
-tests/test_recovery_host.py: verl's training step cannot run here); the watcher, the records, the process
+tests/ops/test_recovery_host.py: verl's training step cannot run here); the watcher, the records, the process
 group and the stop mark are real."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The watcher's view of a Docker target (ops/watcher.py: `target_state`, the lost target), with a real engine and
 real containers: running, exited with its code, OOM-killed by its memory limit, removed, an engine that does not
-answer and one that comes back. The training step is a TEST DOUBLE (tests/test_recovery_host.py's bash script on
+answer and one that comes back. The training step is a TEST DOUBLE (tests/ops/test_recovery_host.py's bash script on
 the host): only the accelerator's work cannot exist here."""
 
 from __future__ import annotations

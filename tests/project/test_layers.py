@@ -70,7 +70,7 @@ def _rank_key(module: str) -> str:
             continue  # the package root ranks only itself: a new module or package needs its own entry
         if (module == key or module.startswith(key + ".")) and len(key) > len(best):
             best = key
-    assert best, f"{module} has no rank in tests/test_layers.py: give its package one"
+    assert best, f"{module} has no rank in tests/project/test_layers.py: give its package one"
     return best
 
 
@@ -124,7 +124,7 @@ def test_imports_point_down_only() -> None:
 
 def test_debt_list_only_shrinks() -> None:
     gone = [k for k in DEBT if k not in _violations()]
-    assert not gone, f"remove these from DEBT in tests/test_layers.py, they no longer occur: {gone}"
+    assert not gone, f"remove these from DEBT in tests/project/test_layers.py, they no longer occur: {gone}"
 
 
 #: Import cycles still to be broken, each with its reason. Like DEBT, the list can only shrink: an entry that no
@@ -223,7 +223,7 @@ def test_no_import_cycle() -> None:
 
 def test_allowed_cycles_only_shrink() -> None:
     gone = [sorted(c) for c in ALLOWED_CYCLES if c not in _cycles(_module_edges(SRC))]
-    assert not gone, f"remove these from ALLOWED_CYCLES in tests/test_layers.py, they are no longer cycles: {gone}"
+    assert not gone, f"remove these from ALLOWED_CYCLES in tests/project/test_layers.py, they are no longer cycles: {gone}"
 
 
 def _private_imports(root: Path) -> list[str]:

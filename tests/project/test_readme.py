@@ -27,7 +27,7 @@ HISTORY = [
     (r"\bsessions?\b", "a development session"),
     (r"\bmutat\w*|\bmutants?\b|\bsurvivors?\b|\bseeds?\b", "mutation testing"),
     (r"\b\d+ (?:passed|failed)\b|\bload average\b|--durations", "a test-run log"),
-    (r"\btests/test_\w+\.py\b", "a test file as evidence"),
+    (r"\btests/(?:\w+/)*test_\w+\.py\b", "a test file as evidence"),
     (r"\bcommit [0-9a-f]{7,}\b|\btree [0-9a-f]{7,}\b", "a commit as evidence"),
 ]
 #: A line about how long CI or the test suite takes (at most one is allowed).
@@ -122,7 +122,7 @@ def test_the_user_guides_tell_no_development_history() -> None:
         "Turn 5 added RV4-2.",
         "A mutation sample (seed 9377) killed 10/14.",
         "2,549 passed in 1888 s.",
-        "as `tests/test_face.py` shows",
+        "as `tests/commands/test_face.py` shows",
         "measured on tree 7c18f5d",
         "Round 3, the last items",
     ],

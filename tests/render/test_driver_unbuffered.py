@@ -4,7 +4,7 @@ verl's step lines are printed by its Ray actors and forwarded by Ray to the driv
 ``run_training.sh`` pipes to ``tee``. Python block-buffers a piped stdout, so the log (and the watcher, the
 status and the stall detection reading it) saw a step only once more output followed, and never saw the last
 ones of a driver that was killed. Found with real verl 0.9.1: a run whose step 3 took long showed no step at
-all in ``status`` for 15 minutes although steps 1 and 2 were done and saved (tests/test_realverl.py).
+all in ``status`` for 15 minutes although steps 1 and 2 were done and saved (tests/realverl_runs/test_realverl.py).
 
 The training module here is a TEST DOUBLE (verl's driver needs Ray and the verl package, which the host lacks;
 the real-verl test runs the real one): a ``verl/trainer/main_ppo.py`` in the work dir that prints one step line

@@ -1,5 +1,5 @@
 """render/rayjob.py in process: what a mutation sample showed unguarded (docs/development/mutation.md). The CLI
-path, the CRD schema and the Kubernetes client's models are in tests/test_export_rayjob.py; these build the
+path, the CRD schema and the Kubernetes client's models are in tests/backends/test_export_rayjob.py; these build the
 manifests the way `export rayjob` does (plan, render, manifests) and look at the values."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Found by the real-verl runs (tests/test_realverl.py): verl's entry point calls ``ray.init()`` with no
+"""Found by the real-verl runs (tests/realverl_runs/test_realverl.py): verl's entry point calls ``ray.init()`` with no
 address, and start_verl.sh's Ray head keeps its files in its own temp dir, so without ``RAY_ADDRESS`` real verl
 started a private local Ray beside the head (``ValueError: Total available GPUs 0 is less than total desired
 GPUs 1`` on the CPU image; on an NPU host a cluster with no NPU resource). The stand-in trainer joined with

@@ -165,7 +165,7 @@ def test_0_9_1_one_step_off_command_composes_from_any_working_directory(tmp_path
 
 # --------------------------------------------------------------------------- hostile values
 
-# No newline: the spec rejects control characters (NUL, newline, CR) in every value (tests/test_bad_input.py).
+# No newline: the spec rejects control characters (NUL, newline, CR) in every value (tests/spec/test_bad_input.py).
 HOSTILE_CHARS = string.ascii_letters + string.digits + " '\"$`\\()!*?[]{}<>|;&#~%^=,.:-_\té中🙂"
 hostile = st.text(alphabet=HOSTILE_CHARS, min_size=1, max_size=24).filter(
     lambda s: s not in (".", "..") and len(s.encode()) < 200
@@ -223,7 +223,7 @@ def test_hostile_values_round_trip_literally(tmp_path_factory, a: str, b: str, c
 KEY = "sk-VERY-SECRET-4242"
 
 
-@pytest.mark.parametrize("via", ["env"])  # a key in the file is refused (tests/test_user_work.py)
+@pytest.mark.parametrize("via", ["env"])  # a key in the file is refused (tests/checks/test_user_work.py)
 def test_swanlab_key_never_appears_in_rendered_files_or_plan_output(tmp_path: Path, via: str) -> None:
     spec = {
         "paths": {"model": "/m/Qwen3-8B", "train_files": "/d/t.parquet", "val_files": "/d/v.parquet"},

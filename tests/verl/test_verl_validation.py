@@ -189,7 +189,7 @@ REFUSAL_CASES = (
 def _why_not_verl(plan) -> str | None:
     """Why a refusal that verl's code passes is still right: only that verlctl says it does not support it (named
     in the output). A citation of a verl assert is not enough: the worker asserts run in verlvalidate.py's
-    first-update stage, and the device facts a refusal depends on in tests/test_verl_oracle_matrix.py."""
+    first-update stage, and the device facts a refusal depends on in tests/verl/test_verl_oracle_matrix.py."""
     whys = []
     for f in (f for f in plan.findings if f.severity.value == "error"):
         if "not supported by verlctl" in f.message:
