@@ -122,7 +122,7 @@ def test_the_user_guides_tell_no_development_history() -> None:
         "Turn 5 added RV4-2.",
         "A mutation sample (seed 9377) killed 10/14.",
         "2,549 passed in 1888 s.",
-        "as `tests/commands/test_face.py` shows",
+        "as `tests/test_face.py` shows",
         "measured on tree 7c18f5d",
         "Round 3, the last items",
     ],
