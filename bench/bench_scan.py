@@ -14,7 +14,7 @@ table with the ratio (target: verlctl's full scan <= 0.5 x the two ``find`` comm
 
     python bench/bench_scan.py [--files 200000] [--repeat 5] [--workers N] [--no-worst-case]
 
-``build_tree`` is also used by the test suite (tests/detect/test_scan_big.py).
+``build_tree`` is also used by the test suite (tests/detect/test_detect_scan_big.py).
 """
 
 from __future__ import annotations

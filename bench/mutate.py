@@ -2,7 +2,7 @@
 """Small AST mutation tester: how many small bugs in one module do the given tests notice?
 
 usage: mutate.py ROOT TARGET(rel) OUTJSON MAXMUT TIMEOUT -- pytest args...
-  e.g. mutate.py ../scratch-clone src/verlctl/checks/spec_checks.py out.json 50 90 -- tests/test_spec_checks.py
+  e.g. mutate.py ../scratch-clone src/verlctl/checks/rules.py out.json 50 90 -- tests/checks/test_spec_check_numbers.py
 MUTATE_LINES=A-B (environment) keeps only the sites on lines A..B (one changed function).
 MUTATE_SEED=N (environment) draws another sample than the default seed 12345.
 MUTATE_FROM=K (environment) goes on with a sample cut short: the same sample, from its K-th mutant (1-based).

@@ -13,8 +13,8 @@ if [[ $# -ne 3 ]]; then
     exit 2
 fi
 MUTATE_SEED=$1 exec .venv/bin/python bench/mutate.py . src/verlctl/ops/watcher.py "$3" "$2" 400 -- \
-    -n 2 tests/test_watcher_timings.py tests/test_watcher_target_docker.py tests/test_mut8_watcher.py \
-    tests/test_mut5_watcher.py tests/test_mut6_watcher.py \
-    tests/test_recovery_host.py tests/test_watcher_record_gone.py tests/test_teardown.py tests/test_mode_stop_resume.py \
-    tests/test_adversarial_owner.py::test_a7_a_second_watcher_of_a_run_is_refused_and_a_hand_started_one_is_recorded \
-    tests/test_adversarial_owner.py::test_a7_stop_waits_for_a_relaunch_that_holds_the_record_and_stops_its_attempt
+    -n 2 tests/ops/test_watcher_timings.py tests/ops/test_watcher_target_docker.py tests/ops/test_watcher_relaunch_edges.py \
+    tests/ops/test_watcher_live_status_and_stalls.py tests/ops/test_watcher_restarts.py \
+    tests/ops/test_recovery_host.py tests/ops/test_watcher_record_gone.py tests/monitor/test_teardown.py tests/ops/test_mode_stop_resume.py \
+    tests/runtime/test_signals_spare_other_owners.py::test_a7_a_second_watcher_of_a_run_is_refused_and_a_hand_started_one_is_recorded \
+    tests/runtime/test_signals_spare_other_owners.py::test_a7_stop_waits_for_a_relaunch_that_holds_the_record_and_stops_its_attempt

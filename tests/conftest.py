@@ -11,8 +11,19 @@ from pathlib import Path
 
 import pytest
 
+#: The repository, tests/, and tests/fixtures/: every test names its files through these, never by counting
+#: parents of its own path (tests live one directory down, by subject: tests/checks/, tests/ops/, ...).
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "fixtures"
+TESTS = ROOT / "tests"
+FIXTURES = TESTS / "fixtures"
+
+# The test modules sit in one directory per subject, without __init__.py: pytest imports each by its basename
+# (so no two test files may share one), and some import helpers of another by that name (`from test_check_cli
+# import ...`). Every directory that holds test modules is on sys.path from the start, so such an import works
+# however the run is started (one file, one directory, the whole suite).
+for _dir in sorted(TESTS.iterdir()):
+    if _dir.is_dir() and any(_dir.glob("test_*.py")) and str(_dir) not in sys.path:
+        sys.path.append(str(_dir))
 
 # Docker fixtures (engine, locally built test image, container factory) live in tests/docker_support.py;
 # the real-verl image and run fixtures in tests/realverl_support.py.

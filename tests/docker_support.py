@@ -24,7 +24,7 @@ takes one of ``VERLCTL_TEST_DOCKER_SLOTS`` machine-wide slots (default 2; an flo
 container is gone. Slots are re-entrant within a process. So on a 2-core box at most two test processes,
 whether from this session's xdist workers or from anyone else's session, have containers (and Ray heads) at
 a time. A Ray head in the test image takes about 2.5 s and 0.65 GB. ``xdist_group`` is still useful to keep
-tests that share a module-scoped container on one worker (see tests/test_image.py).
+tests that share a module-scoped container on one worker (see tests/project/test_image.py).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
   meaning, from the model and its JSON schema (``verlctl schema``).
 
 ``python -m verlctl.guides [DIR]`` rewrites them (default ``docs``); ``--check`` exits 1 and names the stale
-files instead of writing. ``tests/test_guides.py`` fails when a committed guide is stale.
+files instead of writing. ``tests/project/test_guides.py`` fails when a committed guide is stale.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from detect_helpers import FIXTURES, REPO, fixture_names, run_verlctl
 
+from detect_helpers import FIXTURES, REPO, fixture_names, run_verlctl
 from verlctl.detect.gpu import parse_nvidia_smi
 from verlctl.detect.npu import parse_npu_smi_info
 

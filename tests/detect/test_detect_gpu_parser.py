@@ -4,8 +4,8 @@ off each capture by hand), plus wrappers derived from those captures."""
 from __future__ import annotations
 
 import pytest
-from detect_helpers import capture, fixture_names
 
+from detect_helpers import capture, fixture_names
 from verlctl.detect.gpu import GpuInfo, parse_nvidia_smi, parse_nvidia_smi_csv, parse_nvidia_smi_table
 
 

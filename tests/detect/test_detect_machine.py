@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from detect_helpers import capture
 from detect_modeldirs import make_model
-
 from verlctl.detect.common import Unavailable, UnavailableCode, unavailable
 from verlctl.detect.datasets import DatasetInfo
 from verlctl.detect.docker_probe import DockerInfo

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from detect_modeldirs import LLAMA, make_model, write_safetensors
 
+from detect_modeldirs import LLAMA, make_model, write_safetensors
 from verlctl.detect.models import (
     SafetensorsError,
     estimate_params_from_config,

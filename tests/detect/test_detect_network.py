@@ -7,8 +7,8 @@ import shutil
 import subprocess
 
 import pytest
-from detect_helpers import capture
 
+from detect_helpers import capture
 from verlctl.detect.network import (
     NetInterface,
     NetworkInfo,

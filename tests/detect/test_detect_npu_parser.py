@@ -4,8 +4,8 @@ each capture by hand), plus robustness variants derived from those captures."""
 from __future__ import annotations
 
 import pytest
-from detect_helpers import capture, fixture_names
 
+from detect_helpers import capture, fixture_names
 from verlctl.detect.npu import NpuInfo, parse_npu_smi_info
 from verlctl.detect.npu_kv import parse_npu_board, parse_npu_list, parse_npu_mapping, parse_npu_usages
 

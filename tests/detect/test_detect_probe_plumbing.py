@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from detect_helpers import FIXTURES, capture
 
+from detect_helpers import FIXTURES, capture
 from verlctl.detect.common import Unavailable, UnavailableCode
 from verlctl.detect.gpu import GpuInfo, probe_gpu
 from verlctl.detect.npu import NpuInfo, probe_npu

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from detect_helpers import capture, fixture_names
-
 from verlctl.detect.ray_status import parse_amount, parse_ray_status
 
 GiB, TiB, MiB = 2**30, 2**40, 2**20

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+
 from detect_helpers import run_verlctl
 from detect_modeldirs import make_model
 from stall_mount import StalledMount
-
 from verlctl.detect.scan import parse_mountinfo, pseudo_mount_points, scan
 
 

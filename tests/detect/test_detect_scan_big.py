@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from detect_helpers import REPO
 
+from detect_helpers import REPO
 from verlctl.detect.scan import DEFAULT_BUDGET_S, ScanOptions, scan
 
 #: The 200k-file tree is module-scoped: one xdist worker runs the module, so it is built once, not per worker.

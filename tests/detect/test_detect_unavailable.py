@@ -11,8 +11,8 @@ import socket
 from pathlib import Path
 
 import pytest
-from detect_helpers import run_verlctl
 
+from detect_helpers import run_verlctl
 from verlctl.detect.common import Unavailable, UnavailableCode
 from verlctl.detect.docker_probe import probe_docker
 from verlctl.detect.gpu import probe_gpu

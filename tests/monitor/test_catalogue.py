@@ -7,8 +7,8 @@ import shutil
 import subprocess
 
 import pytest
-from monitor_helpers import capture, fixture_names
 
+from monitor_helpers import capture, fixture_names
 from verlctl.monitor.catalogue import (
     CATALOGUE,
     CATEGORY_NAMES,
@@ -69,7 +69,7 @@ HEALTHY = {
     "realverl-0.9.1-cpu-grpo-dataloader-killed-after-last-checkpoint.txt": [],
     # the same, seen live with 12 lines of frames under "Exception ignored in atexit callback" (CI of stop 33)
     "realverl-0.9.1-cpu-grpo-atexit-dataloader-killed-after-last-step.txt": [],
-    # verl 0.9.1 warns at import for each optional engine it cannot load; a healthy run (tests/test_realverl.py)
+    # verl 0.9.1 warns at import for each optional engine it cannot load; a healthy run (tests/realverl_runs/test_realverl.py)
     "verl-0.9.1-cpu-startup-optional-engines-not-available-verlctl-realverl.txt": [],
 }
 

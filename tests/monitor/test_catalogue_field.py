@@ -5,8 +5,8 @@ whether recovery may act on each."""
 from __future__ import annotations
 
 import pytest
-from monitor_helpers import capture, fixture_names
 
+from monitor_helpers import capture, fixture_names
 from verlctl.failures import CATEGORIES
 from verlctl.monitor.catalogue import CATEGORY_NAMES, classify_lines, recovery_for
 from verlctl.monitor.recovery import History, decide

@@ -11,10 +11,10 @@ import tracemalloc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from monitor_helpers import capture, fixture_names, run_verlctl
 from test_catalogue import EXPECTED, HEALTHY
 from test_events import SAMPLES, STEP_LINES
-
 from verlctl.monitor.catalogue import Classifier
 from verlctl.monitor.diagnose import (
     DiagnoseScanner,

@@ -11,8 +11,8 @@ is the error's message line; a died actor is named by its class."""
 from __future__ import annotations
 
 import pytest
-from monitor_helpers import FIXTURES, capture, fixture_names, run_verlctl
 
+from monitor_helpers import FIXTURES, capture, fixture_names, run_verlctl
 from verlctl.monitor.catalogue import Classifier, Finding, classify_lines
 from verlctl.monitor.diagnose import diagnose_bytes
 from verlctl.monitor.events import LogParser

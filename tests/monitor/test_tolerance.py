@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 
 from monitor_helpers import capture
-
 from verlctl.monitor.catalogue import Classifier
 from verlctl.monitor.events import (
     ErrorFound,

@@ -12,10 +12,10 @@ from pathlib import Path
 import pexpect
 import pytest
 import yaml
-from wizard_support import cli_argv, cli_env, make_world
 
 from verlctl.errors import ExitCode
 from verlctl.spec.model import DEFAULT_IMAGE
+from wizard_support import cli_argv, cli_env, make_world
 
 from conftest import run_cli
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from wizard_support import OTHER_IMAGE, RUN, drive, make_world
-
 from verlctl.spec.model import DEFAULT_IMAGE
 from verlctl.spec.sources import Source
 from verlctl.wizard import machine_view as mv
+from wizard_support import OTHER_IMAGE, RUN, drive, make_world
 
 #: Local tags that sort before the seeds' image: none of them may become the default.
 LOCAL = ["aaa/base:1", "verlctl-test-base:2be3992def82b0d9", "verlctl-realverl-pip:a5fec844b991636a", OTHER_IMAGE]

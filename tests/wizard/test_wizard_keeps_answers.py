@@ -15,13 +15,13 @@ import yaml
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
-from test_wizard_cli import spawn, step
-from wizard_support import CLEAR, DOWN, ENTER, RUN, drive, make_world
 
+from test_wizard_cli import spawn, step
 from verlctl.errors import VerlctlError
 from verlctl.plan import make_plan
 from verlctl.spec.resolve import load_spec
 from verlctl.wizard import machine_view as mv
+from wizard_support import CLEAR, DOWN, ENTER, RUN, drive, make_world
 
 EVERY_DEFAULT = RUN + ENTER * 20  # every question of a world with one model, two parquet files, 8 free NPUs
 

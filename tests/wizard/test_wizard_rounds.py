@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
+
+from verlctl.plan import make_plan
+from verlctl.spec.model import DEFAULT_IMAGE
+from verlctl.spec.sources import Source
 from wizard_support import (
     CLEAR,
     CTRL_C,
@@ -20,10 +24,6 @@ from wizard_support import (
     drive,
     make_world,
 )
-
-from verlctl.plan import make_plan
-from verlctl.spec.model import DEFAULT_IMAGE
-from verlctl.spec.sources import Source
 
 ALL_QUESTIONS = [
     *RUN_QUESTIONS,

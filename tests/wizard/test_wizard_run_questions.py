@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wizard_support import DOWN, ENTER, RUN_QUESTIONS, drive, make_world
 
 from verlctl.plan import make_plan
 from verlctl.spec.sources import Source
 from verlctl.wizard.save import spec_document
+from wizard_support import DOWN, ENTER, RUN_QUESTIONS, drive, make_world
 
 SPLIT_Q = "Training devices per node (of 8; the others run the rollout)"
 

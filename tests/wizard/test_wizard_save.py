@@ -12,7 +12,6 @@ import yaml
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
-from wizard_support import CLEAR, ENTER, RUN, drive, make_world
 
 from verlctl.errors import VerlctlError
 from verlctl.plan import make_plan
@@ -20,6 +19,7 @@ from verlctl.spec.resolve import load_spec
 from verlctl.spec.sources import Source
 from verlctl.wizard.prompter import Prompter
 from verlctl.wizard.save import save_spec, spec_document
+from wizard_support import CLEAR, ENTER, RUN, drive, make_world
 
 KEY = "sk-never-in-files-0042"
 

@@ -1,5 +1,5 @@
 """The asserts of verl 0.9.1's async trainers as rules (``separate_async``, ``fully_async``), each with its
-citation (file:line in the 0.9.1 wheel; ``tests/test_rule_parity.py`` checks them against the source).
+citation (file:line in the 0.9.1 wheel; ``tests/checks/test_rule_parity.py`` checks them against the source).
 
 The rules read the value each key will have in the composed config: the user's ``extra_overrides`` (passed
 last, so they win) over what verlctl emits for the spec. What verlctl emits satisfies verl's asserts by
@@ -79,7 +79,7 @@ class Assert:
 
     @property
     def codes(self) -> tuple[str, ...]:
-        """The finding code it emits (tests/test_finding_codes.py collects a rule object's ``codes``)."""
+        """The finding code it emits (tests/checks/test_finding_codes.py collects a rule object's ``codes``)."""
         return (self.code,)
 
 

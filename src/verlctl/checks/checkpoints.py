@@ -26,7 +26,7 @@ CHECKPOINT_BYTES_PER_PARAM = sum(CHECKPOINT_LAYOUT["megatron"][:2])  # Megatron,
 CHECKPOINT_FORMULA = CHECKPOINT_LAYOUT["megatron"][2]
 
 #: What verl's checkpoint managers save by default, per version (checked against the source by
-#: tests/test_verdict_parity.py through the checkpoint_dir rule's citations).
+#: tests/checks/test_verdict_parity.py through the checkpoint_dir rule's citations).
 CHECKPOINT_CITES = (
     Cite(V070, "verl/trainer/config/actor/actor.yaml", 124, "save_contents: ['model', 'optimizer', 'extra']"),
     Cite(V091, "verl/trainer/config/actor/actor.yaml", 135, "save_contents: ['model', 'optimizer', 'extra']"),

@@ -2,7 +2,7 @@
 where it mirrors a verl assert, the citation (file:line per version, with the assert's text).
 
 ``RULES`` lists them in the order they report; :func:`verlctl.checks.spec_checks.check_spec` runs them.
-``tests/test_rule_parity.py`` checks every citation against the verl source under ``.cache/verl/<version>``.
+``tests/checks/test_rule_parity.py`` checks every citation against the verl source under ``.cache/verl/<version>``.
 Sources: ``reference/verl.md`` §3.2, ``reference/fidelity-audit.md`` §2.5.
 """
 
@@ -205,7 +205,7 @@ def _divisors(n: int) -> str:
 
 def _cited(ctx: RuleCtx, name: str) -> str:
     """' (verl 0.9.1 path:line)' for the rule's citation of this version (every rule cites each version it
-    applies to: tests/test_rule_parity.py)."""
+    applies to: tests/checks/test_rule_parity.py)."""
     lines = [f"{c.path}:{c.line}" for r in RULES if r.name == name for c in r.cites if c.version == ctx.version]
     return f" (verl {ctx.version} {', '.join(lines)})"
 

@@ -12,7 +12,7 @@ There are two kinds of rules, in one registry:
 holds; a rule whose needs are missing is listed in :attr:`Verdict.not_checked` with the reason the collector
 gave (``"not checked: no Docker engine"``). Commands differ only in what they collect
 (``ops.machine_facts.collect_facts``, or :func:`spec_facts` for ``plan``), never in which rules they run, so the
-error codes of two commands with the same facts are the same (``tests/test_verdict_parity.py``).
+error codes of two commands with the same facts are the same (``tests/checks/test_verdict_parity.py``).
 
 How to add a rule
 -----------------
@@ -29,7 +29,7 @@ A rule on the spec alone: ``@rule(...)`` in :mod:`verlctl.checks.rules`. A rule 
 Put it in its own module under ``verlctl/checks/`` and add that module to :data:`RULE_MODULES` (so the
 registry is complete whatever was imported before). If it needs a new fact, add an optional field to
 ``CheckFacts`` (``None``: not collected) and collect it in ``ops.machine_facts.collect_facts``. Every code
-needs a trigger/no-trigger row in ``tests/test_finding_codes.py``.
+needs a trigger/no-trigger row in ``tests/checks/test_finding_codes.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``Examples:`` block at the end of a command's ``--help`` (and of docs/operations.md).
 
 Each example is a comment line and one command line that fits an 80-column terminal unwrapped;
-tests/test_cli_help_examples.py parses every ``verlctl …`` line of every help page with the command's own
+tests/commands/test_cli_help_examples.py parses every ``verlctl …`` line of every help page with the command's own
 parser, so an example cannot name a flag that does not exist. Only the standard library is imported here:
 this module is loaded for ``verlctl --help``.
 """

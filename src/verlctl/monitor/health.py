@@ -49,7 +49,7 @@ class Rule:
     name: str
     title: str
     metrics: tuple[str, ...]  # the verl metrics the rule reads
-    sources: tuple[Source, ...]  # where verl logs them (tests/test_training_health.py reads each line)
+    sources: tuple[Source, ...]  # where verl logs them (tests/monitor/test_training_health.py reads each line)
     hint: str
 
     @property

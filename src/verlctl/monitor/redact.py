@@ -12,7 +12,7 @@ High-entropy strings are tuned for logs: a candidate is a run of 24+ base64 char
 (``-``, ``_``, ``/``, ``.``) above detect-secrets' own entropy limit (4.5 bits) that mixes upper case, lower
 case and digits,
 so a checkpoint's sha256, a run id, a Hugging Face snapshot hash or a metric line stay as they are
-(tests/test_redaction.py measures it on the verl logs under tests/fixtures).
+(tests/monitor/test_redaction.py measures it on the verl logs under tests/fixtures).
 
 Each removed value becomes ``<redacted:KIND>``; :attr:`Redactor.found` counts them by kind (never the
 values), for the bundle's manifest and the report's page.

@@ -4,5 +4,5 @@
 interactive rounds, confirmation, the watcher), ``inspect`` (status / logs / stop / list of recorded runs),
 ``watcher`` (follow, diagnose, recover), ``preflight`` (the in-container Hydra compose) and ``swanlab``.
 ``verlctl.runtime`` below it keeps executors, containers, records and following, and knows nothing of verl or
-questions; ``tests/test_layers.py`` holds the direction.
+questions; ``tests/project/test_layers.py`` holds the direction.
 """

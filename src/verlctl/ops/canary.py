@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 class CanaryHost(Protocol):
     """What the canary needs of the launch that runs it (ops/launch.py's Launcher), so that this module does not
-    import the launcher (no import circle, tests/test_layers.py)."""
+    import the launcher (no import circle, tests/project/test_layers.py)."""
 
     executor: Executor | None
     resolved: ResolvedSpec

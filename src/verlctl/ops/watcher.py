@@ -37,7 +37,7 @@ from verlctl.runtime.follow import Follower
 from verlctl.runtime.records import RunRecord
 
 # The watcher's timings and bounds. Each is documented for users in docs/recovery.md ("What the watcher waits
-# for"), and tests/test_watcher_timings.py holds the two together.
+# for"), and tests/ops/test_watcher_timings.py holds the two together.
 
 #: How often the watcher checks that the run log still exists while the attempt runs (a deleted log).
 LOG_CHECK_EVERY_S = 15.0

@@ -26,7 +26,7 @@ VerlVersion = Literal["0.7.0", "0.9.1", "auto"]
 Algorithm = Literal["dapo", "grpo"]
 Mode = Literal["sync", "one_step_off_policy", "colocate_async", "separate_async", "fully_async"]
 #: The modes whose trainer and rollout run on separate devices (they take a device split). The verl knowledge
-#: of each mode is :mod:`verlctl.verl.modes` (its ``is_disaggregated``); tests/test_async_modes.py checks that
+#: of each mode is :mod:`verlctl.verl.modes` (its ``is_disaggregated``); tests/verl/test_async_modes.py checks that
 #: this set is that table's.
 DISAGGREGATED_MODES = frozenset({"one_step_off_policy", "separate_async", "fully_async"})
 Strategy = Literal["megatron", "fsdp", "fsdp2"]

@@ -2,7 +2,7 @@
 strategy / rollout engine where the reader differs).
 
 A key the code path of a version never reads is accepted by Hydra and does nothing: that is how settings went
-silently ineffective before (``reference/fidelity-audit.md`` S1-S5). ``tests/test_effect_map.py`` enumerates
+silently ineffective before (``reference/fidelity-audit.md`` S1-S5). ``tests/verl/test_effect_map.py`` enumerates
 every key ``plan`` emits over the supported combinations and fails for one without a reader here, and checks
 each citation against the verl source under ``.cache/verl/<version>`` (the 0.7.0 recipe sources, which the
 wheel lacks, are test fixtures under ``tests/fixtures/verl-source/v0.7.0/<path>.txt``).

@@ -9,7 +9,7 @@ settings verlctl makes on purpose (and says so).
   verl's default breaks the run verlctl launches. ``verlctl import`` lists each as "verlctl sets KEY=VALUE
   because ..." with its code, and the plan shows them (``verlctl_setting``).
 
-``tests/test_import_parity.py`` checks both against the official scripts composed with verl's own config.
+``tests/inputs/test_import_parity.py`` checks both against the official scripts composed with verl's own config.
 """
 
 from __future__ import annotations
