@@ -23,6 +23,7 @@ import pytest
 from test_recovery_host import HostRuns, _progress, host_runs_in
 from verlctl.monitor import health
 from verlctl.monitor.health import RULES, HealthTracker, Settings, evaluate, evaluate_text
+from verlctl.spec.model import RunSpec
 
 from conftest import FIXTURES, ROOT, run_cli
 
@@ -60,10 +61,12 @@ def test_each_rule_cites_where_verl_logs_its_metric(rule: health.Rule) -> None:
     metrics there, or the key verl renames into it, within a few lines; every metric is cited."""
     seen: set[str] = set()
     for version, path, lineno in rule.sources:
-        text = (VERL / version / path).read_text().splitlines()
-        window = "\n".join(text[max(0, lineno - 4): lineno + 3])
-        names = [m for m in rule.metrics if m in window or m.rsplit("/", 1)[-1] in window]
-        assert names, (rule.name, version, path, lineno, window)
+        cited = (VERL / version / path).read_text().splitlines()[lineno - 1]
+        # the cited line itself writes the metric: its full name, its name after a prefix verl formats in
+        # (f"{prefix}/filter_groups/..."), or the key verl renames into it ("lr")
+        names = [m for m in rule.metrics
+                 if m in cited or f"}}/{m.split('/', 1)[-1]}" in cited or f'"{m.rsplit("/", 1)[-1]}"' in cited]
+        assert names, (rule.name, version, path, lineno, cited)
         seen.update(names)
     assert seen, rule.name
     assert "verl 0.9.1 " in rule.citation and rule.metrics[0] in rule.citation
@@ -168,6 +171,11 @@ def test_real_demo_dapo_with_the_digit_share_reward_raises_no_warning(tmp_path: 
      Settings(batch_samples=16), 1),
     ("filter_groups_evict_all", [line(s, training__filter_groups__evicted_samples=4) for s in (1, 2, 3)],
      Settings(batch_samples=16), None),
+    # at the bound exactly: 9 of 10 evicted is recovery.health.evicted_ratio's 0.9
+    ("filter_groups_evict_all", [line(s, training__filter_groups__evicted_samples=9) for s in (1, 2, 3)],
+     Settings(batch_samples=10), 1),
+    # an entropy at recovery.health.min_entropy is not below it
+    ("entropy_collapse", [line(s, actor__entropy=0.01) for s in (1, 2, 3)], Settings(min_entropy=0.01), None),
 ])
 def test_each_rule_fires_at_its_bound_and_not_before(rule: str, lines: list[str], settings: Settings,
                                                      fires_at: int | None) -> None:
@@ -329,6 +337,26 @@ def test_status_and_report_add_the_watchers_warnings_of_rules_their_log_read_did
                "title": "no learning signal"}]
     merged = health.run_warnings(found, events)
     assert [(w["rule"], w["step"]) for w in merged] == [("grad_norm_nonfinite", 2), ("no_learning_signal", 1)]
+
+
+def test_the_watchers_warning_of_one_rule_is_added_once() -> None:
+    events = [{"event": "health", "rule": "lr_zero", "step": s, "message": "lr 0"} for s in (3, 4)]
+    assert [(w["rule"], w["step"]) for w in health.run_warnings([], events)] == [("lr_zero", 3)]
+
+
+def test_settings_from_a_spec() -> None:
+    """The defaults without a spec or a health section; the warm-up from train.warmup_steps (0 when unset);
+    the samples a step trains on from the batch and the responses per prompt."""
+    from types import SimpleNamespace
+
+    assert Settings.from_spec(None) == Settings() and Settings.from_spec(SimpleNamespace(recovery=None)) == Settings()
+    spec = RunSpec.model_validate({"train": {"train_batch_size": 8, "responses_per_prompt": 4}})
+    got = Settings.from_spec(spec)
+    assert got.warmup_steps == 0 and got.batch_samples == 32, got
+    assert Settings.from_spec(spec.model_copy(update={"train": spec.train.model_copy(
+        update={"warmup_steps": 5})})).warmup_steps == 5
+    partial = SimpleNamespace(recovery=spec.recovery, train=SimpleNamespace(train_batch_size=8))
+    assert Settings.from_spec(partial).batch_samples is None
 
 
 def test_a_record_whose_spec_cannot_be_read_is_judged_with_the_defaults() -> None:
