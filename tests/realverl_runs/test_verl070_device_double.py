@@ -64,8 +64,17 @@ def realverl070_image(docker_engine: Any) -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
-def probe(client: Any, image: str, modules: str) -> tuple[int, str]:
-    c = client.containers.run(image, ["python3", "-c", PROBE], detach=True, network_mode="none",
+#: What verl 0.7.0 imports at its first weight update (verl/workers/rollout/vllm_rollout/vllm_rollout.py:255):
+#: its vLLM patch module, which imports vLLM's Qwen3-Next model (verl/utils/vllm/patch.py:56).
+TRITON_PROBE = r"""
+import verl  # the plugin hook
+import verl.utils.vllm.patch as patch
+print("MOE MODELS", " ".join(c.__name__ for c in patch.SUPPORTED_MOE_MODELS), flush=True)
+"""
+
+
+def probe(client: Any, image: str, modules: str, source: str = PROBE) -> tuple[int, str]:
+    c = client.containers.run(image, ["python3", "-c", source], detach=True, network_mode="none",
                               working_dir="/verl", environment={"VERL_USE_EXTERNAL_MODULES": modules},
                               labels={"verlctl-test": "1"})
     try:
@@ -88,3 +97,15 @@ def test_without_the_double_verl_070_cannot_make_its_process_group_on_cpu(
     rc, out = probe(docker_engine, realverl070_image, "")
     assert rc != 0, out[-3000:]
     assert "backend cpu:gloo,cpu:nccl" in out and "cpu:gloo,cpu:nccl" in out.split("backend cpu:gloo,cpu:nccl", 1)[1]
+
+
+def test_the_070_double_lets_verls_vllm_patch_import_as_on_a_gpu(docker_engine: Any, realverl070_image: str) -> None:
+    """On the CPU, vLLM 0.11 binds triton.language to a placeholder without ``exp`` (no active triton driver), and
+    vLLM's Qwen3-Next model module reads ``tl.exp`` at import (vllm/model_executor/layers/fla/ops/op.py:26): verl
+    0.7.0's patch module then fails with an AttributeError, which its ``except ImportError`` does not catch. The
+    double makes vLLM find triton usable, as its GPU driver does on a GPU host."""
+    rc, out = probe(docker_engine, realverl070_image, "verl070_cpu_device_double", TRITON_PROBE)
+    assert rc == 0, out[-3000:]
+    assert "Qwen3NextForCausalLM" in out.split("MOE MODELS", 1)[1], out[-3000:]
+    rc, out = probe(docker_engine, realverl070_image, "", TRITON_PROBE)
+    assert rc != 0 and "AttributeError: module 'triton.language' has no attribute 'exp'" in out, out[-3000:]

@@ -327,19 +327,29 @@ def evaluate_text(text: str, settings: Settings | None = None) -> list[HealthWar
     return evaluate(sink.items(), settings)
 
 
+def _checkpoint_step(folder: str | None) -> int | None:
+    _, found, tail = (folder or "").rstrip("/").rpartition("global_step_")
+    return int(tail) if found and tail.isdigit() else None
+
+
 def resume_trained_nothing(resumed_from: str | None, max_step: int | None, total: int | None,
-                           attempt: int) -> str | None:
+                           attempt: int, saved_at: str | None = None) -> str | None:
     """Why an attempt that ended well (exit 0) is a failure: it resumed from ``resumed_from``
     (``.../global_step_N``) and trained no step past N (verl resuming at an epoch boundary ran 0 steps and
     exited 0: verl #7401, PR #5725). None when it trained past it, did not resume, or the checkpoint was the
-    last step (nothing was left to train)."""
-    _, found, tail = (resumed_from or "").rstrip("/").rpartition("global_step_")
-    if not found or not tail.isdigit():
+    last step (nothing was left to train). ``saved_at``: the checkpoint verl's tracker names once the attempt
+    ended (``.../global_step_M``): M > N is a step trained and saved, whether or not its step line reached the
+    log (Ray drops what an actor printed in the last moment before the driver exits: a run whose last step ends
+    it can lose that step's line)."""
+    resumed = _checkpoint_step(resumed_from)
+    if resumed is None:
         return None
-    resumed = int(tail)
     if total is not None and resumed >= total:
         return None
     if max_step is not None and max_step > resumed:
+        return None
+    saved = _checkpoint_step(saved_at)
+    if saved is not None and saved > resumed:
         return None
     seen = "no step" if max_step is None else f"step {max_step}"
     # The facts first (a one-line verdict such as `status`'s is cut to its first 160 characters), the path last.

@@ -224,8 +224,23 @@ def resume_failure(record: RunRecord, log_text: str, progress: dict[str, Any] | 
         if isinstance(progress.get("total"), int):
             totals.append(progress["total"])
     attempt = record.attempts[-1]
+    why = resume_trained_nothing(attempt.resumed_from, max(seen) if seen else None,
+                                 totals[-1] if totals else None, attempt.number)
+    if why is None:
+        return None
     return resume_trained_nothing(attempt.resumed_from, max(seen) if seen else None,
-                                  totals[-1] if totals else None, attempt.number)
+                                  totals[-1] if totals else None, attempt.number, saved_at=_saved_at(record))
+
+
+def _saved_at(record: RunRecord) -> str | None:
+    """The checkpoint verl's tracker names now, read on this host (the checkpoint directory is mounted at the
+    same path; elsewhere nothing is read and nothing changes), for the run's resume mode."""
+    from verlctl.ops.resume import resume_point
+
+    spec = None
+    with contextlib.suppress(Exception):  # a damaged or older record: verlctl's resume mode (auto)
+        spec = record.load_spec().spec
+    return resume_point(record.checkpoints, spec)
 
 
 def _running_why(record: RunRecord, live: dict[str, Any] | None, now: float) -> str:

@@ -371,6 +371,9 @@ class Watcher:
         (:func:`verlctl.monitor.health.resume_trained_nothing`, the run state's judgement too)."""
         attempt = self.record.attempts[-1]
         why = resume_trained_nothing(attempt.resumed_from, outcome.max_step, outcome.total, attempt.number)
+        if why is not None:  # its step lines say nothing past the checkpoint: does verl's tracker?
+            why = resume_trained_nothing(attempt.resumed_from, outcome.max_step, outcome.total, attempt.number,
+                                         saved_at=self._latest_checkpoint())
         return None if why is None else f"gave up: {why}"
 
     def _features(self) -> dict[str, Any]:

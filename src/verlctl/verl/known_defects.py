@@ -20,7 +20,7 @@ TABLE = Path(__file__).with_name("known_defects.yaml")
 #: The stack components a condition may name (the keys of the versions read in the image).
 COMPONENTS = ("verl", "vllm", "vllm_ascend", "torch", "torch_npu", "cann", "ray", "sglang", "transfer_queue")
 _CONDITIONS = {*COMPONENTS, "missing", "device", "modes", "strategy", "engine", "features", "devices_ascending",
-               "env_contains", "unless_env", "override", "unless_override", "unless_set"}
+               "env_contains", "unless_env", "unless_env_set", "override", "unless_override", "unless_set"}
 #: Values of an override that leave verl's "not set" default in place (``unless_set`` does not count them).
 _UNSET = ("", "-1", "null", "none", "~")
 _OPS = ("==", "!=", ">=", "<=", ">", "<")
@@ -110,7 +110,7 @@ def load(path: Path | None = None) -> list[Defect]:
         for c in ("env_contains", "unless_env", "override", "unless_override"):
             if c in when and not isinstance(when[c], dict):
                 raise DefectTableError(f"known defect {did}: when.{c} must be a mapping such as {{NAME: value}}")
-        for c in ("device", "modes", "strategy", "engine", "features", "missing", "unless_set"):
+        for c in ("device", "modes", "strategy", "engine", "features", "missing", "unless_set", "unless_env_set"):
             if c in when and not isinstance(when[c], list):
                 raise DefectTableError(f"known defect {did}: when.{c} must be a list such as [npu]")
         unknown_parts = [c for c in when.get("missing", []) if c not in COMPONENTS]
@@ -173,6 +173,8 @@ def matches(d: Defect, *, versions: dict[str, str | None], device: str, mode: st
     if "features" in w and not set(w["features"]) <= features:
         return False
     if "devices_ascending" in w and _ascending(devices) is not bool(w["devices_ascending"]):
+        return False
+    if "unless_env_set" in w and any(env.get(k, "").strip() for k in w["unless_env_set"]):
         return False
     return not ("unless_env" in w and all(env.get(k) == str(v) for k, v in w["unless_env"].items()))
 
