@@ -9,6 +9,7 @@ import os
 import re
 import zipfile
 from email.parser import Parser
+from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
