@@ -1528,8 +1528,8 @@ def target_lookup(flash: bool = True, extra: list[str] | None = None, env: str =
         flags = {"verl_version": "0.7.0", "algorithm": "grpo", "device": "gpu", **FSDP, **TP1,
                  "container.runtime": "host", "container.python_env": python_env, "container.workdir": str(tmp / "work"),
                  "extra_overrides": extra or []}
-        if not flash:
-            flags["features.disable"] = ["flash_attn"]
+        if not flash:  # verl 0.7.0 FSDP off an NPU unpads with flash_attn too (attention_utils.py:27-30)
+            flags["features.disable"] = ["flash_attn", "remove_padding"]
         old = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = str(verlcompose.verl_root("0.7.0"))
         try:

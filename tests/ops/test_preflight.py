@@ -120,8 +120,10 @@ def _gpu_grpo(**flags):
 
 
 def test_flash_attn_without_the_flash_attn_package_fails_in_the_preflight_with_the_fix(tmp_path: Path) -> None:
-    """Real verl 0.9.1 on an image without flash-attn failed at model init after 235 s (realverl.md, v1): the
-    preflight looks the module up in the target's python3 before training starts."""
+    """Real verl 0.9.1 on an image without flash-attn failed at model init after 235 s (realverl.md, v1), and
+    real verl 0.7.0's FSDP actor at its first compute_log_prob (it unpads with flash_attn.bert_padding off an NPU,
+    verl/utils/attention_utils.py:27-30): the preflight looks the module up in the target's python3 before
+    training starts, naming every line that needs it."""
     import importlib.util
 
     if importlib.util.find_spec("flash_attn") is not None:
@@ -135,21 +137,54 @@ def test_flash_attn_without_the_flash_attn_package_fails_in_the_preflight_with_t
     assert not outcome.ok, out
     assert outcome.field == "features"
     assert "flash-attn" in outcome.message and "module flash_attn" in outcome.message
-    assert "`--disable flash_attn`" in (outcome.hint or "")
-    # No trigger: with the feature off the command says sdpa, needs no package, and composes.
+    assert "attention_utils.py:27-30" in outcome.message and "FlashAttention2 has been toggled on" in outcome.message
+    assert "`--disable remove_padding --disable flash_attn`" in (outcome.hint or ""), outcome.hint
+    # verl 0.7.0 still unpads with flash_attn when only the attention feature is off
     off = _gpu_grpo(**{"features.disable": ["flash_attn"]})
     assert "+actor_rollout_ref.model.override_config.attn_implementation=sdpa" in off.override_texts()
     outcome, out = run_preflight(tmp_path, off, workdir, root)
+    assert not outcome.ok and "`--disable remove_padding`" in (outcome.hint or ""), out
+    # No trigger: with both off the command needs no package, and composes.
+    off = _gpu_grpo(**{"features.disable": ["flash_attn", "remove_padding"]})
+    assert "actor_rollout_ref.model.use_remove_padding=False" in off.override_texts()
+    outcome, out = run_preflight(tmp_path, off, workdir, root)
     assert outcome.ok and not outcome.skipped, out
+
+
+@pytest.mark.parametrize(("version", "device", "strategy", "disabled", "needed_by"), [
+    ("0.9.1", "gpu", "fsdp2", [], ["attn_implementation"]),
+    ("0.9.1", "gpu", "fsdp2", ["flash_attn"], []),  # verl 0.9.1 unpads without flash_attn
+    ("0.7.0", "gpu", "fsdp2", ["flash_attn"], ["use_remove_padding"]),
+    ("0.7.0", "gpu", "fsdp", [], ["use_remove_padding", "attn_implementation"]),
+    ("0.7.0", "gpu", "megatron", [], []),  # the Megatron actor does not unpad with attention_utils
+    ("0.7.0", "npu", "fsdp2", [], []),  # is_npu_available: verl's own NPU unpadding
+    ("0.7.0", "gpu", "fsdp2", ["flash_attn", "remove_padding"], []),
+])
+def test_the_lines_that_need_flash_attn_follow_verl(version: str, device: str, strategy: str, disabled: list[str],
+                                                    needed_by: list[str]) -> None:
+    from verlctl.verl.packages import package_checks
+
+    cmd = _plan(verl_version=version, algorithm="grpo", device=device, strategy=strategy,
+                **{"features.disable": disabled}).command
+    checks = package_checks(cmd)
+    assert [c.module for c in checks] == (["flash_attn"] if needed_by else [])
+    for key in needed_by:
+        assert key in checks[0].message, checks[0].message
 
 
 def test_flash_attention_2_from_extra_overrides_names_extra_overrides(tmp_path: Path) -> None:
     from verlctl.verl.packages import package_checks
 
     raw = "+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2"
-    checks = package_checks(_gpu_grpo(**{"features.disable": ["flash_attn"]}, extra_overrides=[raw]))
+    disabled = {"features.disable": ["flash_attn", "remove_padding"]}
+    checks = package_checks(_gpu_grpo(**disabled, extra_overrides=[raw]))
     assert [(c.module, c.field) for c in checks] == [("flash_attn", "extra_overrides")]
-    assert f"change `{raw}` in extra_overrides" in checks[0].hint
+    assert checks[0].hint == f"change `{raw}` in extra_overrides, or install it in the image (pip install flash-attn)"
+    # a feature and an extra line: both named, the field is the feature's
+    checks = package_checks(_gpu_grpo(**{"features.disable": ["flash_attn"]}, extra_overrides=[raw]))
+    assert [(c.module, c.field) for c in checks] == [("flash_attn", "features")]
+    assert checks[0].hint.startswith("turn the feature off (`--disable remove_padding`, or features.disable: "
+                                      f"[remove_padding]: verl then trains on padded batches) and change `{raw}`")
     # NPU: the feature goes through transformers' NPU integration (no attn_implementation): nothing is needed.
     npu = _plan(verl_version="0.7.0", algorithm="grpo", device="npu").command
     assert package_checks(npu) == []

@@ -30,6 +30,8 @@ from launch_support import free_port, write_run_files
 
 ENV = sys.prefix  # this venv: python3, Hydra, no flash-attn
 FLASH = "+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2"
+#: What needs no flash_attn on verl 0.7.0 FSDP off an NPU (verl/utils/attention_utils.py:27-30 unpads with it).
+NO_FLASH = ["flash_attn", "remove_padding"]
 
 
 def _need_verl() -> str:
@@ -76,16 +78,19 @@ def test_check_dry_run_and_launch_refuse_flash_attn_missing_from_the_host_env_al
     assert [r.code for r in (check, dry, launch)] == [2, 2, 2], [r.err for r in (check, dry, launch)]
     assert _errors(docs[0]) == _errors(docs[1]) == _errors(docs[2]), docs
     (missing,) = [f for f in docs[0]["findings"] if f["code"] == "target_package_missing"]
-    assert missing["field"] == "features" and missing["message"].startswith(f"`{FLASH}` needs the Python package "
-                                                                             "flash-attn (module flash_attn)")
-    assert "this host's python3" in missing["message"] and "`--disable flash_attn`" in missing["hint"]
+    assert missing["field"] == "features" and missing["message"].startswith(
+        f"`actor_rollout_ref.model.use_remove_padding=True` and `{FLASH}` need the Python package flash-attn (module "
+        "flash_attn)"), missing["message"]
+    assert "this host's python3" in missing["message"]
+    assert "`--disable remove_padding --disable flash_attn`" in missing["hint"], missing["hint"]
     for r in (check, dry, launch):
         assert "Traceback" not in r.err
     # launch refused before anything: no run recorded, no work-dir files, no log
     assert not (tmp_path / "state" / "runs").exists() or not any((tmp_path / "state" / "runs").iterdir())
     assert not (tmp_path / "work" / ".verlctl").exists() and not (tmp_path / "logs").exists()
-    # No trigger: the feature off, the command says sdpa and composes in the same env (nothing refused by it).
-    spec_file.write_text(yaml.safe_dump(_spec(tmp_path, features={"disable": ["flash_attn"]})))
+    # No trigger: the features off (verl 0.7.0 on a GPU unpads with flash_attn too), the command says sdpa and
+    # composes in the same env (nothing refused by it).
+    spec_file.write_text(yaml.safe_dump(_spec(tmp_path, features={"disable": NO_FLASH})))
     off = json.loads(run_cli("check", "-c", str(spec_file), "--json", env=env, timeout=300).out)
     assert not [f for f in off["findings"] if f["code"].startswith("target_")], off["findings"]
     assert not [n for n in off["not_checked"] if n["rule"] == "target_preflight"], off["not_checked"]
@@ -94,7 +99,7 @@ def test_check_dry_run_and_launch_refuse_flash_attn_missing_from_the_host_env_al
 def test_a_misspelled_key_is_refused_by_check_from_the_targets_own_verl(tmp_path: Path) -> None:
     root = _need_verl()
     bad = "actor_rollout_ref.actor.nope=1"
-    resolved = load_spec(None, flags=_flat(_spec(tmp_path, features={"disable": ["flash_attn"]},
+    resolved = load_spec(None, flags=_flat(_spec(tmp_path, features={"disable": NO_FLASH},
                                                  extra_overrides=[bad])), environ={})
     os.environ["PYTHONPATH"], old = root, os.environ.get("PYTHONPATH")
     try:

@@ -109,3 +109,40 @@ def test_the_070_double_lets_verls_vllm_patch_import_as_on_a_gpu(docker_engine: 
     assert "Qwen3NextForCausalLM" in out.split("MOE MODELS", 1)[1], out[-3000:]
     rc, out = probe(docker_engine, realverl070_image, "", TRITON_PROBE)
     assert rc != 0 and "AttributeError: module 'triton.language' has no attribute 'exp'" in out, out[-3000:]
+
+
+#: verl 0.7.0's FSDP actor unpads each micro-batch with ``use_remove_padding`` (verl/workers/actor/dp_actor.py:31,
+#: the unpad_input it imports from verl/utils/attention_utils.py), as in its first compute_log_prob.
+UNPAD_PROBE = r"""
+import verl  # the plugin hook
+import torch
+from verl.utils.attention_utils import unpad_input
+ids = torch.ones(2, 4, dtype=torch.long).unsqueeze(-1)
+mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+print("UNPADDED", tuple(unpad_input(ids, mask)[0].shape), flush=True)
+"""
+
+
+def test_verl_070_unpads_with_flash_attn_off_an_npu_which_verlctl_refuses_without_it(
+        docker_engine: Any, realverl070_image: str) -> None:
+    """Off an NPU (is_npu_available is False: the double is a CPU, as a GPU would be), verl 0.7.0 unpads with
+    flash_attn.bert_padding (verl/utils/attention_utils.py:27-30); the image, like any without flash-attn, fails
+    there. verlctl's in-target look-up refuses that plan (remove_padding on, FSDP, verl 0.7.0, not an NPU) before
+    launch, and plans that verl runs here (remove_padding off, or Megatron, or an NPU) are not refused."""
+    from verlctl.plan import make_plan
+    from verlctl.spec.resolve import load_spec
+    from verlctl.verl.packages import package_checks
+
+    from conftest import BASE_PATHS
+
+    rc, out = probe(docker_engine, realverl070_image, "verl070_cpu_device_double", UNPAD_PROBE)
+    assert rc != 0 and "No module named 'flash_attn'" in out, out[-3000:]
+
+    def needs(**flags: Any) -> list[str]:
+        plan = make_plan(load_spec(None, flags={**BASE_PATHS, "verl_version": "0.7.0", "algorithm": "dapo",
+                                                "features.disable": ["flash_attn"], **flags}, environ={}))
+        return [c.module for c in package_checks(plan.command)]
+
+    assert needs(device="gpu", strategy="fsdp2") == ["flash_attn"]
+    assert needs(device="gpu", strategy="fsdp2", **{"features.disable": ["flash_attn", "remove_padding"]}) == []
+    assert needs(device="npu", strategy="fsdp2") == [] and needs(device="gpu", strategy="megatron") == []
