@@ -39,6 +39,7 @@ from docker_support import REPO_ROOT, in_ci
 from launch_support import LaunchEnv, free_port
 
 BUILD_SCRIPT = REPO_ROOT / "tests" / "image" / "build_realverl.sh"
+BUILD_SCRIPT_070 = REPO_ROOT / "tests" / "image" / "build_realverl070.sh"
 RUN_LOCK = Path(os.environ.get("VERLCTL_REALVERL_RUN_LOCK", "/tmp/verlctl-realverl-run.lock"))
 RUN_LOCK_WAIT_S = 3600.0
 TINY_IN_IMAGE = "/opt/verlctl-realverl/tiny"
@@ -166,10 +167,11 @@ def peak_memory_sampler(container: Any) -> Iterator[PeakMemory]:
             thread.join(timeout=10)
 
 
-def build_realverl_image() -> str:
-    proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=5400)
+def build_realverl_image(script: Path = BUILD_SCRIPT) -> str:
+    """The final tag that ``script`` (a content-hashed image build) prints after building what is missing."""
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=5400)
     if proc.returncode != 0:
-        msg = f"tests/image/build_realverl.sh failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+        msg = f"tests/image/{script.name} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
         if in_ci():
             pytest.fail(msg)
         pytest.skip(msg)
@@ -179,6 +181,12 @@ def build_realverl_image() -> str:
 @pytest.fixture(scope="session")
 def realverl_image(docker_engine: Any) -> str:
     return build_realverl_image()
+
+
+@pytest.fixture(scope="session")
+def realverl070_image(docker_engine: Any) -> str:
+    """The real verl 0.7.0 image (tests/image/build_realverl070.sh)."""
+    return build_realverl_image(BUILD_SCRIPT_070)
 
 
 def copy_tiny_out(client: Any, image: str, dest: Path) -> None:

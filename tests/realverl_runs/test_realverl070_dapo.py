@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,12 +39,10 @@ from realverl_support import MEMORY_RAY_ARGS, RealVerlEnv, copy_tiny_out, peak_m
 from test_realverl import ended, launch, saved_steps, status, wait_for
 from test_realverl_dapo import config_dump_value
 
-from docker_support import REPO_ROOT, in_ci
 from launch_support import free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_verl, pytest.mark.xdist_group("real_verl")]
 
-BUILD_SCRIPT = REPO_ROOT / "tests" / "image" / "build_realverl070.sh"
 
 #: verl 0.7.0's env for the CPU double: verl's plugin hook (0.7.0 has no VERL_PLATFORM / engine registry).
 DOUBLE_ENV = {
@@ -82,19 +79,6 @@ RUN_PROCESSES = ("raylet", "gcs_server", "main_dapo", "start_verl.sh", "run_trai
 STEP_LINE = re.compile(r"(?<![\w/])step:(\d+) - ")
 
 
-def build_image() -> str:
-    proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=5400)
-    if proc.returncode != 0:
-        msg = f"tests/image/build_realverl070.sh failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
-        if in_ci():
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return proc.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture(scope="session")
-def realverl070_image(docker_engine: Any) -> str:
-    return build_image()
 
 
 def make_env(tmp_path: Path, client: Any, image: str, *, steps: int) -> RealVerlEnv:

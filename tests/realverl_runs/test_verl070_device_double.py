@@ -18,16 +18,12 @@ recipe's weight-sync transport (as the 0.9.1 demo layer re-registers verl's chec
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 import pytest
 
-from docker_support import REPO_ROOT, in_ci
-
 pytestmark = [pytest.mark.docker]
 
-BUILD_SCRIPT = REPO_ROOT / "tests" / "image" / "build_realverl070.sh"
 
 PROBE = r"""
 import os
@@ -53,15 +49,6 @@ print("STEP OK", dist.get_backend(), get_device_id(), flush=True)
 """
 
 
-@pytest.fixture(scope="session")
-def realverl070_image(docker_engine: Any) -> str:
-    proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=5400)
-    if proc.returncode != 0:
-        msg = f"tests/image/build_realverl070.sh failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
-        if in_ci():
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return proc.stdout.strip().splitlines()[-1]
 
 
 #: What verl 0.7.0 imports at its first weight update (verl/workers/rollout/vllm_rollout/vllm_rollout.py:255):
