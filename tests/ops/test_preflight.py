@@ -170,6 +170,11 @@ def test_the_lines_that_need_flash_attn_follow_verl(version: str, device: str, s
     assert [c.module for c in checks] == (["flash_attn"] if needed_by else [])
     for key in needed_by:
         assert key in checks[0].message, checks[0].message
+    if needed_by:  # one line needs it, or both do (and both features are the fix)
+        said = "` needs the Python package" if len(needed_by) == 1 else "` need the Python package"
+        assert said in checks[0].message, checks[0].message
+        features = "the features off" if len(needed_by) == 2 else "the feature off"
+        assert checks[0].hint.startswith(f"turn {features} (`--disable "), checks[0].hint
 
 
 def test_flash_attention_2_from_extra_overrides_names_extra_overrides(tmp_path: Path) -> None:
