@@ -18,7 +18,7 @@ from verlctl.runtime import containers
 from verlctl.spec.resolve import load_spec
 
 from conftest import BASE_PATHS, ROOT, clean_env, run_cli
-from launch_support import remove_container, write_run_files
+from launch_support import ensure_npu_device_nodes, remove_container, write_run_files
 
 KEY = "SECRETKEY-adv-7f3c9e41"
 PERSONAL = ("h4380", "TrainingMaster", "verl_hlm")
@@ -52,6 +52,7 @@ def test_checkpoints_written_in_a_new_container_survive_its_removal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docker_engine: Any, test_image: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    ensure_npu_device_nodes()  # the default spec is an 8-NPU host: its container maps /dev/davinci0-7
     name = f"verlctl-test-userwork-{tmp_path.name[-10:]}".replace("_", "-")
     flags = {**write_run_files(tmp_path), "container.name": name, "container.image": test_image}
     spec = load_spec(None, flags=flags, environ={}).spec
