@@ -75,3 +75,31 @@ def test_status_without_a_watcher_reads_the_tracker_too(host_runs: HostRuns) -> 
 ])
 def test_resume_trained_nothing_reads_the_saved_step(saved_at: str | None, fails: bool) -> None:
     assert (resume_trained_nothing("/c/global_step_3", 3, 5, 2, saved_at=saved_at) is not None) is fails
+
+
+def test_verls_tracker_is_read_only_when_the_step_lines_say_nothing_was_trained() -> None:
+    """Every caller (watcher, Slurm watcher, run state) hands the tracker read as a callable: it is asked once,
+    and only for an attempt whose log shows no step past its checkpoint."""
+    asked: list[int] = []
+
+    def tracker() -> str:
+        asked.append(1)
+        return "/c/global_step_4"
+
+    assert resume_trained_nothing("/c/global_step_3", 4, 5, 2, saved_at=tracker) is None and asked == []
+    assert resume_trained_nothing("/c/global_step_3", 3, 5, 2, saved_at=tracker) is None and asked == [1]
+    assert resume_trained_nothing("/c/global_step_3", 3, 5, 2, saved_at=lambda: None) is not None
+
+
+def test_every_caller_hands_the_tracker_read_lazily() -> None:
+    import ast
+
+    from conftest import ROOT
+
+    callers = []
+    for path in sorted((ROOT / "src" / "verlctl").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "resume_trained_nothing":
+                saved = next((k.value for k in node.keywords if k.arg == "saved_at"), None)
+                callers.append((path.name, type(saved).__name__))
+    assert sorted(callers) == [("runstate.py", "Lambda"), ("slurm_run.py", "Lambda"), ("watcher.py", "Attribute")]

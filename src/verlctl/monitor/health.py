@@ -19,7 +19,7 @@ resumed from a checkpoint, trained 0 steps past it and exited 0), used by the wa
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -333,14 +333,14 @@ def _checkpoint_step(folder: str | None) -> int | None:
 
 
 def resume_trained_nothing(resumed_from: str | None, max_step: int | None, total: int | None,
-                           attempt: int, saved_at: str | None = None) -> str | None:
+                           attempt: int, saved_at: str | Callable[[], str | None] | None = None) -> str | None:
     """Why an attempt that ended well (exit 0) is a failure: it resumed from ``resumed_from``
     (``.../global_step_N``) and trained no step past N (verl resuming at an epoch boundary ran 0 steps and
     exited 0: verl #7401, PR #5725). None when it trained past it, did not resume, or the checkpoint was the
     last step (nothing was left to train). ``saved_at``: the checkpoint verl's tracker names once the attempt
     ended (``.../global_step_M``): M > N is a step trained and saved, whether or not its step line reached the
     log (Ray drops what an actor printed in the last moment before the driver exits: a run whose last step ends
-    it can lose that step's line)."""
+    it can lose that step's line); a callable is asked only when the log alone says nothing was trained."""
     resumed = _checkpoint_step(resumed_from)
     if resumed is None:
         return None
@@ -348,7 +348,7 @@ def resume_trained_nothing(resumed_from: str | None, max_step: int | None, total
         return None
     if max_step is not None and max_step > resumed:
         return None
-    saved = _checkpoint_step(saved_at)
+    saved = _checkpoint_step(saved_at() if callable(saved_at) else saved_at)
     if saved is not None and saved > resumed:
         return None
     seen = "no step" if max_step is None else f"step {max_step}"

@@ -224,12 +224,8 @@ def resume_failure(record: RunRecord, log_text: str, progress: dict[str, Any] | 
         if isinstance(progress.get("total"), int):
             totals.append(progress["total"])
     attempt = record.attempts[-1]
-    why = resume_trained_nothing(attempt.resumed_from, max(seen) if seen else None,
-                                 totals[-1] if totals else None, attempt.number)
-    if why is None:
-        return None
     return resume_trained_nothing(attempt.resumed_from, max(seen) if seen else None,
-                                  totals[-1] if totals else None, attempt.number, saved_at=_saved_at(record))
+                                  totals[-1] if totals else None, attempt.number, saved_at=lambda: _saved_at(record))
 
 
 def _saved_at(record: RunRecord) -> str | None:

@@ -522,10 +522,9 @@ class SlurmWatcher:
                 from verlctl.ops.resume import resume_point
 
                 job = self.record.slurm_jobs[-1]
-                nothing = resume_trained_nothing(job.resumed_from, self._max_step, self._total, job.number)
-                if nothing is not None:  # its step lines say nothing past the checkpoint: does verl's tracker?
-                    nothing = resume_trained_nothing(job.resumed_from, self._max_step, self._total, job.number,
-                                                     saved_at=resume_point(self.record.checkpoints, self.current.spec))
+                nothing = resume_trained_nothing(  # verl's tracker is read only when the step lines say nothing
+                    job.resumed_from, self._max_step, self._total, job.number,
+                    saved_at=lambda: resume_point(self.record.checkpoints, self.current.spec))
                 if nothing is not None:
                     self.emit("resume_failed", reason=f"gave up: {nothing}", attempt=job.number)
                     self._give_up(Decision(False, f"gave up: {nothing}"), "resume_no_progress")

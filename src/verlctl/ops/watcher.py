@@ -370,10 +370,8 @@ class Watcher:
         resuming at an epoch boundary ran 0 steps and exited 0) is a failure, not the end of training
         (:func:`verlctl.monitor.health.resume_trained_nothing`, the run state's judgement too)."""
         attempt = self.record.attempts[-1]
-        why = resume_trained_nothing(attempt.resumed_from, outcome.max_step, outcome.total, attempt.number)
-        if why is not None:  # its step lines say nothing past the checkpoint: does verl's tracker?
-            why = resume_trained_nothing(attempt.resumed_from, outcome.max_step, outcome.total, attempt.number,
-                                         saved_at=self._latest_checkpoint())
+        why = resume_trained_nothing(attempt.resumed_from, outcome.max_step, outcome.total, attempt.number,
+                                     saved_at=self._latest_checkpoint)  # read only when the step lines say nothing
         return None if why is None else f"gave up: {why}"
 
     def _features(self) -> dict[str, Any]:
