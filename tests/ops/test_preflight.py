@@ -151,6 +151,19 @@ def test_flash_attn_without_the_flash_attn_package_fails_in_the_preflight_with_t
     assert outcome.ok and not outcome.skipped, out
 
 
+def test_the_unpadding_need_cites_verls_lines() -> None:
+    """verl 0.7.0 imports flash_attn's unpadding unless on an NPU, at the lines the need cites, from the FSDP actor
+    and critic; verl 0.9.1 has a pure-torch fallback (so no 0.9.1 plan needs it)."""
+    v070 = Path(_need("0.7.0")) / "verl"
+    lines = (v070 / "utils" / "attention_utils.py").read_text().splitlines()
+    assert lines[27 - 1].strip() == "if is_npu_available:"
+    assert lines[30 - 1].strip() == "from flash_attn.bert_padding import index_first_axis, pad_input, rearrange, unpad_input"
+    for rel, line in (("workers/actor/dp_actor.py", 31), ("workers/critic/dp_critic.py", 28)):
+        assert "from verl.utils.attention_utils import" in (v070 / rel).read_text().splitlines()[line - 1], rel
+    v091 = Path(_need("0.9.1")) / "verl" / "utils" / "attention_utils.py"
+    assert "def _fallback_unpad_input(" in v091.read_text()
+
+
 @pytest.mark.parametrize(("version", "device", "strategy", "disabled", "needed_by"), [
     ("0.9.1", "gpu", "fsdp2", [], ["attn_implementation"]),
     ("0.9.1", "gpu", "fsdp2", ["flash_attn"], []),  # verl 0.9.1 unpads without flash_attn
