@@ -6,11 +6,12 @@ The knobs (read in the worker processes):
   ``VERLCTL_TEST_DOUBLE_OOM_AT_STEP=N`` raise torch's real ``torch.OutOfMemoryError`` in the actor update of
   global step N, unless the actor's parameters or optimizer are offloaded (the first rung of verlctl's OOM
   ladder), as a too small device would.
-  ``VERLCTL_TEST_DOUBLE_OOM_CURE=offload|none`` what spares the actor from that out-of-memory: ``offload`` (the
-  default: an offloaded actor, as above) or ``none`` (a device too small for the model whatever the memory
-  features: the OOM comes in every attempt, offloaded or not, with or without gradient checkpointing; the
-  OOM ladder must climb to its end and give up). The error names the actor's offload and gradient
-  checkpointing states, as verl's engine received them.
+  ``VERLCTL_TEST_DOUBLE_OOM_CURE=offload|recompute|none`` what spares the actor from that out-of-memory:
+  ``offload`` (the default: an offloaded actor, as above), ``recompute`` (gradient checkpointing on: a device
+  on which offloading alone is not enough, so the OOM ladder must climb to its second rung) or ``none`` (a
+  device too small for the model whatever the memory features: the OOM comes in every attempt; the OOM ladder
+  must climb to its end and give up). The error, and the line printed when a cure spares the step, name the
+  actor's offload and gradient checkpointing states, as verl's engine received them.
   ``VERLCTL_TEST_DOUBLE_HOLD_AT_STEP=N`` (for the mid-run stop test): in an attempt that did not resume from a
   checkpoint, the actor update of global step N takes long, as a device busy with a long kernel would: it
   prints ``verl_cpu_device_double: holding at step N`` once and waits (at most 30 min, then goes on), so a stop
@@ -29,7 +30,7 @@ from verlctl_demo_device import patch_on_import
 
 OOM_KNOB = "VERLCTL_TEST_DOUBLE_OOM_AT_STEP"
 CURE_KNOB = "VERLCTL_TEST_DOUBLE_OOM_CURE"
-CURES = ("offload", "none")
+CURES = ("offload", "recompute", "none")
 HOLD_KNOB = "VERLCTL_TEST_DOUBLE_HOLD_AT_STEP"
 HOLD_MAX_S = 1800
 
@@ -65,13 +66,15 @@ def _patch_engine_for_oom(engine_cls: Any) -> None:
         cure = os.environ.get(CURE_KNOB, "").strip() or "offload"
         if cure not in CURES:
             raise ValueError(f"{CURE_KNOB}={cure!r}: expected one of {', '.join(CURES)}")
-        spared = cure == "offload" and (param_off or optim_off)
-        if str(step) == os.environ.get(OOM_KNOB, "").strip() and not spared:
-            raise torch.OutOfMemoryError(
-                "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 0 bytes "
-                f"(raised by verl_cpu_device_double at step {step}: {OOM_KNOB}, {CURE_KNOB}={cure}, "
-                f"param_offload={param_off} optimizer_offload={optim_off} gradient_checkpointing={checkpointing})"
-            )
+        spared = (cure == "offload" and (param_off or optim_off)) or (cure == "recompute" and checkpointing)
+        states = f"param_offload={param_off} optimizer_offload={optim_off} gradient_checkpointing={checkpointing}"
+        if str(step) == os.environ.get(OOM_KNOB, "").strip():
+            if not spared:
+                raise torch.OutOfMemoryError(
+                    "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 0 bytes "
+                    f"(raised by verl_cpu_device_double at step {step}: {OOM_KNOB}, {CURE_KNOB}={cure}, {states})"
+                )
+            print(f"verl_cpu_device_double: step {step} spared by {CURE_KNOB}={cure} ({states})", flush=True)
         resumed = getattr(self, "_verlctl_double_resumed", False)
         if str(step) == os.environ.get(HOLD_KNOB, "").strip() and not resumed:
             import time
