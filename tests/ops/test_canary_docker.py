@@ -1,7 +1,7 @@
 """`verlctl launch --canary` on a real Docker engine with the stand-in test image (its orchestration: two
 short attempts of the spec's own command, their checks, the timings, the clean start of the full run, and no
 full run when a canary phase fails). The training step is the stand-in trainer (tests/standin, a TEST DOUBLE);
-real verl runs it in tests/realverl_runs/test_realverl_canary_and_flash_attn.py.
+real verl runs it in tests/realverl_runs/test_realverl.py.
 """
 
 from __future__ import annotations
