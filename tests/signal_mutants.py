@@ -4,7 +4,7 @@
 
 KINDS: comma-separated mutant kinds of bench/mutate.py (default ``cmp,cmp-boundary``: every comparison).
 Mutated: the whole of runtime/procscan.py, and the stop path: ops/inspect.py (watcher_alive, stop_watcher,
-stop_run, stop_groups) and runtime/executor.py (Executor.verdict / group_alive / signal_group /
+stop_run), backends/docker.py (stop_groups) and runtime/executor.py (Executor.verdict / group_alive / signal_group /
 kill_ray_daemons / stop_group, HostExecutor._act). For each mutant a forked child installs the mutated module
 and runs ``stop`` on forged records (each naming a decoy by its real pid and start time) and on the real run's
 record; the parent (the namespace's init) then checks that every decoy is alive. Decoys: this user's process
@@ -39,8 +39,8 @@ SLEEP = "100000"
 KILL_WAIT = 2.0
 MODULES = {
     "src/verlctl/runtime/procscan.py": ("verlctl.runtime.procscan", None),
-    "src/verlctl/ops/inspect.py": ("verlctl.ops.inspect",
-                                   {None: {"watcher_alive", "stop_watcher", "stop_run", "stop_groups"}}),
+    "src/verlctl/ops/inspect.py": ("verlctl.ops.inspect", {None: {"watcher_alive", "stop_watcher", "stop_run"}}),
+    "src/verlctl/backends/docker.py": ("verlctl.backends.docker", {None: {"stop_groups"}}),
     "src/verlctl/runtime/executor.py": ("verlctl.runtime.executor",
                                         {"Executor": {"verdict", "group_alive", "signal_group", "kill_ray_daemons",
                                                       "stop_group"},
@@ -196,13 +196,17 @@ def load_mutant(rel: str, source: str) -> None:
     sys.modules[name] = mod
     exec(compile(source, str(ROOT / rel), "exec"), mod.__dict__)
     setattr(sys.modules[pkg], attr, mod)
-    if name == "verlctl.runtime.executor":  # inspect imported its classes by name: load inspect again
-        insp = ROOT / "src/verlctl/ops/inspect.py"
-        imod = types.ModuleType("verlctl.ops.inspect")
-        imod.__file__ = str(insp)
-        imod.__package__ = "verlctl.ops"
-        sys.modules["verlctl.ops.inspect"] = imod
-        exec(compile(insp.read_text(), str(insp), "exec"), imod.__dict__)
+    # the modules that imported names from it by name are loaded again, in import order (the local backend
+    # imports the executor's classes; inspect imports the backend's stop_groups and the executor's classes)
+    again = {"verlctl.runtime.executor": ("src/verlctl/backends/docker.py", "src/verlctl/ops/inspect.py"),
+             "verlctl.backends.docker": ("src/verlctl/ops/inspect.py",)}.get(name, ())
+    for dep in again:
+        dep_name = MODULES[dep][0]
+        dmod = types.ModuleType(dep_name)
+        dmod.__file__ = str(ROOT / dep)
+        dmod.__package__ = dep_name.rpartition(".")[0]
+        sys.modules[dep_name] = dmod
+        exec(compile((ROOT / dep).read_text(), str(ROOT / dep), "exec"), dmod.__dict__)
 
 
 def run_stops(state: Path, ids: list[str]) -> None:
@@ -286,7 +290,8 @@ def main() -> int:
     kinds = set((sys.argv[2] if len(sys.argv) > 2 else "cmp,cmp-boundary").split(","))
     only = os.environ.get("SIGNAL_MUTANTS_ONLY")  # a module path, to run one module's mutants
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    import verlctl.ops.inspect  # noqa: F401  (loaded once; each child replaces what it mutates)
+    import verlctl.backends.docker  # noqa: F401  (loaded once; each child replaces what it mutates)
+    import verlctl.ops.inspect  # noqa: F401
     import verlctl.runtime.executor  # noqa: F401
     import verlctl.runtime.procscan  # noqa: F401
 

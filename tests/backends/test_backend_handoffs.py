@@ -18,7 +18,7 @@ from rich.console import Console
 
 from verlctl.backends.base import Change, NotOnBackend
 from verlctl.backends.kuberay import KubeRayBackend, VolcanoBackend
-from verlctl.backends.slurm import SlurmBackend
+from verlctl.ops.runs import SlurmRun
 
 from conftest import ROOT, clean_env, run_cli
 
@@ -50,15 +50,15 @@ def test_a_kubernetes_runs_operations_are_kubectls_with_the_commands_named(backe
 def test_a_slurm_launch_interrupted_before_its_job_was_submitted_changes_nothing() -> None:
     """The launch guard's clean-up (Ctrl-C, a failed verification) of a Slurm launch that had submitted nothing:
     no job to cancel, no record to mark; the one line says so."""
-    assert SlurmBackend(Console()).abort("Ctrl-C") == "interrupted (Ctrl-C) before anything was started: nothing changed"
+    assert SlurmRun(Console()).abort("Ctrl-C") == "interrupted (Ctrl-C) before anything was started: nothing changed"
 
 
 def test_a_slurm_backend_without_a_console_prints_to_one_and_keeps_a_given_one() -> None:
     """``verlctl status`` / ``stop`` / ``watch`` get the run's backend from its record without a console
-    (``backends.backend_for``): it prints to the terminal then; a given console (stderr under --json) is kept."""
-    assert isinstance(SlurmBackend().console, Console)
+    (``ops.runs.run_for``): it prints to the terminal then; a given console (stderr under --json) is kept."""
+    assert isinstance(SlurmRun().console, Console)
     mine = Console(stderr=True)
-    assert SlurmBackend(mine).console is mine
+    assert SlurmRun(mine).console is mine
 
 
 RUN = "20260101-000000-exp-abcd"
@@ -147,7 +147,7 @@ def test_a_slurm_launch_interrupted_after_submitting_cancels_that_job(slurm_run:
     (bindir / "scancel").write_text(f"#!/bin/sh\necho \"$@\" >> {cancelled}\n")
     (bindir / "scancel").chmod(0o755)
     monkeypatch.setenv("PATH", slurm_run["PATH"])
-    backend = SlurmBackend(Console())
+    backend = SlurmRun(Console())
     backend.started.append(load_run(RUN))  # what launch_slurm appends as soon as the record is made
     line = backend.abort("Ctrl-C")
     assert line == (f"interrupted (Ctrl-C) during launch of run {RUN}: Slurm job 4242 cancelled; "
@@ -167,7 +167,7 @@ def test_the_watchers_relaunch_of_a_slurm_run_submits_a_job_with_the_recovery_fe
     monkeypatch.setenv("PATH", slurm_run["PATH"])
     rec = load_run(RUN)
     (rec.dir / "spec.resolved.yaml").write_text((ROOT / "examples" / "run.yaml").read_text())
-    ref = SlurmBackend(Console()).relaunch(rec, Change("device_oom", ("offload",), resumed_from="global_step_10"))
+    ref = SlurmRun(Console()).relaunch(rec, Change("device_oom", ("offload",), resumed_from="global_step_10"))
     assert (ref.job_id, ref.number, ref.reason, ref.resumed_from) == ("4243", 2, "device_oom", "global_step_10")
     assert "offload" in ref.features
     assert [j.job_id for j in load_run(RUN).slurm_jobs] == ["4242", "4243"]

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from verlctl.backends.base import RELAUNCH_STAGES, Stage, walk
+from verlctl.backends.base import RELAUNCH_STAGES, Stage
+from verlctl.ops.stages import walk
 
 
 def test_walk_runs_each_stage_in_order_and_refuses_a_stage_without_a_step() -> None:

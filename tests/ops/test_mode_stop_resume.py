@@ -346,7 +346,7 @@ def test_resume_path_resumes_from_the_folder_it_names(tmp_path: Path) -> None:
 def test_the_watchers_next_attempt_resumes_where_verl_will(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The watcher reads the checkpoint in the run's target (here the host) for the spec's resume mode: the
     tracker's folder with auto, none with trainer.resume_mode=disable, none when the folder is missing."""
-    from verlctl.backends import backend_for
+    from verlctl.ops.runs import run_for
     from verlctl.ops.watcher import Watcher
     from verlctl.runtime.executor import HostExecutor
     from verlctl.runtime.records import load_run
@@ -361,7 +361,7 @@ def test_the_watchers_next_attempt_resumes_where_verl_will(tmp_path: Path, monke
 
     def watcher(**flags: Any) -> Watcher:
         resolved = _resolved("fully_async", **{"paths.checkpoints": str(ck), **flags})
-        return Watcher(record, HostExecutor(), resolved, say=lambda _t: None, backend=backend_for(record))
+        return Watcher(record, HostExecutor(), resolved, say=lambda _t: None, backend=run_for(record))
 
     assert watcher()._latest_checkpoint() == f"{ck}/global_step_2"
     assert watcher(extra_overrides=["trainer.resume_mode=disable"])._latest_checkpoint() is None

@@ -275,7 +275,7 @@ def test_the_launch_checklist_says_whether_training_resumes_or_starts_fresh(tmp_
 
 
 def test_a_key_file_that_cannot_be_removed_is_one_warning_naming_it(host_runs: HostRuns) -> None:
-    from verlctl.ops.inspect import remove_key_files
+    from verlctl.backends.docker import remove_key_files
 
     record = host_runs.start(["Total training steps: 5"])
     env_file = Path(record.scripts_dir) / "verlctl.env"
@@ -313,7 +313,7 @@ def test_the_removal_warning_is_bounded_and_printed_literally(host_runs: HostRun
 @pytest.mark.docker
 def test_a_key_file_in_a_gone_container_is_a_warning_not_an_error(host_runs: HostRuns, docker_engine) -> None:  # type: ignore[no-untyped-def]
     """The watcher gives up on a run whose container was removed: the removal says so and goes on."""
-    from verlctl.ops.inspect import remove_key_files
+    from verlctl.backends.docker import remove_key_files
     from verlctl.runtime.executor import DockerExecutor
 
     record = host_runs.start(["Total training steps: 5"])
@@ -410,10 +410,10 @@ def test_an_engine_already_gone_when_the_watcher_looks_is_a_target_lost_event(ho
     client = docker.DockerClient(base_url=f"unix://{gone}", version="1.41", timeout=5)
     ex = DockerExecutor(client, "f" * 64, "verlctl-test-engine-gone")
     said: list[str] = []
-    from verlctl.backends import backend_for
+    from verlctl.ops.runs import run_for
 
     watcher = Watcher(record, ex, load_spec(host_runs.root / "spec.yaml", use_env=False), say=said.append,
-                      backend=backend_for(record))
+                      backend=run_for(record))
     watcher.engine_wait_s = 1.0  # it does not come back
     started = time.monotonic()
     outcome = watcher.watch_attempt()

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from verlctl.backends.docker import stop_groups
 from verlctl.errors import RuntimeFailure
-from verlctl.ops.inspect import stop_groups
 from verlctl.runtime.executor import KILL_WAIT_S, GroupRef
 
 

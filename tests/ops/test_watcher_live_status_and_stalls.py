@@ -376,12 +376,12 @@ def test_a_resume_that_trains_nothing_says_the_last_step_it_saw(runs: HostRuns, 
 
 
 def _watcher(runs: HostRuns, record: RunRecord, said: list[str], **kw: Any) -> Any:
-    from verlctl.backends import backend_for
+    from verlctl.ops.runs import run_for
     from verlctl.ops.watcher import Watcher
     from verlctl.spec.resolve import load_spec
 
     return Watcher(record, HostExecutor(), load_spec(record.dir / "spec.resolved.yaml", use_env=False),
-                   say=said.append, backend=backend_for(record), **kw)
+                   say=said.append, backend=run_for(record), **kw)
 
 
 def test_an_oom_that_leaves_the_job_hanging_fails_the_attempt_after_the_grace(runs: HostRuns,
@@ -653,12 +653,12 @@ def test_a_watch_whose_engine_is_gone_gives_up_with_where_the_checkpoints_are(ru
     client = docker.DockerClient(base_url=f"unix://{tmp_path / 'gone.sock'}", version="1.41", timeout=5)
     ex = DockerExecutor(client, "f" * 64, "verlctl-test-engine-gone")
     said: list[str] = []
-    from verlctl.backends import backend_for
+    from verlctl.ops.runs import run_for
     from verlctl.ops.watcher import Watcher
     from verlctl.spec.resolve import load_spec
 
     watcher = Watcher(record, ex, load_spec(record.dir / "spec.resolved.yaml", use_env=False), say=said.append,
-                      backend=backend_for(record))
+                      backend=run_for(record))
     watcher.engine_wait_s = 1.0
     assert watcher.run() == 1
     events = runs.events(record)

@@ -52,7 +52,7 @@ def test_after_its_run_dir_is_removed_the_watcher_writes_back_the_spec_and_keeps
     """N12: the record written again from memory came without the resolved spec, so the next OOM's relaunch
     gave up (`spec file not found`), and without the watcher lock, so only the missing spec refused a second
     watcher. Now the spec is written back as launched and the watcher holds the new directory's lock."""
-    from verlctl.backends import backend_for
+    from verlctl.ops.runs import run_for
     from verlctl.ops.watcher import Watcher, become_watcher
     from verlctl.runtime.executor import HostExecutor
     from verlctl.runtime.records import load_run
@@ -67,7 +67,7 @@ def test_after_its_run_dir_is_removed_the_watcher_writes_back_the_spec_and_keeps
     lock = become_watcher(record)
     watcher = None
     try:
-        watcher = Watcher(record, HostExecutor(), record.load_spec(), say=said.append, backend=backend_for(record))
+        watcher = Watcher(record, HostExecutor(), record.load_spec(), say=said.append, backend=run_for(record))
         shutil.rmtree(record.dir)
         watcher.emit("notice", message="after the rm")  # the first write that fails: the record is written again
         assert (record.dir / "run.json").is_file()

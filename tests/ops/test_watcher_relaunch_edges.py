@@ -288,14 +288,14 @@ def test_a_stop_that_lands_as_the_group_is_seen_ended_is_a_stop_not_a_failure(
     import verlctl.ops.watcher as watcher_module
 
     monkeypatch.setattr(watcher_module, "DEAD_CONFIRM_S", 0.0)
-    from verlctl.backends import backend_for
+    from verlctl.ops.runs import run_for
     from verlctl.ops.watcher import Watcher
     from verlctl.spec.resolve import load_spec
 
     record = runs.start(["Total training steps: 5", _progress(0, 5)], tail="exit 1", pause=0.1)
     watcher = Watcher(record, _StopLandsDuringTheScan(record.run_id),
                       load_spec(record.dir / "spec.resolved.yaml", use_env=False), say=[].append,
-                      backend=backend_for(record))
+                      backend=run_for(record))
     outcome = watcher.watch_attempt()
     assert outcome is not None and outcome.kind == "stopped", outcome
     assert load_run(record.run_id).stopped

@@ -41,12 +41,12 @@ def _wait_exited(container: Any, timeout: float = 120) -> None:
 
 
 def _watcher(runs: HostRuns, record: Any, ex: Any, said: list[str]) -> Any:
-    from verlctl.backends import backend_for
+    from verlctl.ops.runs import run_for
     from verlctl.ops.watcher import Watcher
     from verlctl.spec.resolve import load_spec
 
     return Watcher(record, ex, load_spec(runs.root / "spec.yaml", use_env=False), say=said.append,
-                   backend=backend_for(record))
+                   backend=run_for(record))
 
 
 def test_the_target_state_is_what_the_engine_says(docker_engine: Any, container_factory: Any, tmp_path: Path) -> None:

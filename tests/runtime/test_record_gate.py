@@ -308,13 +308,13 @@ def _group_record(root: Path, runtime: str = "host") -> object:
 @pytest.mark.parametrize("backend", ["local", "slurm"])
 def test_the_watchers_relaunch_refuses_a_spec_another_user_put_in_the_run_dir(
         shared_root: Path, monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
-    from verlctl.backends import backend_named
     from verlctl.backends.base import Change
     from verlctl.errors import VerlctlError
+    from verlctl.ops.runs import run_named
 
     monkeypatch.setenv("VERLCTL_STATE_DIR", str(shared_root / "state"))
     rec = _group_record(shared_root, "host" if backend == "local" else "slurm")
-    b = backend_named(backend)
+    b = run_named(backend)
     with pytest.raises(VerlctlError) as err:
         b.relaunch(rec, Change("out of memory"))
     assert "belongs to uid 65534" in err.value.message and "nothing was run" in err.value.message
@@ -329,9 +329,9 @@ def test_the_watchers_relaunch_refuses_a_spec_another_user_put_in_the_run_dir(
 def test_a_record_rewritten_by_another_user_after_loading_is_refused_at_the_relaunch(
         shared_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The watcher loaded a good record; then its run dir is made world-writable: the relaunch checks again.
-    from verlctl.backends import backend_named
     from verlctl.backends.base import Change
     from verlctl.errors import VerlctlError
+    from verlctl.ops.runs import run_named
     from verlctl.runtime.records import RunRecord, load_run
 
     monkeypatch.setenv("VERLCTL_STATE_DIR", str(shared_root / "state"))
@@ -339,7 +339,7 @@ def test_a_record_rewritten_by_another_user_after_loading_is_refused_at_the_rela
     rec = load_run(RUN)
     rec.dir.chmod(0o777)
     with pytest.raises(VerlctlError) as err:
-        backend_named("local").relaunch(rec, Change("out of memory"))
+        run_named("local").relaunch(rec, Change("out of memory"))
     assert "writable by every user" in err.value.message
 
 

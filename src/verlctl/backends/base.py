@@ -1,18 +1,17 @@
-"""The one launch interface every backend implements (TorchX's schedulers, SkyPilot's backends).
+"""What the orchestrator and the backends share: the stages of a launch and its request as data, and the backend
+interface (TorchX's schedulers, SkyPilot's backends).
 
-``prepare(...) -> LaunchRequest``: typed data, computed without changing anything: the rendered scripts, the
-containers with their mounts and environment variable *names* (never a value: the 0600 env file and the
-proxies may hold secrets), the sbatch text or the RayJob manifest, and the ordered stages with the action each
-takes. ``launch --dry-run`` prints it (``--json``: :meth:`LaunchRequest.to_json`; the human listing is
-:meth:`LaunchRequest.actions`). ``submit(request)`` walks the stages; ``status`` / ``logs`` / ``stop`` /
-``watch`` / ``relaunch`` take the recorded run (the handle). Nothing here knows verl: a backend is handed the
-rendered scripts.
+``prepare(...) -> LaunchRequest`` (the orchestrator's, ``ops/runs.py``): typed data, computed without changing
+anything: the rendered scripts, the containers with their mounts and environment variable *names* (never a
+value: the 0600 env file and the proxies may hold secrets), the sbatch text or the RayJob manifest, and the
+ordered stages with the action each takes. ``launch --dry-run`` prints it (``--json``:
+:meth:`LaunchRequest.to_json`; the human listing is :meth:`LaunchRequest.actions`). ``submit(request)`` walks
+the stages (``ops/stages.py``). Nothing here knows verl: a backend is handed the rendered scripts.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -42,16 +41,6 @@ class Stage(str, enum.Enum):
 
 #: What a relaunch of a recorded run walks: the target exists and is ready; no image, no container create.
 RELAUNCH_STAGES: tuple[Stage, ...] = (Stage.PREFLIGHT, Stage.COPY, Stage.START_WORKERS, Stage.START_HEAD)
-
-
-def walk(stages: tuple[Stage, ...], steps: Mapping[Stage, Callable[[], None]]) -> None:
-    """The one loop of a launch (and, with fewer stages, of a relaunch): each stage's step, in order. A stage
-    without a step is a programming error (the backend planned a stage it cannot take)."""
-    missing = [s.value for s in stages if s not in steps]
-    if missing:
-        raise ValueError(f"no step for the stages {missing}")
-    for stage in stages:
-        steps[stage]()
 
 
 @dataclass(frozen=True)
@@ -124,26 +113,16 @@ class Change:
 
 
 class Backend(Protocol):
-    """Every backend. ``handle`` is the recorded run (``runtime.records.RunRecord``).
-
-    Raises: ``VerlctlError`` (one line, nothing changed) for what the user can fix; ``RuntimeFailure`` when
-    the target failed; :class:`NotOnBackend` for an operation this backend leaves to another tool."""
+    """A backend: it knows its target and nothing of verl. What the orchestrator calls on every backend is its
+    ``name`` (a ``launch --backend`` name) and the ``console`` its progress goes to; the target operations are
+    each backend's own (``backends/docker.py``: containers, executors, SSH nodes, the host; ``backends/slurm.py``:
+    the job's files, sbatch, squeue, scancel; ``backends/kuberay.py``: the manifest), called by the
+    orchestrator's module that drives that backend (``ops/launch.py``, ``ops/slurm_run.py``, ``ops/flow.py``).
+    The verbs of a run (prepare, submit, status, logs, stop, watch, relaunch) are the orchestrator's
+    (``ops/runs.py``: ``Run``)."""
 
     name: str
-
-    def prepare(self, resolved: Any, options: Any, confirm: Any = None) -> LaunchRequest: ...
-
-    def submit(self, request: LaunchRequest) -> Any: ...
-
-    def status(self, handle: Any) -> dict[str, Any]: ...
-
-    def logs(self, handle: Any, follow: bool, lines: int) -> int: ...
-
-    def stop(self, handle: Any, remove_container: bool, grace: float, console: Any) -> dict[str, Any]: ...
-
-    def watch(self, handle: Any, resolved: Any, say: Any, notify_cmd: str | None) -> int: ...
-
-    def relaunch(self, handle: Any, change: Change) -> Any: ...
+    console: Any
 
 
 class NotOnBackend(VerlctlError):

@@ -27,8 +27,8 @@ def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
                 return fh.read(LOG_CAP_BYTES), str(log)
         except OSError as exc:
             raise VerlctlError(f"--log {log}: {exc.strerror or exc}", hint="give a readable log file") from exc
+    from verlctl.backends.docker import log_target, read_tail
     from verlctl.ops import runstate
-    from verlctl.ops.inspect import log_target, read_tail
 
     host_text = runstate.read_host_log(record, 0, LOG_CAP_BYTES)  # type: ignore[arg-type]
     if host_text is not None:  # a host file (paths.logs): read also when the container is removed
@@ -200,9 +200,9 @@ def bundle(
     It holds the spec, scripts, versions, log tail, diagnosis, device and Ray snapshots, events and image digest;
     secrets and home directories are removed, and this host's and the run's host names and addresses replaced
     (the manifest says which kinds were)."""
+    from verlctl.backends.docker import target
     from verlctl.files import check_out_file
     from verlctl.monitor import bundle as b
-    from verlctl.ops.inspect import target
     from verlctl.runtime.records import resolve_run
 
     check_out_file(out, force, example="bundle.tar.gz")

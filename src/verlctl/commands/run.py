@@ -151,8 +151,8 @@ def status(
     """Container state, process alive, last progress and step metrics, last error."""
     import shutil
 
-    from verlctl.backends import run_status
     from verlctl.ops.inspect import print_plots, print_status, step_series
+    from verlctl.ops.runs import run_status
 
     doc = run_status(run)
     charts = step_series(run) if plot else None
@@ -173,8 +173,8 @@ def logs(
     lines: Annotated[int, typer.Option("--lines", "-n", help="Lines from the end (0: all).")] = 200,
 ) -> int:
     """Print the run's log (from inside the container or the host)."""
-    from verlctl.backends import show_logs
     from verlctl.errors import VerlctlError
+    from verlctl.ops.runs import show_logs
 
     if lines < 0:
         raise VerlctlError(f"--lines must be 0 (all) or a number of lines from the end; got {lines}")
@@ -195,7 +195,7 @@ def stop(
     """Stop the run's process group (and nothing else)."""
     from rich.console import Console
 
-    from verlctl.backends import stop_run
+    from verlctl.ops.runs import stop_run
 
     check_seconds(grace, "--grace", allow_zero=True)
     result = stop_run(run, remove_container=remove_container, grace=grace, console=Console(stderr=as_json))

@@ -31,6 +31,6 @@ def watch(
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
 
-    from verlctl.backends import backend_for
+    from verlctl.ops.runs import run_for
 
-    return backend_for(record).watch(record, resolved, say, notify_cmd)
+    return run_for(record).watch(record, resolved, say, notify_cmd)

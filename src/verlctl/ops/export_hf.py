@@ -147,7 +147,7 @@ def check_out(out: Path) -> Path:
 
 def export_hf(run_id: str | None, step: int | None, out: Path, timeout: float, console: Any) -> dict[str, Any]:
     """Convert, show progress on ``console``, move the result to ``out``; the ``export-hf --json`` object."""
-    from verlctl.ops.inspect import target
+    from verlctl.backends.docker import target
 
     started = time.monotonic()
     out = check_out(out)

@@ -68,10 +68,10 @@ def launch_flow(
     null), ``watcher_pid``."""
     from rich.console import Console
 
-    from verlctl.backends.docker import DockerBackend
     from verlctl.errors import ExitCode
     from verlctl.ops.interrupts import launch_guard
     from verlctl.ops.launch import LaunchOptions
+    from verlctl.ops.runs import LocalRun
     from verlctl.spec.resolve import load_spec
 
     if quickstart:
@@ -113,7 +113,7 @@ def launch_flow(
         confirm = confirm_launch(console, resolved, offer_save=asked, verbose=verbose)
     options = LaunchOptions(yes=yes, dry_run=dry_run, pull=pull, verify_timeout=verify_timeout, out_dir=out,
                             canary=canary, canary_timeout=canary_timeout, out_force=force)
-    backend = DockerBackend(console)
+    backend = LocalRun(console)
     try:
         # One guard from the first change to the watcher's start: a launch that ends in between by a signal
         # or an unexpected error is cleaned up (ops/interrupts.py); past it, the run is recorded and watched.
@@ -205,10 +205,10 @@ def launch_slurm_flow(config: Path | None, flags: dict[str, Any], names: dict[st
                 "slurm_job": {"job_id": job.job_id, "job_name": job.job_name, "output": job.output} if job else None,
                 "request": backend.request.to_json() if backend.request is not None else None}
 
-    from verlctl.backends.slurm import SlurmBackend, SlurmLaunch
     from verlctl.ops.interrupts import launch_guard
+    from verlctl.ops.runs import SlurmLaunch, SlurmRun
 
-    backend = SlurmBackend(console)
+    backend = SlurmRun(console)
     try:
         with launch_guard(backend.abort):  # as for a local launch: every way it ends cleans up, watcher included
             request = backend.prepare(resolved, SlurmLaunch(opts, yes=yes, dry_run=dry_run,

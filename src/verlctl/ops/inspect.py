@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from verlctl.errors import RuntimeFailure, VerlctlError
+from verlctl.backends.docker import (
+    TAIL_BYTES,
+    Group,
+    client_for,
+    log_target,
+    read_from,
+    read_tail,
+    remove_key_files,
+    remove_own_containers,
+    stop_followers,
+    stop_groups,
+    target,
+    worker_targets,
+)
+from verlctl.errors import VerlctlError
 from verlctl.runtime.executor import (
     KILL_WAIT_S,
     RAY_DAEMON_GRACE_S,
-    DockerExecutor,
     Executor,
     GroupRef,
     HostExecutor,
@@ -23,110 +34,12 @@ from verlctl.runtime.executor import (
 from verlctl.runtime.records import (
     WATCH_LOCK,
     RunRecord,
-    all_runs,
     load_run,
     record_lock,
     record_trust,
     resolve_run,
     scan_runs,
 )
-
-TAIL_BYTES = 4 * 1024 * 1024
-
-
-def target(record: RunRecord, client: Any = None) -> tuple[Executor | None, dict[str, Any]]:
-    """The executor for a run's target and the container's state (None when it is gone / not running)."""
-    if record.runtime == "host":
-        return HostExecutor(record.python_env), {"runtime": "host"}
-    if client is None:
-        client = _client_for(record, record.head_address)
-    import docker
-
-    try:
-        c = client.containers.get(record.container_id or record.container_name)
-    except docker.errors.NotFound:
-        return None, {"name": record.container_name, "id": record.container_id, "state": "removed"}
-    # the image reference the container was created from, read from the container's own record (c.image
-    # would be one more engine call)
-    image = (c.attrs.get("Config") or {}).get("Image") or c.attrs.get("Image") or "?"
-    info = {"name": c.name, "id": c.id[:12], "state": c.status, "image": image,
-            "started_at": c.attrs.get("State", {}).get("StartedAt")}
-    if c.status != "running":
-        return None, info
-    return DockerExecutor(client, c.id, c.name), info
-
-
-def log_target(record: RunRecord) -> tuple[Executor | None, dict[str, Any], str | None]:
-    """Where the run's log can be read: its target, or, once its container is removed or stopped, this host
-    when the log is a host file there (``paths.logs`` is bind-mounted at the same path). The third item is a
-    note saying so (None when read from the target)."""
-    ex, container = target(record)
-    if ex is not None:
-        return ex, container, None
-    host = host_log(record)
-    if host is None:
-        return None, container, None
-    return HostExecutor(), container, (f"the run's container is {container.get('state')}: reading its log from "
-                                       f"this host ({record.run_log})")
-
-
-def host_log(record: RunRecord) -> str | None:
-    """The run log as a host file, when a single-node Docker run's log is one: named as verlctl names it, outside
-    the container's own work dir, a regular file (never a symlink planted at its name)."""
-    import stat as stat_
-
-    p = record.run_log
-    if record.runtime != "docker" or record.head_address or not p.startswith("/"):
-        return None
-    if os.path.basename(p) != f"verlctl-{record.run_id}.log" or p.startswith(record.workdir.rstrip("/") + "/"):
-        return None
-    try:
-        st = os.lstat(p)
-    except OSError:
-        return None
-    return p if stat_.S_ISREG(st.st_mode) else None
-
-
-def _client_for(record: RunRecord, address: str | None) -> Any:
-    from verlctl.runtime import containers
-
-    if address is None:
-        return containers.connect()
-    from verlctl.runtime.nodes import node_client
-
-    return node_client(address, record.ssh_user, record.ssh_port, record.remote_docker_socket, record.ssh_config)
-
-
-def worker_targets(record: RunRecord) -> list[tuple[Any, Executor | None, dict[str, Any]]]:
-    """(handle, executor or None, container info) for every worker node of a multi-node run."""
-    import docker
-
-    out: list[tuple[Any, Executor | None, dict[str, Any]]] = []
-    for w in record.workers:
-        try:
-            client = _client_for(record, w.address)
-            c = client.containers.get(w.container_id or w.container_name)
-        except docker.errors.NotFound:
-            out.append((w, None, {"node": w.address, "state": "removed"}))
-            continue
-        except VerlctlError as exc:
-            out.append((w, None, {"node": w.address, "state": f"unreachable: {exc.message}"}))
-            continue
-        info = {"node": w.address, "name": c.name, "id": c.id[:12], "state": c.status}
-        out.append((w, DockerExecutor(client, c.id, f"{c.name}@{w.address}") if c.status == "running" else None, info))
-    return out
-
-
-def read_tail(ex: Executor, path: str, max_bytes: int = TAIL_BYTES) -> str:
-    size = ex.file_size(path)
-    if size is None:
-        return ""
-    start = max(0, size - max_bytes)
-    data = ex.read_log(path, offset=start)[0] or b""  # a symlink planted at the log's name, a FIFO: not read
-    text = data.decode(errors="replace")
-    if start > 0:
-        text = text.split("\n", 1)[-1]
-    return text
 
 
 def watcher_alive(record: RunRecord) -> bool:
@@ -225,7 +138,7 @@ def run_status(run_id: str | None) -> dict[str, Any]:
     if text is not None:
         doc["log_read_from"] = "host"
     elif ex is not None:
-        text = _read_from(ex, record.run_log, offset, TAIL_BYTES)
+        text = read_from(ex, record.run_log, offset, TAIL_BYTES)
         doc["log_read_from"] = "target"
     if text:
         summarise(text, doc)
@@ -261,20 +174,6 @@ def stop_ended_it(record: RunRecord) -> bool:
     (an older verlctl) or stopped just now (no event yet) counts as ended by the stop."""
     last = next((e for e in reversed(record.events()) if e.get("event") == "stopped"), None)
     return last is None or bool(last.get("signalled", True))
-
-
-def _read_from(ex: Executor, path: str, offset: int, max_bytes: int) -> str:
-    size = ex.file_size(path)
-    if size is None:
-        return ""
-    start = max(offset, size - max_bytes)
-    if start > size:  # the log was truncated or replaced: read its end
-        start = max(0, size - max_bytes)
-    data = ex.read_log(path, offset=start)[0] or b""  # a FIFO or a link at the log's name: nothing read
-    text = data.decode(errors="replace")
-    if start > offset:
-        text = text.split("\n", 1)[-1]
-    return text
 
 
 def watcher_outcome(record: RunRecord, doc: dict[str, Any], events: list[dict[str, Any]] | None = None) -> None:
@@ -437,45 +336,6 @@ def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
         return 0
 
 
-Group = tuple[Executor, GroupRef, str]
-
-
-def stop_groups(groups: list[Group], grace: float, say: Any = None, kill_wait: float = KILL_WAIT_S) -> list[Group]:
-    """SIGTERM every verified group (and the processes of its attempt in other groups, e.g. Ray workers) at
-    once, wait (one shared grace period), SIGKILL what is left; fail if any stays ``kill_wait`` s after that. Ray's own daemons of an
-    attempt get SIGKILL after ``RAY_DAEMON_GRACE_S`` (the training's processes keep the whole grace). Each
-    signal is sent only after the group's identity is verified again, in the target's PID namespace."""
-    import signal
-
-    for gex, ref, _ in groups:
-        gex.signal_group(ref, signal.SIGTERM)
-    started = time.monotonic()
-    deadline = started + grace
-    alive = list(groups)
-    escalated = False
-    while alive and time.monotonic() < deadline:
-        alive = [g for g in alive if g[0].group_alive(g[1])]
-        if alive and not escalated and time.monotonic() - started >= min(RAY_DAEMON_GRACE_S, grace):
-            escalated = True
-            for gex, ref, where in alive:
-                killed = gex.kill_ray_daemons(ref)
-                if killed and say is not None:
-                    say(f"SIGKILL to Ray's daemons still running {RAY_DAEMON_GRACE_S:g}s after SIGTERM in {where}: "
-                        + ", ".join(f"{name} (pid {pid})" for pid, name in killed))
-        if alive:
-            time.sleep(0.2)
-    for gex, ref, _ in alive:
-        gex.signal_group(ref, signal.SIGKILL)
-    deadline = time.monotonic() + kill_wait
-    while alive and time.monotonic() < deadline:
-        alive = [g for g in alive if g[0].group_alive(g[1])]
-        if alive:
-            time.sleep(0.2)
-    if alive:
-        raise RuntimeFailure(f"process group {alive[0][1].pgid} in {alive[0][2]} did not stop")
-    return groups
-
-
 def _describe_wait(verdict: dict[str, Any], ref: GroupRef, where: str) -> str:
     n_group = len(verdict.get("group") or [])
     n_strays = len(verdict.get("strays") or [])
@@ -621,7 +481,7 @@ def stop_run(run_id: str | None, remove_container: bool, grace: float, console: 
                                          "why": "host runtime: no container"})
             console.print("no container to remove (host runtime)")
         else:
-            result["containers"] += _remove_own_containers(record, console)
+            result["containers"] += remove_own_containers(record, console)
     return result
 
 
@@ -689,142 +549,8 @@ def mode_gone(mode: str | None, mode_found: list[Found]) -> list[dict[str, Any]]
     return out
 
 
-def stop_followers(record: RunRecord, ex: Executor | None, say: Callable[[str], None], warnings: list[str]) -> list[int]:
-    """A18: stop the run's log followers (a watcher's ``tail -F``) left in its target, also those of a watcher
-    killed with -9 (whose own clean-up never ran); each verified as the run's own there, just before its
-    signal (runtime/procscan.py, stop_followers). Their pids (in the target's namespace)."""
-    if ex is None or not record.run_log:
-        return []
-    try:
-        done = ex.stop_followers(record.run_id, record.run_log)
-    except VerlctlError as exc:
-        warnings.append(f"the run's log followers were not checked: {exc.message}")
-        say(f"warning: {warnings[-1]}")
-        return []
-    pids = [int(p) for p in done.get("signalled") or []]
-    if pids:
-        say(f"stopped {len(pids)} log follower{'s' if len(pids) != 1 else ''} of the run (a watcher's `tail -F`, "
-            f"pid {', '.join(map(str, pids))} in {ex.describe()})")
-    for why in done.get("refused") or []:
-        warnings.append(f"a log follower of the run was not stopped: {why}")
-        say(f"warning: {warnings[-1]}")
-    return pids
-
-
 def _remove_key_files(record: RunRecord, ex: Executor | None, console: Any) -> list[str]:
     return remove_key_files(record, ex, lambda text: console.print(text, highlight=False, markup=False))
-
-
-def remove_key_files(record: RunRecord, ex: Executor | None, say: Callable[[str], None]) -> list[str]:
-    """Remove the run's 0600 env file (it holds the SwanLab key) on the head and every worker node: nothing
-    reads it once the run is stopped, has finished, or is given up (a relaunch would read it). Returns the
-    warnings, each also said."""
-    from verlctl.render.render import ENV_FILE, SWANLAB_STORE
-
-    targets: list[Executor] = [ex] if ex is not None else []
-    targets += [wex for _w, wex, _ in worker_targets(record) if wex is not None]
-    warnings = []
-    # The env file and the run's SwanLab login store (a directory start_verl.sh writes) both hold the key: the
-    # file with `rm -f` (anything else in its place is a failure to report), the store with `rm -rf`.
-    removals = [(["rm", "-f", "--", f"{record.scripts_dir}/{ENV_FILE}"], f"{record.scripts_dir}/{ENV_FILE}"),
-                (["rm", "-rf", "--", f"{record.scripts_dir}/{SWANLAB_STORE}"], f"{record.scripts_dir}/{SWANLAB_STORE}")]
-    for t in targets:
-        for argv, path in removals:
-            try:
-                res = t.run(argv, timeout=30)
-            except VerlctlError as exc:  # the target is gone or unreachable: nothing there to remove now
-                warnings.append(f"could not remove {path} in {t.describe()}: {exc.message}")
-                say(f"warning: {warnings[-1]}")
-                break  # one warning for an unreachable target: the second removal would fail the same way
-            if not res.ok:
-                warnings.append(f"could not remove {path} in {t.describe()}: {res.err.strip()[:200]}")
-                say(f"warning: {warnings[-1]}")
-    return warnings
-
-
-KEEP_ALIVE = "sleep infinity"  # the command of a container verlctl creates (runtime/containers.py)
-
-
-def container_users(record: RunRecord, container: Any, client: Any) -> list[str]:
-    """Why ``container`` must not be removed for ``record``: other runs that use it (recorded and not
-    stopped; for a running container, alive in it), and every live process in it other than its init, its
-    keep-alive (``sleep infinity``) and this run's own (its marker, its watcher's ``tail -F`` of its log):
-    a colleague's ``docker exec`` has no marker and is as much in use. Empty when only this run uses it."""
-    from verlctl.runtime.executor import DockerExecutor
-
-    reasons: list[str] = []
-    running = container.status == "running"
-    ex = DockerExecutor(client, container.id, container.name) if running else None
-    for other in all_runs():
-        if other.run_id == record.run_id or other.container_id != container.id or other.stopped:
-            continue
-        if ex is None:
-            reasons.append(f"run {other.run_id} uses it and is not stopped")
-            continue
-        oref = other.ref
-        if oref is not None and ex.group_alive(oref):
-            reasons.append(f"run {other.run_id} is running in it")
-    if ex is not None:
-        others = []
-        for p in ex.residents():
-            cmd = str(p.get("cmd") or "")
-            if p.get("pid") == 1 or (p.get("ppid") == 1 and cmd == KEEP_ALIVE):
-                continue
-            owner = str(p.get("marker") or "").split("/", 1)[0]  # markers are <run id>/<attempt>/<token>
-            if owner == record.run_id or (p.get("follower") and record.run_log and record.run_log in cmd):
-                continue
-            who = f"run {owner}" if owner else f"uid {p.get('uid')}"
-            others.append(f"pid {p.get('pid')} ({who}): {cmd[:60]}")
-        if others:
-            more = f", and {len(others) - 1} more" if len(others) > 1 else ""
-            reasons.append(f"{len(others)} other process{'es' if len(others) != 1 else ''} live in it: "
-                           f"{others[0]}{more}")
-    return reasons
-
-
-def _remove_one(record: RunRecord, client: Any, cid: str | None, name: str | None, created: bool,
-                where: str, console: Any, node: str | None = None) -> dict[str, Any]:
-    from verlctl.runtime import containers
-
-    label = f"{containers.LABEL_PREFIX}.run"
-    c = containers.find_container(client, cid or "") if cid else None
-    shown = f"{name}{where}"
-    outcome: dict[str, Any] = {"name": name, "node": node, "action": "kept", "why": None}
-    if c is None:
-        console.print(f"container {shown} is already gone", highlight=False, markup=False)
-        return {**outcome, "action": "gone"}
-    if not created or (c.labels or {}).get(label) != record.run_id:
-        owner = (c.labels or {}).get(label)
-        why = f"not created by this run ({'created by run ' + owner if owner else 'not created by verlctl'})"
-        console.print(f"container {shown} was {why}: left in place", highlight=False, markup=False)
-        return {**outcome, "why": why}
-    users = container_users(record, c, client)
-    if users:
-        console.print(f"container {shown} is in use ({users[0]}): left in place", highlight=False, markup=False)
-        return {**outcome, "why": f"in use ({users[0]})"}
-    c.remove(force=True)
-    console.print(f"removed container {shown}", highlight=False, markup=False)
-    with contextlib.suppress(OSError):
-        record.event("container_removed", container=name, node=where.strip() or None)
-    return {**outcome, "action": "removed"}
-
-
-def _remove_own_containers(record: RunRecord, console: Any) -> list[dict[str, Any]]:
-    """Remove the containers this run created (label checked), when no other run uses them."""
-    client = _client_for(record, record.head_address)
-    out = [_remove_one(record, client, record.container_id, record.container_name, record.container_created, "",
-                       console, record.head_address)]
-    for w in record.workers:
-        try:
-            wclient = _client_for(record, w.address)
-        except VerlctlError as exc:
-            console.print(f"container {w.container_name} on {w.address}: {exc.message}", highlight=False,
-                          markup=False)
-            out.append({"name": w.container_name, "node": w.address, "action": "kept", "why": exc.message})
-            continue
-        out.append(_remove_one(record, wclient, w.container_id, w.container_name, w.container_created,
-                               f" on {w.address}", console, w.address))
-    return out
 
 
 def run_states(runs: list[RunRecord]) -> dict[str, Any]:
@@ -857,7 +583,7 @@ def run_states(runs: list[RunRecord]) -> dict[str, Any]:
             client = None
             if r.runtime == "docker" and r.head_address is None:
                 if "local" not in clients:
-                    clients["local"] = _client_for(r, None)
+                    clients["local"] = client_for(r, None)
                 client = clients["local"]
             ex, _container = target(r, client)
             alive = bool(ex.verdict(r.ref)["owned"]) if ex is not None else False
@@ -870,7 +596,7 @@ def run_states(runs: list[RunRecord]) -> dict[str, Any]:
 
     if any(r.runtime == "docker" and r.head_address is None for r, *_ in undecided):
         try:
-            clients["local"] = _client_for(undecided[0][0], None)
+            clients["local"] = client_for(undecided[0][0], None)
         except VerlctlError as exc:
             for r, *_ in undecided:
                 if r.runtime == "docker" and r.head_address is None:

@@ -24,28 +24,21 @@ from verlctl.backends.base import (
     LaunchRequest,
     MountRequest,
     run_id_for,
-    walk,
 )
 from verlctl.backends.base import Stage as S
+from verlctl.backends.docker import DockerBackend, NodeTarget, attempt_marker
 from verlctl.checks.findings import Finding, Severity, has_errors
 from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
 from verlctl.ops import preflight
 from verlctl.ops.markers import RAY_START_FAILURES, TRAINING_MARKER, has_progress
 from verlctl.ops.resume import resume_action, resume_point
+from verlctl.ops.stages import walk
 from verlctl.plan import Plan, make_plan
-from verlctl.render.render import ENV_FILE, START_SCRIPT, SWANLAB_STORE, TRAIN_SCRIPT, Rendered
+from verlctl.render.render import ENV_FILE, START_SCRIPT, TRAIN_SCRIPT, Rendered
 from verlctl.runtime.executor import Executor, FileSpec, GroupRef
 from verlctl.runtime.records import Attempt, RunRecord
 from verlctl.runtime.workdirs import directories_to_create
 from verlctl.spec.resolve import ResolvedSpec
-
-
-def attempt_marker(run_id: str, attempt: int, node: str | None = None) -> str:
-    """The identity every process of one attempt carries in its environment (random: never guessed)."""
-    import secrets
-
-    where = f"@{node}" if node else ""
-    return f"{run_id}/{attempt}{where}/{secrets.token_hex(8)}"  # '/' is never in a run id
 
 
 @dataclass
@@ -68,16 +61,6 @@ class Readiness:
     device_tool: str | None = None
     devices_seen: int | None = None
     notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class NodeTarget:
-    """Another node of a multi-node run (the head is the Launcher's own client / plan)."""
-
-    address: str
-    client: Any
-    plan: Any
-    executor: Executor | None = None
 
 
 @dataclass
@@ -135,12 +118,9 @@ class Launcher:
         self.console = console
         self.report = Reporter(console)
         self.confirm = confirm
-        self.client: Any = None
-        self.container: Any = None
-        self.container_plan: Any = None
-        self.executor: Executor | None = None
+        # the target (engine clients, container plans, executors, worker nodes): the local backend's
+        self.backend = DockerBackend(console, self.report)
         self.record: RunRecord | None = None
-        self.workers: list[NodeTarget] = []
         self.actions: list[str] = []  # what run() planned, and its findings (launch --json)
         self.last_failure_category: str | None = None  # the diagnosis of the last failed verify
         self.findings: list[Finding] = []
@@ -148,9 +128,41 @@ class Launcher:
         self._gate: str | None = None  # the start gate of the attempt being launched (closed on an interrupt)
         self.facts: Any = None  # the verdict's facts (CheckFacts), collected once
         self.verdict: Any = None  # the Verdict of run()
-        self.blocked: list[str] = []  # container plans that could not be made (the verdict says why)
         self.request: LaunchRequest | None = None  # what prepare() planned
         self.the_plan: Plan | None = None
+
+    # The target's state, kept by the backend (the canary, the fabric check and the stages read it here).
+    @property
+    def client(self) -> Any:
+        return self.backend.client
+
+    @property
+    def container(self) -> Any:
+        return self.backend.container
+
+    @property
+    def container_plan(self) -> Any:
+        return self.backend.container_plan
+
+    @property
+    def executor(self) -> Executor | None:
+        return self.backend.executor
+
+    @executor.setter
+    def executor(self, ex: Executor | None) -> None:
+        self.backend.executor = ex
+
+    @property
+    def workers(self) -> list[NodeTarget]:
+        return self.backend.workers
+
+    @workers.setter
+    def workers(self, workers: list[NodeTarget]) -> None:
+        self.backend.workers = workers
+
+    @property
+    def blocked(self) -> list[str]:
+        return self.backend.blocked
 
     # --------------------------------------------------------------------------------- planning
 
@@ -250,35 +262,9 @@ class Launcher:
                 hint="or run `verlctl plan -o DIR` and start start_verl.sh on every node yourself",
             )
         if spec.container.runtime == "docker":
-            from verlctl.runtime import containers
-            from verlctl.runtime.nodes import node_client
-
-            explicit_image = self.resolved.explicit("container.image")
-            explicit_name = self.resolved.explicit("container.name")
-            c = spec.cluster
-            head = c.master_addr if multi else None
-            try:  # its refusals are the verdict's rules too: the dry run lists them all, with the actions
-                self.client = (
-                    node_client(head, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config) if head
-                    else containers.connect()
-                )
-                self.container_plan = containers.plan_container(
-                    self.client, spec, allow_pull=opts.pull, image_explicit=explicit_image,
-                    name_explicit=explicit_name
-                )
-            except VerlctlError as exc:
-                self.blocked.append(exc.message)
-            engines = {_engine_id(self.client)} if self.client is not None else set()
-            for i, address in enumerate(n for n in c.nodes if multi and n != head and self.client is not None):
-                client = node_client(address, c.ssh_user, c.ssh_port, c.remote_docker_socket, c.ssh_config)
-                # Nodes that share one Docker engine (a test rig, or two addresses of one machine) cannot share
-                # a container name: the extra ones get a node suffix.
-                engine = _engine_id(client)
-                name = f"{spec.container.name}-node{i + 1}" if engine in engines else None
-                engines.add(engine)
-                plan = containers.plan_container(client, spec, allow_pull=opts.pull, image_explicit=explicit_image,
-                                                 name=name, name_explicit=explicit_name)
-                self.workers.append(NodeTarget(address, client, plan))
+            self.backend.plan_containers(spec, multi=multi, pull=opts.pull,
+                                         image_explicit=self.resolved.explicit("container.image"),
+                                         name_explicit=self.resolved.explicit("container.name"))
         the_plan = self.plan()
         if self.blocked and not has_errors(the_plan.findings):
             raise VerlctlError(self.blocked[0])  # a refusal no rule foresaw: the run stops here, as before
@@ -393,19 +379,6 @@ class Launcher:
         done += [f"container {c} removed" for c in cleaned.get("removed_containers", [])]
         return (f"interrupted ({what}) during launch of run {record.run_id}: "
                 + (", ".join(done) if done else "nothing had been started") + "; the run is marked stopped")
-
-    def _adopt_created_container(self, record: RunRecord) -> None:
-        """A container created for this run whose id was not recorded yet (interrupted inside the create
-        call): found by its ``io.verlctl.run`` label, so that the clean-up can remove it."""
-        if record.runtime != "docker" or record.container_id or self.client is None:
-            return
-        from verlctl.runtime import containers
-
-        with contextlib.suppress(Exception):
-            found = self.client.containers.list(all=True, filters={"label": f"{containers.LABEL_PREFIX}.run={record.run_id}"})
-            if len(found) == 1:
-                record.container_id = found[0].id
-                record.container_created = True
 
     def _print_findings(self, findings: list[Finding]) -> None:
         from verlctl.report import print_findings
@@ -578,147 +551,33 @@ class Launcher:
                 S.PREFLIGHT: gated(preflight), S.SWANLAB: gated(swanlab), S.OPEN_GATE: open_gate, S.VERIFY: verify,
                 S.RECORD: record.save}
 
-    def _clean_up_failed(self, record: RunRecord) -> dict[str, Any]:
-        """After a failed launch: stop what it started (verified), remove the key file it placed, and
-        remove the containers it created (only those, and only when no other run uses them)."""
-        from verlctl.runtime.executor import DockerExecutor
-
-        done: dict[str, Any] = {}
-        targets: list[tuple[Executor | None, Any, Any, bool, str]] = [
-            (self.executor, self.client, record.container_id, record.container_created, "")]
-        targets += [(w.executor, w.client, h.container_id, h.container_created, f" on {w.address}")
-                    for w, h in zip(self.workers, record.workers, strict=False)]
-        ref = record.ref
-        for i, (ex, client, cid, created, where) in enumerate(targets):
-            if ex is None and not (created and cid):
-                continue
-            try:
-                if ex is not None:
-                    group = ref if i == 0 else record.workers[i - 1].ref
-                    if group is not None and ex.group_alive(group):
-                        ex.stop_group(group, grace_s=20)
-                    ex.run(["rm", "-rf", "--", f"{record.scripts_dir}/{ENV_FILE}",
-                            f"{record.scripts_dir}/{SWANLAB_STORE}"], timeout=30)
-                if created and cid and record.runtime == "docker":
-                    from verlctl.ops.inspect import container_users
-                    from verlctl.runtime import containers
-
-                    c = containers.find_container(client, cid)
-                    label = (c.labels or {}).get(f"{containers.LABEL_PREFIX}.run") if c is not None else None
-                    if c is not None and label == record.run_id and not container_users(record, c, client):
-                        c.remove(force=True)
-                        self.report.step(f"removed container {c.name}{where} (created by this failed launch)")
-                        done.setdefault("removed_containers", []).append(c.name)
-                        if isinstance(ex, DockerExecutor) and i == 0:
-                            self.executor = None
-            except Exception as exc:  # noqa: BLE001 - clean-up must not hide the launch error
-                self.report.warn(f"clean-up after the failed launch{where}: {exc}")
-        return done
-
     # ------------------------------------------------------------------------------- the target
+    # (the local backend's: backends/docker.py; verl's part, the proxy environment, is composed here)
+
+    def _proxies(self, record: RunRecord) -> dict[str, str]:
+        from verlctl.verl.environment import proxy_env
+        from verlctl.verl.table import Ctx
+
+        return proxy_env(Ctx(self.resolved.spec, record.verl_version))
 
     def _prepare_target(self, record: RunRecord) -> Executor:
-        spec = self.resolved.spec
-        if spec.container.runtime == "host":
-            from verlctl.runtime.executor import HostExecutor
-
-            env = f", Python environment {spec.container.python_env}" if spec.container.python_env else ""
-            self.report.step(f"run on this host (container.runtime: host{env})")
-            return HostExecutor(spec.container.python_env)
-        from verlctl.runtime import containers
-        from verlctl.runtime.executor import DockerExecutor
-
-        plan = self.container_plan
-        if plan.exists:
-            container = containers.find_container(self.client, spec.container.name)
-            if container is None:
-                raise RuntimeFailure(f"container {spec.container.name} disappeared")
-            self.report.step(f"reuse container {spec.container.name} ({container.status})")
-            if container.status != "running":
-                self.report.step(f"start container {spec.container.name}")
-                containers.start_container(container)
-            record.container_created = False
-        else:
-            if plan.pull:
-                self.report.step(f"pull image {spec.container.image}")
-                containers.pull_image(self.client, spec.container.image, self.console)
-            for m in plan.added_mounts:
-                self.report.note(f"adding mount {m.host} (covers {m.why})")
-            self.report.step(f"create container {spec.container.name} from {spec.container.image}")
-            from verlctl.verl.environment import proxy_env
-            from verlctl.verl.table import Ctx
-
-            container = containers.create_container(
-                self.client,
-                spec,
-                plan,
-                containers.labels_for(record.run_id, record.experiment),
-                proxy_env(Ctx(spec, record.verl_version)),
-            )
-            record.container_created = True
-            record.container_id = container.id
-            record.save()
-            self.report.step(f"start container {spec.container.name}")
-            containers.start_container(container)
-        self.container = container
-        record.container_id = container.id
-        record.save()
-        return DockerExecutor(self.client, container.id, spec.container.name)
+        return self.backend.prepare_target(record, self.resolved.spec, self._proxies(record))
 
     def _prepare_worker(self, record: RunRecord, w: NodeTarget) -> Executor:
-        from verlctl.runtime import containers
-        from verlctl.runtime.executor import DockerExecutor
-        from verlctl.runtime.records import NodeHandle
-
-        spec = self.resolved.spec
-        name = w.plan.name
-        handle = NodeHandle(address=w.address, container_name=name)
-        if w.plan.exists:
-            container = containers.find_container(w.client, name)
-            if container is None:
-                raise RuntimeFailure(f"container {name} on {w.address} disappeared")
-            self.report.step(f"reuse container {name} on {w.address} ({container.status})")
-            if container.status != "running":
-                containers.start_container(container)
-        else:
-            if w.plan.pull:
-                self.report.step(f"pull image {spec.container.image} on {w.address}")
-                containers.pull_image(w.client, spec.container.image, self.console)
-            self.report.step(f"create container {name} on {w.address}")
-            from verlctl.verl.environment import proxy_env
-            from verlctl.verl.table import Ctx
-
-            container = containers.create_container(
-                w.client, spec, w.plan, containers.labels_for(record.run_id, record.experiment),
-                proxy_env(Ctx(spec, record.verl_version)),
-            )
-            handle.container_created = True
-            containers.start_container(container)
-        handle.container_id = container.id
-        record.workers.append(handle)
-        record.save()
-        return DockerExecutor(w.client, container.id, f"{name}@{w.address}")
+        return self.backend.prepare_worker(record, w, self.resolved.spec, self._proxies(record))
 
     def start_workers(self, record: RunRecord, the_plan: Plan, reason: str) -> None:
         """Start the script on every other node as a Ray worker (it retries joining the head)."""
-        for w, handle in zip(self.workers, record.workers, strict=True):
-            if w.executor is None:
-                continue
-            self.report.step(f"start {START_SCRIPT} on {w.address} (Ray worker, {reason})")
-            ref = w.executor.start_group(
-                ["bash", f"{record.scripts_dir}/{START_SCRIPT}"], record.run_log,
-                attempt_marker(record.run_id, len(record.attempts) + 1, w.address), cwd=record.workdir,
-                env={"VERLCTL_ROLE": "worker"},
-            )
-            handle.pgid, handle.marker, handle.leader_start = ref.pgid, ref.marker, ref.start
-            handle.container_started_at = ref.container_started_at
-            record.event("worker_started", node=w.address, pgid=handle.pgid, reason=reason)
-        record.save()
+        self.backend.start_workers(record, reason)
 
     def stop_workers(self, record: RunRecord) -> None:
-        for w, handle in zip(self.workers, record.workers, strict=False):
-            if w.executor is not None and handle.ref is not None:
-                w.executor.stop_group(handle.ref, grace_s=20)
+        self.backend.stop_workers(record)
+
+    def _clean_up_failed(self, record: RunRecord) -> dict[str, Any]:
+        return self.backend.clean_up_failed(record)
+
+    def _adopt_created_container(self, record: RunRecord) -> None:
+        self.backend.adopt_created_container(record)
 
     def _readiness(self, ex: Executor) -> Readiness:
         spec = self.resolved.spec
@@ -936,7 +795,7 @@ class Launcher:
             rendered = done[0][1]
             self._copy(ex, rendered, record.scripts_dir, env_file=False)
             if record.workers:
-                from verlctl.ops.inspect import worker_targets
+                from verlctl.backends.docker import worker_targets
 
                 self.workers = [NodeTarget(w.address, None, None, wex) for w, wex, _ in worker_targets(record)]
                 for target in self.workers:
@@ -1097,13 +956,6 @@ def _proxy_names(spec: Any) -> list[str]:
     from verlctl.verl.table import Ctx
 
     return list(proxy_env(Ctx(spec, spec.verl_version)))
-
-
-def _engine_id(client: Any) -> str:
-    try:
-        return str(client.info().get("ID") or id(client))
-    except Exception:  # noqa: BLE001 - an engine that does not say: treat as distinct
-        return str(id(client))
 
 
 def _sections(text: str) -> dict[str, str]:

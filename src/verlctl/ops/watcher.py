@@ -139,7 +139,9 @@ class LiveStatus:
 
 
 class RelaunchBackend(Protocol):
-    """What the watcher needs of the run's backend (``backends/docker.py``: the interface, not its modules)."""
+    """What the watcher needs of the run's verbs (``ops/runs.py``: ``LocalRun``): the relaunch is orchestration
+    (``Launcher.relaunch``); the worker nodes and the key files are the backend's target operations, reached
+    through it."""
 
     def workers(self, handle: Any) -> list[tuple[Any, Executor | None, dict[str, Any]]]: ...
 
@@ -198,8 +200,8 @@ class Watcher:
         backend: RelaunchBackend | None = None,
     ) -> None:
         if backend is None:
-            raise TypeError("Watcher needs the run's backend (verlctl.backends.backend_for(record))")
-        self.backend = backend  # relaunch, the worker nodes, the key files: through the launch interface
+            raise TypeError("Watcher needs the run's verbs (verlctl.ops.runs.run_for(record))")
+        self.backend = backend  # relaunch, the worker nodes, the key files: through the run's verbs
         self.record = record
         self.ex = executor
         self.resolved = resolved  # the run's spec as launched (ResolvedSpec): what the user asked for
