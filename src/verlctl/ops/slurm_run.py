@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from verlctl.backends import slurm as target
 from verlctl.backends.base import LaunchRequest
 from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
 from verlctl.render.slurm import SlurmOptions
@@ -25,17 +26,8 @@ from verlctl.runtime import slurm
 from verlctl.runtime.records import RunRecord, SlurmJobRef
 from verlctl.spec.resolve import ResolvedSpec
 
-JOB_SCRIPT = "job.sbatch"
 #: Secrets the job gets from the 0600 env file only, never from the submitting environment.
 SECRET_ENV = ("SWANLAB_API_KEY",)
-
-
-def job_dir_for(resolved: ResolvedSpec, run_id: str) -> Path:
-    logs = resolved.spec.paths.logs or ""
-    if not logs.startswith("/"):
-        raise VerlctlError(f"paths.logs {logs!r}: a Slurm run keeps its job files there and needs an absolute "
-                           "path on storage every node mounts; set paths.logs to one")
-    return Path(logs) / "verlctl-slurm" / run_id
 
 
 def render_job(resolved: ResolvedSpec, opts: SlurmOptions) -> tuple[Any, Any, str]:
@@ -63,35 +55,17 @@ def render_job(resolved: ResolvedSpec, opts: SlurmOptions) -> tuple[Any, Any, st
     return the_plan, rendered, job.script
 
 
-def job_name_of(script: str) -> str:
-    for line in script.splitlines():
-        if line.startswith("#SBATCH --job-name="):
-            return line.split("=", 1)[1]
-    raise RuntimeFailure("the rendered job has no --job-name")  # pragma: no cover - the template writes one
-
-
 def submit_job(record: RunRecord, resolved: ResolvedSpec, opts: SlurmOptions, reason: str,
                resumed_from: str | None) -> SlurmJobRef:
     """Render and submit one job of the run (the first, or a resubmission); recorded before it returns."""
-    from verlctl.files import write_file
-
     the_plan, rendered, script = render_job(resolved, opts)
-    job_dir = Path(record.scripts_dir)
-    job_dir.mkdir(parents=True, exist_ok=True)
-    n = len(record.slurm_jobs) + 1
-    script_path = write_file(job_dir / f"job-{n}.sbatch", script.encode(), 0o755)
-    if n == 1:  # a resubmission keeps it: the recorded spec has no secrets to render it again from
-        write_file(job_dir / "verlctl.env", rendered.env_file.encode(), 0o600)  # secrets: 0600 from the start
-    prefix = "" if n == 1 else f"attempt-{n}/"
-    for name, text in {**rendered.files, JOB_SCRIPT: script}.items():
-        record.write_file(prefix + name, text.encode("utf-8"))
+    n, script_path = target.write_job(record, script, rendered.env_file, rendered.files)
     # sbatch hands the submitting environment to the job (and slurmctld keeps it in its state): what the 0600
     # env file carries, the SwanLab key above all, is left out of it.
-    private = {*rendered.command.env_file, *SECRET_ENV}
-    env = {k: v for k, v in os.environ.items() if k not in private}
-    job_id = slurm.submit(script_path, job_dir, str(job_dir / "slurm-%j.out"), env=env)
+    job_id = target.sbatch(record, script_path, {*rendered.command.env_file, *SECRET_ENV})
+    job_dir = Path(record.scripts_dir)
     features = [k for k, s in the_plan.command.features.items() if s.on and s.applicable]
-    ref = SlurmJobRef(number=n, job_id=job_id, job_name=job_name_of(script), submitted_at=time.time(),
+    ref = SlurmJobRef(number=n, job_id=job_id, job_name=target.job_name_of(script), submitted_at=time.time(),
                       output=str(job_dir / f"slurm-{job_id}.out"), features=features, reason=reason,
                       resumed_from=resumed_from)
     record.slurm_jobs.append(ref)
@@ -118,10 +92,10 @@ def prepare_slurm(resolved: ResolvedSpec, opts: SlurmOptions, *, dry_run: bool,
     spec = resolved.spec
     check_options(opts, spec.device)
     run_id = run_id_for(spec.logging.experiment or "run", dry_run=dry_run)
-    job_dir = job_dir_for(resolved, run_id)
+    job_dir = target.job_dir_for(resolved.spec.paths.logs or "", run_id)
     _plan, rendered, script = render_job(resolved, opts)  # errors before anything is written
     actions = [
-        Action(S.WRITE_JOB, f"write the job ({JOB_SCRIPT}) and the 0600 env file into {job_dir}"),
+        Action(S.WRITE_JOB, f"write the job ({target.JOB_SCRIPT}) and the 0600 env file into {job_dir}"),
         Action(S.SUBMIT, f"sbatch --parsable it: {spec.cluster.node_count} node(s), one srun step per node (Ray "
                          "head, then workers)"),
         Action(S.SUBMIT, resume_action(spec.paths.checkpoints, spec)),
@@ -176,7 +150,7 @@ def launch_slurm(resolved: ResolvedSpec, opts: SlurmOptions, console: Any, *, ye
         try:
             ref = submit_job(record, resolved, opts, "launch", resume_point(spec.paths.checkpoints, spec))
         except VerlctlError as exc:
-            _remove_env_file(record)
+            target.remove_env_file(record)
             record.event("launch_failed", error=exc.message)
             raise
         console.print(f"submitted Slurm job {ref.job_id} ({ref.job_name}); output {ref.output}", highlight=False,
@@ -191,11 +165,11 @@ def abort_slurm_launch(record: RunRecord, what: str) -> str:
     cancelled, unsure = [], []
     for ref in record.slurm_jobs:
         try:
-            if slurm.cancel(ref.job_id, ref.job_name):
+            if target.cancel(ref):
                 cancelled.append(ref.job_id)
         except Exception:  # noqa: BLE001 - the controller did not answer: named, for `verlctl stop` or scancel
             unsure.append(ref.job_id)
-    _remove_env_file(record)
+    target.remove_env_file(record)
     record.stopped = True
     with contextlib.suppress(OSError):
         record.event("launch_interrupted", signal=what, cancelled_jobs=cancelled, unsure_jobs=unsure)
@@ -229,11 +203,11 @@ def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any
         # The next job is submitted only once this one is known to have ended: a state Slurm does not give (a
         # busy slurmctld) is asked again, and then stops the launch naming the job (slurm.cancel).
         try:
-            if slurm.cancel(ref.job_id, ref.job_name):
+            if target.cancel(ref):
                 record.event("stopped", job_id=ref.job_id, reason=f"retry after {category}")
-                _await_end(ref)
+                target.await_end(ref)
         except RuntimeFailure as exc:
-            _remove_env_file(record)
+            target.remove_env_file(record)
             record.event("launch_failed", error=exc.message, job_id=ref.job_id)
             raise RuntimeFailure(f"not submitting Slurm job {ref.job_id} again: {exc.message}", hint=exc.hint) from None
         ref = submit_job(record, resolved, opts, f"retry after {category}", ref.resumed_from)
@@ -244,25 +218,6 @@ def verify_job(record: RunRecord, ref: SlurmJobRef, timeout: float, console: Any
             return
         text, why = ended
     _fail(record, ref, text, why)
-
-
-#: How long a cancelled job may take to end (Slurm's KillWait, then its epilog) before a resubmission gives up.
-CANCEL_END_S = 90.0
-
-
-def _await_end(ref: SlurmJobRef, timeout: float = CANCEL_END_S) -> None:
-    """Wait until the cancelled job ``ref`` is known to have ended; a RuntimeFailure naming it else."""
-    deadline = time.monotonic() + timeout
-    while True:
-        st = slurm.known_state(ref.job_id)
-        if st.answered and not st.live:
-            return
-        if time.monotonic() >= deadline:
-            how = f"Slurm still reports it {st.state}" if st.answered else "Slurm did not say whether it ended"
-            raise RuntimeFailure(f"Slurm job {ref.job_id} was cancelled but {how} after {timeout:.0f}s",
-                                 hint=f"check it with `squeue --jobs={ref.job_id}`; cancel it with "
-                                      f"`scancel {ref.job_id}`")
-        time.sleep(1.0)
 
 
 def _save_options(record: RunRecord, opts: SlurmOptions) -> None:
@@ -288,19 +243,19 @@ def await_training(record: RunRecord, ref: SlurmJobRef, timeout: float, console:
     from verlctl.ops.markers import TRAINING_MARKER, has_progress
 
     deadline = time.monotonic() + timeout
-    st = slurm.state(ref.job_id)
+    st = target.job_state(ref)
     while time.monotonic() < deadline:
-        text = slurm.read_output(ref.output).decode(errors="replace")
+        text = target.read_output(ref).decode(errors="replace")
         after = text.split(TRAINING_MARKER, 1)[1] if TRAINING_MARKER in text else ""
         if after and has_progress(after):
             first = next((ln for ln in after.splitlines()[1:] if ln.strip()), "")
             record.event("verified", job_id=ref.job_id, first_line=first[:300])
             console.print(f"training is running: {first.strip()[:160]}", highlight=False, markup=False)
             return None
-        st = slurm.state(ref.job_id)
+        st = target.job_state(ref)
         if not st.live and st.state != "UNKNOWN":
             time.sleep(1.0)
-            return (slurm.read_output(ref.output).decode(errors="replace"),
+            return (target.read_output(ref).decode(errors="replace"),
                     f"Slurm job {ref.job_id} ended ({st.state}, exit {st.exit_code}) before training started")
         time.sleep(2.0)
     if st.state == "PENDING":
@@ -308,7 +263,7 @@ def await_training(record: RunRecord, ref: SlurmJobRef, timeout: float, console:
         console.print(f"Slurm job {ref.job_id} is still queued ({st.reason or 'pending'}): follow it with "
                       "`verlctl status`", highlight=False, markup=False)
         return None
-    return (slurm.read_output(ref.output).decode(errors="replace"),
+    return (target.read_output(ref).decode(errors="replace"),
             f"training did not start within {int(timeout)}s (Slurm job {ref.job_id} is {st.state})")
 
 
@@ -321,9 +276,9 @@ def _diagnosis(text: str) -> tuple[str | None, Any]:
 
 
 def _fail(record: RunRecord, ref: SlurmJobRef, text: str, why: str) -> None:
-    if slurm.cancel(ref.job_id, ref.job_name):
+    if target.cancel(ref):
         record.event("stopped", job_id=ref.job_id, reason="launch failed")
-    _remove_env_file(record)
+    target.remove_env_file(record)
     category, top = _diagnosis(text)
     tail = [ln for ln in text.splitlines() if ln.strip()][-15:]
     reason, hint = why, None
@@ -334,11 +289,6 @@ def _fail(record: RunRecord, ref: SlurmJobRef, text: str, why: str) -> None:
     raise RuntimeFailure(reason, hint=hint, code=EXIT_FAILURE)
 
 
-def _remove_env_file(record: RunRecord) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(Path(record.scripts_dir) / "verlctl.env")
-
-
 # ------------------------------------------------------------------------------------- status, logs, stop
 
 
@@ -346,7 +296,7 @@ def slurm_status(record: RunRecord) -> dict[str, Any]:
     from verlctl.ops.inspect import summarise, watcher_alive, watcher_outcome
 
     ref = record.slurm_jobs[-1] if record.slurm_jobs else None
-    st = slurm.state(ref.job_id) if ref else None
+    st = target.job_state(ref) if ref else None
     alive = bool(st and st.live)
     state = (st.state.lower() if st else "not submitted")
     if st and not st.live:
@@ -366,51 +316,14 @@ def slurm_status(record: RunRecord) -> dict[str, Any]:
     if live:
         doc["live"] = live
     if ref is not None:
-        size = slurm.output_size(ref.output) or 0
-        summarise(slurm.read_output(ref.output, max(0, size - 256 * 1024)).decode(errors="replace"), doc)
+        size = target.output_size(ref) or 0
+        summarise(target.read_output(ref, max(0, size - 256 * 1024)).decode(errors="replace"), doc)
     watcher_outcome(record, doc)
     return doc
 
 
 def slurm_logs(record: RunRecord, follow: bool, lines: int) -> int:
-    from verlctl.runtime.records import load_run
-
-    if not record.slurm_jobs:
-        raise VerlctlError(f"run {record.run_id} has no Slurm job")
-    ref = record.slurm_jobs[-1]
-    size = slurm.output_size(ref.output)
-    if size is None and not follow:
-        raise VerlctlError(f"no output at {ref.output} yet (Slurm job {ref.job_id} is {slurm.state(ref.job_id).state})")
-    start = max(0, (size or 0) - 256 * 1024) if lines else 0
-    out = slurm.read_output(ref.output, start, max_bytes=1 << 40 if not lines else 256 * 1024)
-    text_lines = out.decode(errors="replace").splitlines(keepends=True)
-    sys.stdout.write("".join(text_lines[-lines:] if lines else text_lines))
-    sys.stdout.flush()
-    if not follow:
-        return 0
-    pos = size or 0
-    idle = 0.0
-    try:
-        while True:
-            data = slurm.read_output(ref.output, pos)
-            if data:
-                sys.stdout.write(data.decode(errors="replace"))
-                sys.stdout.flush()
-                pos += len(data)
-                idle = 0.0
-                continue
-            idle += 1.0
-            if idle >= 5:
-                current = load_run(record.run_id)
-                if current.slurm_jobs and current.slurm_jobs[-1].job_id != ref.job_id:
-                    ref, pos = current.slurm_jobs[-1], 0  # the watcher resubmitted: follow the new job
-                    sys.stdout.write(f"[verlctl] following the resubmitted Slurm job {ref.job_id}\n")
-                    idle = 0.0
-                elif not slurm.state(ref.job_id).live and not _watcher_running(current):
-                    return 0
-            time.sleep(1.0)
-    except KeyboardInterrupt:
-        return 0
+    return target.show_output(record, follow, lines, _watcher_running)
 
 
 def _watcher_running(record: RunRecord) -> bool:
@@ -434,7 +347,7 @@ def slurm_stop(record: RunRecord, grace: float, console: Any, watching: bool) ->
     result["earlier_jobs_cancelled"] = []
     for earlier in record.slurm_jobs[:-1]:
         try:
-            if slurm.cancel(earlier.job_id, earlier.job_name):
+            if target.cancel(earlier):
                 result["earlier_jobs_cancelled"].append(earlier.job_id)
                 record.event("stop", job_id=earlier.job_id, cancelled=True)
                 console.print(f"cancelled earlier Slurm job {earlier.job_id} of the run", highlight=False,
@@ -447,10 +360,10 @@ def slurm_stop(record: RunRecord, grace: float, console: Any, watching: bool) ->
         result["not_signalled"] = "no Slurm job was recorded for this run"
         console.print("nothing to stop: no Slurm job was recorded for this run", highlight=False)
         return result
-    sent = slurm.cancel(ref.job_id, ref.job_name)
-    _remove_env_file(record)
+    sent = target.cancel(ref)
+    target.remove_env_file(record)
     if not sent:
-        state = slurm.state(ref.job_id).state
+        state = target.job_state(ref).state
         result["slurm_job"] = {"job_id": ref.job_id, "cancelled": False, "state": state}
         result["not_signalled"] = f"Slurm job {ref.job_id} had already ended ({state})"
         console.print(f"Slurm job {ref.job_id} had already ended ({state})", highlight=False, markup=False)
@@ -458,10 +371,10 @@ def slurm_stop(record: RunRecord, grace: float, console: Any, watching: bool) ->
         return result
     record.event("stop", job_id=ref.job_id, cancelled=True)
     deadline = time.monotonic() + max(grace, 5.0) + 60.0  # Slurm's KillWait before SIGKILL, then the epilog
-    st = slurm.state(ref.job_id)
+    st = target.job_state(ref)
     while st.live and time.monotonic() < deadline:
         time.sleep(1.0)
-        st = slurm.state(ref.job_id)
+        st = target.job_state(ref)
     result["slurm_job"] = {"job_id": ref.job_id, "cancelled": True, "state": st.state}
     if st.live:
         raise RuntimeFailure(f"cancelled Slurm job {ref.job_id}; Slurm still reports it {st.state}")
@@ -529,7 +442,7 @@ class SlurmWatcher:
                     self.emit("resume_failed", reason=f"gave up: {nothing}", attempt=job.number)
                     self._give_up(Decision(False, f"gave up: {nothing}"), "resume_no_progress")
                     return 1
-                _remove_env_file(self.record)  # no job of the run will read it again (it holds the secrets)
+                target.remove_env_file(self.record)  # no job of the run will read it again (it holds the secrets)
                 self.emit("finished", attempt=len(self.record.slurm_jobs))
                 self.record.write_status({**(self.record.read_status() or {}), "phase": "finished"})
                 return 0
@@ -566,7 +479,7 @@ class SlurmWatcher:
         ended_at: float | None = None
         last_state = 0.0
         while True:
-            data = slurm.read_output(ref.output, pos)
+            data = target.read_output(ref, pos)
             now = time.time()
             if data:
                 pos += len(data)
@@ -587,7 +500,7 @@ class SlurmWatcher:
                             self.say(f"verlctl watch: {warning_line(w.to_dict())}")
                             self.emit("health", attempt=ref.number, stops=stops, **w.to_dict())
                             if stops:
-                                slurm.cancel(ref.job_id, ref.job_name)
+                                target.cancel(ref)
                                 return "health", w
                     elif isinstance(ev, ErrorFound) and first_error_at is None:
                         first_error_at = now
@@ -605,7 +518,7 @@ class SlurmWatcher:
                 return "stopped", None
             if now - last_state >= 2.0:
                 last_state = now
-                st = slurm.state(ref.job_id)
+                st = target.job_state(ref)
                 if not st.live and ended_at is None:
                     ended_at = now
                 if ended_at is not None and now - ended_at >= 2.0:  # the output's last lines are in
@@ -619,7 +532,7 @@ class SlurmWatcher:
                 if (ended_at is None and first_error_at is not None and now - first_error_at >= self.error_grace_s
                         and classifier.findings() and classifier.findings()[0].category == "device_oom"):
                     # Hanging after an out-of-memory error: end this job (ours, by id) and recover.
-                    slurm.cancel(ref.job_id, ref.job_name)
+                    target.cancel(ref)
             if not data:
                 time.sleep(self.poll_s)
 
@@ -629,7 +542,7 @@ class SlurmWatcher:
     def _give_up(self, decision: Any, category: str | None) -> None:
         reason = decision.reason if decision.reason.startswith("gave up:") else f"gave up: {decision.reason}"
         self.say(f"verlctl watch: {reason}")
-        _remove_env_file(self.record)  # no resubmission will read it again (it holds the secrets)
+        target.remove_env_file(self.record)  # no resubmission will read it again (it holds the secrets)
         self.emit("gave_up", category=category, reason=reason, advice=decision.advice)
         self.record.write_status({**(self.record.read_status() or {}), "phase": "failed", "reason": reason})
 
