@@ -1,4 +1,4 @@
-"""Benchmark: the fabric gate's wall time (``ops/fabric.py``) on the gloo double, nodes x devices of your choice.
+"""Benchmark: the fabric gate's wall time (``orchestrator/fabric.py``) on the gloo double, nodes x devices of your choice.
 
 A benchmark, not a test. Starts ``--nodes`` containers of the real-verl image on a private Docker bridge network
 (each its own network namespace), runs the gate across them through DockerExecutors with ``--devices`` ranks per
@@ -6,7 +6,7 @@ node, prints the gate's seconds, the all-reduce bus bandwidth per size and the s
 made. The load average is printed beside it: compare runs only on one machine at one load.
 
 The budget is for a real cluster (2 nodes x 8 NPUs, HCCL, <= 60 s): there the bytes move in well under a second
-(see the arithmetic in ops/fabric.py's docstring) and the time is process start-up and communicator set-up, which
+(see the arithmetic in orchestrator/fabric.py's docstring) and the time is process start-up and communicator set-up, which
 this benchmark measures on the double (CPU processes, torch import, gloo's TCP rendezvous).
 
     .venv/bin/python bench/fabric_gate.py [--nodes 2] [--devices 8] [--sizes 1,16,64] [--image verlctl-realverl:0.9.1]
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 def main() -> int:
     import docker
 
-    from verlctl.ops.fabric import run_fabric
+    from verlctl.orchestrator.fabric import run_fabric
     from verlctl.runtime.executor import DockerExecutor
     from verlctl.spec.model import RunSpec
 

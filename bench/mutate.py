@@ -113,7 +113,7 @@ def is_docstring_or_annotation(tree: ast.AST) -> set[int]:
 #: Modules that send signals (or decide what gets one): a mutant of these can signal any process on the
 #: machine (a sampled `marker != marker` in procscan.py once made `stop` kill every process, as root). They
 #: are mutated only inside a private PID namespace (tests/signal_mutants.py runs them against decoys).
-SIGNAL_PATH_MODULES = ("src/verlctl/runtime/procscan.py", "src/verlctl/ops/inspect.py",
+SIGNAL_PATH_MODULES = ("src/verlctl/runtime/procscan.py", "src/verlctl/orchestrator/inspect.py",
                        "src/verlctl/backends/docker.py", "src/verlctl/runtime/executor.py")
 INIT_PID_NS = "pid:[4026531836]"  # the kernel's initial PID namespace (PROC_PID_INIT_INO)
 

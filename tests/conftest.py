@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 #: The repository, tests/, and tests/fixtures/: every test names its files through these, never by counting
-#: parents of its own path (tests live one directory down, by subject: tests/checks/, tests/ops/, ...).
+#: parents of its own path (tests live one directory down, by subject: tests/checks/, tests/orchestrator/, ...).
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 FIXTURES = TESTS / "fixtures"

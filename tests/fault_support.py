@@ -1,5 +1,5 @@
 """Set-up helpers shared by the bad-input, adversarial, ownership and fault tests (tests/spec/test_bad_input.py,
-tests/runtime/, tests/ops/test_faults_*.py): one place for the base spec,
+tests/runtime/, tests/orchestrator/test_faults_*.py): one place for the base spec,
 the one-line-error check, hand-written run records, real test processes and the launch-and-watch steps.
 Nothing here is a double: the processes are real, and so are the CLI runs and the watcher."""
 

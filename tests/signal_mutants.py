@@ -3,7 +3,7 @@
     unshare --pid --fork --mount-proc --kill-child -- .venv/bin/python tests/signal_mutants.py OUT.json [KINDS]
 
 KINDS: comma-separated mutant kinds of bench/mutate.py (default ``cmp,cmp-boundary``: every comparison).
-Mutated: the whole of runtime/procscan.py, and the stop path: ops/inspect.py (watcher_alive, stop_watcher,
+Mutated: the whole of runtime/procscan.py, and the stop path: orchestrator/inspect.py (watcher_alive, stop_watcher,
 stop_run), backends/docker.py (stop_groups) and runtime/executor.py (Executor.verdict / group_alive / signal_group /
 kill_ray_daemons / stop_group, HostExecutor._act). For each mutant a forked child installs the mutated module
 and runs ``stop`` on forged records (each naming a decoy by its real pid and start time) and on the real run's
@@ -39,7 +39,7 @@ SLEEP = "100000"
 KILL_WAIT = 2.0
 MODULES = {
     "src/verlctl/runtime/procscan.py": ("verlctl.runtime.procscan", None),
-    "src/verlctl/ops/inspect.py": ("verlctl.ops.inspect", {None: {"watcher_alive", "stop_watcher", "stop_run"}}),
+    "src/verlctl/orchestrator/inspect.py": ("verlctl.orchestrator.inspect", {None: {"watcher_alive", "stop_watcher", "stop_run"}}),
     "src/verlctl/backends/docker.py": ("verlctl.backends.docker", {None: {"stop_groups"}}),
     "src/verlctl/runtime/executor.py": ("verlctl.runtime.executor",
                                         {"Executor": {"verdict", "group_alive", "signal_group", "kill_ray_daemons",
@@ -198,8 +198,8 @@ def load_mutant(rel: str, source: str) -> None:
     setattr(sys.modules[pkg], attr, mod)
     # the modules that imported names from it by name are loaded again, in import order (the local backend
     # imports the executor's classes; inspect imports the backend's stop_groups and the executor's classes)
-    again = {"verlctl.runtime.executor": ("src/verlctl/backends/docker.py", "src/verlctl/ops/inspect.py"),
-             "verlctl.backends.docker": ("src/verlctl/ops/inspect.py",)}.get(name, ())
+    again = {"verlctl.runtime.executor": ("src/verlctl/backends/docker.py", "src/verlctl/orchestrator/inspect.py"),
+             "verlctl.backends.docker": ("src/verlctl/orchestrator/inspect.py",)}.get(name, ())
     for dep in again:
         dep_name = MODULES[dep][0]
         dmod = types.ModuleType(dep_name)
@@ -213,10 +213,10 @@ def run_stops(state: Path, ids: list[str]) -> None:
     os.environ["VERLCTL_STATE_DIR"] = str(state)
     from rich.console import Console
 
-    from verlctl.ops import inspect as _  # noqa: F401
+    from verlctl.orchestrator import inspect as _  # noqa: F401
 
     quiet = Console(file=open(os.devnull, "w"))  # noqa: SIM115
-    stop_run = sys.modules["verlctl.ops.inspect"].stop_run
+    stop_run = sys.modules["verlctl.orchestrator.inspect"].stop_run
 
     def one(run_id: str) -> None:
         with contextlib.suppress(BaseException):
@@ -291,7 +291,7 @@ def main() -> int:
     only = os.environ.get("SIGNAL_MUTANTS_ONLY")  # a module path, to run one module's mutants
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     import verlctl.backends.docker  # noqa: F401  (loaded once; each child replaces what it mutates)
-    import verlctl.ops.inspect  # noqa: F401
+    import verlctl.orchestrator.inspect  # noqa: F401
     import verlctl.runtime.executor  # noqa: F401
     import verlctl.runtime.procscan  # noqa: F401
 

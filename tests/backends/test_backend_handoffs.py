@@ -18,7 +18,7 @@ from rich.console import Console
 
 from verlctl.backends.base import Change, NotOnBackend
 from verlctl.backends.kuberay import KubeRayBackend, VolcanoBackend
-from verlctl.ops.runs import SlurmRun
+from verlctl.orchestrator.runs import SlurmRun
 
 from conftest import ROOT, clean_env, run_cli
 
@@ -55,7 +55,7 @@ def test_a_slurm_launch_interrupted_before_its_job_was_submitted_changes_nothing
 
 def test_a_slurm_backend_without_a_console_prints_to_one_and_keeps_a_given_one() -> None:
     """``verlctl status`` / ``stop`` / ``watch`` get the run's backend from its record without a console
-    (``ops.runs.run_for``): it prints to the terminal then; a given console (stderr under --json) is kept."""
+    (``orchestrator.runs.run_for``): it prints to the terminal then; a given console (stderr under --json) is kept."""
     assert isinstance(SlurmRun().console, Console)
     mine = Console(stderr=True)
     assert SlurmRun(mine).console is mine

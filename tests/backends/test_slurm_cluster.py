@@ -314,7 +314,7 @@ def test_a_job_whose_ray_start_up_times_out_is_submitted_once_more(slurm_cluster
 @pytest.mark.parametrize("sig", ["SIGHUP", "SIGTERM"])
 def test_a_signal_during_a_slurm_launch_cancels_its_job(slurm_cluster: slurm_support.SlurmCluster,
                                                         monkeypatch: pytest.MonkeyPatch, sig: str) -> None:
-    """The launch guard (ops/interrupts.py) for the Slurm backend: the terminal closing (SIGHUP) or a `kill`
+    """The launch guard (orchestrator/interrupts.py) for the Slurm backend: the terminal closing (SIGHUP) or a `kill`
     while `launch --backend slurm` waits for the job's first step cancels the job it submitted, removes the key
     file and marks the run stopped, with one line (exit 130). Before, the launch died and the job ran on."""
     import os

@@ -16,7 +16,7 @@ from test_check_cli import NO_PYARROW, run_check_cli
 from test_check_machine import write_parquet_without_prompt
 from verlctl.checks.findings import Finding, Severity
 from verlctl.checks.machine_checks import machine_findings
-from verlctl.ops.machine_facts import collect_facts
+from verlctl.orchestrator.machine_facts import collect_facts
 from verlctl.spec.resolve import load_spec
 
 from conftest import clean_env

@@ -30,7 +30,7 @@ from verlctl.detect.machine import MachineState
 from verlctl.detect.models import inspect_model
 from verlctl.detect.network import NetworkInfo, host_ips, parse_ip_addr, probe_network
 from verlctl.detect.npu import parse_npu_smi_info, probe_npu
-from verlctl.ops.machine_facts import collect_facts
+from verlctl.orchestrator.machine_facts import collect_facts
 from verlctl.spec.resolve import ResolvedSpec, load_spec
 
 from conftest import FIXTURES, fixture_text

@@ -1,6 +1,6 @@
 """The fabric gate's verdict on measurements (checks/fabric.py): the floors by device, the slowest link named by
 its nodes, an HCCL init failure shown with its error code and the failure catalogue's fix. The measurements
-themselves are taken over real links in tests/ops/test_fabric_gate.py."""
+themselves are taken over real links in tests/orchestrator/test_fabric_gate.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from verlctl.checks.fabric import fabric_findings, floors, init_failures
 from verlctl.detect.fabric_probe import FabricRun, parse_output
-from verlctl.ops.fabric import backend_of, diagnose, wanted
+from verlctl.orchestrator.fabric import backend_of, diagnose, wanted
 from verlctl.spec.resolve import load_spec
 
 from conftest import BASE_PATHS

@@ -410,7 +410,7 @@ def test_save_freq_beyond_the_last_step_is_reported() -> None:
 
 def test_m1_check_probes_the_recipe_entry_in_the_work_dir(tmp_path) -> None:
     from verlctl.checks.container import check_recipe
-    from verlctl.ops.machine_facts import collect_recipe
+    from verlctl.orchestrator.machine_facts import collect_recipe
 
     workdir = tmp_path / "verl"
     workdir.mkdir()

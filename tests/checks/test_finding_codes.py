@@ -51,7 +51,7 @@ from verlctl.detect.network import NetworkInfo, host_ips, parse_ip_addr, probe_n
 from verlctl.detect.node_probe import NodeFacts
 from verlctl.detect.npu import parse_npu_smi_info, probe_npu
 from verlctl.detect.system import DiskSpace, shm_space
-from verlctl.ops.machine_facts import collect_recipe
+from verlctl.orchestrator.machine_facts import collect_recipe
 from verlctl.spec.model import RunSpec
 from verlctl.spec.resolve import load_spec
 
@@ -1354,7 +1354,7 @@ NODE_ROWS = [
 
 # --------------------------------------------------------------------------------------------------
 # The fabric gate's verdict on what the probe measured (the probe itself runs in real containers, over real
-# links, in tests/ops/test_fabric_gate.py)
+# links, in tests/orchestrator/test_fabric_gate.py)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -1364,7 +1364,7 @@ def fabric(link_gbps: float = 20.0, busbw_gbps: float = 20.0, **run: Any) -> Fin
     def go(_tmp: Path) -> list[Finding]:
         from verlctl.checks.fabric import fabric_findings, init_failures
         from verlctl.detect.fabric_probe import FabricRun
-        from verlctl.ops.fabric import diagnose
+        from verlctl.orchestrator.fabric import diagnose
 
         spec = resolve(**{**BASE_PATHS, "cluster.nodes": [HEAD, WORKER_NODE], "cluster.devices": "0"}).spec
         measured = FabricRun(
@@ -1449,13 +1449,13 @@ def with_model(tmp: Path, resolved: Any) -> CheckFacts:
 
 
 def nodes_probe(tmp: Path, resolved: Any) -> CheckFacts:
-    from verlctl.ops.machine_facts import device_nodes_missing
+    from verlctl.orchestrator.machine_facts import device_nodes_missing
 
     return CheckFacts(machine=MachineState(), device_nodes_missing=device_nodes_missing(resolved.spec))
 
 
 def live_run(state: str) -> Callable[[Path, Any], CheckFacts]:
-    """A live run of this user's on devices 0 and 1, as ``ops.machine_facts.live_runs`` reports it for the
+    """A live run of this user's on devices 0 and 1, as ``orchestrator.machine_facts.live_runs`` reports it for the
     devices the spec shares with it."""
     from verlctl.checks.facts import LiveRun
 
@@ -1472,7 +1472,7 @@ def machine_of(capture: Callable[[], MachineState]) -> Callable[[Path, Any], Che
 
 def resume_probe(tmp: Path, resolved: Any) -> CheckFacts:
     """A real checkpoint dir holding global_step_60 (what verl's resume_mode=auto finds), read by the collector."""
-    from verlctl.ops.machine_facts import resume_step
+    from verlctl.orchestrator.machine_facts import resume_step
 
     ckpt = Path(resolved.spec.paths.checkpoints)
     (ckpt / "global_step_60").mkdir(parents=True, exist_ok=True)
@@ -1482,7 +1482,7 @@ def resume_probe(tmp: Path, resolved: Any) -> CheckFacts:
 
 def ray_ports(held: bool) -> Findings:
     """cluster.ray_port held by a real listening socket (``held``), or just released; probed by the collector."""
-    from verlctl.ops.machine_facts import ray_ports_busy
+    from verlctl.orchestrator.machine_facts import ray_ports_busy
 
     def run(tmp: Path) -> list[Finding]:
         holder, port = _free_ports(1)
@@ -1518,7 +1518,7 @@ def target_lookup(flash: bool = True, extra: list[str] | None = None, env: str =
     import verlcompose
 
     def run(tmp: Path) -> list[Finding]:
-        from verlctl.ops.machine_facts import collect_lookup
+        from verlctl.orchestrator.machine_facts import collect_lookup
 
         (tmp / "work").mkdir()
         python_env = sys.prefix
@@ -1604,13 +1604,13 @@ VERDICT_ROWS = [
 
 
 def swanlab_case(case: str) -> Findings:
-    """The swanlab_reach rule on the SwanLab host as check collects it (``ops.machine_facts.swanlab_reach``),
+    """The swanlab_reach rule on the SwanLab host as check collects it (``orchestrator.machine_facts.swanlab_reach``),
     tried against real loopback servers (tests/reach_support.py): a LAN host is stood in by 127.0.0.2, which
     the no_proxy ``localhost,127.0.0.1`` does not cover, and the corporate proxy by one answering 502."""
     import contextlib
 
     from reach_support import closed_port, http_server, proxy_server, raw_server
-    from verlctl.ops.machine_facts import swanlab_reach
+    from verlctl.orchestrator.machine_facts import swanlab_reach
 
     def run(tmp: Path) -> list[Finding]:
         with contextlib.ExitStack() as stack:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from verlctl.checks.nodes import check_node_routes
 from verlctl.detect.node_probe import parse_node_probe
-from verlctl.ops.node_preflight import MARKER_PREFIX, gather, probe_node
+from verlctl.orchestrator.node_preflight import MARKER_PREFIX, gather, probe_node
 from verlctl.runtime.executor import HostExecutor
 from verlctl.spec.resolve import load_spec
 

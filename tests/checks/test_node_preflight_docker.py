@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from verlctl.checks.findings import Finding, Severity
-from verlctl.ops.node_preflight import MARKER_PREFIX, check_nodes
+from verlctl.orchestrator.node_preflight import MARKER_PREFIX, check_nodes
 from verlctl.runtime.executor import DockerExecutor
 from verlctl.spec.resolve import load_spec
 

@@ -78,7 +78,7 @@ def test_reusing_a_container_that_does_not_mount_the_checkpoints_is_a_blocking_f
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, container_factory: Any, test_image: str
 ) -> None:
     from verlctl.checks.machine_checks import machine_findings
-    from verlctl.ops.machine_facts import collect_facts
+    from verlctl.orchestrator.machine_facts import collect_facts
 
     monkeypatch.chdir(tmp_path)
     flags = write_run_files(tmp_path)

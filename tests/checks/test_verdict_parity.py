@@ -34,7 +34,7 @@ from verlctl.detect.gpu import parse_nvidia_smi
 from verlctl.detect.machine import MachineState
 from verlctl.detect.models import inspect_model
 from verlctl.detect.npu import parse_npu_smi_info
-from verlctl.ops.machine_facts import INIT_SKIPS, ray_ports_busy, resume_step
+from verlctl.orchestrator.machine_facts import INIT_SKIPS, ray_ports_busy, resume_step
 from verlctl.spec.resolve import load_spec
 
 from conftest import FIXTURES, clean_env, fixture_text
@@ -250,7 +250,7 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_same_facts_same_error_codes(world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                      monkeypatch: pytest.MonkeyPatch, isolated: None) -> None:
     import verlctl.checks.verdict as verdict
-    import verlctl.ops.machine_facts as machine_facts
+    import verlctl.orchestrator.machine_facts as machine_facts
 
     def with_facts(only: set[Need] | None) -> Callable[[str], set[str]]:
         stand_in = StandIn(world.facts, only)

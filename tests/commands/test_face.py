@@ -84,7 +84,7 @@ def test_exit_statuses_reachable_without_an_engine(tmp_path: Path) -> None:
     oom = ROOT / "tests" / "fixtures" / "errors" / "npu-oom-runtimeerror-vllm-ascend-issue1987.txt"
     assert cli(state, "diagnose", str(oom)).code == ExitCode.FAILURE
     # DECLINED (3): tests/wizard/test_wizard_cli.py answers no to "Write the spec?" and "Launch with these
-    # settings?"; TIMEOUT (4): tests/ops/test_export_hf.py; INTERRUPTED (130): the wizard's Ctrl-C tests.
+    # settings?"; TIMEOUT (4): tests/orchestrator/test_export_hf.py; INTERRUPTED (130): the wizard's Ctrl-C tests.
 
 
 # ------------------------------------------------------------------------------------------ --json

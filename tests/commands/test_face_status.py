@@ -42,6 +42,6 @@ def test_status_imports_neither_the_spec_model_nor_asks_for_the_image(tmp_path: 
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     imported = set(re.findall(r"\|\s+([\w.]+)\s*$", proc.stderr, re.M))
-    assert "verlctl.ops.inspect" in imported and "verlctl.runtime.records" in imported
+    assert "verlctl.orchestrator.inspect" in imported and "verlctl.runtime.records" in imported
     assert "verlctl.spec.model" not in imported
     assert "verlctl.verl" not in {m.rsplit(".", 1)[0] for m in imported if m.startswith("verlctl.verl.")}

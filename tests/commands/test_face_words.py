@@ -37,7 +37,7 @@ def test_quickstart_names_environment_variables(tmp_path: Path) -> None:
 
 
 def test_quickstart_hints_name_the_variable_of_a_spec_key() -> None:
-    from verlctl.ops.flow import env_name_for, in_env_words
+    from verlctl.orchestrator.flow import env_name_for, in_env_words
 
     assert env_name_for("container.image") == "VERLCTL_CONTAINER__IMAGE" and env_name_for("paths.model") == "MODEL_PATH"
     hint = in_env_words("pass --pull (or set container.pull: true), or choose a local image with container.image")

@@ -12,7 +12,7 @@ from fault_support import one_line_error, write_base
 
 
 def test_a_run_stopped_by_its_interrupted_launch_does_not_say_verlctl_stop() -> None:
-    from verlctl.ops.runstate import decide
+    from verlctl.orchestrator.runstate import decide
     from verlctl.runtime.records import Attempt, RunRecord
 
     now = time.time()

@@ -1,6 +1,6 @@
 """F4-8: a script that does not show its verl version imports as ``verl_version: auto``, not a silent 0.7.0.
 ``plan`` (no image known) warns that the image decides; ``check`` builds the command for the verl it reads in the
-image; ``launch`` retargets to the installed verl (ops/launch.py). On a 0.9.1 image the command of such an
+image; ``launch`` retargets to the installed verl (orchestrator/launch.py). On a 0.9.1 image the command of such an
 imported v0.9.0 script composes, with verl 0.9.1's own config tree, to the script's values."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ watcher.
 The logs are real verl 0.9.1 logs captured from the real-verl tests (tests/fixtures/verl-logs/realverl-*):
 GRPO with verl's gsm8k reward on the random tiny model (every advantage 0) and the demo's DAPO with its
 digit-share reward (a learning signal). The watcher tests run a TEST DOUBLE of the training (a bash script
-printing those real lines, tests/ops/test_recovery_host.py's HostRuns); the watcher, `status` and `report` run as
+printing those real lines, tests/orchestrator/test_recovery_host.py's HostRuns); the watcher, `status` and `report` run as
 the real CLI.
 """
 
@@ -198,7 +198,7 @@ def test_a_rule_fires_once_and_a_restart_that_repeats_steps_does_not_count_them_
 # ------------------------------------------------------------------------------------ one evaluator, every caller
 
 
-CALLERS = {"ops/watcher.py", "ops/slurm_run.py", "ops/inspect.py", "commands/report.py"}
+CALLERS = {"orchestrator/watcher.py", "orchestrator/slurm_run.py", "orchestrator/inspect.py", "commands/report.py"}
 EVALUATOR = {"HealthTracker", "evaluate", "evaluate_text", "run_warnings"}
 
 

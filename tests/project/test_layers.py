@@ -36,7 +36,7 @@ RANKS: dict[str, int] = {
     "verlctl.runtime": 5,
     "verlctl.monitor": 6,
     "verlctl.wizard": 7,
-    "verlctl.ops": 8,
+    "verlctl.orchestrator": 8,
     "verlctl.backends": 8,  # one launch interface (base), one module per backend; above runtime, below commands
     "verlctl.commands": 9,
     "verlctl.cli": 9,
@@ -272,21 +272,21 @@ def test_the_checker_sees_a_planted_upward_import(tmp_path: Path, monkeypatch: p
     copy = tmp_path / "verlctl"
     shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__"))
     with open(copy / "spec" / "model.py", "a", encoding="utf-8") as fh:
-        fh.write("\n\ndef _planted():\n    from verlctl.ops.launch import Launcher  # noqa\n")
+        fh.write("\n\ndef _planted():\n    from verlctl.orchestrator.launch import Launcher  # noqa\n")
     monkeypatch.setattr(__import__(__name__), "SRC", copy)
-    assert ("verlctl.spec.model", "verlctl.ops.launch") in _violations()
+    assert ("verlctl.spec.model", "verlctl.orchestrator.launch") in _violations()
 
 
-#: The modules of one backend: what drives Docker / SSH nodes / the host (ops.launch), Slurm (ops.slurm_run,
+#: The modules of one backend: what drives Docker / SSH nodes / the host (orchestrator.launch), Slurm (orchestrator.slurm_run,
 #: runtime.slurm), and the engines (runtime.containers, runtime.nodes), and the backends themselves.
-BACKEND_MODULES = ("verlctl.ops.launch", "verlctl.ops.slurm_run", "verlctl.runtime.slurm",
+BACKEND_MODULES = ("verlctl.orchestrator.launch", "verlctl.orchestrator.slurm_run", "verlctl.runtime.slurm",
                    "verlctl.runtime.containers", "verlctl.runtime.nodes", "verlctl.backends.docker",
                    "verlctl.backends.slurm", "verlctl.backends.kuberay")
 #: What acts on a run through the launch interface (``verlctl.backends`` / ``backends.base``) only: the watcher,
 #: and the commands that launch, watch, show and stop a run (``launch``, ``status``, ``logs``, ``stop``,
-#: ``watch``). The watcher also never reaches into ops.inspect (the local backend's status and stop).
+#: ``watch``). The watcher also never reaches into orchestrator.inspect (the local backend's status and stop).
 INTERFACE_USERS: dict[str, tuple[str, ...]] = {
-    "verlctl.ops.watcher": (*BACKEND_MODULES, "verlctl.ops.inspect"),
+    "verlctl.orchestrator.watcher": (*BACKEND_MODULES, "verlctl.orchestrator.inspect"),
     "verlctl.commands.run": BACKEND_MODULES,
     "verlctl.commands.watch": BACKEND_MODULES,
 }
@@ -308,7 +308,7 @@ def test_the_interface_check_sees_a_planted_backend_import(tmp_path: Path) -> No
 
     copy = tmp_path / "verlctl"
     shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    with open(copy / "ops" / "watcher.py", "a", encoding="utf-8") as fh:
-        fh.write("\n\ndef _planted():\n    from verlctl.ops.slurm_run import slurm_status  # noqa\n")
+    with open(copy / "orchestrator" / "watcher.py", "a", encoding="utf-8") as fh:
+        fh.write("\n\ndef _planted():\n    from verlctl.orchestrator.slurm_run import slurm_status  # noqa\n")
     (found,) = _interface_violations(copy)
-    assert found.startswith("  verlctl.ops.watcher (line ") and found.endswith(" imports verlctl.ops.slurm_run")
+    assert found.startswith("  verlctl.orchestrator.watcher (line ") and found.endswith(" imports verlctl.orchestrator.slurm_run")

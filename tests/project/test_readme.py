@@ -180,7 +180,7 @@ def _templates() -> list[re.Pattern[str]]:
     of each f-string with rich's markup removed, each replacement field any text."""
     known = {"r.python": r"Python \d+\.\d+\.\d+"}  # `python3 --version` in the target (_readiness requires "Python")
     pats = []
-    for rel in ("src/verlctl/ops/launch.py", "src/verlctl/ops/flow.py", "src/verlctl/backends/docker.py"):
+    for rel in ("src/verlctl/orchestrator/launch.py", "src/verlctl/orchestrator/flow.py", "src/verlctl/backends/docker.py"):
         tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)

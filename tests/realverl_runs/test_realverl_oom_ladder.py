@@ -16,7 +16,7 @@ the three attempts; nothing of the run is left running in the container and no w
 relaunch whose epoch loop is already over resumes, trains nothing and is judged failed, not finished.
 
 (The ladder's give-up when every rung is used is the watcher's own logic on the same OOM traceback: it is
-followed to its end with a stand-in trainer in tests/ops/test_watch_docker.py.)
+followed to its end with a stand-in trainer in tests/orchestrator/test_watch_docker.py.)
 """
 
 from __future__ import annotations

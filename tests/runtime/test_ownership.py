@@ -156,7 +156,7 @@ def test_stop_signals_the_recorded_watcher_pid_only_if_it_is_the_runs_watcher(tm
     time.sleep(0.5)
     assert alive(decoy.pid)
     # the real watcher's command line is recognised
-    from verlctl.ops.inspect import watcher_alive
+    from verlctl.orchestrator.inspect import watcher_alive
     from verlctl.runtime.records import RunRecord
 
     # (a stand-in with the watcher's argv: `python -c <sleep> -m verlctl watch <run>`)
@@ -173,7 +173,7 @@ def test_the_verdict_names_the_attempts_own_ray_daemons_and_scripts(tmp_path: Pa
     # The watcher's dead-head check reads these: Ray's gcs_server / raylet (by executable name) and the scripts
     # the group's shells run, only among the verified processes of the attempt (real processes, renamed with
     # `exec -a`; a bystander with the same name but without the run's marker is not the run's).
-    from verlctl.ops.watcher import HeadDaemons
+    from verlctl.orchestrator.watcher import HeadDaemons
     from verlctl.runtime.executor import GroupRef, HostExecutor
 
     marker = f"{RUN}.1.aaaa"

@@ -310,7 +310,7 @@ def test_the_watchers_relaunch_refuses_a_spec_another_user_put_in_the_run_dir(
         shared_root: Path, monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
     from verlctl.backends.base import Change
     from verlctl.errors import VerlctlError
-    from verlctl.ops.runs import run_named
+    from verlctl.orchestrator.runs import run_named
 
     monkeypatch.setenv("VERLCTL_STATE_DIR", str(shared_root / "state"))
     rec = _group_record(shared_root, "host" if backend == "local" else "slurm")
@@ -331,7 +331,7 @@ def test_a_record_rewritten_by_another_user_after_loading_is_refused_at_the_rela
     # The watcher loaded a good record; then its run dir is made world-writable: the relaunch checks again.
     from verlctl.backends.base import Change
     from verlctl.errors import VerlctlError
-    from verlctl.ops.runs import run_named
+    from verlctl.orchestrator.runs import run_named
     from verlctl.runtime.records import RunRecord, load_run
 
     monkeypatch.setenv("VERLCTL_STATE_DIR", str(shared_root / "state"))
@@ -365,7 +365,7 @@ def _fresh_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> object:
 
 def test_watcher_log_is_never_opened_through_a_planted_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             victim: Path) -> None:
-    from verlctl.ops.watcher_process import spawn_watcher
+    from verlctl.orchestrator.watcher_process import spawn_watcher
 
     rec = _fresh_record(tmp_path, monkeypatch)
     os.symlink(victim, rec.dir / "watcher.log")  # type: ignore[attr-defined]
@@ -411,7 +411,7 @@ def test_attempt_scripts_are_never_written_through_a_planted_link(tmp_path: Path
 
 def test_slurm_options_are_never_written_through_a_planted_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  victim: Path) -> None:
-    from verlctl.ops import slurm_run
+    from verlctl.orchestrator import slurm_run
 
     rec = _fresh_record(tmp_path, monkeypatch)
     os.symlink(victim, rec.dir / "slurm-options.json")  # type: ignore[attr-defined]

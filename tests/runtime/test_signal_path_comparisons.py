@@ -17,7 +17,7 @@ from conftest import ROOT
 
 
 def test_mutating_the_signal_path_is_refused_outside_a_private_pid_namespace(tmp_path: Path) -> None:
-    for target in ("src/verlctl/runtime/procscan.py", "./src/verlctl/ops/inspect.py",
+    for target in ("src/verlctl/runtime/procscan.py", "./src/verlctl/orchestrator/inspect.py",
                    "src/verlctl/backends/docker.py", "src/verlctl/runtime/executor.py"):
         res = subprocess.run([sys.executable, str(ROOT / "bench/mutate.py"), str(tmp_path), target,
                               str(tmp_path / "o.json"), "1", "1", "--", "tests"], capture_output=True, text=True,

@@ -14,12 +14,12 @@ from launch_support import write_parquet
 
 
 def drive_final(keys: str, machine: Any) -> tuple[Any, str, list[str]]:
-    """The real wizard on a pipe input, its final check on ``ops.machine_facts.wizard_facts``."""
+    """The real wizard on a pipe input, its final check on ``orchestrator.machine_facts.wizard_facts``."""
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
     from rich.console import Console
 
-    from verlctl.ops.machine_facts import wizard_facts
+    from verlctl.orchestrator.machine_facts import wizard_facts
     from verlctl.wizard.flow import run_wizard
     from verlctl.wizard.prompter import Prompter
 
@@ -119,7 +119,7 @@ def test_the_mask_fix_keeps_what_the_mask_cannot_say(tmp_path: Path) -> None:
     a default-off feature turned off explicitly), and drops what the mask now says (a bit feature turned on)."""
     import yaml
 
-    from verlctl.ops.machine_facts import wizard_facts
+    from verlctl.orchestrator.machine_facts import wizard_facts
     from verlctl.wizard.answers import Answers
     from verlctl.wizard.fixes import memory_fix
 

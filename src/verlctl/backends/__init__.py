@@ -1,5 +1,5 @@
 """The backends: each knows its target (``backends/base.py``'s interface) and nothing of verl; this module picks
-one. The orchestrator (``verlctl.ops``: launch, runs, watcher) walks the stages and calls down into them; no
+one. The orchestrator (``verlctl.orchestrator``: launch, runs, watcher) walks the stages and calls down into them; no
 backend imports the orchestrator. Backends load on first use (CLI start-up stays fast).
 """
 

@@ -1,12 +1,12 @@
 """What the orchestrator and the backends share: the stages of a launch and its request as data, and the backend
 interface (TorchX's schedulers, SkyPilot's backends).
 
-``prepare(...) -> LaunchRequest`` (the orchestrator's, ``ops/runs.py``): typed data, computed without changing
+``prepare(...) -> LaunchRequest`` (the orchestrator's, ``orchestrator/runs.py``): typed data, computed without changing
 anything: the rendered scripts, the containers with their mounts and environment variable *names* (never a
 value: the 0600 env file and the proxies may hold secrets), the sbatch text or the RayJob manifest, and the
 ordered stages with the action each takes. ``launch --dry-run`` prints it (``--json``:
 :meth:`LaunchRequest.to_json`; the human listing is :meth:`LaunchRequest.actions`). ``submit(request)`` walks
-the stages (``ops/stages.py``). Nothing here knows verl: a backend is handed the rendered scripts.
+the stages (``orchestrator/stages.py``). Nothing here knows verl: a backend is handed the rendered scripts.
 """
 
 from __future__ import annotations
@@ -117,9 +117,9 @@ class Backend(Protocol):
     ``name`` (a ``launch --backend`` name) and the ``console`` its progress goes to; the target operations are
     each backend's own (``backends/docker.py``: containers, executors, SSH nodes, the host; ``backends/slurm.py``:
     the job's files, sbatch, squeue, scancel; ``backends/kuberay.py``: the manifest), called by the
-    orchestrator's module that drives that backend (``ops/launch.py``, ``ops/slurm_run.py``, ``ops/flow.py``).
+    orchestrator's module that drives that backend (``orchestrator/launch.py``, ``orchestrator/slurm_run.py``, ``orchestrator/flow.py``).
     The verbs of a run (prepare, submit, status, logs, stop, watch, relaunch) are the orchestrator's
-    (``ops/runs.py``: ``Run``)."""
+    (``orchestrator/runs.py``: ``Run``)."""
 
     name: str
     console: Any

@@ -1,6 +1,6 @@
 """The local backend: one host's Docker engine, Docker engines on SSH nodes (``runtime/nodes.py``), or the host
 itself (``container.runtime: host``). It knows its target (containers, executors, SSH nodes, the host runtime:
-create, start, stop, read a log, remove) and nothing of verl: the orchestrator (``ops/launch.py``, ``ops/runs.py``)
+create, start, stop, read a log, remove) and nothing of verl: the orchestrator (``orchestrator/launch.py``, ``orchestrator/runs.py``)
 walks the stages, composes what the target needs from verl (the proxy environment, the rendered scripts) and
 hands it down as plain data."""
 

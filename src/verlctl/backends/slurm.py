@@ -1,5 +1,5 @@
 """The Slurm backend: the target is a Slurm cluster reached through sbatch / squeue / scancel
-(``runtime/slurm.py``). The orchestrator (``ops/slurm_run.py``) renders the job (verl's part) and hands the
+(``runtime/slurm.py``). The orchestrator (``orchestrator/slurm_run.py``) renders the job (verl's part) and hands the
 text down; this module writes the job's files (the sbatch script, the 0600 env file), submits it, reads its
 state and its output file, and cancels it. It knows nothing of verl.
 

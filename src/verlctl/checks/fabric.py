@@ -1,4 +1,4 @@
-"""The fabric test's verdict (``ops/fabric.py`` runs it; ``detect/fabric_probe.py`` measures): every link and the
+"""The fabric test's verdict (``orchestrator/fabric.py`` runs it; ``detect/fabric_probe.py`` measures): every link and the
 all-reduce against the spec's thresholds, the slowest link and its nodes named.
 
 Facts: the measurements of one run of the probe (:class:`verlctl.detect.fabric_probe.FabricRun`) and the address of

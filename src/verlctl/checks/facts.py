@@ -1,6 +1,6 @@
 """Everything ``verlctl check`` learned about this machine for one spec: what the machine checks read.
 
-Collected by ``ops.machine_facts.collect_facts`` (or built by hand in tests from parsed captures)."""
+Collected by ``orchestrator.machine_facts.collect_facts`` (or built by hand in tests from parsed captures)."""
 
 from __future__ import annotations
 
@@ -62,4 +62,4 @@ class CheckFacts(BaseModel):
     node_marker: str | None = None  # the checkpoint marker the head wrote (read back on every node)
     prompt_lengths: Any = None  # checks.field_checks.PromptLengths, or why they were not counted (str)
     swanlab_reach: ReachResult | None = None  # the SwanLab host tried from this host (None: not tried)
-    target_lookup: TargetLookup | None = None  # the in-target look-up (ops/preflight.py; None: not looked)
+    target_lookup: TargetLookup | None = None  # the in-target look-up (orchestrator/preflight.py; None: not looked)

@@ -5,7 +5,7 @@ The rules are pure (a spec plus facts in, findings out; ``field`` is always the 
 about) and live by concern in :mod:`~verlctl.checks.model_checks`, :mod:`~verlctl.checks.dataset_checks`,
 :mod:`~verlctl.checks.checkpoints`, :mod:`~verlctl.checks.devices`, :mod:`~verlctl.checks.network`,
 :mod:`~verlctl.checks.container` and :mod:`~verlctl.checks.storage`. They read a
-:class:`~verlctl.checks.facts.CheckFacts`, which ``ops.machine_facts.collect_facts`` gathers (the probes in
+:class:`~verlctl.checks.facts.CheckFacts`, which ``orchestrator.machine_facts.collect_facts`` gathers (the probes in
 ``detect``, Docker through the runtime) or a test builds from parsed captures. This module runs them all and
 summarises what was found.
 """

@@ -1,7 +1,7 @@
 """Multi-node pre-flight: the nodes agree before anything starts (issue 14).
 
 Rules on the facts gathered on every node (:class:`verlctl.detect.node_probe.NodeFacts`, collected by
-``ops.node_preflight`` through each node's executor):
+``orchestrator.node_preflight`` through each node's executor):
 
 * one image on every node (Docker's content-addressed image id), and the same Python and Ray: Ray refuses a
   node whose Ray or Python differs from the head's, even at patch level ("Version mismatch: The cluster was

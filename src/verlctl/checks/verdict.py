@@ -11,7 +11,7 @@ There are two kinds of rules, in one registry:
 :func:`decide` runs every spec rule, then every fact rule whose needs the :class:`~verlctl.checks.facts.CheckFacts`
 holds; a rule whose needs are missing is listed in :attr:`Verdict.not_checked` with the reason the collector
 gave (``"not checked: no Docker engine"``). Commands differ only in what they collect
-(``ops.machine_facts.collect_facts``, or :func:`spec_facts` for ``plan``), never in which rules they run, so the
+(``orchestrator.machine_facts.collect_facts``, or :func:`spec_facts` for ``plan``), never in which rules they run, so the
 error codes of two commands with the same facts are the same (``tests/checks/test_verdict_parity.py``).
 
 How to add a rule
@@ -28,7 +28,7 @@ A rule on the spec alone: ``@rule(...)`` in :mod:`verlctl.checks.rules`. A rule 
 
 Put it in its own module under ``verlctl/checks/`` and add that module to :data:`RULE_MODULES` (so the
 registry is complete whatever was imported before). If it needs a new fact, add an optional field to
-``CheckFacts`` (``None``: not collected) and collect it in ``ops.machine_facts.collect_facts``. Every code
+``CheckFacts`` (``None``: not collected) and collect it in ``orchestrator.machine_facts.collect_facts``. Every code
 needs a trigger/no-trigger row in ``tests/checks/test_finding_codes.py``.
 """
 
@@ -61,7 +61,7 @@ class Need(str, Enum):
     DOCKER = "docker"  # the Docker engine, the spec's image and container
     IMAGE = "image"  # what is installed in the image (Python, Ray, the recipe files)
     LIVE = "live"  # live runs and ports on this host
-    TARGET = "target"  # the in-target look-up: packages, entry, composition where training runs (ops/preflight.py)
+    TARGET = "target"  # the in-target look-up: packages, entry, composition where training runs (orchestrator/preflight.py)
     NODES = "nodes"  # each node of a multi-node run (launch's pre-flight, inside every node's container)
     SERVICES = "services"  # the servers the run reaches (the SwanLab host), tried from this host
 

@@ -422,7 +422,7 @@ def _known_defects_image(ctx: VerdictCtx) -> Iterable[Finding]:
            "toggled on, but it cannot be used due to the following error: the package for FlashAttention2 "
            "doesn't seem to be installed' when importlib.util.find_spec('flash_attn') is None "
            "(verl/packages.py)",
-           "run_training.sh: cd to the work dir, python3 -m <entry> with the override list (ops/preflight.py "
+           "run_training.sh: cd to the work dir, python3 -m <entry> with the override list (orchestrator/preflight.py "
            "composes that list with the target's own verl + Hydra, then runs verl's validate_config)"),
 )
 def _target_preflight(ctx: VerdictCtx) -> Iterable[Finding]:
@@ -482,7 +482,7 @@ def _ray_ports(ctx: VerdictCtx) -> Iterable[Finding]:
                               "node_route_not_on_ifname", "hccl_ports_in_use", "shm_too_small"), needs=(NODES,))
 def _nodes(ctx: VerdictCtx) -> Iterable[Finding]:
     """Multi-node: every node has the same image, Python and Ray, sees the head's checkpoint marker, routes to
-    the head, has the HCCL ports free (the facts of every node: ``ops/node_preflight.py``, in launch)."""
+    the head, has the HCCL ports free (the facts of every node: ``orchestrator/node_preflight.py``, in launch)."""
     from verlctl.checks.field_checks import hccl_port_ranges
     from verlctl.checks.nodes import node_findings
 

@@ -41,7 +41,7 @@ def check(
     from verlctl.checks.machine_checks import describe_machine, summarize
     from verlctl.checks.verdict import decide
     from verlctl.errors import VerlctlError
-    from verlctl.ops.machine_facts import collect_facts
+    from verlctl.orchestrator.machine_facts import collect_facts
     from verlctl.spec.resolve import load_spec
 
     if not budget > 0:
@@ -51,7 +51,7 @@ def check(
     verdict = decide(resolved, facts)
     findings, memory = verdict.findings, verdict.memory
     if fabric:
-        from verlctl.ops.fabric_check import check_fabric
+        from verlctl.orchestrator.fabric_check import check_fabric
 
         findings = [*findings, *check_fabric(resolved)]
     if as_json:

@@ -160,7 +160,7 @@ def _prepare_folder(console: Any, env: Any, here: Path, fresh: bool) -> None:
 def _refuse_live_run(ckpt: Path) -> None:
     """--fresh never removes the checkpoints of a run that is still going."""
     from verlctl.errors import VerlctlError
-    from verlctl.ops.runs import run_status
+    from verlctl.orchestrator.runs import run_status
     from verlctl.runtime.records import scan_runs
 
     for record in scan_runs()[0]:
@@ -217,7 +217,7 @@ def _follow(console: Any, run_id: str, poll_s: float = 3.0) -> str:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from verlctl.errors import VerlctlError
-    from verlctl.ops.runs import run_status
+    from verlctl.orchestrator.runs import run_status
 
     shown: set[int] = set()
     gone = 0.0

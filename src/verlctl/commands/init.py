@@ -37,7 +37,7 @@ def init(
     verbose: Verbose = False,
 ) -> int:
     """Ask for the run in rounds (pre-filled from this machine), confirm, and write the spec file."""
-    from verlctl.ops.machine_facts import wizard_facts
+    from verlctl.orchestrator.machine_facts import wizard_facts
     from verlctl.wizard.flow import init_flow
 
     return init_flow(

@@ -28,7 +28,7 @@ def _log_bytes(record: object, log: Path | None) -> tuple[bytes | None, str]:
         except OSError as exc:
             raise VerlctlError(f"--log {log}: {exc.strerror or exc}", hint="give a readable log file") from exc
     from verlctl.backends.docker import log_target, read_tail
-    from verlctl.ops import runstate
+    from verlctl.orchestrator import runstate
 
     host_text = runstate.read_host_log(record, 0, LOG_CAP_BYTES)  # type: ignore[arg-type]
     if host_text is not None:  # a host file (paths.logs): read also when the container is removed
@@ -105,7 +105,7 @@ def report(
         spec_yaml = f"(the resolved spec could not be read: {why})"
     from verlctl.monitor.diagnose import TeeSink
     from verlctl.monitor.health import HealthSink, evaluate, record_settings, run_warnings
-    from verlctl.ops import runstate
+    from verlctl.orchestrator import runstate
 
     data, source = _log_bytes(record, log)
     sink = SeriesSink()
@@ -123,7 +123,7 @@ def report(
             current = runstate.read_host_log(record, offset, LOG_CAP_BYTES)
             if current is not None:
                 findings = [f.to_dict() for f in diagnose_text(current).findings]
-    from verlctl.ops.inspect import run_states
+    from verlctl.orchestrator.inspect import run_states
 
     events = record.events()
     failure = runstate.launch_failure(events)
@@ -220,7 +220,7 @@ def bundle(
             digest = (img.attrs.get("RepoDigests") or [img.id])[0]
         except Exception:  # docker.errors.ImageNotFound, an engine gone: recorded as unknown
             digest = None
-    from verlctl.ops import runstate
+    from verlctl.orchestrator import runstate
 
     host = runstate.read_host_log(record, 0, b.LOG_TAIL_BYTES)  # the log on the host: also without a container
     failure = runstate.launch_failure(record.events())

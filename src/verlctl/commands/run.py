@@ -80,7 +80,7 @@ def launch(
 
     if skip_fabric:
         flags = ({**flags[0], "cluster.fabric.enabled": False}, {**flags[1], "cluster.fabric.enabled": "--skip-fabric"})
-    from verlctl.ops.flow import launch_flow
+    from verlctl.orchestrator.flow import launch_flow
 
     check_seconds(verify_timeout, "--verify-timeout")
     check_seconds(canary_timeout, "--canary-timeout")
@@ -92,7 +92,7 @@ def launch(
     if backend not in NAMES:
         raise VerlctlError(f"--backend {backend!r}: give {', '.join(NAMES[:-1])} or {NAMES[-1]}")
     if backend in ("kuberay", "volcano"):
-        from verlctl.ops.flow import launch_kuberay_flow
+        from verlctl.orchestrator.flow import launch_kuberay_flow
 
         if canary or watch or pull:
             flag = "--canary" if canary else ("--watch" if watch else "--pull")
@@ -105,7 +105,7 @@ def launch(
             raise VerlctlError(f"--nodes {nodes}: a run needs at least one node; give --nodes 1 or more")
         flags = ({**flags[0], "cluster.nnodes": nodes}, {**flags[1], "cluster.nnodes": "--nodes"})
     if backend == "slurm":
-        from verlctl.ops.flow import launch_slurm_flow
+        from verlctl.orchestrator.flow import launch_slurm_flow
         from verlctl.render.slurm import SlurmOptions
 
         return launch_slurm_flow(
@@ -135,7 +135,7 @@ def quickstart(
 
     The variables are those a one-shot launch script takes (CONTAINER, TRAIN_STEPS, MODEL_PATH, TRAIN_FILE,
     VAL_FILE, SWANLAB_HOST, SWANLAB_API_KEY, …); the same as `launch --yes` without a spec file."""
-    from verlctl.ops.flow import launch_flow
+    from verlctl.orchestrator.flow import launch_flow
 
     return launch_flow(None, {}, {}, yes=True, dry_run=dry_run, out=None, pull=pull, watch=watch, notify_cmd=None,
                        verify_timeout=300.0, ask_all=False, as_json=as_json, quickstart=True)
@@ -151,8 +151,8 @@ def status(
     """Container state, process alive, last progress and step metrics, last error."""
     import shutil
 
-    from verlctl.ops.inspect import print_plots, print_status, step_series
-    from verlctl.ops.runs import run_status
+    from verlctl.orchestrator.inspect import print_plots, print_status, step_series
+    from verlctl.orchestrator.runs import run_status
 
     doc = run_status(run)
     charts = step_series(run) if plot else None
@@ -174,7 +174,7 @@ def logs(
 ) -> int:
     """Print the run's log (from inside the container or the host)."""
     from verlctl.errors import VerlctlError
-    from verlctl.ops.runs import show_logs
+    from verlctl.orchestrator.runs import show_logs
 
     if lines < 0:
         raise VerlctlError(f"--lines must be 0 (all) or a number of lines from the end; got {lines}")
@@ -195,7 +195,7 @@ def stop(
     """Stop the run's process group (and nothing else)."""
     from rich.console import Console
 
-    from verlctl.ops.runs import stop_run
+    from verlctl.orchestrator.runs import stop_run
 
     check_seconds(grace, "--grace", allow_zero=True)
     result = stop_run(run, remove_container=remove_container, grace=grace, console=Console(stderr=as_json))
@@ -208,7 +208,7 @@ def list_runs(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array of the runs ([] when none).")] = False,
 ) -> int:
     """The recorded runs, newest last."""
-    from verlctl.ops.inspect import list_runs as do_list
+    from verlctl.orchestrator.inspect import list_runs as do_list
 
     return do_list(as_json)
 
@@ -233,7 +233,7 @@ def export_hf(
     from rich.console import Console
 
     from verlctl.errors import VerlctlError
-    from verlctl.ops.export_hf import export_hf as do_export
+    from verlctl.orchestrator.export_hf import export_hf as do_export
 
     check_seconds(timeout, "--timeout")
     if step is not None and step < 1:

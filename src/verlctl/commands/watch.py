@@ -23,7 +23,7 @@ def watch(
 
     record = resolve_run(run)
     resolved = record.load_spec()
-    from verlctl.ops.watcher import become_watcher
+    from verlctl.orchestrator.watcher import become_watcher
 
     _watch_lock = become_watcher(record)  # one watcher per run; held until this process ends
 
@@ -31,6 +31,6 @@ def watch(
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
 
-    from verlctl.ops.runs import run_for
+    from verlctl.orchestrator.runs import run_for
 
     return run_for(record).watch(record, resolved, say, notify_cmd)

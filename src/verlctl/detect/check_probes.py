@@ -2,7 +2,7 @@
 
 Each probe is bounded in time and only reads, except the write test of the checkpoint directory (a temp file,
 created and removed). The same checkpoint probe runs inside a container (``CHECKPOINT_PROBE_SNIPPET``); the
-Docker facts are gathered by the caller (``ops.machine_facts``) into :class:`DockerFacts`.
+Docker facts are gathered by the caller (``orchestrator.machine_facts``) into :class:`DockerFacts`.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class ImageVersions(BaseModel):
 
 
 class TargetLookup(BaseModel):
-    """What the in-target look-up found (``ops/preflight.py``'s script, run where training runs: the spec's
+    """What the in-target look-up found (``orchestrator/preflight.py``'s script, run where training runs: the spec's
     running container, a throw-away container of its image, or this host's python3). The same look-up runs in
     ``check``, ``launch --dry-run`` and ``launch``; the verdict's rule ``target_preflight`` reads it."""
 

@@ -1,4 +1,4 @@
-"""The collective fabric test, run inside every node's container before training (``ops/fabric.py``).
+"""The collective fabric test, run inside every node's container before training (``orchestrator/fabric.py``).
 
 :data:`FABRIC_PROBE` is a small Python program run with the container's ``python3`` through the node's executor,
 one per node, with the run's own collective environment (``HCCL_*``/``NCCL_*``, the socket interface). It starts

@@ -298,7 +298,7 @@ class RunRecord(BaseModel):
 
     def _own_path(self, name: str) -> Path:
         """Where ``name`` is written; the run's directory is made only by :meth:`save` (a watcher whose directory
-        was removed under it is told so by the OSError, and writes the record again: ops/watcher.py)."""
+        was removed under it is told so by the OSError, and writes the record again: orchestrator/watcher.py)."""
         parts = name.split("/")
         if not 1 <= len(parts) <= 2 or not all(valid_run_id(x) for x in parts):
             raise ValueError(f"{name[:80]!r} is not a file name in the run's directory")

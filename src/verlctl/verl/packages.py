@@ -1,7 +1,7 @@
 """Python packages that an override value needs where training runs (not verl's own dependencies).
 
 The one place that knows "this value of this key imports that package". The in-target preflight
-(:mod:`verlctl.ops.preflight`) looks each needed module up (``importlib.util.find_spec``, nothing imported) in
+(:mod:`verlctl.orchestrator.preflight`) looks each needed module up (``importlib.util.find_spec``, nothing imported) in
 the image's ``python3`` before training starts, so a missing package fails the launch in seconds with the fix,
 instead of at model init minutes later.
 

@@ -107,7 +107,7 @@ def run_wizard(config: Path | None, flags: dict[str, Any], names: dict[str, str]
     """Ask the five rounds (only what is not given, unless ``ask_all``) and return the resolved spec.
 
     The final check is the one verdict (``checks/verdict.py``) on ``facts_for(spec, machine)`` — the facts
-    ``check`` collects, with the machine detected here (``ops.machine_facts.wizard_facts``); without it, on
+    ``check`` collects, with the machine detected here (``orchestrator.machine_facts.wizard_facts``); without it, on
     what ``plan`` has. Where a fix exists (the mask that fits the detected device memory, the batch the
     dataset can fill) it is offered before the rounds are reopened."""
     from verlctl.wizard import machine_view as mv

@@ -1,0 +1,129 @@
+"""Ray start-up failures are named and a head start that fails so is retried once (issue 24, newcomer N2: 5 of
+11 launches on a loaded host died with Ray's "node timed out during startup", reported as a generic Python
+traceback with a Hydra hint).
+
+The Launcher's real start/verify path on the host runtime; start_verl.sh is a TEST DOUBLE that fails its first
+start(s) the way Ray's start-up timeout does (Ray itself cannot be overloaded on purpose here, deterministically).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from verlctl.errors import RuntimeFailure
+from verlctl.monitor.summary import diagnose_text
+
+from launch_support import write_run_files
+
+RAY_TIMEOUT = ("Exception: The current node timed out during startup. This could happen because some of the raylet "
+               "failed to startup or the GCS has become overloaded.")
+HEAD_EXITED = "[verlctl 08:41:21] ERROR: the Ray head exited while starting (see the lines above)"
+
+
+def test_the_catalogue_names_ray_start_up_failures_with_the_fix() -> None:
+    log = "\n".join(["Traceback (most recent call last):", '  File "ray/_private/node.py", line 411, in __init__',
+                     RAY_TIMEOUT, HEAD_EXITED, "[verlctl 08:41:21] start_verl.sh exits with status 1"])
+    top = diagnose_text(log).findings[0]
+    assert top.category == "ray_start_timeout", top
+    assert "RAY_raylet_start_wait_time_s" in top.hint and "cluster.join_timeout_s" in top.hint
+    assert "HYDRA" not in top.hint and "loaded host" in top.hint
+    joined = ("[verlctl 09:09:10] ERROR: only 4 of 8 NPU devices joined Ray within 120s: check that start_verl.sh "
+              "runs on every node and that they reach 192.0.2.2:34353")
+    top = diagnose_text(joined).findings[0]
+    assert top.category == "ray_devices_missing" and top.message == "only 4 of 8 NPU devices joined Ray within 120s"
+    assert "cluster.join_timeout_s" in top.hint and "RAY_raylet_start_wait_time_s" in top.hint
+    # a worker whose Ray timed out, then the head's join timeout: the node's start-up failure is the root cause
+    both = "\n".join(["(raylet) Failed to connect to GCS. Please check `gcs_server.out` for more details.",
+                      RAY_TIMEOUT, joined])
+    assert diagnose_text(both).findings[0].category == "ray_start_timeout"
+
+
+@pytest.fixture
+def launcher_on_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    from verlctl.orchestrator.launch import Launcher, LaunchOptions
+    from verlctl.plan import make_plan
+    from verlctl.runtime.executor import HostExecutor
+    from verlctl.runtime.records import RunRecord, new_run_id
+    from verlctl.spec.resolve import load_spec
+
+    monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
+    paths = write_run_files(tmp_path)
+    spec = {"paths": {"model": paths["paths.model"], "train_files": paths["paths.train_files"],
+                      "val_files": paths["paths.val_files"], "checkpoints": str(tmp_path / "ckpt"),
+                      "logs": str(tmp_path / "logs")},
+            "container": {"runtime": "host"}, "cluster": {"devices": [0, 1, 2, 3]},
+            "train": {"steps": 5, "tensor_parallel": 2}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    resolved = load_spec(tmp_path / "spec.yaml", environ={})
+    the_plan = make_plan(resolved)
+    run_id = new_run_id("raytry")
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    record = RunRecord(run_id=run_id, created_at=0, runtime="host", workdir=str(tmp_path), scripts_dir=str(scripts),
+                       run_log=str(tmp_path / "logs" / f"verlctl-{run_id}.log"), train_log="",
+                       checkpoints=str(tmp_path / "ckpt"), experiment="raytry", verl_version="0.7.0")
+    record.save()
+    out = io.StringIO()
+    launcher = Launcher(resolved, LaunchOptions(yes=True, verify_timeout=120, settle_s=1.0),
+                        Console(file=out, width=200))
+    ex = HostExecutor()
+    started: list[Any] = []
+
+    def run(fail_first: int, failure: str = RAY_TIMEOUT + "\n" + HEAD_EXITED) -> tuple[Any, str]:
+        (scripts / "start_verl.sh").write_text(f"""#!/bin/bash
+# TEST DOUBLE of start_verl.sh: its first {fail_first} start(s) fail as given; then training starts.
+d="$(dirname "$0")"
+n=$(cat "$d/starts" 2>/dev/null || echo 0); echo $((n + 1)) > "$d/starts"
+if [ "$n" -lt {fail_first} ]; then
+  cat <<'LOG'
+{failure}
+LOG
+  exit 1
+fi
+echo "[verlctl] training starts"
+echo "Training Progress:   20%|##        | 1/5 [00:01<00:04,  1.00s/it]"
+exec sleep 120
+""", encoding="utf-8")
+        launcher.start(ex, record, the_plan, reason="launch")
+        started.append(record)
+        try:
+            launcher.verify_retrying_ray(ex, record, record.attempts[-1].ref, the_plan)
+        except RuntimeFailure as exc:
+            return exc, out.getvalue()
+        return None, out.getvalue()
+
+    yield run, record
+    for r in started:
+        for a in r.attempts:
+            ex.stop_group(a.ref, grace_s=5)
+
+
+def test_a_head_start_that_times_out_is_retried_once_and_the_launch_goes_on(launcher_on_host) -> None:  # type: ignore[no-untyped-def]
+    run, record = launcher_on_host
+    exc, out = run(fail_first=1)
+    assert exc is None, (exc, out)
+    assert [a.reason for a in record.attempts] == ["launch", "retry after ray_start_timeout"]
+    assert "Ray did not come up (ray_start_timeout" in out and "starting once more" in out, out
+    kinds = [e["event"] for e in record.events()]
+    assert kinds.count("started") == 2 and "ray_start_retry" in kinds and kinds[-1] == "verified", kinds
+
+
+def test_a_second_ray_timeout_gives_up_naming_ray_not_a_python_traceback(launcher_on_host) -> None:  # type: ignore[no-untyped-def]
+    run, record = launcher_on_host
+    exc, out = run(fail_first=5)
+    assert isinstance(exc, RuntimeFailure) and "ray_start_timeout" in exc.message, (exc, out)
+    assert "python_exception" not in exc.message and "HYDRA" not in (exc.hint or "")
+    assert len(record.attempts) == 2  # once more, not more
+
+
+def test_a_failure_that_is_not_ray_start_up_is_not_retried(launcher_on_host) -> None:  # type: ignore[no-untyped-def]
+    run, record = launcher_on_host
+    exc, _out = run(fail_first=5, failure="Traceback (most recent call last):\nValueError: bad data file")
+    assert isinstance(exc, RuntimeFailure) and len(record.attempts) == 1
