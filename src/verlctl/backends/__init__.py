@@ -1,5 +1,6 @@
 """The backends: each knows its target (``backends/base.py``'s interface) and nothing of verl; this module picks
-one. The orchestrator (``verlctl.orchestrator``: launch, runs, watcher) walks the stages and calls down into them; no
+one by its ``launch --backend`` name (``orchestrator.runs.run_named`` / ``run_for`` pick a run's verbs).
+The orchestrator (``verlctl.orchestrator``: launch, runs, watcher) walks the stages and calls down into them; no
 backend imports the orchestrator. Backends load on first use (CLI start-up stays fast).
 """
 
@@ -32,8 +33,3 @@ def backend_named(name: str, console: Any = None) -> Backend:
 
         return VolcanoBackend(console)
     raise VerlctlError(f"--backend {name!r}: give {', '.join(NAMES[:-1])} or {NAMES[-1]}")
-
-
-def backend_for(record: Any, console: Any = None) -> Backend:
-    """The backend of a recorded run (its ``runtime``: docker, host or slurm)."""
-    return backend_named("slurm" if record.runtime == "slurm" else "local", console)

@@ -555,6 +555,9 @@ class Launcher:
     # (the local backend's: backends/docker.py; verl's part, the proxy environment, is composed here)
 
     def _proxies(self, record: RunRecord) -> dict[str, str]:
+        """The proxy environment a created container gets (verl's part: ``verl.environment.proxy_env``)."""
+        if self.resolved.spec.container.runtime != "docker":
+            return {}  # the host runtime: no container to give it to
         from verlctl.verl.environment import proxy_env
         from verlctl.verl.table import Ctx
 
