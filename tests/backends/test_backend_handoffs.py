@@ -17,8 +17,7 @@ import pytest
 from rich.console import Console
 
 from verlctl.backends.base import Change, NotOnBackend
-from verlctl.backends.kuberay import KubeRayBackend, VolcanoBackend
-from verlctl.orchestrator.runs import SlurmRun
+from verlctl.orchestrator.runs import ManifestRun, SlurmRun
 
 from conftest import ROOT, clean_env, run_cli
 
@@ -36,15 +35,15 @@ HINTS = {
 }
 
 
-@pytest.mark.parametrize("backend", [KubeRayBackend, VolcanoBackend], ids=["kuberay", "volcano"])
+@pytest.mark.parametrize("fmt", ["kuberay", "volcano"])
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
-def test_a_kubernetes_runs_operations_are_kubectls_with_the_commands_named(backend: type, operation: str) -> None:
+def test_a_kubernetes_runs_operations_are_kubectls_with_the_commands_named(fmt: str, operation: str) -> None:
     what, args = OPERATIONS[operation]
-    b = backend()
+    run = ManifestRun(fmt)
     with pytest.raises(NotOnBackend) as err:
-        getattr(b, operation)("job-1", *args)
-    assert err.value.message == f"a {b.where} run's {what} is kubectl's: verlctl only writes the manifest"
-    assert err.value.hint == HINTS[b.name]
+        getattr(run, operation)("job-1", *args)
+    assert err.value.message == f"a {run.backend.where} run's {what} is kubectl's: verlctl only writes the manifest"
+    assert err.value.hint == HINTS[run.name]
 
 
 def test_a_slurm_launch_interrupted_before_its_job_was_submitted_changes_nothing() -> None:

@@ -492,18 +492,19 @@ def test_the_manifest_is_readable_by_all_and_writable_by_its_owner_only(tmp_path
 
 def test_an_unwritable_target_names_the_reason_not_a_temporary_file(tmp_path: Path) -> None:
     """The write fails after the checks of -o (its directory vanishes under it: a file where the directory was)."""
-    from verlctl.backends.kuberay import KubeRayBackend, KubeRayExport, resolve
+    from verlctl.backends.kuberay import KubeRayExport, resolve
     from verlctl.errors import VerlctlError
+    from verlctl.orchestrator.runs import ManifestRun
 
     target = tmp_path / "gone" / "rayjob.yaml"
     target.parent.mkdir()
     resolved, nodes = resolve(spec_file(tmp_path), {"kubernetes.pvc": "verl-shared"}, {}, None)
-    backend = KubeRayBackend()
-    request = backend.prepare(resolved, KubeRayExport(target, nodes))
+    run = ManifestRun("kuberay")
+    request = run.prepare(resolved, KubeRayExport(target, nodes))
     target.parent.rmdir()
     target.parent.write_text("a file now\n")
     with pytest.raises(VerlctlError) as err:
-        backend.submit(request)
+        run.submit(request)
     assert str(err.value) == f"-o {target}: cannot write it: Not a directory"
 
 

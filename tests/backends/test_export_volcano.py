@@ -323,7 +323,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str
 
 def test_launch_writes_the_manifest_export_writes_and_status_is_kubectls(tmp_path: Path) -> None:
     from verlctl.backends.base import NotOnBackend
-    from verlctl.backends.kuberay import VolcanoBackend
+    from verlctl.orchestrator.runs import run_named
 
     spec = spec_file(tmp_path)
     exported, launched = tmp_path / "exported.yaml", tmp_path / "launched.yaml"
@@ -334,5 +334,5 @@ def test_launch_writes_the_manifest_export_writes_and_status_is_kubectls(tmp_pat
     assert launched.read_text(encoding="utf-8") == exported.read_text(encoding="utf-8")
     assert f"kubectl apply --filename={launched}" in res.out
     with pytest.raises(NotOnBackend, match="kubectl's") as err:
-        VolcanoBackend().status("dapo-qwen3-8b")
+        run_named("volcano").status("dapo-qwen3-8b")
     assert "kubectl get vcjob dapo-qwen3-8b" in str(err.value.hint)

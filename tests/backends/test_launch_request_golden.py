@@ -148,12 +148,12 @@ def test_the_volcano_backend_request(tmp_path: Path, device: str) -> None:
 
 def test_kuberay_status_and_stop_are_kubectls() -> None:
     from verlctl.backends.base import NotOnBackend
-    from verlctl.backends.kuberay import KubeRayBackend
+    from verlctl.orchestrator.runs import run_named
 
     with pytest.raises(NotOnBackend, match="kubectl's"):
-        KubeRayBackend().status("golden")
+        run_named("kuberay").status("golden")
     with pytest.raises(NotOnBackend, match="kubectl's"):
-        KubeRayBackend().stop("golden", False, 10.0, None)
+        run_named("kuberay").stop("golden", False, 10.0, None)
 
 
 @pytest.mark.parametrize(("args", "expected"), [

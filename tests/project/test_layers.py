@@ -57,13 +57,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 
 #: Known upward or forbidden imports still to be removed (each with its reason). An entry that no longer occurs
 #: fails the test too, so this list can only shrink.
-DEBT: dict[tuple[str, str], str] = {
-    ("verlctl.backends.kuberay", "verlctl.plan"): (
-        "the KubeRay / Volcano backend still plans its own request (make_plan, then render the RayJob or Job "
-        "manifest): its prepare is the manifest export's, shared with `verlctl export rayjob`; moving it up "
-        "means an orchestrator module for the manifest backends (orchestrator/flow.py's launch_kuberay_flow "
-        "calls it)"),
-}
+DEBT: dict[tuple[str, str], str] = {}
 
 
 def _module_name(path: Path) -> str:

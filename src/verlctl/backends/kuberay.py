@@ -1,14 +1,16 @@
 """The KubeRay backend: the request is the RayJob manifest (a ConfigMap with the plan's two scripts + the
-RayJob: head and worker pods, devices, /dev/shm, checkpoints on a PVC; ``render/rayjob.py``). "Submit" writes
-the manifest and says the ``kubectl apply`` to run: the cluster is kubectl's, so are status, logs and stop."""
+RayJob: head and worker pods, devices, /dev/shm, checkpoints on a PVC; ``render/rayjob.py``). The orchestrator
+plans the run (``orchestrator/runs.py``: ``ManifestRun``) and hands this backend verl's command and the verdict's
+findings; the backend renders the pods' scripts and the manifest, and writes it. The cluster is kubectl's, so
+are status, logs and stop."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from verlctl.backends.base import Action, Change, LaunchRequest, NotOnBackend
+from verlctl.backends.base import Action, LaunchRequest
 from verlctl.backends.base import Stage as S
 
 #: Findings that do not hold for a RayJob: the SwanLab key comes from a Kubernetes Secret, not from here.
@@ -46,35 +48,28 @@ class KubeRayBackend:
 
     def __init__(self, console: Any = None) -> None:
         self.console = console
-        self.findings: list[Any] = []  # the verdict's, less NOT_FOR_RAYJOB
-        self.request: LaunchRequest | None = None
-        self.options: KubeRayExport | None = None
         self.extra: dict[str, Any] = {}
 
-    def prepare(self, resolved: Any, options: Any, confirm: Any = None) -> LaunchRequest:
-        """The manifest for ``resolved`` (from :func:`resolve`); a spec with errors gives a request with no
-        manifest, ``blocked``, and its findings in ``self.findings``."""
+    def manifest_request(self, resolved: Any, command: Any, findings: list[Any], options: Any) -> LaunchRequest:
+        """The manifest for ``resolved`` (from :func:`resolve`) running verl's ``command`` (the plan's); with an
+        error among ``findings`` (the verdict's, planned by the orchestrator), a request with no manifest,
+        ``blocked``."""
         import dataclasses
         import shlex
 
         from verlctl.checks.findings import has_errors
-        from verlctl.plan import make_plan
         from verlctl.render import rayjob
         from verlctl.render.render import render
 
-        self.options = options
-        the_plan = make_plan(resolved)
-        self.findings = [f for f in the_plan.findings if f.code not in NOT_FOR_RAYJOB]
         spec = resolved.spec
         name = spec.logging.experiment or "verl"
-        if has_errors(self.findings):
-            self.request = LaunchRequest(self.name, name, self.where, spec.container.workdir, "", "",
-                                         blocked=("the spec has errors",))
-            return self.request
+        if has_errors(findings):
+            return LaunchRequest(self.name, name, self.where, spec.container.workdir, "", "",
+                                 blocked=("the spec has errors",))
         opts = self._options(spec, options.nodes)
         # The head pod runs start_verl.sh: it finds its own address (no node list in Kubernetes).
         pod_spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"master_addr": None})})
-        rendered = render(dataclasses.replace(resolved, spec=pod_spec), the_plan.command)
+        rendered = render(dataclasses.replace(resolved, spec=pod_spec), command)
         docs = self._manifests(spec, rendered, opts)
         kinds = ", ".join(f"{d['kind']} {d['metadata']['name']}" for d in docs)
         per_node = len(spec.cluster.devices)
@@ -87,19 +82,17 @@ class KubeRayBackend:
             Action(S.WRITE_MANIFEST, f"write {options.target} ({kinds})"),
             Action(S.SUBMIT, f"run: {apply} (yours: verlctl does not talk to the cluster)"),
         )
-        self.request = LaunchRequest(self.name, name, self.where, spec.container.workdir, "", "",
-                                     files=dict(rendered.files), env_file_names=tuple(sorted(rendered.command.env_file)),
-                                     manifest=rayjob.dump(docs), stages=(S.WRITE_MANIFEST, S.SUBMIT), plan=plan)
-        return self.request
+        return LaunchRequest(self.name, name, self.where, spec.container.workdir, "", "",
+                             files=dict(rendered.files), env_file_names=tuple(sorted(rendered.command.env_file)),
+                             manifest=rayjob.dump(docs), stages=(S.WRITE_MANIFEST, S.SUBMIT), plan=plan)
 
-    def submit(self, request: LaunchRequest) -> Any:
-        """Write the manifest (atomically, never through a planted symlink); the path written."""
+    def write_manifest(self, request: LaunchRequest, target: Path) -> Path:
+        """Write the request's manifest to ``target`` (atomically, never through a planted symlink)."""
         from verlctl.errors import VerlctlError
         from verlctl.files import write_file
 
-        if self.options is None or request is not self.request or request.manifest is None:
-            raise ValueError("submit() takes the unblocked request this backend prepared")  # a programming error
-        target = self.options.target
+        if request.manifest is None:
+            raise ValueError("write_manifest() takes an unblocked request")  # a programming error
         try:
             write_file(target, request.manifest.encode("utf-8"), 0o644)
         except OSError as exc:
@@ -118,28 +111,9 @@ class KubeRayBackend:
 
         return rayjob.manifests(spec, rendered, opts)
 
-    def _kubectl(self, what: str, handle: Any) -> NoReturn:
-        raise NotOnBackend(f"a {self.where} run's {what} is kubectl's: verlctl only writes the manifest",
-                           hint=self.kubectl_hint(handle))
-
     def kubectl_hint(self, handle: Any) -> str:
         return (f"kubectl get rayjob {handle}; kubectl logs -l ray.io/node-type=head -f; "
                 f"kubectl delete rayjob {handle}")
-
-    def status(self, handle: Any) -> dict[str, Any]:
-        return self._kubectl("status", handle)
-
-    def logs(self, handle: Any, follow: bool, lines: int) -> int:
-        return self._kubectl("log", handle)
-
-    def stop(self, handle: Any, remove_container: bool, grace: float, console: Any) -> dict[str, Any]:
-        return self._kubectl("stop", handle)
-
-    def watch(self, handle: Any, resolved: Any, say: Any, notify_cmd: str | None) -> int:
-        return self._kubectl("watch", handle)
-
-    def relaunch(self, handle: Any, change: Change) -> Any:
-        return self._kubectl("relaunch", handle)
 
 
 class VolcanoBackend(KubeRayBackend):

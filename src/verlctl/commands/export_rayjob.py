@@ -119,12 +119,13 @@ def _export(config: Path | None, values: dict[str, Any], names: dict[str, str], 
 
     from rich.console import Console
 
-    from verlctl.backends.kuberay import KubeRayBackend, KubeRayExport, VolcanoBackend, resolve
+    from verlctl.backends.kuberay import KubeRayExport, resolve
+    from verlctl.orchestrator.runs import ManifestRun
     from verlctl.render import rayjob
     from verlctl.report import print_findings
 
     resolved, nodes = resolve(config, values, names, nodes, fmt)
-    backend = VolcanoBackend() if fmt == "volcano" else KubeRayBackend()
+    backend = ManifestRun(fmt)
     request = backend.prepare(resolved, KubeRayExport(target, nodes, dry_run))
     console = Console(stderr=as_json)
     findings = [f.model_dump(mode="json") for f in backend.findings]

@@ -247,37 +247,37 @@ def launch_kuberay_flow(config: Path | None, flags: dict[str, Any], names: dict[
 
     from rich.console import Console
 
-    from verlctl.backends.kuberay import KubeRayBackend, KubeRayExport, VolcanoBackend, resolve
+    from verlctl.backends.kuberay import KubeRayExport, resolve
     from verlctl.files import check_out_file
+    from verlctl.orchestrator.runs import ManifestRun
     from verlctl.report import print_findings
 
-    backend = VolcanoBackend(None) if fmt == "volcano" else KubeRayBackend(None)
+    run = ManifestRun(fmt)
     example = "volcano-job.yaml" if fmt == "volcano" else "rayjob.yaml"
     if out is None:
-        raise VerlctlError(f"--backend {backend.name}: give -o, the manifest file to write, e.g. -o {example}")
+        raise VerlctlError(f"--backend {run.name}: give -o, the manifest file to write, e.g. -o {example}")
     target = check_out_file(out, force, example=example).absolute()
     flags, names = dict(flags), dict(names)
     flags.pop("cluster.nnodes", None)  # --nodes: worker pods (resolve names them)
     names.pop("cluster.nnodes", None)
     resolved, nodes = resolve(config, flags, names, nodes, fmt)
     console = Console(stderr=as_json)
-    backend.console = console
-    request = backend.prepare(resolved, KubeRayExport(target, nodes, dry_run))
-    print_findings(console, backend.findings)
+    request = run.prepare(resolved, KubeRayExport(target, nodes, dry_run))
+    print_findings(console, run.findings)
     doc: dict[str, Any] = {"outcome": "dry_run" if dry_run else "written", "run_id": None,
                            "actions": request.actions(), "request": request.to_json(), "manifest": None,
-                           "findings": [f.model_dump(mode="json") for f in backend.findings]}
+                           "findings": [f.model_dump(mode="json") for f in run.findings]}
     if request.blocked:
         exc = VerlctlError("the spec has errors (listed above): nothing was written")
         exc.details = {**doc, "outcome": "error"} if as_json else None
         raise exc
     console.print("[bold]dry run[/bold]: these actions would be taken, in order (nothing is changed):"
-                  if dry_run else f"launch --backend {backend.name}:")
+                  if dry_run else f"launch --backend {run.name}:")
     for i, a in enumerate(request.actions(), 1):  # unwrapped: the kubectl command must survive copy and paste
         console.print(f"  {i:2}. {a}", highlight=False, markup=False, soft_wrap=True)
     if not dry_run:
-        doc["manifest"] = str(backend.submit(request))
-        console.print(f"wrote {target}; apply it with: {backend.extra['apply']}", highlight=False, markup=False,
+        doc["manifest"] = str(run.submit(request))
+        console.print(f"wrote {target}; apply it with: {run.extra['apply']}", highlight=False, markup=False,
                       soft_wrap=True)
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")

@@ -4,16 +4,16 @@ composes what verl needs, and calls DOWN into the backend that knows the target 
 commands and the watcher call these, never a backend's module.
 
 ``run_named("slurm")`` for a launch, ``run_for(record)`` for a recorded run; KubeRay and Volcano runs are
-kubectl's (their backend objects answer every verb with the kubectl command that does it).
+kubectl's (:class:`ManifestRun` plans and writes the manifest, and answers every other verb with the kubectl
+command that does it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
-from verlctl.backends import backend_named
-from verlctl.backends.base import Change, LaunchRequest
+from verlctl.backends.base import Change, LaunchRequest, NotOnBackend
 
 
 class Run(Protocol):
@@ -40,12 +40,17 @@ class Run(Protocol):
 
 
 def run_named(name: str, console: Any = None) -> Any:
-    """The verbs of a ``launch --backend NAME`` run (``backends.NAMES``; another name is refused there)."""
+    """The verbs of a ``launch --backend NAME`` run (``backends.NAMES``; another name is refused here, naming them)."""
     if name == "local":
         return LocalRun(console)
     if name == "slurm":
         return SlurmRun(console)
-    return backend_named(name, console)  # kuberay, volcano: the manifest's backend answers for itself
+    if name in ("kuberay", "volcano"):
+        return ManifestRun(name, console)
+    from verlctl.backends import NAMES
+    from verlctl.errors import VerlctlError
+
+    raise VerlctlError(f"--backend {name!r}: give {', '.join(NAMES[:-1])} or {NAMES[-1]}")
 
 
 def run_for(record: Any, console: Any = None) -> Any:
@@ -286,3 +291,62 @@ class SlurmRun:
 
         resolved = handle.load_spec(recovery={"features.enable": list(change.enable)} if change.enable else None)
         return submit_job(handle, resolved, load_options(handle), change.reason, change.resumed_from)
+
+
+class ManifestRun:
+    """The verbs of a KubeRay RayJob or Volcano Job run (``launch --backend kuberay|volcano``, ``export rayjob``,
+    ``export volcano``): the orchestrator plans the run (verl's command and the verdict, less what does not hold
+    for pods: ``NOT_FOR_RAYJOB``); the backend (``backends/kuberay.py``) renders the pods' scripts and the
+    manifest, and writes it. Status, logs, stop, watch and relaunch are kubectl's: ``NotOnBackend``, naming the
+    kubectl command."""
+
+    def __init__(self, fmt: str = "kuberay", console: Any = None) -> None:
+        from verlctl.backends.kuberay import KubeRayBackend, VolcanoBackend
+
+        self.backend = VolcanoBackend(console) if fmt == "volcano" else KubeRayBackend(console)
+        self.name: str = self.backend.name
+        self.findings: list[Any] = []  # the verdict's, less NOT_FOR_RAYJOB
+        self.request: LaunchRequest | None = None
+        self.options: Any = None
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """What the manifest holds, for the command's lines: kinds, the kubectl apply, options, the spec."""
+        return self.backend.extra
+
+    def prepare(self, resolved: Any, options: Any, confirm: Any = None) -> LaunchRequest:
+        """The manifest request for ``resolved`` (``backends.kuberay.resolve``); a spec with errors gives a
+        request with no manifest, ``blocked``, and its findings in ``self.findings``."""
+        from verlctl.backends.kuberay import NOT_FOR_RAYJOB
+        from verlctl.plan import make_plan
+
+        self.options = options
+        the_plan = make_plan(resolved)
+        self.findings = [f for f in the_plan.findings if f.code not in NOT_FOR_RAYJOB]
+        self.request = self.backend.manifest_request(resolved, the_plan.command, self.findings, options)
+        return self.request
+
+    def submit(self, request: LaunchRequest) -> Any:
+        """Write the manifest (atomically, never through a planted symlink); the path written."""
+        if self.options is None or request is not self.request or request.manifest is None:
+            raise ValueError("submit() takes the unblocked request this run prepared")  # a programming error
+        return self.backend.write_manifest(request, self.options.target)
+
+    def _kubectl(self, what: str, handle: Any) -> NoReturn:
+        raise NotOnBackend(f"a {self.backend.where} run's {what} is kubectl's: verlctl only writes the manifest",
+                           hint=self.backend.kubectl_hint(handle))
+
+    def status(self, handle: Any) -> dict[str, Any]:
+        return self._kubectl("status", handle)
+
+    def logs(self, handle: Any, follow: bool, lines: int) -> int:
+        return self._kubectl("log", handle)
+
+    def stop(self, handle: Any, remove_container: bool, grace: float, console: Any) -> dict[str, Any]:
+        return self._kubectl("stop", handle)
+
+    def watch(self, handle: Any, resolved: Any, say: Any, notify_cmd: str | None) -> int:
+        return self._kubectl("watch", handle)
+
+    def relaunch(self, handle: Any, change: Change) -> Any:
+        return self._kubectl("relaunch", handle)
