@@ -42,18 +42,25 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def config_dump_value(log: str, key: str) -> Any:
     """The value of ``key`` in the first config dump verl printed (``pprint`` of the resolved config, in
-    TaskRunner.run), parsed: the text after ``'key': `` up to its balanced end."""
+    TaskRunner.run), parsed: the text after ``'key': `` up to its balanced end.
+
+    Ray's log monitor forwards an actor's output in chunks and cuts a long line where a chunk ends, anywhere,
+    even inside a quoted string (``'path': '~/models/FsfairX-L`` / ``(TaskRunner pid=540) LaMA3-RM-v0.1',``).
+    With Ray's prefixes taken off, the dump's newlines are only layout (pprint breaks between items, and splits
+    a long string into adjacent literals), so they are dropped before the value is read: a cut line reads as
+    it was printed."""
     text = _RAY_PREFIX.sub("", _ANSI.sub("", log))
     start = text.find(f"'{key}': ")
     assert start >= 0, f"{key} not in verl's config dump"
     i = start + len(key) + 4
-    if text[i] != "{":
-        return ast.literal_eval(re.match(r"[^,}\n]+", text[i:]).group(0))  # type: ignore[union-attr]
+    rest = text[i:].replace("\n", "")
+    if rest[0] != "{":
+        return ast.literal_eval(re.match(r"[^,}]+", rest).group(0))  # type: ignore[union-attr]
     depth = 0
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
+    for j, ch in enumerate(rest):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
         if depth == 0:
-            return ast.literal_eval(text[i: j + 1])
+            return ast.literal_eval(rest[: j + 1])
     raise AssertionError(f"unbalanced config dump after {key}")
 
 
