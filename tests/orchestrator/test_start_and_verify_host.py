@@ -1,9 +1,12 @@
-"""Ray start-up failures are named and a head start that fails so is retried once (issue 24, newcomer N2: 5 of
-11 launches on a loaded host died with Ray's "node timed out during startup", reported as a generic Python
-traceback with a Hydra hint).
+"""The Launcher's real start/verify path on the host runtime (start_verl.sh is a TEST DOUBLE per test).
 
-The Launcher's real start/verify path on the host runtime; start_verl.sh is a TEST DOUBLE that fails its first
-start(s) the way Ray's start-up timeout does (Ray itself cannot be overloaded on purpose here, deterministically).
+* Ray start-up failures are named and a head start that fails so is retried once (issue 24, newcomer N2: 5 of
+  11 launches on a loaded host died with Ray's "node timed out during startup", reported as a generic Python
+  traceback with a Hydra hint); the double fails its first start(s) the way Ray's start-up timeout does (Ray
+  itself cannot be overloaded on purpose here, deterministically).
+* The settle rule of verify: a trainer is called started when it is still alive ``settle_s`` after its first
+  line, not after start_verl.sh's marker: on a loaded host the trainer's interpreter can take longer than
+  ``settle_s`` to print at all, and a crash right after its first line was then verified as a start.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from launch_support import write_run_files
 RAY_TIMEOUT = ("Exception: The current node timed out during startup. This could happen because some of the raylet "
                "failed to startup or the GCS has become overloaded.")
 HEAD_EXITED = "[verlctl 08:41:21] ERROR: the Ray head exited while starting (see the lines above)"
+SETTLE_S = 5.0
 
 
 def test_the_catalogue_names_ray_start_up_failures_with_the_fix() -> None:
@@ -71,13 +75,14 @@ def launcher_on_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: 
                        checkpoints=str(tmp_path / "ckpt"), experiment="raytry", verl_version="0.7.0")
     record.save()
     out = io.StringIO()
-    launcher = Launcher(resolved, LaunchOptions(yes=True, verify_timeout=120, settle_s=1.0),
+    launcher = Launcher(resolved, LaunchOptions(yes=True, verify_timeout=120, settle_s=SETTLE_S),
                         Console(file=out, width=200))
     ex = HostExecutor()
     started: list[Any] = []
 
-    def run(fail_first: int, failure: str = RAY_TIMEOUT + "\n" + HEAD_EXITED) -> tuple[Any, str]:
-        (scripts / "start_verl.sh").write_text(f"""#!/bin/bash
+    def run(fail_first: int = 0, failure: str = RAY_TIMEOUT + "\n" + HEAD_EXITED,
+            script: str | None = None) -> tuple[Any, str]:
+        (scripts / "start_verl.sh").write_text(script or f"""#!/bin/bash
 # TEST DOUBLE of start_verl.sh: its first {fail_first} start(s) fail as given; then training starts.
 d="$(dirname "$0")"
 n=$(cat "$d/starts" 2>/dev/null || echo 0); echo $((n + 1)) > "$d/starts"
@@ -127,3 +132,37 @@ def test_a_failure_that_is_not_ray_start_up_is_not_retried(launcher_on_host) -> 
     run, record = launcher_on_host
     exc, _out = run(fail_first=5, failure="Traceback (most recent call last):\nValueError: bad data file")
     assert isinstance(exc, RuntimeFailure) and len(record.attempts) == 1
+
+
+def test_a_trainer_that_dies_within_settle_s_of_its_first_line_is_not_verified(
+        launcher_on_host, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The trainer's interpreter prints its first line 6 s after the marker (longer than settle_s, as on a loaded
+    host) and dies 3 s later, before any progress: a failed start, named so, not a verified one. The trainer is
+    a TEST DOUBLE run as the plan's entry module (``python3 -m recipe.dapo.main_dapo`` here, the process verify
+    looks for), from a directory of its own."""
+    from verlctl.plan import make_plan
+    from verlctl.spec.resolve import load_spec
+
+    run, record = launcher_on_host
+    module = make_plan(load_spec(tmp_path / "spec.yaml", environ={})).command.entry.module
+    pkg = tmp_path / "pkg"
+    entry = pkg.joinpath(*module.split("."))
+    entry.parent.mkdir(parents=True)
+    for d in (pkg / module.split(".")[0], entry.parent):
+        (d / "__init__.py").write_text("", encoding="utf-8")
+    entry.with_suffix(".py").write_text("import sys, time\nprint('Platform override: cpu', flush=True)\n"
+                                        "time.sleep(3)\nsys.exit('ValueError: bad data file')\n")
+    script = f"""#!/bin/bash
+# TEST DOUBLE of start_verl.sh: the marker, then a trainer that is slow to print and dies before any progress.
+echo "[verlctl] training starts"
+sleep 6
+PYTHONPATH={pkg} exec python3 -m {module}
+"""
+    from verlctl.orchestrator.launch import LaunchOptions
+
+    assert LaunchOptions().settle_s == 10.0 and SETTLE_S < 6  # the marker-to-first-line gap exceeds settle_s
+    exc, out = run(script=script)
+    assert isinstance(exc, RuntimeFailure), out
+    assert exc.message.startswith("the training process exited during start-up"), exc.message
+    kinds = [e["event"] for e in record.events()]
+    assert "verified" not in kinds and kinds[-1] == "failure", kinds

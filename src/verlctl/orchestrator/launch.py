@@ -884,27 +884,30 @@ class Launcher:
         follower = Follower(ex, record.run_log, record.attempts[-1].log_offset if record.attempts else 0,
                             owner=record.run_id)
         text = ""
-        seen_marker_at: float | None = None
+        first_line_at: float | None = None
         next_check = 0.0
         try:
             while time.monotonic() < deadline:
                 text += follower.get(timeout=0.5)
                 now = time.monotonic()
-                if seen_marker_at is None and TRAINING_MARKER in text:
-                    seen_marker_at = now
+                if first_line_at is None and _first_line(_after_marker(text)) is not None:
+                    first_line_at = now  # the trainer printed: its settle time runs from here
                     next_check = 0.0
                 if now < next_check:
                     continue
                 next_check = now + 2.0
-                after = text.split(TRAINING_MARKER, 1)[1].split("\n", 1)[-1] if seen_marker_at is not None else ""
-                first_line = next((ln for ln in after.splitlines() if ln.strip()), None)
+                after = _after_marker(text)
+                first_line = _first_line(after)
                 # Training progress proves the trainer started (what happens later is the watcher's job).
                 started = first_line is not None and has_progress(after)
                 if not started and not ex.group_alive(group):
                     text += follower.get(timeout=1.0)
                     self._fail_verify(record, text, "the training process exited during start-up (process group "
                                       f"{group.pgid} is no longer in {ex.describe()})")
-                if not started and first_line is not None and now - seen_marker_at >= self.options.settle_s:  # type: ignore[operator]
+                # Still alive settle_s after its first line (not after the marker: on a loaded host the trainer's
+                # interpreter may take longer than that to print at all, and a start-up crash right after its
+                # first line would be called a start).
+                if not started and first_line_at is not None and now - first_line_at >= self.options.settle_s:
                     started = _module_running(ex, group.pgid, module)
                 if started and first_line is not None:
                     record.event("verified", first_line=first_line[:300])
@@ -985,6 +988,15 @@ def _count_devices(tool: str, text: str) -> int | None:
         return len(parse_nvidia_smi(text).devices)
     except Exception:
         return None
+
+
+def _after_marker(text: str) -> str:
+    """What the trainer printed after start_verl.sh's training marker line ("" before the marker)."""
+    return text.split(TRAINING_MARKER, 1)[1].split("\n", 1)[-1] if TRAINING_MARKER in text else ""
+
+
+def _first_line(after: str) -> str | None:
+    return next((ln for ln in after.splitlines() if ln.strip()), None)
 
 
 def _module_running(ex: Executor, pgid: int, module: str) -> bool:
