@@ -30,7 +30,7 @@ from verlctl.backends.docker import DockerBackend, NodeTarget, attempt_marker
 from verlctl.checks.findings import Finding, Severity, has_errors
 from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
 from verlctl.orchestrator import preflight
-from verlctl.orchestrator.markers import RAY_START_FAILURES, TRAINING_MARKER, has_progress
+from verlctl.orchestrator.markers import RAY_START_FAILURES, after_marker, first_line, has_progress
 from verlctl.orchestrator.resume import resume_action, resume_point
 from verlctl.orchestrator.stages import walk
 from verlctl.plan import Plan, make_plan
@@ -890,16 +890,16 @@ class Launcher:
             while time.monotonic() < deadline:
                 text += follower.get(timeout=0.5)
                 now = time.monotonic()
-                if first_line_at is None and _first_line(_after_marker(text)) is not None:
+                if first_line_at is None and first_line(after_marker(text)) is not None:
                     first_line_at = now  # the trainer printed: its settle time runs from here
                     next_check = 0.0
                 if now < next_check:
                     continue
                 next_check = now + 2.0
-                after = _after_marker(text)
-                first_line = _first_line(after)
+                after = after_marker(text)
+                first = first_line(after)
                 # Training progress proves the trainer started (what happens later is the watcher's job).
-                started = first_line is not None and has_progress(after)
+                started = first is not None and has_progress(after)
                 if not started and not ex.group_alive(group):
                     text += follower.get(timeout=1.0)
                     self._fail_verify(record, text, "the training process exited during start-up (process group "
@@ -909,9 +909,9 @@ class Launcher:
                 # first line would be called a start).
                 if not started and first_line_at is not None and now - first_line_at >= self.options.settle_s:
                     started = _module_running(ex, group.pgid, module)
-                if started and first_line is not None:
-                    record.event("verified", first_line=first_line[:300])
-                    self.report.note(f"training is running: {first_line.strip()[:160]}")
+                if started and first is not None:
+                    record.event("verified", first_line=first[:300])
+                    self.report.note(f"training is running: {first.strip()[:160]}")
                     return
         finally:
             follower.stop()
@@ -988,15 +988,6 @@ def _count_devices(tool: str, text: str) -> int | None:
         return len(parse_nvidia_smi(text).devices)
     except Exception:
         return None
-
-
-def _after_marker(text: str) -> str:
-    """What the trainer printed after start_verl.sh's training marker line ("" before the marker)."""
-    return text.split(TRAINING_MARKER, 1)[1].split("\n", 1)[-1] if TRAINING_MARKER in text else ""
-
-
-def _first_line(after: str) -> str | None:
-    return next((ln for ln in after.splitlines() if ln.strip()), None)
 
 
 def _module_running(ex: Executor, pgid: int, module: str) -> bool:

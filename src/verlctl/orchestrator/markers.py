@@ -17,6 +17,17 @@ def has_progress(text: str) -> bool:
     return bool(_PROGRESS.search(text))
 
 
+def after_marker(text: str) -> str:
+    """What the trainer printed after start_verl.sh's training marker line ("" before the marker): what a
+    launch's verify and a Slurm job's verify read."""
+    return text.split(TRAINING_MARKER, 1)[1].split("\n", 1)[-1] if TRAINING_MARKER in text else ""
+
+
+def first_line(after: str) -> str | None:
+    """The trainer's first non-blank line in ``after`` (None before it printed)."""
+    return next((ln for ln in after.splitlines() if ln.strip()), None)
+
+
 #: Diagnoses (monitor catalogue) of a start that failed because Ray did not come up in time: the launch starts
 #: once more before it gives up (on a loaded host Ray's own start-up wait runs out; issue 24, newcomer N2), a
 #: single-node launch by starting the attempt again, a Slurm launch by submitting the job again.

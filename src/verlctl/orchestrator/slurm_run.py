@@ -240,15 +240,15 @@ def await_training(record: RunRecord, ref: SlurmJobRef, timeout: float, console:
     """Until training prints progress in the job's output: None then, and None for a job still queued at the
     deadline (left queued, said); else (the job's output, why it is no start) for a job that ended first or
     ran without progress to the deadline."""
-    from verlctl.orchestrator.markers import TRAINING_MARKER, has_progress
+    from verlctl.orchestrator.markers import after_marker, first_line, has_progress
 
     deadline = time.monotonic() + timeout
     st = target.job_state(ref)
     while time.monotonic() < deadline:
         text = target.read_output(ref).decode(errors="replace")
-        after = text.split(TRAINING_MARKER, 1)[1] if TRAINING_MARKER in text else ""
+        after = after_marker(text)
         if after and has_progress(after):
-            first = next((ln for ln in after.splitlines()[1:] if ln.strip()), "")
+            first = first_line(after) or ""
             record.event("verified", job_id=ref.job_id, first_line=first[:300])
             console.print(f"training is running: {first.strip()[:160]}", highlight=False, markup=False)
             return None
