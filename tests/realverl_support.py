@@ -67,6 +67,10 @@ CPU_OVERRIDES = [
     "actor_rollout_ref.rollout.free_cache_engine=False",
     # realverl.md's direct runs used a 64 MB weight-sync bucket (verl's default 2048 MB is a 2 GiB shared segment)
     "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=64",
+    # verl's FSDP engine compiles entropy_from_logits with torch.compile (engine/fsdp/transformer_impl.py): on
+    # CPU that is torch inductor building C++ kernels with g++ in every new container, actor and ref each
+    "actor_rollout_ref.actor.fsdp_config.use_torch_compile=False",
+    "actor_rollout_ref.ref.fsdp_config.use_torch_compile=False",
 ]
 #: What a CPU user's spec says to keep the run's memory down (issue #20's budget: peak <= 8 GiB; each measured
 #: with bench/realverl_budget.py, docs/development/benchmarks.md). Not a key the double changes.
