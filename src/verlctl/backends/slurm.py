@@ -8,6 +8,7 @@ the 0600 env file and the job's output files ``slurm-<job id>.out``."""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import sys
@@ -116,10 +117,16 @@ def show_output(record: RunRecord, follow: bool, lines: int, watcher_running: Ca
     size = slurm.output_size(ref.output)
     if size is None and not follow:
         raise VerlctlError(f"no output at {ref.output} yet (Slurm job {ref.job_id} is {slurm.state(ref.job_id).state})")
-    start = max(0, (size or 0) - 256 * 1024) if lines else 0
-    out = slurm.read_output(ref.output, start, max_bytes=1 << 40 if not lines else 256 * 1024)
-    text_lines = out.decode(errors="replace").splitlines(keepends=True)
-    sys.stdout.write("".join(text_lines[-lines:] if lines else text_lines))
+    if lines:
+        out = slurm.read_output(ref.output, max(0, (size or 0) - 256 * 1024), max_bytes=256 * 1024)
+        sys.stdout.write("".join(out.decode(errors="replace").splitlines(keepends=True)[-lines:]))
+    else:  # the whole file, a chunk at a time (never the whole of a large file in memory)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pos = 0
+        while pos < (size or 0) and (chunk := slurm.read_output(ref.output, pos, min(4 << 20, (size or 0) - pos))):
+            sys.stdout.write(decoder.decode(chunk))
+            pos += len(chunk)
+        sys.stdout.write(decoder.decode(b"", final=True))
     sys.stdout.flush()
     if not follow:
         return 0

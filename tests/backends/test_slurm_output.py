@@ -1,0 +1,133 @@
+"""The Slurm backend reads a job's output file (backends/slurm.py): ``output_tail`` (what a verdict reads: the
+file's last bytes), ``show_output`` (``verlctl logs`` of a Slurm run: the last N lines, or the whole file) and
+``await_end`` (a cancelled job must be known to have ended before a resubmission). The output files are real
+files; tests/backends/test_slurm_cluster.py follows a real job's output with ``logs -f``.
+
+A job's state comes from TEST DOUBLES of squeue / scontrol / sacct (``controller``), as in
+tests/backends/test_slurm_unanswered.py: a real slurmctld cannot be made to time out, or hold a job in
+COMPLETING, on demand."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+RUN = "20260101-000000-exp-job0"
+
+
+def _ref(tmp_path: Path, job_id: str = "41"):  # type: ignore[no-untyped-def]
+    from verlctl.runtime.records import SlurmJobRef
+
+    return SlurmJobRef(number=1, job_id=job_id, job_name="verlctl-exp", submitted_at=1.0,
+                       output=str(tmp_path / f"slurm-{job_id}.out"))
+
+
+def _record(tmp_path: Path, jobs: list) -> object:  # type: ignore[type-arg]
+    from verlctl.runtime.records import RunRecord
+
+    return RunRecord.model_validate({
+        "run_id": RUN, "created_at": 4102444800.0, "runtime": "slurm", "workdir": str(tmp_path),
+        "scripts_dir": str(tmp_path), "run_log": "", "train_log": "", "checkpoints": str(tmp_path / "ckpt"),
+        "experiment": "exp", "verl_version": "0.7.0", "pgid": None, "attempts": [], "slurm_jobs": jobs})
+
+
+def test_output_tail_is_the_files_last_bytes_and_nothing_before_the_file_exists(tmp_path: Path) -> None:
+    from verlctl.backends import slurm
+
+    ref = _ref(tmp_path)
+    assert slurm.output_tail(ref) == "" and slurm.output_size(ref) is None and slurm.read_output(ref) == b""
+    body = b"".join(b"line %06d\n" % i for i in range(40000))  # 480 kB: more than the default 256 KiB tail
+    Path(ref.output).write_bytes(body)
+    assert slurm.output_size(ref) == len(body)
+    assert slurm.output_tail(ref, max_bytes=24) == "line 039998\nline 039999\n"
+    assert slurm.output_tail(ref).encode() == body[-256 * 1024:]
+    assert slurm.output_tail(ref, max_bytes=len(body) + 5).encode() == body  # a short file: all of it
+    assert slurm.read_output(ref, offset=len(body) - 12) == b"line 039999\n"
+    assert slurm.read_output(ref, offset=0, max_bytes=12) == b"line 000000\n"
+
+
+def test_logs_prints_the_last_lines_or_the_whole_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from verlctl.backends import slurm
+
+    ref = _ref(tmp_path)
+    body = b"".join(b"line %06d\n" % i for i in range(40000))
+    Path(ref.output).write_bytes(body)
+    record = _record(tmp_path, [_ref(tmp_path, "40"), ref])  # the current job is the last one
+    assert slurm.show_output(record, False, 2, lambda r: False) == 0
+    assert capsys.readouterr().out == "line 039998\nline 039999\n"
+    assert slurm.show_output(record, False, 0, lambda r: False) == 0  # -n 0: the whole file, beyond 256 KiB
+    assert capsys.readouterr().out.encode() == body
+    # a file larger than one read (4 MiB), with a character split between two reads: read whole, in bounded memory
+    big = b"x" * ((4 << 20) - 1) + "\u00e9 end\n".encode()
+    Path(ref.output).write_bytes(big)
+    assert slurm.show_output(record, False, 0, lambda r: False) == 0
+    assert capsys.readouterr().out.encode() == big
+
+
+def controller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *states: str) -> Path:
+    """TEST DOUBLES of squeue / scontrol / sacct: squeue answers the next of ``states`` each time it is asked (the
+    last one again once they run out); ``TIMEOUT`` answers as a controller that timed out (all three tools)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    queue = tmp_path / "states"
+    queue.write_text("".join(f"{s}\n" for s in states))
+    (bindir / "squeue").write_text(
+        "#!/bin/sh\n"
+        f"q={queue}\n"
+        's=$(head -n 1 "$q"); [ "$(wc -l < "$q")" -gt 1 ] && sed -i 1d "$q"\n'
+        f'[ "$s" = TIMEOUT ] && {{ echo "{TIMED_OUT_MSG}" >&2; exit 1; }}\n'
+        'echo "$s|None|node1|verlctl-exp"\n')
+    for tool in ("scontrol", "sacct"):
+        (bindir / tool).write_text(f"#!/bin/sh\necho '{TIMED_OUT_MSG}' >&2\nexit 1\n")
+    for p in bindir.iterdir():
+        p.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    from verlctl.runtime import slurm as runtime_slurm
+
+    monkeypatch.setattr(runtime_slurm, "STATE_RETRY_S", 0.01)
+    return queue
+
+
+TIMED_OUT_MSG = "slurm_load_jobs error: Socket timed out on send/recv operation"
+
+
+def test_logs_of_a_run_without_output_or_without_a_job_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from verlctl.backends import slurm
+    from verlctl.errors import VerlctlError
+
+    controller(tmp_path, monkeypatch, "PENDING")
+    with pytest.raises(VerlctlError) as err:
+        slurm.show_output(_record(tmp_path, []), False, 10, lambda r: False)
+    assert err.value.message == f"run {RUN} has no Slurm job"
+    ref = _ref(tmp_path, "43")
+    with pytest.raises(VerlctlError) as err:
+        slurm.show_output(_record(tmp_path, [ref]), False, 10, lambda r: False)
+    assert err.value.message == f"no output at {ref.output} yet (Slurm job 43 is PENDING)"
+
+
+def test_a_cancelled_job_slurm_says_nothing_about_is_not_taken_for_ended(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from verlctl.backends import slurm
+    from verlctl.errors import RuntimeFailure
+
+    controller(tmp_path, monkeypatch, "TIMEOUT")
+    with pytest.raises(RuntimeFailure) as err:
+        slurm.await_end(_ref(tmp_path, "44"), timeout=0)
+    assert err.value.message == "Slurm job 44 was cancelled but Slurm did not say whether it ended after 0s"
+    assert "squeue --jobs=44" in err.value.hint and "scancel 44" in err.value.hint
+
+
+def test_a_cancelled_job_is_awaited_until_slurm_says_it_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from verlctl.backends import slurm
+    from verlctl.errors import RuntimeFailure
+
+    queue = controller(tmp_path, monkeypatch, "RUNNING", "COMPLETING", "CANCELLED")
+    monkeypatch.setattr(slurm.time, "sleep", lambda s: None)
+    slurm.await_end(_ref(tmp_path, "45"), timeout=60)  # returns once Slurm says CANCELLED
+    assert queue.read_text() == "CANCELLED\n"  # it asked three times
+    controller(tmp_path, monkeypatch, "COMPLETING")
+    with pytest.raises(RuntimeFailure) as err:
+        slurm.await_end(_ref(tmp_path, "46"), timeout=0)
+    assert err.value.message == "Slurm job 46 was cancelled but Slurm still reports it COMPLETING after 0s"
