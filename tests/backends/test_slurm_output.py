@@ -46,6 +46,8 @@ def test_output_tail_is_the_files_last_bytes_and_nothing_before_the_file_exists(
     assert slurm.output_tail(ref, max_bytes=len(body) + 5).encode() == body  # a short file: all of it
     assert slurm.read_output(ref, offset=len(body) - 12) == b"line 039999\n"
     assert slurm.read_output(ref, offset=0, max_bytes=12) == b"line 000000\n"
+    Path(ref.output).write_bytes(b"one\ntwo\n")
+    assert slurm.output_tail(ref) == "one\ntwo\n"
 
 
 def test_logs_prints_the_last_lines_or_the_whole_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -57,6 +59,10 @@ def test_logs_prints_the_last_lines_or_the_whole_file(tmp_path: Path, capsys: py
     record = _record(tmp_path, [_ref(tmp_path, "40"), ref])  # the current job is the last one
     assert slurm.show_output(record, False, 2, lambda r: False) == 0
     assert capsys.readouterr().out == "line 039998\nline 039999\n"
+    Path(ref.output).write_bytes(b"one\ntwo\nthree\n")  # shorter than the 256 KiB it reads from the end
+    assert slurm.show_output(record, False, 2, lambda r: False) == 0
+    assert capsys.readouterr().out == "two\nthree\n"
+    Path(ref.output).write_bytes(body)
     assert slurm.show_output(record, False, 0, lambda r: False) == 0  # -n 0: the whole file, beyond 256 KiB
     assert capsys.readouterr().out.encode() == body
     # a file larger than one read (4 MiB), with a character split between two reads: read whole, in bounded memory
@@ -76,11 +82,13 @@ def controller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *states: str) ->
     (bindir / "squeue").write_text(
         "#!/bin/sh\n"
         f"q={queue}\n"
+        f'echo "$@" >> {tmp_path / "asked"}\n'
         's=$(head -n 1 "$q"); [ "$(wc -l < "$q")" -gt 1 ] && sed -i 1d "$q"\n'
         f'[ "$s" = TIMEOUT ] && {{ echo "{TIMED_OUT_MSG}" >&2; exit 1; }}\n'
         'echo "$s|None|node1|verlctl-exp"\n')
     for tool in ("scontrol", "sacct"):
         (bindir / tool).write_text(f"#!/bin/sh\necho '{TIMED_OUT_MSG}' >&2\nexit 1\n")
+    (bindir / "scancel").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'scancelled'}\n")
     for p in bindir.iterdir():
         p.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
@@ -131,3 +139,78 @@ def test_a_cancelled_job_is_awaited_until_slurm_says_it_ended(tmp_path: Path, mo
     with pytest.raises(RuntimeFailure) as err:
         slurm.await_end(_ref(tmp_path, "46"), timeout=0)
     assert err.value.message == "Slurm job 46 was cancelled but Slurm still reports it COMPLETING after 0s"
+
+
+def test_a_cancelled_job_is_asked_about_once_a_second(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from verlctl.backends import slurm
+    from verlctl.errors import RuntimeFailure
+
+    controller(tmp_path, monkeypatch, "RUNNING")
+    with pytest.raises(RuntimeFailure):
+        slurm.await_end(_ref(tmp_path, "47"), timeout=1.5)
+    asked = (tmp_path / "asked").read_text().splitlines()
+    assert 2 <= len(asked) <= 3 and set(asked) == {"--noheader --jobs=47 --format=%T|%r|%N|%j"}, asked
+
+
+def test_cancel_sends_scancel_only_to_a_live_job_of_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from verlctl.backends import slurm
+
+    controller(tmp_path, monkeypatch, "COMPLETED", "RUNNING")
+    assert slurm.cancel(_ref(tmp_path, "48")) is False  # already ended: nothing sent
+    assert not (tmp_path / "scancelled").exists()
+    assert slurm.cancel(_ref(tmp_path, "48")) is True
+    assert (tmp_path / "scancelled").read_text() == "-- 48\n"
+    assert slurm.job_state(_ref(tmp_path, "48")).state == "RUNNING"
+
+
+def test_the_job_name_is_read_whole_from_the_script() -> None:
+    from verlctl.backends import slurm
+
+    assert slurm.job_name_of("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --job-name=verlctl-a=b\n") == "verlctl-a=b"
+
+
+def test_logs_follow_the_job_onto_its_resubmission_until_it_ended_and_no_watcher_follows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``logs -f``: new output as it comes; after 5 idle seconds, the record is read again (a resubmitted job is
+    followed from its start) and the job's state asked; it ends once the job ended and no watcher follows. The
+    world moves in the sleeps between reads."""
+    from verlctl.backends import slurm
+    from verlctl.runtime.records import load_run
+
+    monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
+    controller(tmp_path, monkeypatch, "RUNNING", "COMPLETED")
+    first, second = _ref(tmp_path, "50"), _ref(tmp_path, "51")
+    Path(first.output).write_text("a\n")
+    record = _record(tmp_path, [first])
+    record.save()  # type: ignore[attr-defined]
+    sleeps: list[float] = []
+    real_sleep = slurm.time.sleep  # the time module's: subprocess's own short waits keep it
+
+    def tick(s: float) -> None:
+        if s != 1.0:
+            return real_sleep(s)
+        sleeps.append(s)
+        if len(sleeps) == 1:
+            with open(first.output, "a") as f:
+                f.write("b\n")
+        if len(sleeps) == 6:  # the watcher resubmits
+            Path(second.output).write_text("c\n")
+            current = load_run(RUN)
+            current.slurm_jobs.append(second)
+            current.save()
+
+    watcher = iter([True, False])
+    monkeypatch.setattr(slurm.time, "sleep", tick)
+    assert slurm.show_output(record, True, 10, lambda r: next(watcher)) == 0  # type: ignore[arg-type]
+    assert capsys.readouterr().out == "a\nb\n[verlctl] following the resubmitted Slurm job 51\nc\n"
+    assert sleeps == [1.0] * 12
+    assert (tmp_path / "asked").read_text().split() .count("--jobs=51") == 2
+
+    def interrupt(s: float) -> None:
+        if s != 1.0:
+            return real_sleep(s)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(slurm.time, "sleep", interrupt)
+    assert slurm.show_output(load_run(RUN), True, 1, lambda r: True) == 0  # Ctrl-C ends a follow quietly
+    assert capsys.readouterr().out == "c\n"

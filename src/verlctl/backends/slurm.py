@@ -114,23 +114,24 @@ def show_output(record: RunRecord, follow: bool, lines: int, watcher_running: Ca
     if not record.slurm_jobs:
         raise VerlctlError(f"run {record.run_id} has no Slurm job")
     ref = record.slurm_jobs[-1]
-    size = slurm.output_size(ref.output)
-    if size is None and not follow:
+    found = slurm.output_size(ref.output)
+    if found is None and not follow:
         raise VerlctlError(f"no output at {ref.output} yet (Slurm job {ref.job_id} is {slurm.state(ref.job_id).state})")
+    size = found or 0
     if lines:
-        out = slurm.read_output(ref.output, max(0, (size or 0) - 256 * 1024), max_bytes=256 * 1024)
+        out = slurm.read_output(ref.output, max(0, size - 256 * 1024), max_bytes=256 * 1024)
         sys.stdout.write("".join(out.decode(errors="replace").splitlines(keepends=True)[-lines:]))
     else:  # the whole file, a chunk at a time (never the whole of a large file in memory)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pos = 0
-        while pos < (size or 0) and (chunk := slurm.read_output(ref.output, pos, min(4 << 20, (size or 0) - pos))):
+        while pos < size and (chunk := slurm.read_output(ref.output, pos, min(4 << 20, size - pos))):
             sys.stdout.write(decoder.decode(chunk))
             pos += len(chunk)
         sys.stdout.write(decoder.decode(b"", final=True))
     sys.stdout.flush()
     if not follow:
         return 0
-    pos = size or 0
+    pos = size
     idle = 0.0
     try:
         while True:
