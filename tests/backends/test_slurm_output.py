@@ -48,6 +48,9 @@ def test_output_tail_is_the_files_last_bytes_and_nothing_before_the_file_exists(
     assert slurm.read_output(ref, offset=0, max_bytes=12) == b"line 000000\n"
     Path(ref.output).write_bytes(b"one\ntwo\n")
     assert slurm.output_tail(ref) == "one\ntwo\n"
+    big = b"y" * (5 << 20)  # more than one read: read_output's default is 4 MiB from the start
+    Path(ref.output).write_bytes(big)
+    assert slurm.read_output(ref) == big[: 4 << 20]
 
 
 def test_logs_prints_the_last_lines_or_the_whole_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -59,6 +62,16 @@ def test_logs_prints_the_last_lines_or_the_whole_file(tmp_path: Path, capsys: py
     record = _record(tmp_path, [_ref(tmp_path, "40"), ref])  # the current job is the last one
     assert slurm.show_output(record, False, 2, lambda r: False) == 0
     assert capsys.readouterr().out == "line 039998\nline 039999\n"
+    # more lines than the last 256 KiB hold: the whole lines in them, none cut in part
+    assert slurm.show_output(record, False, 40000, lambda r: False) == 0
+    window = body[-slurm.TAIL_BYTES:]
+    assert capsys.readouterr().out.encode() == window[window.index(b"\n") + 1:]
+    assert slurm.TAIL_BYTES == 256 * 1024
+    aligned = b"".join(b"line %010d\n" % i for i in range(20000))  # 16-byte lines: the window starts on one
+    Path(ref.output).write_bytes(aligned)
+    assert slurm.show_output(record, False, 40000, lambda r: False) == 0
+    shown = capsys.readouterr().out.encode()
+    assert shown == aligned[-slurm.TAIL_BYTES:] and shown.startswith(b"line 0000003616\n")  # whole, not dropped
     Path(ref.output).write_bytes(b"one\ntwo\nthree\n")  # shorter than the 256 KiB it reads from the end
     assert slurm.show_output(record, False, 2, lambda r: False) == 0
     assert capsys.readouterr().out == "two\nthree\n"

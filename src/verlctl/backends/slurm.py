@@ -27,6 +27,8 @@ JOB_SCRIPT = "job.sbatch"
 ENV_FILE = "verlctl.env"
 #: How long a cancelled job may take to end (Slurm's KillWait, then its epilog) before a resubmission gives up.
 CANCEL_END_S = 90.0
+#: How much of the end of a job's output ``verlctl logs -n N`` reads for its last N lines.
+TAIL_BYTES = 256 * 1024
 
 
 class SlurmBackend:
@@ -118,8 +120,11 @@ def show_output(record: RunRecord, follow: bool, lines: int, watcher_running: Ca
     if found is None and not follow:
         raise VerlctlError(f"no output at {ref.output} yet (Slurm job {ref.job_id} is {slurm.state(ref.job_id).state})")
     size = found or 0
-    if lines:
-        out = slurm.read_output(ref.output, max(0, size - 256 * 1024), max_bytes=256 * 1024)
+    if lines:  # the last lines within the file's last TAIL_BYTES
+        start = max(0, size - TAIL_BYTES)
+        out = slurm.read_output(ref.output, max(0, start - 1), max_bytes=TAIL_BYTES + 1)
+        if start:
+            out = out[out.find(b"\n") + 1:]  # a line the window cuts is not shown in part
         sys.stdout.write("".join(out.decode(errors="replace").splitlines(keepends=True)[-lines:]))
     else:  # the whole file, a chunk at a time (never the whole of a large file in memory)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
