@@ -324,3 +324,23 @@ def test_a_pip_failure_keeps_its_output_in_the_log_and_names_its_last_line(tmp_p
     log = env.log.read_text()
     assert "no-such-1.0-py3-none-any.whl" in log and "$ " in log  # the command and pip's own words
     assert str(env.log) in (exc.value.hint or "")
+
+
+def test_every_step_since_the_last_poll_is_shown_from_the_trainers_log(tmp_path: Path) -> None:
+    """Two steps can end between two polls of the demo's follower: each is shown with its own metrics, read from the
+    trainer's log (a real verl 0.9.1 CPU run's step lines), never one twice, never one past the status's last."""
+    from verlctl.commands.demo import _metrics_line, _steps_since
+
+    log = tmp_path / "train.log"  # the step lines only, as captured (tests/fixtures/health-logs/README.md)
+    log.write_bytes((ROOT / "tests" / "fixtures" / "health-logs" /
+                     "realverl-0.9.1-cpu-demo-dapo-digit-share-steps.txt").read_bytes())
+    got = _steps_since(log, set(), 2)
+    assert [n for n, _ in got] == [1, 2]
+    assert got[0][1]["critic/score/mean"] != got[1][1]["critic/score/mean"]  # each its own metrics
+    assert "score" in _metrics_line(got[0][1]) and "pg_loss" in _metrics_line(got[0][1])
+    assert [n for n, _ in _steps_since(log, {1}, 3)] == [2, 3]
+    assert _steps_since(log, {1, 2, 3}, 3) == []
+    assert [n for n, _ in _steps_since(log, set(), 3, tail_bytes=log.stat().st_size // 3)] == [3]  # the end only
+    assert _steps_since(tmp_path / "missing.log", set(), 2) == [] and _steps_since(None, set(), 2) == []
+    (tmp_path / "link.log").symlink_to(log)
+    assert _steps_since(tmp_path / "link.log", set(), 2) == []  # a planted link is not followed

@@ -237,8 +237,10 @@ def _follow(console: Any, run_id: str, poll_s: float = 3.0) -> str:
                 bar.update(task, completed=prog["step"])
             step = last.get("step")
             if step is not None and step not in shown:
-                shown.add(step)
-                bar.console.print(f"step {step}: {_metrics_line(last.get('metrics') or {})}")
+                # every step since the last poll (two can end between polls), from the trainer's log
+                for n, metrics in _steps_since(doc.get("train_log"), shown, step) or [(step, last.get("metrics") or {})]:
+                    shown.add(n)
+                    bar.console.print(f"step {n}: {_metrics_line(metrics or {})}")
             state = str(doc.get("state"))
             bar.update(task, description=state)
             if state in TERMINAL or state.startswith("failed"):
@@ -247,6 +249,27 @@ def _follow(console: Any, run_id: str, poll_s: float = 3.0) -> str:
             if gone > GONE_S:  # neither the run nor its watcher for a while: say what status says
                 return state
             time.sleep(poll_s)
+
+
+def _steps_since(train_log: Any, shown: set[int], upto: int, tail_bytes: int = 1 << 20) -> list[tuple[int, dict]]:
+    """The steps up to ``upto`` not in ``shown``, with their metrics, from the end of the trainer's log (the demo's
+    run is on this host); [] when the log cannot be read."""
+    import os
+
+    from verlctl.monitor.summary import diagnose_text
+
+    try:
+        fd = os.open(str(train_log), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (OSError, TypeError, ValueError):
+        return []
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - tail_bytes), os.SEEK_SET)
+        text = os.read(fd, tail_bytes).decode(errors="replace")
+    finally:
+        os.close(fd)
+    found = {s.step: s.metrics for s in diagnose_text(text, keep_steps=64).steps}
+    return [(n, found[n]) for n in sorted(found) if n <= upto and n not in shown]
 
 
 METRICS = (("critic/score/mean", "score"), ("actor/pg_loss", "pg_loss"), ("actor/entropy", "entropy"),
