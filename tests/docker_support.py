@@ -197,6 +197,26 @@ class ContainerFactory:
                 _slot.release()
 
 
+#: Lines around ``ps``'s own output in :func:`ps_in` (no word a test looks for in a process list).
+_PS_BEGIN, _PS_END = "@@ps-begin@@", "@@ps-end@@"
+
+
+def ps_in(container: Any, columns: str = "args") -> str:
+    """``ps -eo COLUMNS`` in ``container``, whole. Docker can lose the start of a short exec's output (a CI run under
+    load got a process list without its first lines: docker/docker-py#2042), so a check that a process is there
+    would fail and one that it is gone would pass falsely: the list is framed by two marker lines and read again
+    until both arrived. The framing ``sh -c`` is in the list too, as ``ps`` itself always is."""
+    script = f"echo {_PS_BEGIN}; ps -eo {columns}; echo {_PS_END}"
+    out = ""
+    for _ in range(5):
+        out = container.exec_run(["sh", "-c", script]).output.decode(errors="replace")
+        _, sep, rest = out.partition(_PS_BEGIN + "\n")
+        body, sep2, _end = rest.rpartition(_PS_END)
+        if sep and sep2:
+            return body
+    raise AssertionError(f"ps in {container.name} did not come back whole in 5 tries: {out[-2000:]!r}")
+
+
 def _remove_containers(client: Any, filters: dict[str, Any], keep: Any = None) -> None:
     import docker.errors
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from docker_support import REPO_ROOT, in_ci
+from docker_support import REPO_ROOT, in_ci, ps_in
 from launch_support import LaunchEnv, free_port
 
 BUILD_SCRIPT = REPO_ROOT / "tests" / "image" / "build_realverl.sh"
@@ -223,7 +223,7 @@ class RealVerlEnv(LaunchEnv):
         return Path(s["paths"]["logs"]) / f"{s['algorithm']}_{Path(s['paths']['model']).name}_{s['strategy']}.log"
 
     def ps(self) -> str:
-        return str(self.container.exec_run(["ps", "-eo", "pid,pgid,args"]).output.decode())
+        return ps_in(self.container, "pid,pgid,args")
 
 
 def make_realverl_env(tmp_path: Path, client: Any, image: str, *, steps: int = 2, lean: bool = True,

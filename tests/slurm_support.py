@@ -224,7 +224,5 @@ def ray_processes(cluster: SlurmCluster) -> dict[str, list[str]]:
     """Ray's daemons still running on each node (gcs_server, raylet): none once a job has ended."""
     out = {}
     for c in cluster.containers[1:]:
-        res = c.exec_run(["ps", "-eo", "args="])
-        out[c.name] = [ln for ln in res.output.decode(errors="replace").splitlines()
-                       if "gcs_server" in ln or "raylet" in ln]
+        out[c.name] = [ln for ln in docker_support.ps_in(c, "args=").splitlines() if "gcs_server" in ln or "raylet" in ln]
     return out

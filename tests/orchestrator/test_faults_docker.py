@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from docker_support import ps_in
 from fault_support import events, finish_watch, launch_and_watch, poll_value, run_dir, wait_event
 from launch_support import LaunchEnv, remove_container
 
@@ -140,7 +141,7 @@ def test_ray_head_killed(fenv: LaunchEnv, docker_engine) -> None:  # type: ignor
     try:
         before = poll_value(lambda: (c := checkpoints(fenv)) and len(c) >= 2 and c, 180, "two checkpoints")
         container = docker_engine.containers.get(fenv.name)
-        ps = container.exec_run(["ps", "-eo", "pid=,args="]).output.decode()
+        ps = ps_in(container, "pid=,args=")
         gcs = [ln.split()[0] for ln in ps.splitlines() if "gcs_server" in ln and "verlctl-ray-" in ln]
         assert len(gcs) == 1, ps
         t_fault = time.time()
@@ -396,14 +397,14 @@ def test_two_watchers_of_one_run(fenv: LaunchEnv, docker_engine) -> None:  # typ
     assert res.code == 0, res.err
     assert f"stopped the watcher (pid {first['pid']})" in res.out and f"stopped process group {started[0]['pgid']}" in res.out, res.out
     container = docker_engine.containers.get(fenv.name)
-    out = container.exec_run(["ps", "-eo", "args="]).output.decode()
+    out = ps_in(container, "args=")
     left = [ln for ln in out.splitlines() if any(k in ln for k in ("start_verl.sh", "standin", "raylet", "gcs_server"))]
     assert not left, left
 
 
 def _driver_pid(container: Any) -> str:
     """The training driver's pid in the container: the stand-in's `python3 -m recipe.dapo.main_dapo`."""
-    ps = container.exec_run(["ps", "-eo", "pid=,args="]).output.decode()
+    ps = ps_in(container, "pid=,args=")
     pids = [ln.split()[0] for ln in ps.splitlines()
             if len(ln.split()) > 2 and ln.split()[1].startswith("python") and "main_dapo" in ln]
     assert len(pids) == 1, ps

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from docker_support import ps_in
 from fault_support import finish_watch, launch_and_watch, wait_event
 from launch_support import LaunchEnv, remove_container
 
@@ -140,7 +141,7 @@ def test_a_sigtermed_watcher_leaves_no_follower_in_the_container(launch_env: Lau
 
 def _followers(container, run_log: str) -> list[str]:  # type: ignore[no-untyped-def]
     """The container pids of processes that tail the run log (a watcher's follower or a decoy)."""
-    out = container.exec_run(["ps", "-eo", "pid=,args="]).output.decode()
+    out = ps_in(container, "pid=,args=")
     return [ln.split()[0] for ln in out.splitlines() if "tail" in ln and run_log in ln and "ps -eo" not in ln]
 
 

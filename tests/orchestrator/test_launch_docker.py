@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from docker_support import ps_in
 from launch_support import LaunchEnv
 
 pytestmark = pytest.mark.docker
@@ -70,14 +71,14 @@ def test_launch_new_container_run_status_stop_then_reuse(lenv: LaunchEnv, docker
     assert st["last_step"]["step"] >= 1
     assert "critic/score/mean" in st["last_step"]["metrics"]
     assert st["progress"]["total"] == 40
-    ps = container.exec_run(["ps", "-eo", "args"]).output.decode()
+    ps = ps_in(container, "args")
     assert "gcs_server" in ps and "raylet" in ps
 
     res = lenv.cli("stop")
     assert res.code == 0, res.err
     st = status(lenv)
     assert st["alive"] is False and st["state"] == "stopped"
-    ps = container.exec_run(["ps", "-eo", "args"]).output.decode()
+    ps = ps_in(container, "args")
     assert "standin" not in ps and "raylet" not in ps  # the whole group (Ray included) is gone
 
     # A second launch reuses the running container; then a stopped container is started.
@@ -109,10 +110,10 @@ def test_stop_kills_only_the_run_process_group(lenv: LaunchEnv, docker_engine) -
     assert "verl_version auto -> 0.7.0" in res.out
     container = docker_engine.containers.get(lenv.name)
     container.exec_run(["python3", "-c", "import time; time.sleep(3600)  # unrelated"], detach=True)
-    wait_for(lambda: "unrelated" in container.exec_run(["ps", "-eo", "args"]).output.decode(), 20)
+    wait_for(lambda: "unrelated" in ps_in(container, "args"), 20)
     res = lenv.cli("stop")
     assert res.code == 0, res.err
-    ps = container.exec_run(["ps", "-eo", "args"]).output.decode()
+    ps = ps_in(container, "args")
     assert "# unrelated" in ps
     assert "standin" not in ps and "raylet" not in ps and "start_verl.sh" not in ps
     # created by this run, but the unrelated process still lives in it: kept, saying why (A6)
@@ -120,10 +121,10 @@ def test_stop_kills_only_the_run_process_group(lenv: LaunchEnv, docker_engine) -
     assert res.code == 0, res.err
     assert "in use (1 other process live in it" in res.out and "left in place" in res.out, res.out
     # once it has ended, --remove-container removes it
-    for line in container.exec_run(["ps", "-eo", "pid=,args="]).output.decode().splitlines():
+    for line in ps_in(container, "pid=,args=").splitlines():
         if line.strip().endswith("# unrelated"):  # the process this test started, by its pid
             container.exec_run(["kill", "--", line.split()[0]])
-    wait_for(lambda: "unrelated" not in container.exec_run(["ps", "-eo", "args"]).output.decode(), 20)
+    wait_for(lambda: "unrelated" not in ps_in(container, "args"), 20)
     res = lenv.cli("stop", "--remove-container")
     assert res.code == 0, res.err
     import docker

@@ -16,6 +16,7 @@ import pytest
 
 from reach_support import http_server
 
+from docker_support import ps_in
 from launch_support import LaunchEnv, free_port
 
 pytestmark = pytest.mark.docker
@@ -180,7 +181,7 @@ def test_cloud_key_reaches_the_tracker_through_swanlab_s_store_not_ray_s_environ
     time.sleep(0.2)
     assert seen.read_text() == hashlib.sha256(KEY.encode()).hexdigest()  # the tracker has the key
     container = docker_engine.containers.get(senv.name)
-    ps = container.exec_run(["ps", "-eo", "pid=,args="]).output.decode()
+    ps = ps_in(container, "pid=,args=")
     assert "raylet" in ps and "gcs_server" in ps, ps
     holders = container.exec_run(["sh", "-c", 'grep -l -a -F -e "$0" /proc/[0-9]*/environ 2>/dev/null; exit 0',
                                   KEY]).output.decode().split()

@@ -30,6 +30,8 @@ import pytest
 from realverl_support import RealVerlEnv, peak_memory_sampler, run_lock
 from test_realverl import ended, launch, run_processes, saved_steps, status, wait_for
 
+from docker_support import ps_in
+
 pytestmark = [pytest.mark.docker, pytest.mark.real_verl, pytest.mark.xdist_group("real_verl")]
 
 #: The digit-share reward the image carries (tests/image/build_realverl.sh copies src/verlctl/demo/reward.py).
@@ -67,7 +69,7 @@ def config_dump_value(log: str, key: str) -> Any:
 def pids(env: RealVerlEnv, proctitle: str) -> list[int]:
     """Processes in the container whose command line starts with ``proctitle`` (Ray names an actor's process
     ``ray::<Class>`` and ``ray::<Class>.<method>`` while it runs one)."""
-    out = env.container.exec_run(["ps", "-eo", "pid,args"]).output.decode(errors="replace")
+    out = ps_in(env.container, "pid,args")
     found = []
     for ln in out.splitlines()[1:]:
         pid, _, args = ln.strip().partition(" ")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from docker_support import ps_in
 from launch_support import LaunchEnv
 
 pytestmark = pytest.mark.docker
@@ -26,7 +27,7 @@ def wait_for(pred, timeout: float = 120, every: float = 0.5):  # type: ignore[no
 
 
 def ps(container: Any) -> list[str]:
-    out = container.exec_run(["ps", "-eo", "pid=,args="]).output.decode()
+    out = ps_in(container, "pid=,args=")
     return [ln.strip() for ln in out.splitlines() if ln.strip()]
 
 
