@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import docker_support
 
 BUILD_SLURM = docker_support.REPO_ROOT / "tests" / "image" / "build_slurm.sh"
@@ -226,3 +228,33 @@ def ray_processes(cluster: SlurmCluster) -> dict[str, list[str]]:
     for c in cluster.containers[1:]:
         out[c.name] = [ln for ln in docker_support.ps_in(c, "args=").splitlines() if "gcs_server" in ln or "raylet" in ln]
     return out
+
+
+#: What squeue / scontrol / sacct say when slurmctld does not answer in time.
+CONTROLLER_TIMED_OUT = "slurm_load_jobs error: Socket timed out on send/recv operation"
+
+
+def controller_doubles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *states: str) -> Path:
+    """TEST DOUBLES of squeue / scontrol / sacct: squeue answers the next of ``states`` each time it is asked (the
+    last one again once they run out); ``TIMEOUT`` answers as a controller that timed out (all three tools)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    queue = tmp_path / "states"
+    queue.write_text("".join(f"{s}\n" for s in states))
+    (bindir / "squeue").write_text(
+        "#!/bin/sh\n"
+        f"q={queue}\n"
+        f'echo "$@" >> {tmp_path / "asked"}\n'
+        's=$(head -n 1 "$q"); [ "$(wc -l < "$q")" -gt 1 ] && sed -i 1d "$q"\n'
+        f'[ "$s" = TIMEOUT ] && {{ echo "{CONTROLLER_TIMED_OUT}" >&2; exit 1; }}\n'
+        'echo "$s|None|node1|verlctl-exp"\n')
+    for tool in ("scontrol", "sacct"):
+        (bindir / tool).write_text(f"#!/bin/sh\necho '{CONTROLLER_TIMED_OUT}' >&2\nexit 1\n")
+    (bindir / "scancel").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'scancelled'}\n")
+    for p in bindir.iterdir():
+        p.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    from verlctl.runtime import slurm as runtime_slurm
+
+    monkeypatch.setattr(runtime_slurm, "STATE_RETRY_S", 0.01)
+    return queue

@@ -3,16 +3,17 @@ file's last bytes), ``show_output`` (``verlctl logs`` of a Slurm run: the last N
 ``await_end`` (a cancelled job must be known to have ended before a resubmission). The output files are real
 files; tests/backends/test_slurm_cluster.py follows a real job's output with ``logs -f``.
 
-A job's state comes from TEST DOUBLES of squeue / scontrol / sacct (``controller``), as in
+A job's state comes from TEST DOUBLES of squeue / scontrol / sacct (``slurm_support.controller_doubles``), as in
 tests/backends/test_slurm_unanswered.py: a real slurmctld cannot be made to time out, or hold a job in
 COMPLETING, on demand."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from slurm_support import controller_doubles as controller
 
 RUN = "20260101-000000-exp-job0"
 
@@ -85,33 +86,6 @@ def test_logs_prints_the_last_lines_or_the_whole_file(tmp_path: Path, capsys: py
     assert capsys.readouterr().out.encode() == big
 
 
-def controller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *states: str) -> Path:
-    """TEST DOUBLES of squeue / scontrol / sacct: squeue answers the next of ``states`` each time it is asked (the
-    last one again once they run out); ``TIMEOUT`` answers as a controller that timed out (all three tools)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir(exist_ok=True)
-    queue = tmp_path / "states"
-    queue.write_text("".join(f"{s}\n" for s in states))
-    (bindir / "squeue").write_text(
-        "#!/bin/sh\n"
-        f"q={queue}\n"
-        f'echo "$@" >> {tmp_path / "asked"}\n'
-        's=$(head -n 1 "$q"); [ "$(wc -l < "$q")" -gt 1 ] && sed -i 1d "$q"\n'
-        f'[ "$s" = TIMEOUT ] && {{ echo "{TIMED_OUT_MSG}" >&2; exit 1; }}\n'
-        'echo "$s|None|node1|verlctl-exp"\n')
-    for tool in ("scontrol", "sacct"):
-        (bindir / tool).write_text(f"#!/bin/sh\necho '{TIMED_OUT_MSG}' >&2\nexit 1\n")
-    (bindir / "scancel").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'scancelled'}\n")
-    for p in bindir.iterdir():
-        p.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    from verlctl.runtime import slurm as runtime_slurm
-
-    monkeypatch.setattr(runtime_slurm, "STATE_RETRY_S", 0.01)
-    return queue
-
-
-TIMED_OUT_MSG = "slurm_load_jobs error: Socket timed out on send/recv operation"
 
 
 def test_logs_of_a_run_without_output_or_without_a_job_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,27 +7,16 @@ be made to time out on demand in a test); tests/backends/test_slurm_cluster.py r
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-TIMED_OUT = "#!/bin/sh\necho 'slurm_load_jobs error: Socket timed out on send/recv operation' >&2\nexit 1\n"
+from slurm_support import controller_doubles
 
 
 @pytest.fixture
 def busy_controller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    for tool in ("squeue", "scontrol", "sacct"):
-        (bindir / tool).write_text(TIMED_OUT)
-    (bindir / "scancel").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'scancelled'}\n")
-    for p in bindir.iterdir():
-        p.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    from verlctl.runtime import slurm
-
-    monkeypatch.setattr(slurm, "STATE_RETRY_S", 0.05)
+    controller_doubles(tmp_path, monkeypatch, "TIMEOUT")
     return tmp_path
 
 
