@@ -210,10 +210,9 @@ def ps_in(container: Any, columns: str = "args") -> str:
     out = ""
     for _ in range(5):
         out = container.exec_run(["sh", "-c", script]).output.decode(errors="replace")
-        _, sep, rest = out.partition(_PS_BEGIN + "\n")
-        body, sep2, _end = rest.rpartition(_PS_END)
-        if sep and sep2:
-            return body
+        begin, end = f"{_PS_BEGIN}\n", f"\n{_PS_END}\n"  # whole lines: the sh -c line in the list names both too
+        if out.startswith(begin) and out.endswith(end):
+            return out[len(begin):-len(end) + 1]
     raise AssertionError(f"ps in {container.name} did not come back whole in 5 tries: {out[-2000:]!r}")
 
 
