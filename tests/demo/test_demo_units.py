@@ -326,21 +326,40 @@ def test_a_pip_failure_keeps_its_output_in_the_log_and_names_its_last_line(tmp_p
     assert str(env.log) in (exc.value.hint or "")
 
 
-def test_every_step_since_the_last_poll_is_shown_from_the_trainers_log(tmp_path: Path) -> None:
+def test_every_step_since_the_last_poll_is_shown_from_the_run_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two steps can end between two polls of the demo's follower: each is shown with its own metrics, read from the
-    trainer's log (a real verl 0.9.1 CPU run's step lines), never one twice, never one past the status's last."""
-    from verlctl.commands.demo import _metrics_line, _steps_since
+    run's host log as `status` reads it (a real verl 0.9.1 CPU run's step lines), never one twice, never one past
+    the status's last; a planted link at the log's name is not read."""
+    import json
+    import time
 
-    log = tmp_path / "train.log"  # the step lines only, as captured (tests/fixtures/health-logs/README.md)
-    log.write_bytes((ROOT / "tests" / "fixtures" / "health-logs" /
-                     "realverl-0.9.1-cpu-demo-dapo-digit-share-steps.txt").read_bytes())
-    got = _steps_since(log, set(), 2)
+    from verlctl.commands.demo import _metrics_line, _run_log_text, _steps_since
+
+    text = (ROOT / "tests" / "fixtures" / "health-logs" /  # the step lines only (its README.md)
+            "realverl-0.9.1-cpu-demo-dapo-digit-share-steps.txt").read_text()
+    got = _steps_since(text, set(), 2)
     assert [n for n, _ in got] == [1, 2]
     assert got[0][1]["critic/score/mean"] != got[1][1]["critic/score/mean"]  # each its own metrics
     assert "score" in _metrics_line(got[0][1]) and "pg_loss" in _metrics_line(got[0][1])
-    assert [n for n, _ in _steps_since(log, {1}, 3)] == [2, 3]
-    assert _steps_since(log, {1, 2, 3}, 3) == []
-    assert [n for n, _ in _steps_since(log, set(), 3, tail_bytes=log.stat().st_size // 3)] == [3]  # the end only
-    assert _steps_since(tmp_path / "missing.log", set(), 2) == [] and _steps_since(None, set(), 2) == []
-    (tmp_path / "link.log").symlink_to(log)
-    assert _steps_since(tmp_path / "link.log", set(), 2) == []  # a planted link is not followed
+    assert [n for n, _ in _steps_since(text, {1}, 3)] == [2, 3]
+    assert _steps_since(text, {1, 2, 3}, 3) == [] and _steps_since(None, set(), 2) == []
+
+    monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
+    run_id = "20260101-000000-demo-ab12"
+    log = tmp_path / "logs" / f"verlctl-{run_id}.log"
+    log.parent.mkdir()
+    log.write_text("an earlier attempt\n" + text)
+    d = tmp_path / "state" / "runs" / run_id
+    d.mkdir(parents=True)
+    (d / "run.json").write_text(json.dumps({
+        "run_id": run_id, "created_at": time.time(), "runtime": "host", "workdir": str(tmp_path),
+        "scripts_dir": str(tmp_path / "scripts"), "run_log": str(log), "train_log": "", "checkpoints": "/c",
+        "experiment": "demo", "verl_version": "0.9.1", "pgid": 4242,
+        "attempts": [{"number": 1, "pgid": 4242, "started_at": time.time(), "log_offset": 19}]}))
+    assert _run_log_text(run_id) == text  # the current attempt's part
+    assert [n for n, _ in _steps_since(_run_log_text(run_id), set(), 3)] == [1, 2, 3]
+    assert _run_log_text("20260101-000000-demo-none") is None
+    log.unlink()
+    log.symlink_to(tmp_path / "elsewhere.log")
+    (tmp_path / "elsewhere.log").write_text(text)
+    assert _run_log_text(run_id) is None

@@ -104,3 +104,25 @@ def test_a_removed_containers_deleted_host_log_is_gone_and_the_trainer_log_is_sh
     assert res.code == 0, res.err
     assert res.out == "".join(LINES.splitlines(keepends=True)[-2:])
     assert "is gone (deleted or moved)" in res.err and "inside the container only" not in res.err, res.err
+
+
+def test_logs_n_0_prints_a_log_larger_than_one_read_whole(tmp_path: Path) -> None:
+    """`logs -n 0` (all of it) reads the log a piece at a time (runtime.follow.write_whole, as a Slurm run's
+    output): every byte, a character split between two reads whole; `-n 2` the last two lines."""
+    _engine()
+    from verlctl.runtime.follow import WHOLE_CHUNK
+
+    run_id = f"20260101-000000-whole-{secrets.token_hex(2)}"
+    log = tmp_path / "logs" / f"verlctl-{run_id}.log"
+    log.parent.mkdir()
+    body = "x" * (WHOLE_CHUNK - 1) + "\u00e9 one\n" + "y" * WHOLE_CHUNK + "\ntwo\nthree\n"
+    log.write_text(body, encoding="utf-8")
+    state = tmp_path / "state"
+    write_record(state, run_id, run_log=str(log), container_name=f"verlctl-test-no-such-{secrets.token_hex(4)}",
+                 container_id=None)
+    env = clean_env(VERLCTL_STATE_DIR=str(state))
+    res = run_cli("logs", run_id, "-n", "0", env=env)
+    assert res.code == 0, res.err
+    assert res.out == body
+    res = run_cli("logs", run_id, "-n", "2", env=env)
+    assert res.code == 0 and res.out == "two\nthree\n", res.out[-200:]

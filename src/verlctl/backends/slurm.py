@@ -8,7 +8,6 @@ the 0600 env file and the job's output files ``slurm-<job id>.out``."""
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import os
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 
 from verlctl.errors import RuntimeFailure, VerlctlError
 from verlctl.runtime import slurm
+from verlctl.runtime.follow import write_whole
 from verlctl.runtime.records import RunRecord, SlurmJobRef
 from verlctl.runtime.slurm import JobState
 
@@ -126,13 +126,8 @@ def show_output(record: RunRecord, follow: bool, lines: int, watcher_running: Ca
         if start:
             out = out[out.find(b"\n") + 1:]  # a line the window cuts is not shown in part
         sys.stdout.write("".join(out.decode(errors="replace").splitlines(keepends=True)[-lines:]))
-    else:  # the whole file, a chunk at a time (never the whole of a large file in memory)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pos = 0
-        while pos < size and (chunk := slurm.read_output(ref.output, pos, min(4 << 20, size - pos))):
-            sys.stdout.write(decoder.decode(chunk))
-            pos += len(chunk)
-        sys.stdout.write(decoder.decode(b"", final=True))
+    else:  # the whole file, a piece at a time
+        write_whole(lambda offset, n: slurm.read_output(ref.output, offset, n), size, sys.stdout.write)
     sys.stdout.flush()
     if not follow:
         return 0

@@ -238,7 +238,7 @@ def _follow(console: Any, run_id: str, poll_s: float = 3.0) -> str:
             step = last.get("step")
             if step is not None and step not in shown:
                 # every step since the last poll (two can end between polls), from the trainer's log
-                for n, metrics in _steps_since(doc.get("train_log"), shown, step) or [(step, last.get("metrics") or {})]:
+                for n, metrics in _steps_since(_run_log_text(run_id), shown, step) or [(step, last.get("metrics") or {})]:
                     shown.add(n)
                     bar.console.print(f"step {n}: {_metrics_line(metrics or {})}")
             state = str(doc.get("state"))
@@ -251,25 +251,25 @@ def _follow(console: Any, run_id: str, poll_s: float = 3.0) -> str:
             time.sleep(poll_s)
 
 
-def _steps_since(train_log: Any, shown: set[int], upto: int, tail_bytes: int = 1 << 20) -> list[tuple[int, dict]]:
-    """The steps up to ``upto`` not in ``shown``, with their metrics, from the end of the trainer's log (the demo's
-    run is on this host); [] when the log cannot be read."""
-    import os
-
+def _steps_since(text: str | None, shown: set[int], upto: int) -> list[tuple[int, dict]]:
+    """The steps up to ``upto`` not in ``shown``, with their metrics, in the run log's ``text`` ([] without it)."""
     from verlctl.monitor.summary import diagnose_text
 
-    try:
-        fd = os.open(str(train_log), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except (OSError, TypeError, ValueError):
-        return []
-    try:
-        size = os.fstat(fd).st_size
-        os.lseek(fd, max(0, size - tail_bytes), os.SEEK_SET)
-        text = os.read(fd, tail_bytes).decode(errors="replace")
-    finally:
-        os.close(fd)
-    found = {s.step: s.metrics for s in diagnose_text(text, keep_steps=64).steps}
+    found = {s.step: s.metrics for s in diagnose_text(text, keep_steps=64).steps} if text else {}
     return [(n, found[n]) for n in sorted(found) if n <= upto and n not in shown]
+
+
+def _run_log_text(run_id: str) -> str | None:
+    """The current attempt's part of the run's host log (its last MiB), read as ``status`` reads it."""
+    from verlctl.errors import VerlctlError
+    from verlctl.orchestrator.runstate import read_host_log
+    from verlctl.runtime.records import load_run
+
+    try:
+        record = load_run(run_id)
+    except VerlctlError:
+        return None
+    return read_host_log(record, record.attempts[-1].log_offset if record.attempts else 0, 1 << 20)
 
 
 METRICS = (("critic/score/mean", "score"), ("actor/pg_loss", "pg_loss"), ("actor/entropy", "entropy"),

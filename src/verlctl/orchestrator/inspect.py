@@ -279,6 +279,17 @@ def print_status(doc: dict[str, Any]) -> None:
         console.print(f"  SwanLab: {doc['swanlab_url']}", highlight=False, markup=False)
 
 
+def _print_log(ex: Executor, path: str, size: int, lines: int) -> None:
+    """The log's last ``lines`` (within its last TAIL_BYTES), or with 0 all of it, a piece at a time."""
+    from verlctl.runtime.follow import write_whole
+
+    if lines:
+        sys.stdout.write("".join(read_tail(ex, path, TAIL_BYTES).splitlines(keepends=True)[-lines:]))
+    else:
+        write_whole(lambda offset, n: ex.read_log(path, offset=offset, max_bytes=n)[0], size, sys.stdout.write)
+    sys.stdout.flush()
+
+
 def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
     record = resolve_run(run_id)
     ex, container, note = log_target(record)
@@ -303,17 +314,9 @@ def show_logs(run_id: str | None, follow: bool, lines: int) -> int:
                                f"{train or '-'} cannot be read either")
         sys.stderr.write(f"note: the run log {record.run_log} is gone (deleted or moved): showing the trainer's "
                          f"own log {train}\n")
-        text = read_tail(ex, train, TAIL_BYTES if lines else tsize)
-        out = text.splitlines(keepends=True)
-        sys.stdout.write("".join(out[-lines:] if lines else out))
-        sys.stdout.flush()
+        _print_log(ex, train, tsize, lines)
         return 0
-    text = read_tail(ex, record.run_log, TAIL_BYTES if lines else size)
-    out = text.splitlines(keepends=True)
-    if lines:
-        out = out[-lines:]
-    sys.stdout.write("".join(out))
-    sys.stdout.flush()
+    _print_log(ex, record.run_log, size, lines)
     if not follow:
         return 0
     pos = size

@@ -181,3 +181,23 @@ class Follower:
         with contextlib.suppress(Exception):  # best effort: the thread's own clean-up tries again
             self._tail.kill()
         self._thread.join(timeout=15)
+
+
+#: How much of a file :func:`write_whole` holds at once.
+WHOLE_CHUNK = 4 << 20
+
+
+def write_whole(read: Callable[[int, int], bytes | None], size: int, write: Callable[[str], object],
+                chunk: int = WHOLE_CHUNK) -> int:
+    """Write bytes ``[0, size)`` of a file as text (``verlctl logs -n 0`` of any run): ``read(offset, n)`` at most
+    ``chunk`` bytes at a time, never the whole file in memory, decoded as UTF-8 across the reads (a character
+    split between two reads is written whole). The bytes written; fewer when the file shrank or could not be read."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pos = 0
+    while pos < size and (data := read(pos, min(chunk, size - pos))):
+        write(decoder.decode(data))
+        pos += len(data)
+    write(decoder.decode(b"", final=True))
+    return pos
