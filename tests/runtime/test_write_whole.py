@@ -26,3 +26,10 @@ def test_a_file_that_shrank_or_cannot_be_read_stops_the_copy() -> None:
     out.clear()
     assert write_whole(lambda o, n: None, 10, out.append) == 0 and "".join(out) == ""
     assert write_whole(lambda o, n: b"zz", 0, out.append) == 0  # size 0: nothing asked
+
+
+def test_a_file_that_ends_inside_a_character_ends_with_a_replacement_character() -> None:
+    data = "ok \u00e9".encode()[:-1]  # the last character cut after its first byte (a log written to a full disk)
+    out: list[str] = []
+    assert write_whole(lambda o, n: data[o:o + n], len(data), out.append) == len(data)
+    assert "".join(out) == "ok \ufffd"
