@@ -30,7 +30,7 @@ from verlctl.backends.docker import DockerBackend, NodeTarget, attempt_marker
 from verlctl.checks.findings import Finding, Severity, has_errors
 from verlctl.errors import EXIT_FAILURE, RuntimeFailure, VerlctlError
 from verlctl.orchestrator import preflight
-from verlctl.orchestrator.markers import RAY_START_FAILURES, after_marker, first_line, has_progress
+from verlctl.orchestrator.markers import RAY_START_FAILURES, after_marker, first_line, progress_shown
 from verlctl.orchestrator.resume import resume_action, resume_point
 from verlctl.orchestrator.stages import walk
 from verlctl.plan import Plan, make_plan
@@ -896,14 +896,17 @@ class Launcher:
                 if now < next_check:
                     continue
                 next_check = now + 2.0
-                after = after_marker(text)
-                first = first_line(after)
                 # Training progress proves the trainer started (what happens later is the watcher's job).
-                started = first is not None and has_progress(after)
-                if not started and not ex.group_alive(group):
-                    text += follower.get(timeout=1.0)
-                    self._fail_verify(record, text, "the training process exited during start-up (process group "
-                                      f"{group.pgid} is no longer in {ex.describe()})")
+                first = progress_shown(text)
+                if first is None and not ex.group_alive(group):
+                    # Gone: judge the log's whole text (a short run prints its steps and ends between two looks).
+                    text += follower.drain(since=time.monotonic(), bound_s=10.0)
+                    first = progress_shown(text)
+                    if first is None:
+                        self._fail_verify(record, text, "the training process exited during start-up (process "
+                                          f"group {group.pgid} is no longer in {ex.describe()})")
+                started = first is not None
+                first = first or first_line(after_marker(text))
                 # Still alive settle_s after its first line (not after the marker: on a loaded host the trainer's
                 # interpreter may take longer than that to print at all, and a start-up crash right after its
                 # first line would be called a start).

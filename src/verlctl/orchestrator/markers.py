@@ -28,6 +28,15 @@ def first_line(after: str) -> str | None:
     return next((ln for ln in after.splitlines() if ln.strip()), None)
 
 
+def progress_shown(text: str) -> str | None:
+    """The trainer's first line when its output in a run's log (``text``, marker included) shows training
+    progress, else None: what proves a start to a launch's and a Slurm job's verify, including for a trainer
+    that has already ended (a short run can print its steps and finish between two looks)."""
+    after = after_marker(text)
+    first = first_line(after)
+    return first if first is not None and has_progress(after) else None
+
+
 #: Diagnoses (monitor catalogue) of a start that failed because Ray did not come up in time: the launch starts
 #: once more before it gives up (on a loaded host Ray's own start-up wait runs out; issue 24, newcomer N2), a
 #: single-node launch by starting the attempt again, a Slurm launch by submitting the job again.

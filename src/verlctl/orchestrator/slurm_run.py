@@ -240,23 +240,28 @@ def await_training(record: RunRecord, ref: SlurmJobRef, timeout: float, console:
     """Until training prints progress in the job's output: None then, and None for a job still queued at the
     deadline (left queued, said); else (the job's output, why it is no start) for a job that ended first or
     ran without progress to the deadline."""
-    from verlctl.orchestrator.markers import after_marker, first_line, has_progress
+    from verlctl.orchestrator.markers import progress_shown
+
+    def verified(text: str) -> bool:
+        first = progress_shown(text)
+        if first is not None:
+            record.event("verified", job_id=ref.job_id, first_line=first[:300])
+            console.print(f"training is running: {first.strip()[:160]}", highlight=False, markup=False)
+        return first is not None
 
     deadline = time.monotonic() + timeout
     st = target.job_state(ref)
     while time.monotonic() < deadline:
-        text = target.read_output(ref).decode(errors="replace")
-        after = after_marker(text)
-        if after and has_progress(after):
-            first = first_line(after) or ""
-            record.event("verified", job_id=ref.job_id, first_line=first[:300])
-            console.print(f"training is running: {first.strip()[:160]}", highlight=False, markup=False)
+        if verified(target.read_output(ref).decode(errors="replace")):
             return None
         st = target.job_state(ref)
         if not st.live and st.state != "UNKNOWN":
             time.sleep(1.0)
-            return (target.read_output(ref).decode(errors="replace"),
-                    f"Slurm job {ref.job_id} ended ({st.state}, exit {st.exit_code}) before training started")
+            # The job's whole output, read after it ended: a short run prints its steps and ends between two looks.
+            text = target.read_output(ref).decode(errors="replace")
+            if verified(text):
+                return None
+            return text, f"Slurm job {ref.job_id} ended ({st.state}, exit {st.exit_code}) before training started"
         time.sleep(2.0)
     if st.state == "PENDING":
         record.event("queued", job_id=ref.job_id, reason=st.reason)

@@ -174,6 +174,17 @@ class Follower:
             self.synced_at = max(self.synced_at, began)
         return "".join(parts)
 
+    def drain(self, since: float, bound_s: float) -> str:
+        """The text written to the file before ``since`` (monotonic) and not yet returned: read until the
+        follower has caught up with that moment, its stream ended, or ``bound_s`` passed. What a reader calls
+        once the writer has gone, so that it judges the file's whole text and not the part read so far."""
+        deadline = time.monotonic() + bound_s
+        parts: list[str] = []
+        while self.synced_at < since and not self.ended and time.monotonic() < deadline:
+            parts.append(self.get(timeout=min(0.5, max(0.0, deadline - time.monotonic()))))
+        parts.append(self.get(timeout=0.0))
+        return "".join(parts)
+
     def stop(self) -> None:
         """Stop following now: the container's ``tail`` is stopped from here (the reading thread may be
         blocked on a quiet log), so nothing outlives the follower."""
