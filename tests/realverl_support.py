@@ -226,6 +226,23 @@ class RealVerlEnv(LaunchEnv):
         return ps_in(self.container, "pid,pgid,args")
 
 
+#: Where the real-verl containers keep torch inductor's and vLLM's compile caches on this host, one folder per
+#: image: every verl start compiles the same few C++ kernels (vLLM's CPU worker, with the same hashes in every
+#: container), ~20-40 CPU-s of g++ a start; shared, only a machine's first start pays it. The caches are torch's
+#: and vLLM's own (keyed by the code and the compiler, written atomically under their own locks); verlctl never
+#: sees them.
+COMPILE_CACHE = Path(os.environ.get("VERLCTL_REALVERL_COMPILE_CACHE", "/var/cache/verlctl-realverl-compile"))
+
+
+def compile_cache_volumes(client: Any, image: str) -> dict[str, dict[str, str]]:
+    """Bind mounts of this image's compile caches (made on first use) for a real-verl container run as root."""
+    folder = COMPILE_CACHE / client.images.get(image).id.split(":")[-1][:16]
+    mounts = {"inductor": "/tmp/torchinductor_root", "vllm": "/root/.cache/vllm"}
+    for sub in mounts:
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    return {str(folder / sub): {"bind": target, "mode": "rw"} for sub, target in mounts.items()}
+
+
 def make_realverl_env(tmp_path: Path, client: Any, image: str, *, steps: int = 2, lean: bool = True,
                       nvidia_smi_table: Path | None = None) -> RealVerlEnv:
     """The user's spec and container; ``lean=False``: without MEMORY_OVERRIDES / MEMORY_RAY_ARGS (the budget
@@ -273,7 +290,7 @@ def make_realverl_env(tmp_path: Path, client: Any, image: str, *, steps: int = 2
     (tmp_path / "logs").mkdir()
     # The user's own container, as `docker run -d --name NAME --network host --ipc host -v DIR:DIR IMAGE`
     # would make it (no --gpus: the GPU is the test double).
-    volumes = {str(tmp_path): {"bind": str(tmp_path), "mode": "rw"}}
+    volumes = {str(tmp_path): {"bind": str(tmp_path), "mode": "rw"}, **compile_cache_volumes(client, image)}
     if nvidia_smi_table is not None:
         volumes[str(nvidia_smi_table)] = {"bind": "/usr/local/share/verlctl-test/nvidia-smi/default.txt", "mode": "ro"}
     container = client.containers.run(

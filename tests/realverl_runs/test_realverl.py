@@ -44,6 +44,28 @@ def wait_for(pred, timeout: float, every: float = 2.0, what: str = "condition"):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+#: How often :func:`wait_for_file` asks ``verlctl status`` whether the run is still alive (a status is a CLI
+#: process and an exec in the container, ~0.5 CPU-s, taken from the run being waited for).
+ALIVE_EVERY_S = 15.0
+
+
+def wait_for_file(env: RealVerlEnv, pred, timeout: float, what: str) -> bool:  # type: ignore[no-untyped-def]
+    """Until ``pred()`` (a read of a file on this host: the train log, verl's checkpoint tracker) holds, checked
+    every second; True then. False as soon as ``verlctl status`` says the run is no longer alive (asked every
+    ``ALIVE_EVERY_S``), after a last look at ``pred``."""
+    deadline = time.monotonic() + timeout
+    ask_at = time.monotonic() + ALIVE_EVERY_S
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        if time.monotonic() >= ask_at:
+            if not status(env)["alive"]:
+                return bool(pred())
+            ask_at = time.monotonic() + ALIVE_EVERY_S
+        time.sleep(1.0)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
 def status(env: RealVerlEnv) -> dict[str, Any]:
     res = env.cli("status", "--json", timeout=180)
     assert res.code == 0, res.out + res.err
@@ -122,8 +144,8 @@ def test_real_verl_launch_progress_stop_resume_finish_export_diagnose_report(
 
             # ---- 2. stop mid-run: every process of the run is gone; the bystanders are untouched.
             held = f"verl_cpu_device_double: holding at step {hold}"
-            wait_for(lambda: held in env.train_log.read_text(errors="replace") or not status(env)["alive"], 900, 2,
-                     f"the device double to hold step {hold}")
+            wait_for_file(env, lambda: held in env.train_log.read_text(errors="replace"), 900,
+                          f"the device double to hold step {hold}")
             assert held in env.train_log.read_text(errors="replace"), status(env)
             assert saved_steps(ckpt) == list(range(1, hold)), saved_steps(ckpt)
             res = env.cli("stop", "--json", timeout=300)

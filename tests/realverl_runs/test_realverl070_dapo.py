@@ -35,8 +35,15 @@ from typing import Any
 
 import pytest
 
-from realverl_support import MEMORY_RAY_ARGS, RealVerlEnv, copy_tiny_out, peak_memory_sampler, run_lock
-from test_realverl import ended, launch, saved_steps, status, wait_for
+from realverl_support import (
+    MEMORY_RAY_ARGS,
+    RealVerlEnv,
+    compile_cache_volumes,
+    copy_tiny_out,
+    peak_memory_sampler,
+    run_lock,
+)
+from test_realverl import ended, launch, saved_steps, status, wait_for, wait_for_file
 from test_realverl_dapo import config_dump_value
 
 from launch_support import free_port
@@ -121,7 +128,8 @@ def make_env(tmp_path: Path, client: Any, image: str, *, steps: int) -> RealVerl
     (tmp_path / "logs").mkdir()
     container = client.containers.run(
         image, ["sleep", "infinity"], name=name, detach=True, init=True, network_mode="host", ipc_mode="host",
-        shm_size="2g", volumes={str(tmp_path): {"bind": str(tmp_path), "mode": "rw"}}, working_dir="/verl",
+        shm_size="2g", volumes={str(tmp_path): {"bind": str(tmp_path), "mode": "rw"}, **compile_cache_volumes(client, image)},
+        working_dir="/verl",
         labels={"verlctl-test": "1", "verlctl-test.realverl": "1"},
     )
     return RealVerlEnv(tmp_path, name, image, tmp_path / "state", spec, container=container)
@@ -164,8 +172,8 @@ def test_real_verl070_dapo_recipe_checkpoints_stop_resume_finish(realverl070_env
         driver = [ln for ln in run_processes(env) if "-m recipe.dapo.main_dapo" in ln]
         assert driver, env.ps()
         held = "verl070_cpu_device_double: holding at step 2"
-        wait_for(lambda: held in env.train_log.read_text(errors="replace") or not status(env)["alive"], 1200, 2,
-                 "global_step_1 and the double's hold of step 2")
+        wait_for_file(env, lambda: held in env.train_log.read_text(errors="replace"), 1200,
+                      "global_step_1 and the double's hold of step 2")
         timings["launch_to_step_2_held_s"] = time.monotonic() - t0
         st = status(env)
         assert st["alive"] and st["state"] == "running" and tracked_step(env) == 1, (
