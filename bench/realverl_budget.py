@@ -68,6 +68,23 @@ def role(cmdline: str) -> str:
     return "other"
 
 
+def container_cpu_s(container_id: str) -> float | None:
+    """CPU seconds the container's processes used so far (cgroup v1 cpuacct, or v2 cpu.stat), None if unreadable."""
+    for p in (Path(f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage"),
+              Path(f"/sys/fs/cgroup/cpu,cpuacct/docker/{container_id}/cpuacct.usage"),
+              Path(f"/sys/fs/cgroup/cpuacct/system.slice/docker-{container_id}.scope/cpuacct.usage")):
+        if p.is_file():
+            return int(p.read_text()) / 1e9
+    for p in (Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat"),
+              Path(f"/sys/fs/cgroup/docker/{container_id}/cpu.stat")):
+        if p.is_file():
+            for ln in p.read_text().splitlines():
+                k, _, v = ln.partition(" ")
+                if k == "usage_usec":
+                    return int(v) / 1e6
+    return None
+
+
 class CgroupMemory:
     """The memory cgroup of one container (v1 cgroupfs/systemd or v2)."""
 
@@ -199,6 +216,7 @@ def run_once(image: str, profile: str, steps: int, keep: bool) -> dict[str, Any]
             sampler.start()
             result["load_start"] = round(loadavg(), 2)
             t0 = time.monotonic()
+            cpu_start = container_cpu_s(env.container.id)
             res = env.cli("launch", "-c", str(env.spec_file), "--yes", "--watch", "--verify-timeout", "1200",
                           timeout=1500)
             if res.code != 0:
@@ -215,6 +233,9 @@ def run_once(image: str, profile: str, steps: int, keep: bool) -> dict[str, Any]
                         break
                 time.sleep(5)
             wall = time.monotonic() - t0
+            cpu_end = container_cpu_s(env.container.id)
+            if cpu_start is not None and cpu_end is not None:
+                result["container_cpu_s"] = round(cpu_end - cpu_start, 1)
             sampler.stop_evt.set()
             sampler.join(timeout=30)
             result["load_end"] = round(loadavg(), 2)
