@@ -266,3 +266,68 @@ def test_stop_of_processes_that_obey_sigterm_with_ray_daemons_that_do_not_is_qui
     assert "gcs_server (pid" in res.out and f"stopped process group {leader.pid}" in res.out, res.out
     print(f"stop took {took:.1f}s including the CLI start-up")
     assert took <= 5.0 + 2.0, took  # + the CLI's own start-up, twice, on a loaded machine
+
+
+class SlowExecHost:
+    """A TEST DOUBLE of a leader whose ``execve`` is slow to finish (a loaded host): the started process first
+    runs without the run's marker for ``delay_s`` (as the kernel's half-done exec reads: an empty environment),
+    then becomes ``argv`` with it. Wraps a real HostExecutor's start."""
+
+    @staticmethod
+    def executor(delay_s: float, show_marker: bool = True):  # type: ignore[no-untyped-def]
+        import sys
+
+        from verlctl.runtime.executor import HostExecutor
+        from verlctl.runtime.procscan import MARKER_VAR
+
+        class _Slow(HostExecutor):
+            def start_detached(self, argv, log_path, cwd=None, env=None):  # type: ignore[no-untyped-def]
+                env = dict(env or {})
+                marker = env.pop(MARKER_VAR)
+                late = {MARKER_VAR: marker} if show_marker else {}
+                code = ("import os, sys, time; time.sleep(float(sys.argv[1])); "
+                        "os.execvpe(sys.argv[3], sys.argv[3:], {**os.environ, **eval(sys.argv[2])})")
+                return super().start_detached([sys.executable, "-c", code, str(delay_s), repr(late), *argv],
+                                              log_path, cwd=cwd, env=env)
+
+        return _Slow()
+
+
+def test_a_start_returns_once_its_leader_shows_the_runs_marker_so_every_check_after_it_finds_the_group(
+        tmp_path: Path) -> None:
+    """A start whose leader is slow to take on its environment is not called gone by the first check after
+    it (issue 40: on a loaded CI machine ``group_alive`` right after ``start_group`` read the half-exec'd
+    leader's empty environment and said False; launch's verify and stop act on that answer)."""
+    import time
+
+    ex = SlowExecHost.executor(0.8)
+    began = time.monotonic()
+    ref = ex.start_group(["sleep", "600"], str(tmp_path / "log"), "run.1.cafe")
+    try:
+        took = time.monotonic() - began
+        assert ex.group_alive(ref), took
+        assert 0.7 <= took < 8, took
+    finally:
+        assert ex.stop_group(ref, grace_s=10)
+
+
+def test_a_start_whose_leader_ends_or_never_shows_the_marker_returns_within_its_bound(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from verlctl.runtime import executor as executor_mod
+    from verlctl.runtime.executor import HostExecutor
+
+    began = time.monotonic()
+    ref = HostExecutor().start_group(["true"], str(tmp_path / "log"), "run.1.cafe")  # ends at once
+    assert time.monotonic() - began < 5 and not HostExecutor().group_alive(ref)
+    monkeypatch.setattr(executor_mod, "IDENTITY_WAIT_S", 1.5)
+    ex = SlowExecHost.executor(0.0, show_marker=False)  # runs on, never with the marker: not the run's
+    began = time.monotonic()
+    ref = ex.start_group(["sleep", "600"], str(tmp_path / "log"), "run.1.cafe")
+    try:
+        took = time.monotonic() - began
+        assert 1.4 <= took < 8, took
+        assert not ex.group_alive(ref) and alive(ref.pgid)
+    finally:
+        os.killpg(ref.pgid, signal.SIGKILL)

@@ -73,6 +73,9 @@ RAY_DAEMON_GRACE_S = 2.0
 #: How long a group may take to vanish after SIGKILL (the kernel tears it down) before a stop says it did not stop.
 KILL_WAIT_S = 10.0
 
+#: At most this long a start waits for its leader to show the run's marker (:meth:`Executor._await_identity`).
+IDENTITY_WAIT_S = 10.0
+
 
 class Executor(abc.ABC):
     kind: str = "?"
@@ -153,7 +156,20 @@ class Executor(abc.ABC):
         from verlctl.runtime.procscan import MARKER_VAR
 
         pgid = self.start_detached(argv, log_path, cwd=cwd, env={**(env or {}), MARKER_VAR: marker})
-        return GroupRef(pgid, marker, self.leader_start(pgid))
+        ref = GroupRef(pgid, marker, self.leader_start(pgid))
+        self._await_identity(ref)
+        return ref
+
+    def _await_identity(self, ref: GroupRef) -> None:
+        """Return once the new leader shows its identity (the marker in its environment), or has ended, or
+        :data:`IDENTITY_WAIT_S` passed. A start returns as soon as the leader's ``execve`` is past its point of
+        no return, before the kernel has set up the new environment; read then, the environment is empty, and a
+        check of the group (verify's, stop's) would call the attempt gone. Every start goes through here."""
+        deadline = time.monotonic() + IDENTITY_WAIT_S
+        while not self.group_alive(ref) and time.monotonic() < deadline:
+            if ref.start is None or self.leader_start(ref.pgid) != ref.start:
+                return  # it has ended (or was never seen): nothing to wait for
+            time.sleep(0.02)
 
     def kill_ray_daemons(self, group: GroupRef | int) -> list[list[Any]]:
         """SIGKILL the Ray daemons (gcs_server, raylet, dashboard, agents, `ray start`) of the verified
