@@ -1,6 +1,6 @@
 """Two real-verl 0.9.1 runs of one user on one host at once (two containers, devices 0 and 1, one verlctl state
-directory), through ``verlctl launch``: both train; ``verlctl stop`` of one stops that run only; the other
-keeps running, its checkpoints untouched, and trains its next step (then it is stopped too: a real finish and
+directory), through ``verlctl launch``: both train; ``verlctl stop`` of one stops that run only (a process of
+its container that is not the run's stays); the other keeps running, its checkpoints untouched, and trains its next step (then it is stopped too: a real finish and
 a resume are the single-run tests' subject, tests/realverl_runs/test_realverl.py).
 
 What is a double: the accelerator only (tests/realverl/verl_cpu_device_double.py, and the image's
@@ -104,6 +104,9 @@ def test_two_real_runs_at_once_stop_of_one_leaves_the_other_training(two_envs: t
             assert st_b["alive"] and st_b["state"] == "running", st_b
             b_before = ckpt_files(b)
             b_processes = run_processes(b)
+            # a process of A's container that is not the run's: A's stop leaves it
+            a.container.exec_run(["python3", "-c", "import time; time.sleep(3600)  # bystander"], detach=True)
+            wait_for(lambda: "# bystander" in a.ps(), 60, what="the bystander process")
 
             # stop A by its id: A's processes go, B's stay
             res = a.cli("stop", run_a, "--json", timeout=300)
@@ -111,6 +114,7 @@ def test_two_real_runs_at_once_stop_of_one_leaves_the_other_training(two_envs: t
             wait_for(lambda: run_processes(a) == [] or None, 120, 2, "A's processes to go")
             st_a = status_of(a, run_a)
             assert st_a["state"] == "stopped" and st_a["alive"] is False, st_a
+            assert "# bystander" in a.ps()
             st_b = status_of(b, run_b)
             assert st_b["alive"] is True and st_b["state"] == "running" and st_b["watcher"]["alive"], st_b
             # B's Ray head is the same processes as before the stop (same pids), and B goes on training
