@@ -182,7 +182,6 @@ class Follower:
         parts: list[str] = []
         while self.synced_at < since and not self.ended and time.monotonic() < deadline:
             parts.append(self.get(timeout=min(0.5, max(0.0, deadline - time.monotonic()))))
-        parts.append(self.get(timeout=0.0))
         return "".join(parts)
 
     def stop(self) -> None:
