@@ -320,7 +320,11 @@ def test_a_start_whose_leader_ends_or_never_shows_the_marker_returns_within_its_
 
     began = time.monotonic()
     ref = HostExecutor().start_group(["true"], str(tmp_path / "log"), "run.1.cafe")  # ends at once
-    assert time.monotonic() - began < 5 and not HostExecutor().group_alive(ref)
+    assert time.monotonic() - began < 5
+    deadline = time.monotonic() + 10
+    while HostExecutor().group_alive(ref):  # it may still be ending as the start returns
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
     monkeypatch.setattr(executor_mod, "IDENTITY_WAIT_S", 1.5)
     ex = SlowExecHost.executor(0.0, show_marker=False)  # runs on, never with the marker: not the run's
     began = time.monotonic()
