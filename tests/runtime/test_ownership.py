@@ -17,6 +17,10 @@ import pytest
 from fault_support import alive, leader_start, started_procs, state_cli
 from fault_support import write_record as write_any_record
 
+#: The starts' marker in these tests: this pytest process's own (a process that an earlier run left behind in the
+#: same PID namespace carries another, so it is never counted as one of these groups' strays).
+MARK = f"run.1.{os.getpid():x}{int(time.time() * 1000) % 0xFFFF:04x}"
+
 RUN = "20260101-000000-own-abcd"
 
 
@@ -125,9 +129,9 @@ def test_the_host_executor_starts_groups_with_an_identity_it_verifies(tmp_path: 
     from verlctl.runtime.executor import GroupRef, HostExecutor
 
     ex = HostExecutor()
-    ref = ex.start_group(["sleep", "600"], str(tmp_path / "log"), "run.1.cafe")
+    ref = ex.start_group(["sleep", "600"], str(tmp_path / "log"), MARK)
     try:
-        assert ref.marker == "run.1.cafe" and ref.start == leader_start(ref.pgid)
+        assert ref.marker == MARK and ref.start == leader_start(ref.pgid)
         assert ex.group_alive(ref)
         assert not ex.group_alive(GroupRef(ref.pgid, "run.1.other", ref.start))
         assert not ex.group_alive(GroupRef(ref.pgid, ref.marker, ref.start + 1))
@@ -302,7 +306,7 @@ def test_a_start_returns_once_its_leader_shows_the_runs_marker_so_every_check_af
 
     ex = SlowExecHost.executor(0.8)
     began = time.monotonic()
-    ref = ex.start_group(["sleep", "600"], str(tmp_path / "log"), "run.1.cafe")
+    ref = ex.start_group(["sleep", "600"], str(tmp_path / "log"), MARK)
     try:
         took = time.monotonic() - began
         assert ex.group_alive(ref), took
@@ -321,7 +325,7 @@ def test_a_start_whose_leader_ends_or_never_shows_the_marker_returns_within_its_
     from verlctl.runtime.executor import HostExecutor
 
     began = time.monotonic()
-    ref = HostExecutor().start_group(["true"], str(tmp_path / "log"), "run.1.cafe")  # ends at once
+    ref = HostExecutor().start_group(["true"], str(tmp_path / "log"), MARK)  # ends at once
     assert time.monotonic() - began < 5
     deadline = time.monotonic() + 10
     while HostExecutor().group_alive(ref):  # it may still be ending as the start returns
@@ -330,7 +334,7 @@ def test_a_start_whose_leader_ends_or_never_shows_the_marker_returns_within_its_
     monkeypatch.setattr(executor_mod, "IDENTITY_WAIT_S", 1.5)
     ex = SlowExecHost.executor(0.0, show_marker=False)  # runs on, never with the marker: not the run's
     began = time.monotonic()
-    ref = ex.start_group(["sleep", "600"], str(tmp_path / "log"), "run.1.cafe")
+    ref = ex.start_group(["sleep", "600"], str(tmp_path / "log"), MARK)
     try:
         took = time.monotonic() - began
         assert 1.4 <= took < 8, took
