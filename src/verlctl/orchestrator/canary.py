@@ -187,10 +187,8 @@ class Canary:
                     raise RuntimeFailure(
                         f"the canary ({name}) did not finish within {int(self.timeout_s)}s; the full run was not "
                         "started", hint=f"its log is {self.record.run_log}; give more time with --canary-timeout")
-            for _ in range(3):  # what the dying group wrote last
-                rest = follower.get(timeout=1.0)
-                if not rest:
-                    break
+            rest = follower.drain(since=time.monotonic(), bound_s=10.0)  # what the dying group wrote last
+            if rest:
                 window = self._scan(result, parser, window, rest)
         finally:
             follower.stop()

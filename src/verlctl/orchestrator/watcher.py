@@ -399,6 +399,7 @@ class Watcher:
         finished = False
         exit_status: str | None = None
         dead_since: float | None = None
+        dead_seen_at = 0.0  # time.monotonic() when the attempt was first seen gone (the follower's clock)
         head = HeadDaemons()
         training_seen = False
         head_exited: str | None = None  # the head's `ray start` said its daemons exited (from the log)
@@ -480,9 +481,14 @@ class Watcher:
                         log_checked_at = now
                         log_gone = self._log_gone(attempt.number)
                     if not alive or ended:
-                        dead_since = dead_since or now
-                        # Read what the process wrote while dying before deciding (the log is streamed).
-                        if now - dead_since >= DEAD_CONFIRM_S:
+                        if dead_since is None:
+                            dead_since, dead_seen_at = now, time.monotonic()
+                        # Read what the process wrote while dying before deciding (the log is streamed): the
+                        # log read past the moment it was seen gone (a follower behind a busy machine would
+                        # miss "training finished"), within LOG_CATCH_UP_S.
+                        caught_up = follower.synced_at >= dead_seen_at or follower.ended or (
+                            now - dead_since >= DEAD_CONFIRM_S + LOG_CATCH_UP_S)
+                        if now - dead_since >= DEAD_CONFIRM_S and caught_up:
                             findings = classifier.findings()
                             root = findings[0] if findings else None
                             if finished:
@@ -1014,6 +1020,8 @@ class HeadDaemons:
 #: How long after the attempt's end (or its training's end after a device OOM) the watcher reads what the
 #: processes wrote while dying before it decides (the log is streamed: milliseconds; this is the margin).
 DEAD_CONFIRM_S = 0.5
+#: How long an ended attempt's verdict waits at most for the log follower to catch up with its end.
+LOG_CATCH_UP_S = 10.0
 
 
 def target_state(ex: Executor) -> dict[str, Any]:
