@@ -102,6 +102,65 @@ def test_the_follower_stops_its_own_tail_by_its_container_pid(container_factory)
     assert any(ln.split()[0] == str(decoy) and "sleep 1000" in ln for ln in ps(c)), ps(c)
 
 
+FOLLOWERS = ('for p in /proc/[0-9]*; do tr "\\0" "\\n" < "$p/environ" 2>/dev/null | grep -q "^VERLCTL_FOLLOW=" '
+             '&& echo "${p#/proc/}"; done; exit 0')
+
+
+def followers(container: Any) -> list[bytes]:
+    return container.exec_run(["sh", "-c", FOLLOWERS]).output.split()
+
+
+@pytest.mark.parametrize("release", ["during_stop", "never"])
+def test_a_follower_stopped_before_it_read_its_tails_pid_leaves_no_tail(container_factory, release: str) -> None:  # type: ignore[no-untyped-def]
+    """The CI failure of a SIGTERMed watcher (a `tail -F` left in the container): the tail was up, but the
+    watcher's reader had not yet received the exec's first line (its PID) when the follower was stopped. Here the
+    real exec's output is held back from the reader (the engine and the tail are real; only the delivery to the
+    reader is delayed, as a reader that is not scheduled sees it) until the follower was told to stop, or never."""
+    import threading
+
+    from verlctl.runtime.executor import DockerExecutor
+    from verlctl.runtime.follow import Follower
+
+    c = container_factory(command=["sleep", "infinity"])
+    gate = threading.Event()
+
+    class HeldApi:
+        def __init__(self, api: Any) -> None:
+            self._api = api
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._api, name)
+
+        def exec_start(self, *args: Any, **kwargs: Any) -> Any:
+            stream = self._api.exec_start(*args, **kwargs)
+            if not kwargs.get("tty"):  # the follower's exec is the one TTY exec (the clean-up's are not held)
+                return stream
+
+            def held() -> Any:
+                gate.wait()
+                yield from stream
+            return held()
+
+    class HeldExecutor(DockerExecutor):
+        @property
+        def api(self) -> Any:
+            return HeldApi(self.client.api)
+
+    ex = HeldExecutor(c.client, c.id, c.name)
+    log = f"/tmp/verlctl-follow-test-held-{release}.log"
+    assert c.exec_run(["sh", "-c", f"echo first > {log}"]).exit_code == 0
+    f = Follower(ex, log, 0, owner="run-held")
+    try:
+        wait_for(lambda: followers(c), timeout=60)  # the tail runs; its reader has not seen its first line
+        if release == "during_stop":
+            threading.Timer(1.0, gate.set).start()  # the reader gets the first line while stop() waits for it
+        f.stop()
+        assert followers(c) == [], "a tail left in the container"
+    finally:
+        gate.set()
+        f.stop()
+
+
 def test_a_streaming_follower_counts_as_read_while_its_tail_runs_and_not_after_it_died(container_factory) -> None:  # type: ignore[no-untyped-def]
     """A container's log streams (``tail -F``): each ``get`` counts as a read up to its start, so a stall is called
     at its confirmation. Once the tail is gone (killed here, in the test's own container), the follower is ended

@@ -31,18 +31,27 @@ class _Tail:
         self.pid: int | None = None
         self.ex: DockerExecutor | None = None
         self.stopped = False
+        self.killed = False
 
     def kill(self) -> None:
         """Stop our own tail: by its container PID, after checking the token in its environment, in the
-        container's PID namespace (one exec)."""
+        container's PID namespace (one exec). Before its PID was read (the exec's first line not yet received:
+        a reader that was not scheduled, a stop during start-up), every process of the container that carries
+        this follower's token is stopped: only our own exec carries it."""
         self.stopped = True
-        if self.ex is None or self.pid is None:
-            return
-        script = ('tr "\\0" "\\n" < "/proc/$1/environ" 2>/dev/null | grep -qxF "$FOLLOW_VAR=$2" '
-                  '&& kill -- "$1"; exit 0')
-        self.ex.run(["sh", "-c", script, "verlctl-unfollow", str(self.pid), self.token],
-                    env={"FOLLOW_VAR": FOLLOW_VAR}, timeout=20)
-        self.pid = None
+        if self.ex is None or self.killed:
+            return  # no exec yet: the reader creates none once stopped, or stops it at its first line
+        if self.pid is None:
+            script = ('for p in /proc/[0-9]*; do tr "\\0" "\\n" < "$p/environ" 2>/dev/null '
+                      '| grep -qxF "$FOLLOW_VAR=$1" && kill -- "${p#/proc/}"; done; exit 0')
+            args = [self.token]
+        else:
+            script = ('tr "\\0" "\\n" < "/proc/$1/environ" 2>/dev/null | grep -qxF "$FOLLOW_VAR=$2" '
+                      '&& kill -- "$1"; exit 0')
+            args = [str(self.pid), self.token]
+        self.ex.run(["sh", "-c", script, "verlctl-unfollow", *args], env={"FOLLOW_VAR": FOLLOW_VAR}, timeout=20)
+        # by PID: done; by token: an exec not yet started when the scan ran is stopped at its first line
+        self.killed = self.pid is not None
 
 
 
@@ -79,6 +88,8 @@ def _follow_docker(ex: DockerExecutor, path: str, offset: int, stop: threading.E
     """One streaming ``tail -F`` exec: no polling, no CPU while the log is quiet. A TTY exec carries raw
     bytes (no stream framing); the TTY's CRLF is turned back into LF. The exec first prints its own PID
     (container side) on a line of its own, then becomes ``tail``: that PID is what :meth:`_Tail.kill` stops."""
+    if tail.stopped or stop.is_set():
+        return
     script = 'echo "@@pid $$"; exec tail -c "+$1" -F -- "$2"'
     cmd = ["sh", "-c", script, "verlctl-follow", str(offset + 1), path]
     eid = ex.api.exec_create(ex.container_id, cmd, tty=True, stdout=True, stderr=False,
@@ -86,14 +97,15 @@ def _follow_docker(ex: DockerExecutor, path: str, offset: int, stop: threading.E
     tail.ex = ex
     stream = ex.api.exec_start(eid, stream=True, tty=True)
     pending_cr = False
-    head = b""
+    head: bytes | None = b""  # the exec's first line until it was read (None after)
     try:
         for chunk in stream:
-            if tail.pid is None and not tail.stopped:
+            if head is not None:  # read it even when stopped meanwhile: it names what to stop
                 head += chunk
                 if b"\n" not in head:
                     continue
                 first, _, chunk = head.partition(b"\n")
+                head = None
                 word = first.strip().decode(errors="replace").removeprefix("@@pid ")
                 if word.isdigit():
                     tail.pid = int(word)
