@@ -67,6 +67,41 @@ def wait_for_file(env: RealVerlEnv, pred, timeout: float, what: str) -> bool:  #
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def _watcher_gone(env: RealVerlEnv) -> bool:
+    """The newest run's recorded watcher process is no longer running on this host (gone, or a zombie):
+    a read of its record and of /proc, no CLI. False while no watcher is recorded."""
+    runs = env.state / "runs"
+    try:
+        run_dir = max(runs.iterdir(), key=lambda p: p.name)
+        pid = json.loads((run_dir / "run.json").read_text()).get("watcher_pid")
+    except (OSError, ValueError):
+        return False
+    if not pid:
+        return False
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+def wait_for_end(env: RealVerlEnv, timeout: float, what: str = "the run to end") -> dict[str, Any]:
+    """Until ``verlctl status`` says the run ended and its watcher is gone; that status. The watcher ends with the
+    run, so its process is looked for on this host each second (no CLI), and ``status`` is asked every 2 s once
+    it is gone, every ``ALIVE_EVERY_S`` before (a status costs the run being waited for ~0.5 CPU-s)."""
+    deadline = time.monotonic() + timeout
+    ask_at = time.monotonic() + ALIVE_EVERY_S
+    while time.monotonic() < deadline:
+        gone = _watcher_gone(env)
+        if time.monotonic() >= ask_at or gone:
+            st = status(env)
+            if ended(st) and not st["watcher"]["alive"]:
+                return st
+            ask_at = time.monotonic() + (2.0 if gone else ALIVE_EVERY_S)
+        time.sleep(1.0)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
 def status(env: RealVerlEnv) -> dict[str, Any]:
     res = env.cli("status", "--json", timeout=180)
     assert res.code == 0, res.out + res.err
@@ -138,8 +173,7 @@ def test_real_verl_launch_progress_finish_export_diagnose_report(
         run_log = Path(st["run_log"])
         wait_for_file(env, lambda: re.search(r"training finished|start_verl.sh exits with status",
                                              run_log.read_text(errors="replace")), 1500, "the run to end")
-        st = wait_for(lambda: (lambda s: s if ended(s) and not s["watcher"]["alive"] else None)(status(env)),
-                      300, 2, "status to say the run ended")
+        st = wait_for_end(env, 300, "status to say the run ended")
         assert st["state"] == "finished", json.dumps(st, indent=1)[-4000:]
         wait_for(lambda: not run_processes(env), 120, 2, "the run's processes to go")
         log = env.train_log.read_text(errors="replace")

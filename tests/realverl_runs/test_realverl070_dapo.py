@@ -43,7 +43,7 @@ from realverl_support import (
     peak_memory_sampler,
     run_lock,
 )
-from test_realverl import ended, launch, saved_steps, status, wait_for, wait_for_file
+from test_realverl import launch, saved_steps, status, wait_for, wait_for_end, wait_for_file
 from test_realverl_dapo import config_dump_value
 
 from launch_support import free_port
@@ -206,7 +206,7 @@ def test_real_verl070_dapo_recipe_checkpoints_stop_resume_finish(realverl070_env
         # ---- 2. relaunch: verl resumes from global_step_1, saves global_step_2, the run ends finished
         t1, relaunched_at = time.monotonic(), time.time()
         launch(env)
-        st = wait_for(lambda: (lambda s: s if ended(s) else None)(status(env)), 1200, 3, "the resumed run to end")
+        st = wait_for_end(env, 1200, "the resumed run to end")
         timings["relaunch_to_finished_s"] = time.monotonic() - t1
         log = env.train_log.read_text(errors="replace")
         assert st["state"] == "finished", json.dumps(st, indent=1)[-3000:] + log[-4000:]

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.real_verl, pytest.mark.xdist_group
 
 
 def test_separate_async_one_trainer_one_rollout_device_trains_with_real_weight_syncs(realverl_env: Any) -> None:
-    from test_realverl import ended, launch, saved_steps, status, wait_for
+    from test_realverl import launch, saved_steps, wait_for_end
 
     env = realverl_env
     steps = 2
@@ -38,8 +38,7 @@ def test_separate_async_one_trainer_one_rollout_device_trains_with_real_weight_s
         # two devices: the fabric test ran first in the run's container, over gloo (the double's collectives)
         assert "fabric test: all-reduce and point-to-point over gloo" in out, out[-4000:]
         assert "over 2 ranks (gloo)" in " ".join(out.split()), out[-4000:]
-        st = wait_for(lambda: (lambda s: s if ended(s) and not s["watcher"]["alive"] else None)(status(env)),
-                      2400, 5, "the run to end")
+        st = wait_for_end(env, 2400)
     assert st["state"] == "finished", json.dumps(st, indent=1)[-3000:]
     log = env.train_log.read_text(errors="replace")
     # verl's separate_async trainer ran (its V1 trainer), steps 1..N with its weight-sync timing

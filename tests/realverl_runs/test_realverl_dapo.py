@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from realverl_support import RealVerlEnv, peak_memory_sampler, run_lock
-from test_realverl import ended, launch, run_processes, saved_steps, status, wait_for
+from test_realverl import ended, launch, run_processes, saved_steps, status, wait_for, wait_for_file
 
 from docker_support import ps_in
 
@@ -110,6 +110,12 @@ def tracked_step(env: RealVerlEnv) -> int:
     return int(p.read_text().strip() or 0) if p.exists() else 0
 
 
+def step_done(env: RealVerlEnv, step: int) -> bool:
+    """verl's tracker names ``step`` (or later) and verl printed that step's metrics line (after its weight sync)."""
+    return tracked_step(env) >= step and re.search(rf"(?:^|[\s)])step:{step} - ",
+                                                    env.train_log.read_text(errors="replace")) is not None
+
+
 def test_real_verl_dapo_trains_checkpoints_resumes_and_a_killed_rollout_server_and_worker_are_named(
         realverl_env: RealVerlEnv) -> None:
     env = realverl_env
@@ -121,12 +127,13 @@ def test_real_verl_dapo_trains_checkpoints_resumes_and_a_killed_rollout_server_a
         # ---- 1. DAPO: steps 1 and 2, two checkpoints; then vLLM's rollout server is killed mid-run.
         t0 = time.monotonic()
         launch(env)
-        # Where the kill lands matters: in step 3's rollout verl raises Ray's error that names the actor. A CI run
-        # that saw the tracker within a second of its write (a file poll, no status) killed the server during
-        # step 3's checkpoint save: Ray's raylet said a worker died (no class named) and verl printed nothing more
-        # for 180 s (a stall for the watcher, not a named actor). With status polled each second, as here, the
-        # kill landed in a rollout in every run so far; an exact placement is still to be built.
-        wait_for(lambda: tracked_step(env) >= 2 or not status(env)["alive"], 1500, 1, "global_step_2")
+        # Where the kill lands matters. verl 0.9.1's step (RayPPOTrainer.fit) saves the checkpoint (the tracker
+        # file is its last write), then syncs the weights to the rollout server, then prints the step's metrics
+        # line; the next call to the server is the next step's rollout, where verl raises Ray's error that names
+        # the actor. A kill seen within a second of the tracker's write landed in the weight sync: Ray's raylet
+        # said a worker died (no class named) and verl printed nothing more for 180 s (a stall, not a named
+        # actor). So the kill waits for the step's metrics line too.
+        wait_for_file(env, lambda: step_done(env, 2), 1500, "global_step_2 saved and its weights synced")
         timings["dapo_2_steps_s"] = time.monotonic() - t0
         assert tracked_step(env) == 2 and saved_steps(env.ckpt)[:2] == [1, 2], (saved_steps(env.ckpt), status(env))
         killed = kill_and_follow(env, "ray::vLLMHttpServer", "vLLMHttpServer")
@@ -152,7 +159,7 @@ def test_real_verl_dapo_trains_checkpoints_resumes_and_a_killed_rollout_server_a
         # ---- 2. relaunched: resumes from global_step_2, saves global_step_3; then the FSDP worker is killed.
         t0 = time.monotonic()
         launch(env)
-        wait_for(lambda: tracked_step(env) >= 3 or not status(env)["alive"], 1500, 1, "global_step_3")
+        wait_for_file(env, lambda: step_done(env, 3), 1500, "global_step_3 saved and its weights synced")
         timings["resume_to_step_3_s"] = time.monotonic() - t0
         assert tracked_step(env) == 3, (saved_steps(env.ckpt), status(env))
         killed = kill_and_follow(env, "ray::WorkerDict", "WorkerDict")

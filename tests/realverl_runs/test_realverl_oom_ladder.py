@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from realverl_support import RealVerlEnv, peak_memory_sampler, run_lock
-from test_realverl import ended, events, launch, run_processes, saved_steps, status, wait_for
+from test_realverl import events, launch, run_processes, saved_steps, wait_for, wait_for_end
 from verlctl.checks.memory import rung_can_help
 from verlctl.spec.model import RunSpec
 
@@ -57,8 +57,7 @@ def test_real_verl_oom_ladder_adds_offload_then_recompute_and_finishes_then_a_re
     with run_lock(), peak_memory_sampler(env.container) as peak:
         t0 = time.monotonic()
         launch(env)
-        st = wait_for(lambda: (lambda s: s if ended(s) and not s["watcher"]["alive"] else None)(status(env)),
-                      2400, 5, "the run to end")
+        st = wait_for_end(env, 2400)
         wall_s = time.monotonic() - t0
         left = wait_for(lambda: run_processes(env) == [] or None, 120, 2, "the run's processes to go")
     print(f"\nOOM ladder: {wall_s:.0f} s from launch to the finish, container peak {peak.gib:.2f} GiB "
@@ -107,8 +106,7 @@ def test_real_verl_oom_ladder_adds_offload_then_recompute_and_finishes_then_a_re
     env.spec["extra_overrides"] = [*env.spec.get("extra_overrides", []), "trainer.total_epochs=0"]
     with run_lock():
         launch(env)
-        st = wait_for(lambda: (lambda s: s if ended(s) and not s["watcher"]["alive"] else None)(status(env)),
-                      1500, 5, "the relaunch to end")
+        st = wait_for_end(env, 1500, "the relaunch to end")
     log = env.train_log.read_text(errors="replace")
     assert len(re.findall(r"Resuming from \S+global_step_3, setting global step to 3", log)) == 1, log[-3000:]
     assert "start_verl.sh exits with status" not in log.rsplit("Resuming from", 1)[1]  # verl exited 0
