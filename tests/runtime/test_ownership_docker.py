@@ -161,6 +161,40 @@ def test_a_follower_stopped_before_it_read_its_tails_pid_leaves_no_tail(containe
         f.stop()
 
 
+def test_a_container_follower_returns_the_log_s_text_as_written(container_factory) -> None:  # type: ignore[no-untyped-def]
+    """The follower's exec runs on a TTY (raw bytes, no stream framing), which writes each newline as CRLF: the
+    follower turns that back, also when a progress bar's bare CR ends one piece of output and its newline
+    comes in the next."""
+    from verlctl.runtime.executor import DockerExecutor
+    from verlctl.runtime.follow import Follower
+
+    c = container_factory(command=["sleep", "infinity"])
+    ex = DockerExecutor(c.client, c.id, c.name)
+    log = "/tmp/verlctl-follow-test-text.log"
+    assert c.exec_run(["sh", "-c", f"printf 'first\\n' > {log}"]).exit_code == 0
+    f = Follower(ex, log, 0)
+    try:
+        text = ""
+
+        def read_until(want: str) -> None:
+            nonlocal text
+            deadline = time.monotonic() + 60
+            while want not in text and time.monotonic() < deadline:
+                text += f.get(timeout=0.5)
+            assert want in text, repr(text)
+
+        read_until("first\n")
+        assert c.exec_run(["sh", "-c", f"printf '50%%\\r' >> {log}"]).exit_code == 0
+        read_until("50%")
+        time.sleep(1.0)
+        text += f.get(timeout=0.5)
+        assert c.exec_run(["sh", "-c", f"printf '\\n100%%\\tdone\\n' >> {log}"]).exit_code == 0
+        read_until("done\n")
+        assert text == "first\n50%\r\n100%\tdone\n", repr(text)
+    finally:
+        f.stop()
+
+
 def test_a_streaming_follower_counts_as_read_while_its_tail_runs_and_not_after_it_died(container_factory) -> None:  # type: ignore[no-untyped-def]
     """A container's log streams (``tail -F``): each ``get`` counts as a read up to its start, so a stall is called
     at its confirmation. Once the tail is gone (killed here, in the test's own container), the follower is ended
