@@ -8,13 +8,14 @@ The reward is the image's digit share (src/verlctl/demo/reward.py): verl's gsm8k
 model 0 everywhere, every group would be filtered and DAPO would never make a step.
 
 One DAPO run, two launches (each training start costs minutes of CPU, so the kills ride on the DAPO run):
-1. ``train.steps: 6``: steps 1 and 2 with a checkpoint each; verl's own config dump shows DAPO's settings; the
-   overlong penalty makes scores negative (the digit share and gsm8k's score are never below 0). Once
-   global_step_2 is saved, vLLM's server (``ray::vLLMHttpServer``) is killed mid-run: ``status`` names the actor
-   by its class within 60 s, the run ends ``failed``, ``stop`` leaves no process of the run in the container.
-2. relaunched: verl resumes from global_step_2 and saves global_step_3; then the training worker
-   (``ray::WorkerDict``) is killed: named within 60 s, ``failed``, nothing left after ``stop``; the checkpoints
-   1..3 are intact.
+1. ``train.steps: 12`` (never reached): steps 1 and 2 (or more) with a checkpoint each; verl's own config dump
+   shows DAPO's settings; the overlong penalty makes scores negative (the digit share and gsm8k's score are never
+   below 0). Once global_step_2 is saved and its weights synced, vLLM's server (``ray::vLLMHttpServer``) is killed
+   mid-run: ``status`` names the actor by its class within 60 s, the run ends ``failed``, ``stop`` leaves no
+   process of the run in the container.
+2. relaunched: verl resumes from the tracked step (global_step_2, or later: a step takes ~3 s and Ray forwards the
+   actors' lines with a lag) and saves the next; then the training worker (``ray::WorkerDict``) is killed: named
+   within 60 s, ``failed``, nothing left after ``stop``; every checkpoint up to it is intact.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def test_real_verl_dapo_trains_checkpoints_resumes_and_a_killed_rollout_server_a
         realverl_env: RealVerlEnv) -> None:
     env = realverl_env
     env.spec["algorithm"] = "dapo"
-    env.spec["train"]["steps"] = 6  # never reached: each launch ends with a kill
+    env.spec["train"]["steps"] = 12  # never reached: each launch ends with a kill
     env.spec["extra_overrides"] += REWARD
     timings: dict[str, float] = {}
     with run_lock(), peak_memory_sampler(env.container) as peak:
@@ -135,7 +136,8 @@ def test_real_verl_dapo_trains_checkpoints_resumes_and_a_killed_rollout_server_a
         # actor). So the kill waits for the step's metrics line too.
         wait_for_file(env, lambda: step_done(env, 2), 1500, "global_step_2 saved and its weights synced")
         timings["dapo_2_steps_s"] = time.monotonic() - t0
-        assert tracked_step(env) == 2 and saved_steps(env.ckpt)[:2] == [1, 2], (saved_steps(env.ckpt), status(env))
+        # a step takes ~3 s and Ray forwards the actors' lines with a lag: verl may be a step further by now
+        assert tracked_step(env) >= 2 and saved_steps(env.ckpt)[:2] == [1, 2], (saved_steps(env.ckpt), status(env))
         killed = kill_and_follow(env, "ray::vLLMHttpServer", "vLLMHttpServer")
         timings["rollout_server_named_s"] = killed["named_s"]
         timings["rollout_server_failed_s"] = killed["ended_s"]
@@ -154,21 +156,24 @@ def test_real_verl_dapo_trains_checkpoints_resumes_and_a_killed_rollout_server_a
         mins = [float(x) for x in re.findall(r"critic/score/min:(-?[\d.]+)", log)]
         assert mins and min(mins) < 0, (mins, log[-2000:])
         resumed_at = tracked_step(env)  # a kill during a save can leave a newer directory: verl reads the tracker
-        assert resumed_at == 2, (resumed_at, saved_steps(env.ckpt))
+        assert resumed_at >= 2 and saved_steps(env.ckpt)[:resumed_at] == list(range(1, resumed_at + 1)), (
+            resumed_at, saved_steps(env.ckpt))
 
-        # ---- 2. relaunched: resumes from global_step_2, saves global_step_3; then the FSDP worker is killed.
+        # ---- 2. relaunched: resumes from the tracked step, saves the next; then the FSDP worker is killed.
+        nxt = resumed_at + 1
         t0 = time.monotonic()
         launch(env)
-        wait_for_file(env, lambda: step_done(env, 3), 1500, "global_step_3 saved and its weights synced")
+        wait_for_file(env, lambda: step_done(env, nxt), 1500, f"global_step_{nxt} saved and its weights synced")
         timings["resume_to_step_3_s"] = time.monotonic() - t0
-        assert tracked_step(env) == 3, (saved_steps(env.ckpt), status(env))
+        assert tracked_step(env) >= nxt, (saved_steps(env.ckpt), status(env))
         killed = kill_and_follow(env, "ray::WorkerDict", "WorkerDict")
         timings["worker_named_s"] = killed["named_s"]
         timings["worker_failed_s"] = killed["ended_s"]
         stop_leaves_nothing(env)
     log = env.train_log.read_text(errors="replace")
-    assert re.search(r"Resuming from \S+global_step_2, setting global step to 2", log), log[-3000:]
-    assert saved_steps(env.ckpt)[:3] == [1, 2, 3], saved_steps(env.ckpt)
-    assert tracked_step(env) >= 3 and (env.ckpt / "global_step_3" / "actor").is_dir()
+    assert re.search(rf"Resuming from \S+global_step_{resumed_at}, setting global step to {resumed_at}\b", log), (
+        log[-3000:])
+    assert saved_steps(env.ckpt)[:nxt] == list(range(1, nxt + 1)), saved_steps(env.ckpt)
+    assert tracked_step(env) >= nxt and (env.ckpt / f"global_step_{nxt}" / "actor").is_dir()
     print(f"\nDAPO + killed actors: {json.dumps({k: round(v, 1) for k, v in timings.items()})}, "
           f"container peak {peak.gib:.2f} GiB (high-water {peak.high_water_gib:.2f} GiB)")
