@@ -61,23 +61,32 @@ def host_pid_of(pattern: str) -> int:
     raise AssertionError(f"no host process matches {pattern!r}")
 
 
-def test_the_follower_stops_its_own_tail_by_its_container_pid(container_factory) -> None:  # type: ignore[no-untyped-def]
-    # D3: the old clean-up ran `kill <ExecInspect.Pid>` (a host PID) inside the container. Here a decoy sits
-    # at exactly that PID in the container's namespace, and must survive; the
-    # follower's own tail must be gone once it is stopped, although the log is quiet.
+def follower_of(container_factory: Any, log: str, first: str) -> tuple[Any, Any]:
+    """A container that sleeps, with ``log`` holding ``first``, and a real Follower of that log from its start."""
     from verlctl.runtime.executor import DockerExecutor
     from verlctl.runtime.follow import Follower
 
     c = container_factory(command=["sleep", "infinity"])
-    ex = DockerExecutor(c.client, c.id, c.name)
+    assert c.exec_run(["sh", "-c", 'printf "%s" "$1" > "$2"', "sh", first, log]).exit_code == 0
+    return c, Follower(DockerExecutor(c.client, c.id, c.name), log, 0)
+
+
+def read_until(f: Any, text: str, want: str, timeout: float = 60) -> str:
+    """``text`` and what the follower returns next, until ``want`` is in it."""
+    deadline = time.monotonic() + timeout
+    while want not in text and time.monotonic() < deadline:
+        text += f.get(timeout=0.5)
+    assert want in text, repr(text)
+    return text
+
+
+def test_the_follower_stops_its_own_tail_by_its_container_pid(container_factory) -> None:  # type: ignore[no-untyped-def]
+    # D3: the old clean-up ran `kill <ExecInspect.Pid>` (a host PID) inside the container. Here a decoy sits
+    # at exactly that PID in the container's namespace, and must survive; the
+    # follower's own tail must be gone once it is stopped, although the log is quiet.
     log = "/tmp/verlctl-follow-test-d3.log"
-    assert c.exec_run(["sh", "-c", f"echo first > {log}"]).exit_code == 0
-    f = Follower(ex, log, 0)
-    text = ""
-    deadline = time.monotonic() + 60
-    while "first" not in text and time.monotonic() < deadline:
-        text += f.get(timeout=1.0)
-    assert "first" in text
+    c, f = follower_of(container_factory, log, "first\n")
+    read_until(f, "", "first")
     host_pid = host_pid_of(f"tail -c +1 -F -- {log}")
     # Walk the container's PID counter up to just below that number, then start the decoy. Threads take
     # numbers from the same counter as processes and cost far less than forks (a loop of `: &` took 89 s for
@@ -165,31 +174,16 @@ def test_a_container_follower_returns_the_log_s_text_as_written(container_factor
     """The follower's exec runs on a TTY (raw bytes, no stream framing), which writes each newline as CRLF: the
     follower turns that back, also when a progress bar's bare CR ends one piece of output and its newline
     comes in the next."""
-    from verlctl.runtime.executor import DockerExecutor
-    from verlctl.runtime.follow import Follower
-
-    c = container_factory(command=["sleep", "infinity"])
-    ex = DockerExecutor(c.client, c.id, c.name)
     log = "/tmp/verlctl-follow-test-text.log"
-    assert c.exec_run(["sh", "-c", f"printf 'first\\n' > {log}"]).exit_code == 0
-    f = Follower(ex, log, 0)
+    c, f = follower_of(container_factory, log, "first\n")
     try:
-        text = ""
-
-        def read_until(want: str) -> None:
-            nonlocal text
-            deadline = time.monotonic() + 60
-            while want not in text and time.monotonic() < deadline:
-                text += f.get(timeout=0.5)
-            assert want in text, repr(text)
-
-        read_until("first\n")
+        text = read_until(f, "", "first\n")
         assert c.exec_run(["sh", "-c", f"printf '50%%\\r' >> {log}"]).exit_code == 0
-        read_until("50%")
+        text = read_until(f, text, "50%")
         time.sleep(1.0)
         text += f.get(timeout=0.5)
         assert c.exec_run(["sh", "-c", f"printf '\\n100%%\\tdone\\n' >> {log}"]).exit_code == 0
-        read_until("done\n")
+        text = read_until(f, text, "done\n")
         assert text == "first\n50%\r\n100%\tdone\n", repr(text)
     finally:
         f.stop()
@@ -200,20 +194,9 @@ def test_a_streaming_follower_counts_as_read_while_its_tail_runs_and_not_after_i
     at its confirmation. Once the tail is gone (killed here, in the test's own container), the follower is ended
     and reads nothing more: it no longer counts as read, so a stall waits for its fallback and says the log was not
     read to its end."""
-    from verlctl.runtime.executor import DockerExecutor
-    from verlctl.runtime.follow import Follower
-
-    c = container_factory(command=["sleep", "infinity"])
-    ex = DockerExecutor(c.client, c.id, c.name)
-    log = "/tmp/verlctl-follow-test-synced.log"
-    assert c.exec_run(["sh", "-c", f"echo first > {log}"]).exit_code == 0
-    f = Follower(ex, log, 0)
+    c, f = follower_of(container_factory, "/tmp/verlctl-follow-test-synced.log", "first\n")
     try:
-        text = ""
-        deadline = time.monotonic() + 60
-        while "first" not in text and time.monotonic() < deadline:
-            text += f.get(timeout=1.0)
-        assert "first" in text
+        read_until(f, "", "first")
         t = time.monotonic()
         f.get(timeout=0.2)
         assert f.synced_at >= t
