@@ -174,6 +174,65 @@ def test_a_follower_stopped_before_it_read_its_tails_pid_leaves_no_tail(containe
         f.stop()
 
 
+@pytest.mark.parametrize("loss", ["all", "start"])
+def test_a_follower_whose_exec_output_the_engine_lost_starts_it_again(container_factory, monkeypatch,  # type: ignore[no-untyped-def]
+                                                                     loss: str) -> None:
+    """The engine sometimes loses the start of an exec's output (moby/moby#27289; a loaded CI run's follower read
+    nothing in 60 s). Here the first exec's output is dropped on its way to the reader (the engine, the exec and
+    the tail are real; the loss is the double): all of it, or its first bytes. The follower stops that exec by its
+    token and starts another from the same offset: the log's text arrives whole, and no tail is left."""
+    from verlctl.runtime import follow
+    from verlctl.runtime.executor import DockerExecutor
+    from verlctl.runtime.follow import Follower
+
+    monkeypatch.setattr(follow, "FIRST_LINE_S", 3.0, raising=False)
+    c = container_factory(command=["sleep", "infinity"])
+    starts: list[int] = []
+
+    class LossyApi:
+        def __init__(self, api: Any) -> None:
+            self._api = api
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._api, name)
+
+        def exec_start(self, *args: Any, **kwargs: Any) -> Any:
+            stream = self._api.exec_start(*args, **kwargs)
+            if not kwargs.get("tty"):  # the follower's exec is the one TTY exec
+                return stream
+            starts.append(1)
+            if len(starts) > 1:
+                return stream
+
+            def lossy() -> Any:
+                dropped = 0
+                for chunk in stream:
+                    if loss == "all":
+                        continue
+                    keep = chunk[max(0, 3 - dropped):]
+                    dropped += len(chunk) - len(keep)
+                    if keep:
+                        yield keep
+            return lossy()
+
+    class LossyExecutor(DockerExecutor):
+        @property
+        def api(self) -> Any:
+            return LossyApi(self.client.api)
+
+    log = f"/tmp/verlctl-follow-test-lossy-{loss}.log"
+    assert c.exec_run(["sh", "-c", f"printf 'first\\nsecond\\n' > {log}"]).exit_code == 0
+    f = Follower(LossyExecutor(c.client, c.id, c.name), log, 0, owner="run-lossy")
+    try:
+        text = read_until(f, "", "second\n")
+        assert text == "first\nsecond\n", repr(text)
+        assert len(starts) == 2, starts
+        assert len(followers(c)) == 1  # the lost exec was stopped
+    finally:
+        f.stop()
+    assert followers(c) == []
+
+
 def test_a_container_follower_returns_the_log_s_text_as_written(container_factory) -> None:  # type: ignore[no-untyped-def]
     """The follower's exec runs on a TTY (raw bytes, no stream framing), which writes each newline as CRLF: the
     follower turns that back, also when a progress bar's bare CR ends one piece of output and its newline

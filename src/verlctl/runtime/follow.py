@@ -12,7 +12,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 from verlctl.runtime.executor import DockerExecutor, Executor
 from verlctl.runtime.procscan import FOLLOW_VAR
@@ -42,17 +42,29 @@ class _Tail:
         if self.ex is None or self.killed:
             return  # no exec yet: the reader creates none once stopped, or stops it at its first line
         if self.pid is None:
-            script = ('for p in /proc/[0-9]*; do tr "\\0" "\\n" < "$p/environ" 2>/dev/null '
-                      '| grep -qxF "$FOLLOW_VAR=$1" && kill -- "${p#/proc/}"; done; exit 0')
-            args = [self.token]
-        else:
-            script = ('tr "\\0" "\\n" < "/proc/$1/environ" 2>/dev/null | grep -qxF "$FOLLOW_VAR=$2" '
-                      '&& kill -- "$1"; exit 0')
-            args = [str(self.pid), self.token]
-        self.ex.run(["sh", "-c", script, "verlctl-unfollow", *args], env={"FOLLOW_VAR": FOLLOW_VAR}, timeout=20)
-        # by PID: done; by token: an exec not yet started when the scan ran is stopped at its first line
-        self.killed = self.pid is not None
+            self.kill_unread()
+            return  # an exec not yet started when the scan ran is stopped at its first line
+        script = ('tr "\\0" "\\n" < "/proc/$1/environ" 2>/dev/null | grep -qxF "$FOLLOW_VAR=$2" '
+                  '&& kill -- "$1"; exit 0')
+        self.ex.run(["sh", "-c", script, "verlctl-unfollow", str(self.pid), self.token],
+                    env={"FOLLOW_VAR": FOLLOW_VAR}, timeout=20)
+        self.killed = True
 
+    def kill_unread(self) -> None:
+        """Stop every process of the container that carries this follower's token (its exec, whose PID was
+        not read), without stopping the follower."""
+        if self.ex is None:
+            return
+        script = ('for p in /proc/[0-9]*; do tr "\\0" "\\n" < "$p/environ" 2>/dev/null '
+                  '| grep -qxF "$FOLLOW_VAR=$1" && kill -- "${p#/proc/}"; done; exit 0')
+        self.ex.run(["sh", "-c", script, "verlctl-unfollow", self.token], env={"FOLLOW_VAR": FOLLOW_VAR}, timeout=20)
+
+
+#: How long a follower's exec may take to deliver its first line (its PID) before it is taken for lost: the
+#: engine sometimes loses the start of an exec's output (moby/moby#27289), and then the exec is started again.
+FIRST_LINE_S = 20.0
+#: How many execs a follower starts before it gives up on an engine that delivers none of their output.
+FIRST_LINE_TRIES = 3
 
 
 def follow(ex: Executor, path: str, offset: int, stop: threading.Event, tail: _Tail | None = None,
@@ -87,18 +99,49 @@ def _follow_polling(ex: Executor, path: str, offset: int, stop: threading.Event,
 def _follow_docker(ex: DockerExecutor, path: str, offset: int, stop: threading.Event, tail: _Tail) -> Iterator[str]:
     """One streaming ``tail -F`` exec: no polling, no CPU while the log is quiet. A TTY exec carries raw
     bytes (no stream framing); the TTY's CRLF is turned back into LF. The exec first prints its own PID
-    (container side) on a line of its own, then becomes ``tail``: that PID is what :meth:`_Tail.kill` stops."""
-    if tail.stopped or stop.is_set():
-        return
+    (container side) on a line of its own, then becomes ``tail``: that PID is what :meth:`_Tail.kill` stops.
+    An exec whose first line does not arrive (within ``FIRST_LINE_S``) or arrives cut is stopped by its token
+    and started again from the same offset (nothing of it was returned), at most ``FIRST_LINE_TRIES`` times."""
+    try:
+        for _ in range(FIRST_LINE_TRIES):
+            if tail.stopped or stop.is_set():
+                return
+            ran = yield from _one_exec(ex, path, offset, stop, tail)
+            if ran:
+                return
+        raise RuntimeError(f"the container engine delivered no output of `tail -F {path}` in "
+                           f"{FIRST_LINE_TRIES} tries")
+    finally:
+        with contextlib.suppress(Exception):  # best effort clean-up of our own tail
+            tail.kill()
+
+
+def _one_exec(ex: DockerExecutor, path: str, offset: int, stop: threading.Event,
+              tail: _Tail) -> Generator[str, None, bool]:
+    """One follower exec; False when its first line was lost (the exec is stopped then, nothing was yielded)."""
     script = 'echo "@@pid $$"; exec tail -c "+$1" -F -- "$2"'
     cmd = ["sh", "-c", script, "verlctl-follow", str(offset + 1), path]
     eid = ex.api.exec_create(ex.container_id, cmd, tty=True, stdout=True, stderr=False,
                              environment={FOLLOW_VAR: tail.token})["Id"]
     tail.ex = ex
-    stream = ex.api.exec_start(eid, stream=True, tty=True)
+    lock = threading.Lock()
+    state = {"first_read": False, "lost": False}
+
+    def lost() -> None:  # no first line in time: stop the exec (its stream ends), unless the line came meanwhile
+        with lock:
+            if state["first_read"]:
+                return
+            state["lost"] = True
+        with contextlib.suppress(Exception):
+            tail.kill_unread()
+
+    timer = threading.Timer(FIRST_LINE_S, lost)
+    timer.daemon = True
+    timer.start()
     pending_cr = False
     head: bytes | None = b""  # the exec's first line until it was read (None after)
     try:
+        stream = ex.api.exec_start(eid, stream=True, tty=True)
         for chunk in stream:
             if head is not None:  # read it even when stopped meanwhile: it names what to stop
                 head += chunk
@@ -106,16 +149,21 @@ def _follow_docker(ex: DockerExecutor, path: str, offset: int, stop: threading.E
                     continue
                 first, _, chunk = head.partition(b"\n")
                 head = None
-                word = first.strip().decode(errors="replace").removeprefix("@@pid ")
-                if word.isdigit():
-                    tail.pid = int(word)
+                word = first.strip().decode(errors="replace")
+                with lock:
+                    state["first_read"] = True
+                    cut = state["lost"] or not (word.startswith("@@pid ") and word[6:].isdigit())
+                if cut:  # the start of its output was lost: what follows may lack lines too
+                    tail.kill_unread()
+                    return False
+                tail.pid = int(word[6:])
                 if tail.stopped or stop.is_set():  # stopped while the exec was starting
                     tail.kill()
-                    break
+                    return True
                 if not chunk:
                     continue
             if stop.is_set():
-                break
+                return True
             text = chunk.decode("utf-8", errors="replace")
             if pending_cr:
                 text = "\r" + text
@@ -123,9 +171,10 @@ def _follow_docker(ex: DockerExecutor, path: str, offset: int, stop: threading.E
             if text.endswith("\r"):
                 text, pending_cr = text[:-1], True
             yield text.replace("\r\n", "\n")
+        return head is None or tail.stopped or stop.is_set()  # ended without its first line: lost
     finally:
-        with contextlib.suppress(Exception):  # best effort clean-up of our own tail
-            tail.kill()
+        timer.cancel()
+        timer.join()  # a stop by token in flight ends before another exec with the same token starts
 
 
 class _Synced:
