@@ -119,21 +119,12 @@ def followers(container: Any) -> list[bytes]:
     return container.exec_run(["sh", "-c", FOLLOWERS]).output.split()
 
 
-@pytest.mark.parametrize("release", ["during_stop", "never"])
-def test_a_follower_stopped_before_it_read_its_tails_pid_leaves_no_tail(container_factory, release: str) -> None:  # type: ignore[no-untyped-def]
-    """The CI failure of a SIGTERMed watcher (a `tail -F` left in the container): the tail was up, but the
-    watcher's reader had not yet received the exec's first line (its PID) when the follower was stopped. Here the
-    real exec's output is held back from the reader (the engine and the tail are real; only the delivery to the
-    reader is delayed, as a reader that is not scheduled sees it) until the follower was told to stop, or never."""
-    import threading
-
+def tty_stream_executor(c: Any, wrap: Any) -> Any:
+    """A real DockerExecutor for container ``c`` whose follower exec's stream (the one TTY exec) reaches the reader
+    through ``wrap(stream)``: the engine and the exec are real; only their delivery to the reader is the double."""
     from verlctl.runtime.executor import DockerExecutor
-    from verlctl.runtime.follow import Follower
 
-    c = container_factory(command=["sleep", "infinity"])
-    gate = threading.Event()
-
-    class HeldApi:
+    class Api:
         def __init__(self, api: Any) -> None:
             self._api = api
 
@@ -142,20 +133,34 @@ def test_a_follower_stopped_before_it_read_its_tails_pid_leaves_no_tail(containe
 
         def exec_start(self, *args: Any, **kwargs: Any) -> Any:
             stream = self._api.exec_start(*args, **kwargs)
-            if not kwargs.get("tty"):  # the follower's exec is the one TTY exec (the clean-up's are not held)
-                return stream
+            return wrap(stream) if kwargs.get("tty") else stream  # the clean-up's execs pass as they are
 
-            def held() -> Any:
-                gate.wait()
-                yield from stream
-            return held()
-
-    class HeldExecutor(DockerExecutor):
+    class Executor(DockerExecutor):
         @property
         def api(self) -> Any:
-            return HeldApi(self.client.api)
+            return Api(self.client.api)
 
-    ex = HeldExecutor(c.client, c.id, c.name)
+    return Executor(c.client, c.id, c.name)
+
+
+@pytest.mark.parametrize("release", ["during_stop", "never"])
+def test_a_follower_stopped_before_it_read_its_tails_pid_leaves_no_tail(container_factory, release: str) -> None:  # type: ignore[no-untyped-def]
+    """The CI failure of a SIGTERMed watcher (a `tail -F` left in the container): the tail was up, but the
+    watcher's reader had not yet received the exec's first line (its PID) when the follower was stopped. Here the
+    real exec's output is held back from the reader (the engine and the tail are real; only the delivery to the
+    reader is delayed, as a reader that is not scheduled sees it) until the follower was told to stop, or never."""
+    import threading
+
+    from verlctl.runtime.follow import Follower
+
+    c = container_factory(command=["sleep", "infinity"])
+    gate = threading.Event()
+
+    def held(stream: Any) -> Any:
+        gate.wait()
+        yield from stream
+
+    ex = tty_stream_executor(c, held)
     log = f"/tmp/verlctl-follow-test-held-{release}.log"
     assert c.exec_run(["sh", "-c", f"echo first > {log}"]).exit_code == 0
     # Bystanders the stop must spare: another follower of the same run, and one of another run.
@@ -182,47 +187,29 @@ def test_a_follower_whose_exec_output_the_engine_lost_starts_it_again(container_
     the tail are real; the loss is the double): all of it, or its first bytes. The follower stops that exec by its
     token and starts another from the same offset: the log's text arrives whole, and no tail is left."""
     from verlctl.runtime import follow
-    from verlctl.runtime.executor import DockerExecutor
     from verlctl.runtime.follow import Follower
 
     monkeypatch.setattr(follow, "FIRST_LINE_S", 3.0, raising=False)
     c = container_factory(command=["sleep", "infinity"])
     starts: list[int] = []
 
-    class LossyApi:
-        def __init__(self, api: Any) -> None:
-            self._api = api
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._api, name)
-
-        def exec_start(self, *args: Any, **kwargs: Any) -> Any:
-            stream = self._api.exec_start(*args, **kwargs)
-            if not kwargs.get("tty"):  # the follower's exec is the one TTY exec
-                return stream
-            starts.append(1)
-            if len(starts) > 1:
-                return stream
-
-            def lossy() -> Any:
-                dropped = 0
-                for chunk in stream:
-                    if loss == "all":
-                        continue
-                    keep = chunk[max(0, 3 - dropped):]
-                    dropped += len(chunk) - len(keep)
-                    if keep:
-                        yield keep
-            return lossy()
-
-    class LossyExecutor(DockerExecutor):
-        @property
-        def api(self) -> Any:
-            return LossyApi(self.client.api)
+    def lossy(stream: Any) -> Any:
+        starts.append(1)
+        if len(starts) > 1:
+            yield from stream
+            return
+        dropped = 0
+        for chunk in stream:
+            if loss == "all":
+                continue
+            keep = chunk[max(0, 3 - dropped):]
+            dropped += len(chunk) - len(keep)
+            if keep:
+                yield keep
 
     log = f"/tmp/verlctl-follow-test-lossy-{loss}.log"
     assert c.exec_run(["sh", "-c", f"printf 'first\\nsecond\\n' > {log}"]).exit_code == 0
-    f = Follower(LossyExecutor(c.client, c.id, c.name), log, 0, owner="run-lossy")
+    f = Follower(tty_stream_executor(c, lossy), log, 0, owner="run-lossy")
     try:
         text = read_until(f, "", "second\n")
         assert text == "first\nsecond\n", repr(text)
