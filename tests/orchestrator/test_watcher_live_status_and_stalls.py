@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from test_recovery_host import OOM_LINE, HostRuns, host_runs_in
-from verlctl.orchestrator.watcher import STALL_CONFIRM_S
+from verlctl.orchestrator.watcher import DEAD_CONFIRM_S, LOG_CATCH_UP_S, STALL_CONFIRM_S
 from verlctl.runtime.executor import HostExecutor
 from verlctl.runtime.records import RunRecord
 
@@ -302,6 +302,38 @@ def test_a_log_that_could_not_be_read_for_longer_than_the_limit_is_read_before_a
         end.touch()
     code, out = _end(proc)
     assert code == 0 and "stalled" not in out, out
+
+
+def test_a_training_that_ended_while_its_log_could_not_be_read_is_judged_on_the_log_s_last_lines(
+        runs: HostRuns, tmp_path: Path) -> None:
+    """The training writes its last lines ("training finished") and exits while its log cannot be read (moved away
+    and back, as a shared file system that stops answering leaves it). The watcher sees the process gone and reads
+    the log to its end before it judges the attempt: finished. A verdict as soon as the process is seen gone (no
+    catch-up with the log) fails the attempt with no error line, the finish unread."""
+    go = tmp_path / "go"
+    body = _script("Total training steps: 2", _progress(1, 2), ("gate", str(go)), _progress(2, 2), ("sh", FINISHED))
+    record = runs.start([], tail=body)
+    log, away = Path(record.run_log), Path(record.run_log + ".away")
+    watcher = _watcher(runs, record, [], liveness_every_s=0.2)
+    result: dict[str, Any] = {}
+    judge = threading.Thread(target=lambda: result.update(outcome=watcher.watch_attempt()), daemon=True)
+    judge.start()
+    try:
+        _until("step 1 read", _status_with(record, step=1))
+        log.rename(away)  # the training keeps writing into it: its file descriptor follows the file
+        try:
+            go.touch()
+            _until("the training's end", lambda: not HostExecutor().group_alive(record.ref))
+            # seen gone within liveness_every_s; a verdict that does not wait for the log comes DEAD_CONFIRM_S later
+            time.sleep(DEAD_CONFIRM_S + 2)
+            assert judge.is_alive(), result  # still waiting for the log (at most LOG_CATCH_UP_S)
+        finally:
+            away.rename(log)
+        judge.join(timeout=LOG_CATCH_UP_S + 30)
+    finally:
+        go.touch()
+    outcome = result["outcome"]
+    assert (outcome.kind, outcome.finding) == ("finished", None), outcome
 
 
 def test_a_healthy_run_tells_the_notify_command_nothing(runs: HostRuns, tmp_path: Path) -> None:
