@@ -73,6 +73,11 @@ def test_logs_prints_the_last_lines_or_the_whole_file(tmp_path: Path, capsys: py
     assert slurm.show_output(record, False, 40000, lambda r: False) == 0
     shown = capsys.readouterr().out.encode()
     assert shown == aligned[-slurm.TAIL_BYTES:] and shown.startswith(b"line 0000003616\n")  # whole, not dropped
+    # an empty line just before the window is not one of the window's lines
+    tail = b"Y\n" * (slurm.TAIL_BYTES // 2)
+    Path(ref.output).write_bytes(b"head\n\n" + tail)
+    assert slurm.show_output(record, False, 10 ** 6, lambda r: False) == 0
+    assert capsys.readouterr().out.encode() == tail
     Path(ref.output).write_bytes(b"one\ntwo\nthree\n")  # shorter than the 256 KiB it reads from the end
     assert slurm.show_output(record, False, 2, lambda r: False) == 0
     assert capsys.readouterr().out == "two\nthree\n"
@@ -201,3 +206,26 @@ def test_logs_follow_the_job_onto_its_resubmission_until_it_ended_and_no_watcher
     monkeypatch.setattr(slurm.time, "sleep", interrupt)
     assert slurm.show_output(load_run(RUN), True, 1, lambda r: True) == 0  # Ctrl-C ends a follow quietly
     assert capsys.readouterr().out == "c\n"
+
+
+def test_logs_follow_of_a_job_that_has_written_nothing_yet_prints_its_output_from_the_first_byte(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``logs -f`` of a pending job (no output file yet): the file it then writes is shown whole."""
+    from verlctl.backends import slurm
+
+    monkeypatch.setenv("VERLCTL_STATE_DIR", str(tmp_path / "state"))
+    controller(tmp_path, monkeypatch, "COMPLETED")
+    ref = _ref(tmp_path, "60")
+    record = _record(tmp_path, [ref])
+    record.save()  # type: ignore[attr-defined]
+    real_sleep = slurm.time.sleep
+
+    def tick(s: float) -> None:
+        if s != 1.0:
+            return real_sleep(s)
+        if not Path(ref.output).exists():
+            Path(ref.output).write_text("first line\n")
+
+    monkeypatch.setattr(slurm.time, "sleep", tick)
+    assert slurm.show_output(record, True, 10, lambda r: False) == 0  # type: ignore[arg-type]
+    assert capsys.readouterr().out == "first line\n"
