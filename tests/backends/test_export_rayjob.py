@@ -515,4 +515,18 @@ def test_launch_json_names_the_manifest_it_wrote(tmp_path: Path) -> None:
     assert res.code == 0, res.err
     doc = json.loads(res.out)
     assert doc["outcome"] == "written" and doc["manifest"] == str(out.absolute())
-    assert out.is_file()
+    job = next(d for d in yaml.safe_load_all(out.read_text(encoding="utf-8")) if d["kind"] == "RayJob")
+    assert doc["request"]["run_id"] == job["metadata"]["name"], doc["request"]  # the name kubectl takes
+
+
+def test_launch_json_names_the_job_as_the_cluster_does_also_for_a_spec_with_errors(tmp_path: Path) -> None:
+    """``request.run_id`` is the job's name in the cluster (a DNS label made from the experiment), whether the
+    manifest was written or the spec's errors held it back."""
+    out = tmp_path / "job.yaml"
+    spec = spec_file(tmp_path, logging={"experiment": "My_Exp.1"})
+    for extra, code in (((), 0), (("--set", "train.tensor_parallel=3"), 2)):
+        res = run_cli("launch", "--backend", "volcano", "-c", str(spec), "-o", str(out), "--set",
+                      "kubernetes.pvc=verl-shared", *extra, "--dry-run", "--json")
+        assert res.code == code, res.out + res.err
+        doc = json.loads(res.out)
+        assert doc.get("error", {}).get("details", doc)["request"]["run_id"] == "my-exp-1", doc

@@ -21,21 +21,20 @@ NOT_FOR_RAYJOB = frozenset({"swanlab_api_key"})
 class KubeRayExport:
     target: Path  # the manifest file to write
     nodes: int  # worker pods
-    dry_run: bool = False
+    dry_run: bool
 
 
-def resolve(config: Path | None, values: dict[str, Any], names: dict[str, str], nodes: int | None,
-            fmt: str = "rayjob") -> tuple[Any, int]:
+def resolve(config: Path | None, values: dict[str, Any], names: dict[str, str], nodes: int | None) -> tuple[Any, int]:
     """The spec as the pods run it: ``nodes`` pods holding devices (default: the number of cluster.nodes, else 1),
-    named as the format's scheduler names them (verl counts nodes: trainer.nnodes)."""
-    from verlctl.render import rayjob, volcano
+    stand-in names in ``cluster.nodes`` (verl counts nodes: trainer.nnodes; the scheduler names the pods)."""
+    from verlctl.render import rayjob
     from verlctl.spec.resolve import load_spec
 
     if nodes is not None:
         rayjob.check_nodes(nodes)
     else:
         nodes = max(1, len(load_spec(config, flags=values, flag_names=names).spec.cluster.nodes))
-    pods = volcano.pod_names(nodes) if fmt == "volcano" else rayjob.worker_names(nodes)
+    pods = rayjob.worker_names(nodes)
     values, names = {**values, "cluster.nodes": pods}, {**names, "cluster.nodes": "--nodes"}
     return load_spec(config, flags=values, flag_names=names), nodes
 
@@ -62,7 +61,7 @@ class KubeRayBackend:
         from verlctl.render.render import render
 
         spec = resolved.spec
-        name = spec.logging.experiment or "verl"
+        name = rayjob.job_name(spec.logging.experiment)  # the job's name in the cluster: what kubectl takes
         if has_errors(findings):
             return LaunchRequest(self.name, name, self.where, spec.container.workdir, "", "",
                                  blocked=("the spec has errors",))
