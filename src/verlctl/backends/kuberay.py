@@ -24,17 +24,19 @@ class KubeRayExport:
     dry_run: bool
 
 
-def resolve(config: Path | None, values: dict[str, Any], names: dict[str, str], nodes: int | None) -> tuple[Any, int]:
+def resolve(config: Path | None, values: dict[str, Any], names: dict[str, str], nodes: int | None,
+            fmt: str = "rayjob") -> tuple[Any, int]:
     """The spec as the pods run it: ``nodes`` pods holding devices (default: the number of cluster.nodes, else 1),
-    stand-in names in ``cluster.nodes`` (verl counts nodes: trainer.nnodes; the scheduler names the pods)."""
-    from verlctl.render import rayjob
+    named as the format's scheduler names them (verl counts nodes: trainer.nnodes; the names are in the pods'
+    resolved spec)."""
+    from verlctl.render import rayjob, volcano
     from verlctl.spec.resolve import load_spec
 
     if nodes is not None:
         rayjob.check_nodes(nodes)
     else:
         nodes = max(1, len(load_spec(config, flags=values, flag_names=names).spec.cluster.nodes))
-    pods = rayjob.worker_names(nodes)
+    pods = volcano.pod_names(nodes) if fmt == "volcano" else rayjob.worker_names(nodes)
     values, names = {**values, "cluster.nodes": pods}, {**names, "cluster.nodes": "--nodes"}
     return load_spec(config, flags=values, flag_names=names), nodes
 

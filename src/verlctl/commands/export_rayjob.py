@@ -124,7 +124,7 @@ def _export(config: Path | None, values: dict[str, Any], names: dict[str, str], 
     from verlctl.render import rayjob
     from verlctl.report import print_findings
 
-    resolved, nodes = resolve(config, values, names, nodes)
+    resolved, nodes = resolve(config, values, names, nodes, fmt)
     backend = ManifestRun(fmt)
     request = backend.prepare(resolved, KubeRayExport(target, nodes, dry_run))
     console = Console(stderr=as_json)

@@ -260,7 +260,7 @@ def launch_kuberay_flow(config: Path | None, flags: dict[str, Any], names: dict[
     flags, names = dict(flags), dict(names)
     flags.pop("cluster.nnodes", None)  # --nodes: worker pods (resolve names them)
     names.pop("cluster.nnodes", None)
-    resolved, nodes = resolve(config, flags, names, nodes)
+    resolved, nodes = resolve(config, flags, names, nodes, fmt)
     console = Console(stderr=as_json)
     request = run.prepare(resolved, KubeRayExport(target, nodes, dry_run))
     print_findings(console, run.findings)

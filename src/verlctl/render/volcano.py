@@ -39,6 +39,7 @@ from typing import Any
 
 from verlctl.render.rayjob import (
     SCRIPTS_DIR,
+    check_nodes,
     job_name,
     pod_env,
     pod_settings,
@@ -64,6 +65,12 @@ class VolcanoOptions:
     retries: int
     queue: str
     ring_controller: str
+
+
+def pod_names(nodes: int) -> list[str]:
+    """Stand-ins for ``cluster.nodes`` while composing: verl counts nodes, Volcano names the pods later."""
+    check_nodes(nodes)
+    return [f"volcano-pod-{i}" for i in range(nodes)]
 
 
 def options_for(spec: RunSpec, nodes: int) -> VolcanoOptions:
