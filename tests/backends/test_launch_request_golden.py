@@ -72,6 +72,33 @@ def test_a_run_id_fixed_for_a_real_launch_is_refused(tmp_path: Path) -> None:
     assert res.code != 0 and "VERLCTL_RUN_ID '../x'" in res.err and "Traceback" not in res.err
 
 
+def test_a_launch_without_a_fixed_run_id_gets_a_new_one_each_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verlctl.backends.base import RUN_ID_ENV, run_id_for
+
+    monkeypatch.delenv(RUN_ID_ENV, raising=False)
+    first, second = run_id_for("grpo_Qwen3-8B", False), run_id_for("grpo_Qwen3-8B", True)
+    assert first != second and all("grpo_Qwen3-8B" in r for r in (first, second)), (first, second)
+    monkeypatch.setenv(RUN_ID_ENV, "golden-run")
+    assert run_id_for("grpo_Qwen3-8B", True) == "golden-run"
+
+
+def test_a_request_cannot_be_changed_once_made() -> None:
+    """What ``launch --dry-run`` prints is what the stages walk: a request and its parts are immutable data (a
+    backend that changed the plan it was handed would run something the dry run did not show)."""
+    import dataclasses
+
+    from verlctl.backends.base import Action, Change, ContainerRequest, LaunchRequest, MountRequest, Stage
+
+    mount = MountRequest("/h", "/c", "rw", "the model")
+    parts = [mount, ContainerRequest("local", "c", "img", False, None, True, (mount,), (), (), ()),
+             Action(Stage.COPY, "copy"), LaunchRequest("local", "r", "here", "/w", "/w/s", "/w/l"),
+             Change("out of memory")]
+    for part in parts:
+        name = dataclasses.fields(part)[0].name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(part, name, "changed")
+
+
 @pytest.mark.docker
 def test_the_docker_backend_request(tmp_path: Path, docker_engine) -> None:  # type: ignore[no-untyped-def]
     """A container to create from an image to pull: its mounts, devices and proxy variable names (not values)."""

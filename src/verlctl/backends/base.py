@@ -47,8 +47,8 @@ RELAUNCH_STAGES: tuple[Stage, ...] = (Stage.PREFLIGHT, Stage.COPY, Stage.START_W
 class MountRequest:
     host: str
     target: str
-    mode: str = "rw"
-    why: str = ""
+    mode: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -59,12 +59,12 @@ class ContainerRequest:
     name: str
     image: str
     exists: bool
-    state: str | None = None
-    pull: bool = False
-    mounts: tuple[MountRequest, ...] = ()
-    added_mounts: tuple[MountRequest, ...] = ()
-    devices: tuple[str, ...] = ()
-    env_names: tuple[str, ...] = ()  # names only: the values (proxies) may hold credentials
+    state: str | None
+    pull: bool
+    mounts: tuple[MountRequest, ...]
+    added_mounts: tuple[MountRequest, ...]
+    devices: tuple[str, ...]
+    env_names: tuple[str, ...]  # names only: the values (proxies) may hold credentials
 
 
 @dataclass(frozen=True)
