@@ -12,6 +12,7 @@ from verlctl.monitor.killed import (
     killed_finding,
     oom_evidence,
     parse_counters,
+    read_after,
     read_counters,
 )
 from verlctl.runtime.executor import HostExecutor
@@ -79,3 +80,32 @@ def test_the_probe_reads_this_process_s_cgroup_and_reads_it_again() -> None:
     assert first.cgroup >= 0 and first.cgroup_file.endswith(("memory.events", "memory.oom_control")), first
     again = read_counters(ex, None, first)
     assert again.cgroup_file == first.cgroup_file and again.cgroup == first.cgroup
+
+
+def test_a_reading_after_the_death_that_fails_is_taken_again_and_the_oom_kill_still_seen() -> None:
+    """Right after an OOM kill the probe can fail (the cgroup still at its limit): read again, so that the new
+    OOM kill is seen and the finding is host OOM, not "killed"."""
+    before = OomCounters(cgroup=2, kernel=None, cgroup_file="/f")
+    readings = iter([OomCounters(), OomCounters(cgroup=3, kernel=None, cgroup_file="/f")])
+    after = read_after(lambda: next(readings), before, wait_s=0.01)
+    assert after.cgroup == 3
+    assert killed_finding(None, before, after, False, HINT).category == "host_oom"
+
+
+def test_a_reading_that_stays_unreadable_is_taken_a_bounded_number_of_times() -> None:
+    calls: list[int] = []
+
+    def read() -> OomCounters:
+        calls.append(1)
+        return OomCounters()
+
+    after = read_after(read, OomCounters(cgroup=2, kernel=0, cgroup_file="/f"), tries=3, wait_s=0.01)
+    assert len(calls) == 3 and after == OomCounters()
+    finding = killed_finding(None, OomCounters(cgroup=2, kernel=0), after, False, HINT)
+    assert finding.category == KILLED and "could not be read" in finding.message
+    calls.clear()  # nothing was readable at the watch's start either: one reading, no wait
+    read_after(read, OomCounters(), tries=3, wait_s=30)
+    assert len(calls) == 1
+    calls.clear()  # readable now: one reading
+    assert read_after(lambda: calls.append(1) or OomCounters(cgroup=2, kernel=0), OomCounters(cgroup=2, kernel=0),
+                      tries=3, wait_s=30).cgroup == 2 and len(calls) == 1

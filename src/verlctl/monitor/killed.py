@@ -16,6 +16,8 @@ With an OOM kill in that evidence the finding is ``host_oom``; without, it is ``
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -91,6 +93,26 @@ def read_counters(ex: Executor, pid: int | None = None, same_as: OomCounters | N
     except Exception:  # noqa: BLE001 - evidence is best effort: an unreachable target reads as unknown
         return OomCounters()
     return parse_counters(res.out) if res.ok else OomCounters()
+
+
+#: A reading after a death that cannot read what the reading at the watch's start could is taken again, this many
+#: readings in all, this far apart: a probe right after an OOM kill can fail (the cgroup still at its limit, the
+#: engine busy), and an unread counter would make an OOM kill a mere "killed".
+REREAD_TRIES = 4
+REREAD_WAIT_S = 1.0
+
+
+def read_after(read: Callable[[], OomCounters], before: OomCounters, tries: int = REREAD_TRIES,
+               wait_s: float = REREAD_WAIT_S) -> OomCounters:
+    """The counters after a death (``read()``), read again while something readable in ``before`` is not."""
+    after = read()
+    for _ in range(tries - 1):
+        if not ((before.cgroup is not None and after.cgroup is None)
+                or (before.kernel is not None and after.kernel is None)):
+            break
+        time.sleep(wait_s)
+        after = read()
+    return after
 
 
 def oom_evidence(before: OomCounters, after: OomCounters, engine_oom_killed: bool = False) -> tuple[list[str], list[str]]:

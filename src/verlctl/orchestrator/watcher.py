@@ -619,11 +619,11 @@ class Watcher:
         log or the engine says so; otherwise "killed by signal 9", with OOM as one possibility. Never a reason
         to add offload (which moves memory *to* the host)."""
         from verlctl.monitor.catalogue import CATALOGUE
-        from verlctl.monitor.killed import OomCounters, killed_finding
+        from verlctl.monitor.killed import OomCounters, killed_finding, read_after
 
         host = next(c for c in CATALOGUE if c.name == "host_oom")
         before = self._oom_before or OomCounters()
-        after = self._oom_counters(pgid, before)
+        after = read_after(lambda: self._oom_counters(pgid, before), before)
         return killed_finding(root, before, after, engine_oom_killed,
                               host.hint + "; check `dmesg` / `journalctl -k` for 'Out of memory: Killed process'")
 
