@@ -147,9 +147,16 @@ def test_real_verl_launch_progress_finish_export_diagnose_report(
         t0 = time.monotonic()
         out = launch(env, "--canary", "--canary-timeout", "1500", timeout=5400)
         assert "reuse container" in out and "training is running" in out, out[-4000:]
-        assert "canary passed: step" in " ".join(out.split()), out[-4000:]
+        said = " ".join(out.split())
+        assert "canary passed: step" in said and "checkpoint save" in said and "resume + step" in said, out[-4000:]
         (canary,) = [e for e in events(env) if e["event"] == "canary"]
         assert canary["passed"] is True, canary
+        assert [p["steps"] for p in canary["phases"]] == [[1], [2]], canary["phases"]
+        assert [p["tracker"] for p in canary["phases"]] == ["1", "2"], canary["phases"]
+        started = [e for e in events(env) if e["event"] == "started"]
+        assert [e["reason"] for e in started] == ["canary: step + checkpoint", "canary: resume + weight sync",
+                                                  "launch"], started
+        assert started[-1]["resumed_from"] is None, started[-1]  # the full run does not resume the canary's
         for key in ("step_s", "checkpoint_save_s", "weight_sync_s", "step_and_checkpoint_wall_s",
                     "resume_and_step_wall_s"):
             assert isinstance(canary["timings"][key], float) and canary["timings"][key] > 0, (key, canary)
