@@ -500,7 +500,7 @@ def test_an_unwritable_target_names_the_reason_not_a_temporary_file(tmp_path: Pa
     target.parent.mkdir()
     resolved, nodes = resolve(spec_file(tmp_path), {"kubernetes.pvc": "verl-shared"}, {}, None)
     run = ManifestRun("kuberay")
-    request = run.prepare(resolved, KubeRayExport(target, nodes))
+    request = run.prepare(resolved, KubeRayExport(target, nodes, dry_run=False))
     target.parent.rmdir()
     target.parent.write_text("a file now\n")
     with pytest.raises(VerlctlError) as err:
