@@ -13,7 +13,7 @@ import pytest
 
 from verlctl.backends.docker import stop_groups
 from verlctl.errors import RuntimeFailure
-from verlctl.runtime.executor import KILL_WAIT_S, GroupRef
+from verlctl.runtime.executor import KILL_WAIT_S, RAY_DAEMON_GRACE_S, GroupRef
 
 
 class UnkillableGroupDouble:
@@ -44,3 +44,52 @@ def test_a_group_that_outlives_sigkill_is_reported_after_the_kill_wait() -> None
 
 def test_the_default_kill_wait_is_ten_seconds() -> None:
     assert KILL_WAIT_S == 10.0
+
+
+class EndingGroupDouble:
+    """TEST DOUBLE of an executor whose group outlives SIGTERM and ends ``ends_s`` after SIGKILL, with Ray daemons
+    still there at the escalation; it checks it is asked about its own group only and counts the questions."""
+
+    def __init__(self, ref: GroupRef, ends_s: float) -> None:
+        self.ref, self.ends_s = ref, ends_s
+        self.sent: list[int] = []
+        self.termed_at = self.killed_at = 0.0
+        self.daemons_killed_after: list[float] = []
+        self.asked_after_kill = 0
+
+    def signal_group(self, ref: GroupRef, sig: int) -> None:
+        assert ref is self.ref, ref
+        self.sent.append(int(sig))
+        if sig == signal.SIGTERM:
+            self.termed_at = time.monotonic()
+        else:
+            self.killed_at = time.monotonic()
+
+    def group_alive(self, ref: GroupRef) -> bool:
+        assert ref is self.ref, ref
+        if not self.killed_at:
+            return True
+        self.asked_after_kill += 1
+        return time.monotonic() - self.killed_at < self.ends_s
+
+    def kill_ray_daemons(self, ref: GroupRef) -> list[tuple[int, str]]:
+        assert ref is self.ref, ref
+        self.daemons_killed_after.append(time.monotonic() - self.termed_at)
+        return [(77, "raylet")]
+
+
+def test_a_group_that_ends_after_sigkill_is_stopped_and_ray_s_daemons_get_sigkill_once_after_their_grace() -> None:
+    ref = GroupRef(4242)
+    ex = EndingGroupDouble(ref, ends_s=0.6)
+    said: list[str] = []
+    groups = [(ex, ref, "the host")]
+    grace = RAY_DAEMON_GRACE_S + 0.6
+    assert stop_groups(groups, grace=grace, say=said.append, kill_wait=5.0) == groups  # type: ignore[arg-type]
+    assert ex.sent == [signal.SIGTERM, signal.SIGKILL]
+    # Ray's daemons: once, RAY_DAEMON_GRACE_S after the SIGTERM (not sooner), within the training's grace
+    assert len(ex.daemons_killed_after) == 1, ex.daemons_killed_after
+    assert RAY_DAEMON_GRACE_S <= ex.daemons_killed_after[0] < grace, ex.daemons_killed_after
+    assert said == ["SIGKILL to Ray's daemons still running "
+                    f"{RAY_DAEMON_GRACE_S:g}s after SIGTERM in the host: raylet (pid 77)"], said
+    # the wait after SIGKILL looks every 0.2 s, not in a busy loop, and ends when the group is gone
+    assert 2 <= ex.asked_after_kill <= 10, ex.asked_after_kill
