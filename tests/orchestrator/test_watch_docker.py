@@ -92,6 +92,8 @@ def test_oom_ladder_adds_offload_then_recompute_each_resuming_from_the_last_chec
     assert len(st["attempts"]) == 3 and "offload" in st["attempts"][1]["features"], st["attempts"]
     assert {"offload", "recompute"} <= set(st["attempts"][2]["features"]), st["attempts"]
     assert st["state"] == "finished"
+    run_dir = next((wenv.state / "runs").iterdir())
+    assert "device_oom" in (run_dir / "watcher.log").read_text(errors="replace")  # what the watcher said
     deadline = time.monotonic() + 120  # the watcher removes it as the run ends: nothing reads the key again
     while key_file_state(wenv, docker_engine) != "absent" and time.monotonic() < deadline:
         time.sleep(1)
