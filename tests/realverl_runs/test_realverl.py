@@ -157,6 +157,9 @@ def test_real_verl_launch_progress_finish_export_diagnose_report(
         assert [e["reason"] for e in started] == ["canary: step + checkpoint", "canary: resume + weight sync",
                                                   "launch"], started
         assert started[-1]["resumed_from"] is None, started[-1]  # the full run does not resume the canary's
+        script = (max((env.state / "runs").iterdir(), key=lambda p: p.name) / "run_training.sh").read_text()
+        assert f"trainer.total_training_steps={steps}" in script, script  # the full run's own command
+        assert f"trainer.default_local_dir={ckpt}" in script, script  # not the canary's directory
         for key in ("step_s", "checkpoint_save_s", "weight_sync_s", "step_and_checkpoint_wall_s",
                     "resume_and_step_wall_s"):
             assert isinstance(canary["timings"][key], float) and canary["timings"][key] > 0, (key, canary)
