@@ -12,11 +12,12 @@ The knobs (read in the worker processes):
   device too small for the model whatever the memory features: the OOM comes in every attempt; the OOM ladder
   must climb to its end and give up). The error, and the line printed when a cure spares the step, name the
   actor's offload and gradient checkpointing states, as verl's engine received them.
-  ``VERLCTL_TEST_DOUBLE_HOLD_AT_STEP=N`` (for the mid-run stop test): in an attempt that did not resume from a
+  ``VERLCTL_TEST_DOUBLE_HOLD_AT_STEP=N`` (for the two-runs test): in an attempt that did not resume from a
   checkpoint, the actor update of global step N takes long, as a device busy with a long kernel would: it
   prints ``verl_cpu_device_double: holding at step N`` once and waits (at most 30 min, then goes on), so a stop
   always lands mid-run, after the checkpoints of steps 1..N-1, however fast the machine is. A resumed attempt
-  never holds.
+  never holds. ``VERLCTL_TEST_DOUBLE_HOLD_RELEASE=PATH`` ends the hold as soon as the file PATH exists (the
+  long kernel ends): a test lets the run go on, and finish, once it has made its point.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ OOM_KNOB = "VERLCTL_TEST_DOUBLE_OOM_AT_STEP"
 CURE_KNOB = "VERLCTL_TEST_DOUBLE_OOM_CURE"
 CURES = ("offload", "recompute", "none")
 HOLD_KNOB = "VERLCTL_TEST_DOUBLE_HOLD_AT_STEP"
+RELEASE_KNOB = "VERLCTL_TEST_DOUBLE_HOLD_RELEASE"
 HOLD_MAX_S = 1800
 
 
@@ -81,9 +83,12 @@ def _patch_engine_for_oom(engine_cls: Any) -> None:
 
             print(f"verl_cpu_device_double: holding at step {step} ({HOLD_KNOB}, at most {HOLD_MAX_S} s)",
                   flush=True)
+            release = os.environ.get(RELEASE_KNOB, "").strip()
             deadline = time.monotonic() + HOLD_MAX_S
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not (release and os.path.exists(release)):
                 time.sleep(1.0)
+            if release and os.path.exists(release):
+                print(f"verl_cpu_device_double: released at step {step} ({RELEASE_KNOB})", flush=True)
         return step_orig(self, *a, **k)
 
     engine_cls.load_checkpoint = load_checkpoint
