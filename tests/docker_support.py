@@ -12,10 +12,12 @@ Load it from tests/conftest.py with ``pytest_plugins = [...]``. Fixtures:
 * ``container_factory`` (function) and ``module_container_factory`` (module): ``factory(image, command,
   **docker_run_kwargs)`` starts a detached container with ``init=True``. Its name starts with
   ``verlctl-test-`` and it carries the labels ``verlctl-test=1``, ``verlctl-test.session=<id>`` and
-  ``verlctl-test.owner=<host>:<pid>``. Teardown removes the containers by id. ``factory.exec(container,
+  ``verlctl-test.owner=<host>:<pid namespace>:<pid>``. Teardown removes the containers by id. ``factory.exec(container,
   cmd, env=..., workdir=..., timeout=...)`` runs a command and returns ``ExecResult(exit_code, stdout,
   stderr)``. At session end, every container still labelled with this session is removed. At session
-  start, containers left by dead test processes on this host are removed.
+  start, containers left by dead test processes on this host are removed (a process whose pid was taken in this
+  PID namespace: a test session inside ``unshare --pid``, as the signal-path mutation runs, and one outside
+  never judge each other's).
 
 Load control. Tests that use these fixtures are marked ``docker`` automatically, so
 ``-m 'not docker'`` deselects them. No ``xdist_group`` is needed for load control. Instead, a test process
@@ -52,7 +54,19 @@ LABEL = "verlctl-test"
 SESSION_LABEL = "verlctl-test.session"
 OWNER_LABEL = "verlctl-test.owner"
 SESSION_ID = uuid.uuid4().hex[:12]
-OWNER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def pid_namespace() -> str:
+    """This process's PID namespace (the inode of /proc/self/ns/pid, e.g. ``4026531836``): a pid means a process
+    only in the namespace where it was taken (a mutation run in ``unshare --pid`` numbers its own from 1)."""
+    try:
+        return os.readlink("/proc/self/ns/pid").partition("[")[2].rstrip("]") or "?"
+    except OSError:
+        return "?"
+
+
+#: ``<host>:<pid namespace>:<pid>`` of the test process that owns a container.
+OWNER = f"{socket.gethostname()}:{pid_namespace()}:{os.getpid()}"
 SLOT_DIR = Path(os.environ.get("VERLCTL_TEST_SLOT_DIR", "/tmp/verlctl-test-slots"))
 SLOT_WAIT_S = 1800.0
 
@@ -226,9 +240,11 @@ def _remove_containers(client: Any, filters: dict[str, Any], keep: Any = None) -
             client.api.remove_container(c["Id"], force=True)
 
 
-def _owner_alive(container: dict[str, Any]) -> bool:
-    host, _, pid = (container.get("Labels") or {}).get(OWNER_LABEL, "").rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
+def owner_alive(container: dict[str, Any]) -> bool:
+    """False only when the owner's pid was taken in this host's and this process's PID namespace and no process
+    has it now; an owner of another host or namespace (or a label of another form) is not ours to judge."""
+    owner, _, pid = (container.get("Labels") or {}).get(OWNER_LABEL, "").rpartition(":")
+    if owner != f"{socket.gethostname()}:{pid_namespace()}" or not pid.isdigit():
         return True  # not ours to judge
     try:
         os.kill(int(pid), 0)
@@ -252,7 +268,7 @@ def docker_engine() -> Iterator[Any]:
             pytest.fail(f"CI is set: {msg}")
         pytest.skip(msg)
     # Containers left behind by test processes on this host that no longer exist.
-    _remove_containers(client, {"label": [LABEL]}, keep=_owner_alive)
+    _remove_containers(client, {"label": [LABEL]}, keep=owner_alive)
     yield client
     _remove_containers(client, {"label": [f"{SESSION_LABEL}={SESSION_ID}"]})
     client.close()

@@ -169,7 +169,7 @@ def remove_dead_networks(client: Any) -> None:
     """Networks a crashed test process left (its containers are removed by docker_support); only ours."""
     for net in client.networks.list(filters={"label": [docker_support.LABEL]}):
         labels = net.attrs.get("Labels") or {}
-        if net.name.startswith("verlctl-test-slurm-") and not docker_support._owner_alive({"Labels": labels}):
+        if net.name.startswith("verlctl-test-slurm-") and not docker_support.owner_alive({"Labels": labels}):
             with contextlib.suppress(Exception):
                 net.remove()
 
