@@ -56,12 +56,8 @@ class DockerBackend:
 
     name = "local"
 
-    def __init__(self, console: Any = None, report: Any = None) -> None:
-        if console is None:
-            from rich.console import Console
-
-            console = Console()
-        self.console = console
+    def __init__(self, console: Any, report: Any) -> None:
+        self.console = console  # the launch's own: an image pull's progress goes where its other output goes
         self.report = report
         self.client: Any = None
         self.container: Any = None
