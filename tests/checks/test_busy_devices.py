@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -97,7 +98,9 @@ def live_run(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
     """A recorded run of this user's on NPU 0 and 1 whose process group is alive (its attempt marker in the
     environment, as start_verl.sh's processes carry it)."""
     state = tmp_path / "state"
-    marker = f"{RUN}/1/0123456789abcdef"
+    # an attempt's own marker, as verlctl draws one: the tests of this file run at once on xdist's workers, and a
+    # shared marker made one test's live process the other's "live run" after it had killed its own
+    marker = f"{RUN}/1/{secrets.token_hex(8)}"
     proc = subprocess.Popen(["sleep", "600"], start_new_session=True, env={**os.environ, "VERLCTL_ATTEMPT": marker})
     try:
         d = state / "runs" / RUN
