@@ -18,6 +18,12 @@ The knobs (read in the worker processes):
   always lands mid-run, after the checkpoints of steps 1..N-1, however fast the machine is. A resumed attempt
   never holds. ``VERLCTL_TEST_DOUBLE_HOLD_RELEASE=PATH`` ends the hold as soon as the file PATH exists (the
   long kernel ends): a test lets the run go on, and finish, once it has made its point.
+  ``VERLCTL_TEST_DOUBLE_HOLD_AFTER_ROLLOUT_AT_STEP=N`` (for the DAPO test's kill of vLLM's server): the rollout of
+  global step N ends late, as on a device still busy: verl 0.9.1's sync trainer (``PPOTrainerSync``, in the
+  TaskRunner) has the step's samples and has not yet put the rollout servers to sleep; it prints
+  ``verl_cpu_device_double: holding after the rollout of step N`` once and waits (at most 30 min, or until
+  ``VERLCTL_TEST_DOUBLE_HOLD_RELEASE``'s file exists). A test kills a server there and knows verl's next call to
+  it is that sleep.
 """
 
 from __future__ import annotations
@@ -34,7 +40,21 @@ CURE_KNOB = "VERLCTL_TEST_DOUBLE_OOM_CURE"
 CURES = ("offload", "recompute", "none")
 HOLD_KNOB = "VERLCTL_TEST_DOUBLE_HOLD_AT_STEP"
 RELEASE_KNOB = "VERLCTL_TEST_DOUBLE_HOLD_RELEASE"
+HOLD_ROLLOUT_KNOB = "VERLCTL_TEST_DOUBLE_HOLD_AFTER_ROLLOUT_AT_STEP"
 HOLD_MAX_S = 1800
+
+
+def _hold(where: str, knob: str) -> None:
+    """Print that the double holds ``where`` and wait until the release file exists (at most HOLD_MAX_S)."""
+    import time
+
+    print(f"verl_cpu_device_double: holding {where} ({knob}, at most {HOLD_MAX_S} s)", flush=True)
+    release = os.environ.get(RELEASE_KNOB, "").strip()
+    deadline = time.monotonic() + HOLD_MAX_S
+    while time.monotonic() < deadline and not (release and os.path.exists(release)):
+        time.sleep(1.0)
+    if release and os.path.exists(release):
+        print(f"verl_cpu_device_double: released {where} ({RELEASE_KNOB})", flush=True)
 
 
 # ---- the OOM and hold knobs -----------------------------------------------------------------------------------------
@@ -79,16 +99,7 @@ def _patch_engine_for_oom(engine_cls: Any) -> None:
             print(f"verl_cpu_device_double: step {step} spared by {CURE_KNOB}={cure} ({states})", flush=True)
         resumed = getattr(self, "_verlctl_double_resumed", False)
         if str(step) == os.environ.get(HOLD_KNOB, "").strip() and not resumed:
-            import time
-
-            print(f"verl_cpu_device_double: holding at step {step} ({HOLD_KNOB}, at most {HOLD_MAX_S} s)",
-                  flush=True)
-            release = os.environ.get(RELEASE_KNOB, "").strip()
-            deadline = time.monotonic() + HOLD_MAX_S
-            while time.monotonic() < deadline and not (release and os.path.exists(release)):
-                time.sleep(1.0)
-            if release and os.path.exists(release):
-                print(f"verl_cpu_device_double: released at step {step} ({RELEASE_KNOB})", flush=True)
+            _hold(f"at step {step}", HOLD_KNOB)
         return step_orig(self, *a, **k)
 
     engine_cls.load_checkpoint = load_checkpoint
@@ -99,3 +110,27 @@ def _patch_engine_for_oom(engine_cls: Any) -> None:
 FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
 if os.environ.get(OOM_KNOB) or os.environ.get(HOLD_KNOB):
     patch_on_import(FSDP_ENGINE_MODULE, lambda mod: _patch_engine_for_oom(mod.FSDPEngine))
+
+
+def _patch_sync_trainer_for_hold(trainer_cls: Any) -> None:
+    """Hold the end of the rollout of global step ``VERLCTL_TEST_DOUBLE_HOLD_AFTER_ROLLOUT_AT_STEP`` (once): the
+    sync trainer's ``on_sample_end``, before it puts the rollout servers to sleep."""
+    if getattr(trainer_cls, "_verlctl_double_hold", False):
+        return
+    orig = trainer_cls.on_sample_end
+
+    @functools.wraps(orig)
+    def on_sample_end(self: Any, *a: Any, **k: Any) -> Any:
+        step = getattr(self, "global_steps", None)
+        if str(step) == os.environ.get(HOLD_ROLLOUT_KNOB, "").strip() and not getattr(self, "_verlctl_held", False):
+            self._verlctl_held = True
+            _hold(f"after the rollout of step {step}", HOLD_ROLLOUT_KNOB)
+        return orig(self, *a, **k)
+
+    trainer_cls.on_sample_end = on_sample_end
+    trainer_cls._verlctl_double_hold = True
+
+
+SYNC_TRAINER_MODULE = "verl.trainer.ppo.v1.trainer_sync"
+if os.environ.get(HOLD_ROLLOUT_KNOB):
+    patch_on_import(SYNC_TRAINER_MODULE, lambda mod: _patch_sync_trainer_for_hold(mod.PPOTrainerSync))

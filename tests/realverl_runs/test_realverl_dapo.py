@@ -10,12 +10,13 @@ model 0 everywhere, every group would be filtered and DAPO would never make a st
 One DAPO run, two launches (each training start costs minutes of CPU, so the kills ride on the DAPO run):
 1. ``train.steps: 12`` (never reached): steps 1 and 2 (or more) with a checkpoint each; verl's own config dump
    shows DAPO's settings; the overlong penalty makes scores negative (the digit share and gsm8k's score are never
-   below 0). Once global_step_2 is saved and its weights synced, vLLM's server (``ray::vLLMHttpServer``) is killed
-   mid-run: ``status`` names the actor by its class within 60 s, the run ends ``failed``, ``stop`` leaves no
+   below 0). The accelerator double holds the end of step 3's rollout
+   (``VERLCTL_TEST_DOUBLE_HOLD_AFTER_ROLLOUT_AT_STEP``, after step 2's checkpoint, weight sync and metrics line);
+   there vLLM's server (``ray::vLLMHttpServer``) is killed and the hold released, so verl's next call to the server
+   is the servers' sleep: ``status`` names the actor by its class, the run ends ``failed``, ``stop`` leaves no
    process of the run in the container.
-2. relaunched: verl resumes from the tracked step (global_step_2, or later: a step takes ~3 s and Ray forwards the
-   actors' lines with a lag) and saves the next; then the training worker (``ray::WorkerDict``) is killed: named
-   within 60 s, ``failed``, nothing left after ``stop``; every checkpoint up to it is intact.
+2. relaunched: verl resumes from global_step_2 and saves the next; then the training worker (``ray::WorkerDict``)
+   is killed: named, ``failed``, nothing left after ``stop``; every checkpoint up to it is intact.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import ast
 import json
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,13 +81,16 @@ def pids(env: RealVerlEnv, proctitle: str) -> list[int]:
     return found
 
 
-def kill_and_follow(env: RealVerlEnv, proctitle: str, actor: str) -> dict[str, Any]:
-    """``kill -9`` the actor's process; the seconds until ``status`` names ``actor``, and the status once the
-    run ended."""
+def kill_and_follow(env: RealVerlEnv, proctitle: str, actor: str, release: Path | None = None) -> dict[str, Any]:
+    """``kill -9`` the actor's process (then create ``release``, the double's hold's end, if given); the seconds
+    until ``status`` names ``actor``, and the status once the run ended."""
     (pid, *_) = wait_for(lambda: pids(env, proctitle), 120, 1, f"a {proctitle} process")
     res = env.container.exec_run(["kill", "-9", str(pid)])
     t_kill = time.monotonic()
     assert res.exit_code == 0, res.output
+    if release is not None:
+        wait_for(lambda: pid not in pids(env, proctitle), 60, 1, f"{proctitle} {pid} to be gone")
+        release.touch()
     st = wait_for(lambda: (lambda s: s if actor in json.dumps(s.get("last_error") or {}) else None)(status(env)),
                   180, 1, f"status to name the killed actor {actor}")  # seconds quiet; minutes on a loaded host
     named_s = time.monotonic() - t_kill
@@ -126,19 +131,26 @@ def test_real_verl_dapo_trains_checkpoints_resumes_and_a_killed_rollout_server_a
     timings: dict[str, float] = {}
     with run_lock(), peak_memory_sampler(env.container) as peak:
         # ---- 1. DAPO: steps 1 and 2, two checkpoints; then vLLM's rollout server is killed mid-run.
+        # Where the kill lands matters. verl 0.9.1's step (PPOTrainerSync) dispatches the prompts to the agent
+        # loop, waits for the samples, puts the rollout servers to sleep, updates the actor, saves the checkpoint,
+        # then syncs the weights to the servers and prints the step's metrics line. A kill that lands in the
+        # weight sync leaves verl silent (Ray's raylet says a worker died, no class named; verl printed nothing
+        # more for 180 s: a stall, not a named actor), and a step takes ~3 s, so no wait for a line places a
+        # kill: a CI run once killed the server in step 3's sync after step 2's line. The double holds the end
+        # of step 3's rollout instead, and the kill lands there: verl's next call to the server is the sleep,
+        # where it raises Ray's error that names the actor.
+        release = env.root / "release-rollout"
+        env.spec["env"].update({"VERLCTL_TEST_DOUBLE_HOLD_AFTER_ROLLOUT_AT_STEP": "3",
+                                "VERLCTL_TEST_DOUBLE_HOLD_RELEASE": str(release)})
         t0 = time.monotonic()
         launch(env)
-        # Where the kill lands matters. verl 0.9.1's step (RayPPOTrainer.fit) saves the checkpoint (the tracker
-        # file is its last write), then syncs the weights to the rollout server, then prints the step's metrics
-        # line; the next call to the server is the next step's rollout, where verl raises Ray's error that names
-        # the actor. A kill seen within a second of the tracker's write landed in the weight sync: Ray's raylet
-        # said a worker died (no class named) and verl printed nothing more for 180 s (a stall, not a named
-        # actor). So the kill waits for the step's metrics line too.
-        wait_for_file(env, lambda: step_done(env, 2), 1500, "global_step_2 saved and its weights synced")
+        held = "verl_cpu_device_double: holding after the rollout of step 3"
+        wait_for_file(env, lambda: held in env.train_log.read_text(errors="replace"), 1500,
+                      "the double to hold the end of step 3's rollout")
         timings["dapo_2_steps_s"] = time.monotonic() - t0
-        # a step takes ~3 s and Ray forwards the actors' lines with a lag: verl may be a step further by now
-        assert tracked_step(env) >= 2 and saved_steps(env.ckpt)[:2] == [1, 2], (saved_steps(env.ckpt), status(env))
-        killed = kill_and_follow(env, "ray::vLLMHttpServer", "vLLMHttpServer")
+        assert tracked_step(env) == 2 and saved_steps(env.ckpt) == [1, 2], (saved_steps(env.ckpt), status(env))
+        assert step_done(env, 2), env.train_log.read_text(errors="replace")[-3000:]
+        killed = kill_and_follow(env, "ray::vLLMHttpServer", "vLLMHttpServer", release)
         timings["rollout_server_named_s"] = killed["named_s"]
         timings["rollout_server_failed_s"] = killed["ended_s"]
         stop_leaves_nothing(env)
@@ -155,12 +167,14 @@ def test_real_verl_dapo_trains_checkpoints_resumes_and_a_killed_rollout_server_a
         # the overlong penalty reached the scores: only it makes a score negative here
         mins = [float(x) for x in re.findall(r"critic/score/min:(-?[\d.]+)", log)]
         assert mins and min(mins) < 0, (mins, log[-2000:])
-        resumed_at = tracked_step(env)  # a kill during a save can leave a newer directory: verl reads the tracker
-        assert resumed_at >= 2 and saved_steps(env.ckpt)[:resumed_at] == list(range(1, resumed_at + 1)), (
-            resumed_at, saved_steps(env.ckpt))
+        assert "released after the rollout of step 3" in log, log[-3000:]
+        resumed_at = tracked_step(env)
+        assert resumed_at == 2 and saved_steps(env.ckpt) == [1, 2], (resumed_at, saved_steps(env.ckpt))
 
-        # ---- 2. relaunched: resumes from the tracked step, saves the next; then the FSDP worker is killed.
+        # ---- 2. relaunched: resumes from global_step_2, saves the next; then the FSDP worker is killed.
         nxt = resumed_at + 1
+        for knob in ("VERLCTL_TEST_DOUBLE_HOLD_AFTER_ROLLOUT_AT_STEP", "VERLCTL_TEST_DOUBLE_HOLD_RELEASE"):
+            env.spec["env"].pop(knob)
         t0 = time.monotonic()
         launch(env)
         wait_for_file(env, lambda: step_done(env, nxt), 1500, f"global_step_{nxt} saved and its weights synced")
