@@ -143,8 +143,12 @@ class DockerBackend:
                         c.remove(force=True)
                         self.report.step(f"removed container {c.name}{where} (created by this failed launch)")
                         done.setdefault("removed_containers", []).append(c.name)
-                        if isinstance(ex, DockerExecutor) and i == 0:
+                        # no executor into a removed container: a second clean-up (an interrupt during the
+                        # first) neither acts on it nor warns that it is gone
+                        if i == 0:
                             self.executor = None
+                        else:
+                            self.workers[i - 1].executor = None
             except Exception as exc:  # noqa: BLE001 - clean-up must not hide the launch error
                 self.report.warn(f"clean-up after the failed launch{where}: {exc}")
         return done
