@@ -4,6 +4,7 @@ D4, D26, D27). The test image holds real Ray; the trainer is the stand-in (a tes
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -322,10 +323,16 @@ def test_restart_reuse_stop_and_remove_act_only_on_the_runs_own(launch_env: Laun
     left = [ln for ln in ps(container) if any(k in ln for k in ("ray::", "raylet", "gcs_server", "standin",
                                                                    "start_verl.sh"))]
     assert not left, left
-    # The stand-in obeys SIGTERM; Ray's gcs_server does not (it outlived the 20 s grace: 21 s before) and `ray
-    # start --block` drains for up to 30 s (set above): Ray's daemons get SIGKILL after 2 s. Target 5 s; + the
-    # CLI's start-up and the docker execs of each check on a loaded machine.
-    assert "SIGKILL to Ray's daemons" in res.out and "gcs_server (pid" in res.out, res.out
+    # The stand-in obeys SIGTERM; Ray's gcs_server may not (it once outlived the 20 s grace: 21 s) and `ray start
+    # --block` drains for up to 30 s (set above): Ray's daemons get SIGKILL after 2 s. Whether one is still running
+    # 2 s after SIGTERM is Ray's timing (in a run under load every daemon had ended by then), so here the stop
+    # announces it and, if it sent one, names the daemons; the SIGKILL itself is tests/runtime/test_ownership.py's
+    # subject, with processes that ignore SIGTERM. Target 5 s; + the CLI's start-up and the docker execs of each
+    # check on a loaded machine.
+    said = " ".join(res.out.split())  # the console wraps long lines
+    assert "get SIGKILL after 2s" in said and "gcs_server" in said, res.out
+    killed = re.search(r"SIGKILL to Ray's daemons still running 2s after SIGTERM in [^:]+: (.*)", said)
+    assert killed is None or re.match(r"[^,]+ \(pid \d+\)", killed.group(1)), res.out
     assert took <= 5.0 + 5.0, (took, res.out)
     print(f"stop took {took:.1f}s including the CLI start-up")
     # D27: stop removes the run's key file
