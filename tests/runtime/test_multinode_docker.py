@@ -109,6 +109,8 @@ def test_two_nodes_over_ssh_launch_status_stop(launch_env: LaunchEnv, ssh_home: 
     why = {k: st.get(k) for k in ("state", "last_line", "last_error", "progress")}
     assert st["alive"] is True and st["head"] == head, why
     assert [(w["node"], w["alive"]) for w in st["workers"]] == [(WORKER, True)], st
+    # a multi-node run's log lies in the head's target, not on this host: status reads it there
+    assert st["log_read_from"] == "target" and st["last_line"], why
 
     res = env.cli("stop", "--remove-container")
     assert res.code == 0, res.out + res.err

@@ -297,7 +297,11 @@ def test_restart_reuse_stop_and_remove_act_only_on_the_runs_own(launch_env: Laun
     rec.write_text(json.dumps(doc))
 
     assert status(env, a_id)["alive"] is False
-    assert status(env, c_id)["alive"] is True
+    st_c = status(env, c_id)
+    assert st_c["alive"] is True
+    # status names the container by Docker's own short id; C's record says C did not create it
+    assert st_c["container"]["id"] == container.short_id and st_c["container"]["name"] == env.name, st_c["container"]
+    assert runs(env)[c_id]["container_created"] is False and runs(env)[a_id]["container_created"] is True
     res = env.cli("stop", a_id, "--grace", "3")
     assert res.code == 0, res.err
     assert "nothing signalled" in res.out and "restarted" in res.out, res.out
