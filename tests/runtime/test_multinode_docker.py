@@ -120,6 +120,11 @@ def test_two_nodes_over_ssh_launch_status_stop(launch_env: LaunchEnv, ssh_home: 
     for name in (env.name, worker_name):
         with pytest.raises(docker.errors.NotFound):
             docker_engine.containers.get(name)
+    # the run's own history says what was removed, and where
+    (run_dir,) = (env.state / "runs").iterdir()
+    events = [json.loads(ln) for ln in (run_dir / "events.jsonl").read_text().splitlines()]
+    removed = sorted((e["container"], e["node"]) for e in events if e["event"] == "container_removed")
+    assert removed == sorted([(env.name, head), (worker_name, WORKER)]), removed
 
 
 def test_the_node_preflight_stops_a_launch_before_anything_starts(launch_env: LaunchEnv, ssh_home: Path, docker_engine) -> None:  # type: ignore[no-untyped-def]

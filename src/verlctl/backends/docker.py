@@ -532,7 +532,7 @@ def remove_one(record: RunRecord, client: Any, cid: str | None, name: str | None
     c.remove(force=True)
     console.print(f"removed container {shown}", highlight=False, markup=False)
     with contextlib.suppress(OSError):
-        record.event("container_removed", container=name, node=where.strip() or None)
+        record.event("container_removed", container=name, node=node)
     return {**outcome, "action": "removed"}
 
 
