@@ -145,8 +145,9 @@ def test_real_verl_dapo_trains_checkpoints_resumes_and_a_killed_rollout_server_a
         t0 = time.monotonic()
         launch(env)
         held = "verl_cpu_device_double: holding after the rollout of step 3"
-        wait_for_file(env, lambda: held in env.train_log.read_text(errors="replace"), 1500,
-                      "the double to hold the end of step 3's rollout")
+        assert wait_for_file(env, lambda: held in env.train_log.read_text(errors="replace"), 1500,
+                             "the double to hold the end of step 3's rollout"), (
+            f"the run ended without the hold: {saved_steps(env.ckpt)}", env.train_log.read_text(errors="replace")[-3000:])
         timings["dapo_2_steps_s"] = time.monotonic() - t0
         assert tracked_step(env) == 2 and saved_steps(env.ckpt) == [1, 2], (saved_steps(env.ckpt), status(env))
         assert step_done(env, 2), env.train_log.read_text(errors="replace")[-3000:]

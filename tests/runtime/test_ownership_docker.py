@@ -4,7 +4,6 @@ D4, D26, D27). The test image holds real Ray; the trainer is the stand-in (a tes
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -317,6 +316,13 @@ def test_restart_reuse_stop_and_remove_act_only_on_the_runs_own(launch_env: Laun
     # C did not create it: `stop C --remove-container` stops C and leaves the container.
     key_file = f"{runs(env)[c_id]['scripts_dir']}/verlctl.env"
     assert container.exec_run(["test", "-f", key_file]).exit_code == 0
+    # Whether one of real Ray's daemons outlives 2 s of SIGTERM is Ray's timing (gcs_server once outlived a 20 s
+    # grace; under load every daemon had ended within 2 s): a daemon of C's attempt that ignores SIGTERM, as
+    # gcs_server did, makes the SIGKILL after 2 s certain (the run's marker in its environment, gcs_server's name).
+    marker = runs(env)[c_id]["attempts"][-1]["marker"]
+    container.exec_run(["bash", "-c", "trap '' TERM; exec -a gcs_server sleep 600"],
+                       environment={"VERLCTL_ATTEMPT": marker}, detach=True)
+    wait_for(lambda: any(ln.split(None, 1)[-1].startswith("gcs_server 600") for ln in ps(container)), timeout=30)
     t0 = time.monotonic()
     res = env.cli("stop", c_id, "--remove-container")
     took = time.monotonic() - t0
@@ -327,16 +333,11 @@ def test_restart_reuse_stop_and_remove_act_only_on_the_runs_own(launch_env: Laun
     left = [ln for ln in ps(container) if any(k in ln for k in ("ray::", "raylet", "gcs_server", "standin",
                                                                    "start_verl.sh"))]
     assert not left, left
-    # The stand-in obeys SIGTERM; Ray's gcs_server may not (it once outlived the 20 s grace: 21 s) and `ray start
-    # --block` drains for up to 30 s (set above): Ray's daemons get SIGKILL after 2 s. Whether one is still running
-    # 2 s after SIGTERM is Ray's timing (in a run under load every daemon had ended by then), so here the stop
-    # announces it and, if it sent one, names the daemons; the SIGKILL itself is tests/runtime/test_ownership.py's
-    # subject, with processes that ignore SIGTERM. Target 5 s; + the CLI's start-up and the docker execs of each
-    # check on a loaded machine.
+    # The stand-in obeys SIGTERM; the planted daemon does not (nor did gcs_server once: 21 s) and `ray start --block`
+    # drains for up to 30 s (set above): Ray's daemons get SIGKILL after 2 s. Target 5 s; + the CLI's start-up and
+    # the docker execs of each check on a loaded machine.
     said = " ".join(res.out.split())  # the console wraps long lines
-    assert "get SIGKILL after 2s" in said and "gcs_server" in said, res.out
-    killed = re.search(r"SIGKILL to Ray's daemons still running 2s after SIGTERM in [^:]+: (.*)", said)
-    assert killed is None or re.match(r"[^,]+ \(pid \d+\)", killed.group(1)), res.out
+    assert "SIGKILL to Ray's daemons" in said and "gcs_server (pid" in said, res.out
     assert took <= 5.0 + 5.0, (took, res.out)
     print(f"stop took {took:.1f}s including the CLI start-up")
     # D27: stop removes the run's key file
