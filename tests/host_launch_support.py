@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +99,28 @@ def launch_watch_and_scan(env: dict[str, str], settings: dict[str, Any], monkeyp
 
     until("the watch to start", lambda: any(e["event"] == "watch_started" for e in record.events()))
     running_at = time.time()
-    until("a scan of the training", lambda: (record.read_status() or {}).get("updated_at", 0) > running_at + 3)
+    until("a scan of the training", scanned_after(record, running_at, 2.5))
     return run_id, proc, record
+
+
+def scanned_after(record: Any, t: float, every_s: float) -> Callable[[], bool]:
+    """A condition for a wait: true once the watcher of ``record`` has *finished* a liveness scan that started
+    after ``t`` (so a process that runs from before ``t`` is in the scan's verdict).
+
+    The watcher writes its status (``updated_at``, at most once a second) at the top of a turn of its loop and
+    scans after the write, in the same turn, unless it scanned less than ``every_s`` before. So the turn of the
+    first write later than ``t + every_s`` either scans after writing, or scanned less than ``every_s`` earlier,
+    after ``t``; the next write comes after that scan ended. One write later than ``t + every_s`` is not enough:
+    the test could act between the write and the scan that follows it in the same turn."""
+    writes: set[float] = set()
+
+    def cond() -> bool:
+        at = float((record.read_status() or {}).get("updated_at", 0))
+        if at > t + every_s:
+            writes.add(at)
+        return len(writes) >= 2
+
+    return cond
 
 
 def holds_record_lock(pid: int) -> bool:

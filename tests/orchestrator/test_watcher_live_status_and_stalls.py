@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from host_launch_support import scanned_after
 from test_recovery_host import OOM_LINE, HostRuns, host_runs_in
 from verlctl.orchestrator.watcher import DEAD_CONFIRM_S, LOG_CATCH_UP_S, STALL_CONFIRM_S
 from verlctl.runtime.executor import HostExecutor
@@ -501,10 +502,8 @@ def test_a_ray_head_daemon_that_dies_mid_run_is_seen_by_the_scan_and_the_attempt
             verdict = _until("the daemons and the training script", lambda: (
                 (v := ex.verdict(record.ref)) and len(v["ray"]) == 2 and "run_training.sh" in v["scripts"]
                 and v), timeout=90)
-            seen_at = time.time()
-            # A status written 0.5 s after this means a liveness scan ran after it (scans come every 0.2 s).
-            _until("a scan of the daemons", lambda: (record.read_status() or {}).get("updated_at", 0) > seen_at + 0.5,
-                   timeout=90)
+            # the watcher must have seen them before one dies: a daemon never seen is one not started yet
+            _until("a scan of the daemons", scanned_after(record, time.time(), 0.2), timeout=90)
             killed.append(int(verdict["ray"]["gcs_server"]))
             os.kill(killed[0], signal.SIGKILL)
         finally:

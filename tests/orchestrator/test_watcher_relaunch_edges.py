@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from host_launch_support import scanned_after
 from test_recovery_host import KEY, OOM_LINE, HostRuns, _progress, host_runs_in
 from test_watcher_live_status_and_stalls import (
     TRAINER,
@@ -390,9 +391,7 @@ def test_after_a_device_oom_the_attempt_is_over_when_its_training_ends_not_its_l
 
     def open_once_scanned() -> None:
         _until("the training script", lambda: "run_training.sh" in (ex.verdict(ref).get("scripts") or []))
-        seen_at = time.time()
-        # A status written 0.5 s after this means a liveness scan ran after it (scans come every 0.2 s).
-        _until("a scan of it", lambda: (record.read_status() or {}).get("updated_at", 0) > seen_at + 0.5)
+        _until("a scan of it", scanned_after(record, time.time(), 0.2))
 
     try:
         outcome = _watch_attempt_beside(watcher, open_once_scanned, gate)

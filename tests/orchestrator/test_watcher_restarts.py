@@ -109,7 +109,7 @@ def _launch_and_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: di
     printed after its failure's and what to wait for (called with the run id and the watch) before it is."""
     import time
 
-    from host_launch_support import host_launch, launch_and_watch
+    from host_launch_support import host_launch, launch_and_watch, scanned_after
     from test_recovery_host import OOM_LINE
 
     then = then or {}
@@ -123,12 +123,10 @@ def _launch_and_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: di
     monkeypatch.setenv("VERLCTL_STATE_DIR", env["VERLCTL_STATE_DIR"])
     try:
         for n in (1, 2):
-            # attempt n's training script runs (waiting on its gate): a status written 3 s after this means
-            # the watcher's liveness scan (every 2.5 s) has seen it
+            # attempt n's training script runs (waiting on its gate) and the watcher's liveness scan (every
+            # 2.5 s) has seen it
             _until(f"attempt {n} to start", lambda n=n: (state / f"attempt-{n}").exists(), proc, timeout=200)
-            running_at = time.time()
-            _until(f"a scan of attempt {n}", lambda t=running_at: (load_run(run_id).read_status() or {})
-                   .get("updated_at", 0) > t + 3, proc)
+            _until(f"a scan of attempt {n}", scanned_after(load_run(run_id), time.time(), 2.5), proc)
             Path(f"{gate}{n}").touch()
             if n in then:
                 then[n][1](run_id, proc)
