@@ -79,7 +79,7 @@ def launch_and_watch(env: dict[str, str], settings: dict[str, Any]) -> tuple[str
 def launch_watch_and_scan(env: dict[str, str], settings: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
                           timeout: float = 90) -> tuple[str, Any, Any]:
     """:func:`launch_and_watch`, then wait until the watch has started and one liveness scan has seen the training
-    running (its step waits on the test's gate): a status written 3 s after that (the scan runs every 2.5 s).
+    running (its step waits on the test's gate): :func:`scanned_after` (the scan runs every 2.5 s).
     (the run id, the watch's Popen, the run's record); ``VERLCTL_STATE_DIR`` is the launch's for the test."""
     import time
 
