@@ -164,6 +164,10 @@ def test_stop_after_a_kill_9_of_the_watcher_leaves_no_follower_and_spares_decoys
             time.sleep(0.5)
         watch.kill()  # SIGKILL: no clean-up runs in the watcher
         watch.wait()
+        # The killed watcher's followers are those tailing the log now, before any decoy: one it started again
+        # after the first was seen (a follower is restarted when the engine loses an exec's output) is its own too.
+        ours = _followers(container, run_log)
+        assert ours, "the watcher's follower did not outlive its kill -9"
         # Decoys: a colleague's tails of the same log (one with another run's token, one with this run's token
         # but started by a shell in the container, one plain).
         container.exec_run(["tail", "-c", "+1", "-F", "--", run_log], detach=True,
