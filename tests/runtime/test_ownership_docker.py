@@ -4,6 +4,7 @@ D4, D26, D27). The test image holds real Ray; the trainer is the stand-in (a tes
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -338,6 +339,9 @@ def test_restart_reuse_stop_and_remove_act_only_on_the_runs_own(launch_env: Laun
     # the docker execs of each check on a loaded machine.
     said = " ".join(res.out.split())  # the console wraps long lines
     assert "SIGKILL to Ray's daemons" in said and "gcs_server (pid" in said, res.out
+    assert "get SIGKILL after 2s" in said, res.out  # the stop announces the escalation before it waits
+    killed = re.search(r"SIGKILL to Ray's daemons still running 2s after SIGTERM in [^:]+: (.*)", said)
+    assert killed and re.match(r"[^,]+ \(pid \d+\)", killed.group(1)), res.out  # each named with its pid
     assert took <= 5.0 + 5.0, (took, res.out)
     print(f"stop took {took:.1f}s including the CLI start-up")
     # D27: stop removes the run's key file
