@@ -30,6 +30,8 @@ import collections
 import ctypes
 import os
 import re
+import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -83,7 +85,8 @@ class Sampler(threading.Thread):
                     ppid = int(Path(f"/proc/{name}/stat").read_text().rpartition(")")[2].split()[1])
                 except (OSError, ValueError, IndexError):
                     continue
-                self.cmd[int(name)], self.parent[int(name)] = cmd[:300], ppid
+                # one line each: a `python -c` script's newlines would split the report's lines
+                self.cmd[int(name)], self.parent[int(name)] = " ".join(cmd.split())[:300], ppid
             self.stop.wait(0.25)
 
 
@@ -124,6 +127,8 @@ def main() -> int:
         print(f"error: acct(2) failed: {os.strerror(ctypes.get_errno())} (needs root and BSD process accounting)",
               file=sys.stderr)
         return 2
+    # accounting is machine-wide: turned off however this ends (Ctrl-C raises KeyboardInterrupt; SIGTERM too)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     sampler = Sampler()
     sampler.start()
     t0 = time.monotonic()
@@ -146,7 +151,7 @@ def main() -> int:
         count[k] += 1
         lines[k][re.sub(r"\d{3,}", "N", sampler.cmd.get(pid, f"[{name}]"))[:110]] += seconds
     total = sum(cpu.values()) or 1.0
-    print(f"\n{' '.join(command)}: exit {rc}, {wall:.0f} s wall, {len(records)} processes ended, "
+    print(f"\n{' '.join(' '.join(command).split())}: exit {rc}, {wall:.0f} s wall, {len(records)} processes ended, "
           f"{total:.0f} CPU-s")
     for k, v in cpu.most_common():
         print(f"{v:9.0f} CPU-s {100 * v / total:5.1f} %  {count[k]:6d} processes  {k}")
@@ -154,7 +159,7 @@ def main() -> int:
             print(f"{'':14}{sec:8.1f}  {line}")
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
-        os.replace(acct_file, args.keep / "pacct")
+        shutil.move(acct_file, args.keep / "pacct")
     else:
         acct_file.unlink()
     acct_dir.rmdir()
