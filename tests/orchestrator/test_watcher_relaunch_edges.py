@@ -308,8 +308,8 @@ def test_an_early_preparation_for_another_recovery_than_the_final_one_is_not_sta
     attempt ends. Then the log says the NPUs are still held by another process (EJ0001, ranked before the
     OOM as the root cause): the recovery is a plain restart (`recovery.restart_on: device_held`), and the
     attempt started is the plain restart's, not the early preparation's with offload (seed 9713's survivor:
-    the early preparation was used whenever there was one). The alert of the OOM, and a status written after
-    it, show that the watcher's scan has started the preparation before the EJ0001 line is printed."""
+    the early preparation was used whenever there was one). The alert of the OOM, and a scan after it (two
+    status writes), show that the watcher's scan has started the preparation before the EJ0001 line is printed."""
     from test_watcher_restarts import _launch_and_watch
 
     def after_the_oom_was_prepared_for(run_id: str, proc: Any) -> None:
@@ -317,9 +317,8 @@ def test_an_early_preparation_for_another_recovery_than_the_final_one_is_not_sta
         alert = _until("the OOM's alert", lambda: next((e for e in record.events() if e["event"] == "alert"), None),
                        proc)
         assert alert["category"] == "device_oom", alert
-        # A status written after the alert comes from the watch loop's next turn: the alert's turn has scanned.
-        _until("a status after the alert", lambda: (load_run(run_id).read_status() or {}).get("updated_at", 0)
-               > alert["time"], proc)
+        # A scan of the watch loop after the alert (the one mechanism every "the watcher has scanned" wait uses).
+        _until("a scan after the alert", scanned_after(record, alert["time"], 2.5), proc)
 
     held = ("(TaskRunner pid=467613) EJ0001: [PID: 468348] 2025-04-24-16:14:56.975.866 Failed to initialize the "
             "HCCP process. Reason: Maybe the last training process is running.")
